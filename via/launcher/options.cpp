@@ -1,0 +1,147 @@
+#include "options.hpp"
+
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <string_view>
+
+namespace viarun {
+namespace {
+
+// Larger timeouts would overflow the clock arithmetic; nobody needs 30 years.
+constexpr double kMaxTimeoutSeconds = 1e9;
+
+int parse_rank_count(std::string_view text) {
+  int value = 0;
+  auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (error != std::errc() || end != text.data() + text.size() || value < 1 || value > kMaxRanks) {
+    throw UsageError("-n: '" + std::string(text) + "' is not a rank count between 1 and " +
+                     std::to_string(kMaxRanks));
+  }
+  return value;
+}
+
+std::string checked_provider(const std::string& name, std::string_view source) {
+  if (name != "shm" && name != "tcp") {
+    throw UsageError(std::string(source) + ": unknown provider '" + name +
+                     "' (expected shm or tcp)");
+  }
+  return name;
+}
+
+JobTimeout parse_timeout(const std::string& text, std::string_view source) {
+  double seconds = 0;
+  auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), seconds);
+  if (error != std::errc() || end != text.data() + text.size() || !std::isfinite(seconds) ||
+      seconds <= 0 || seconds > kMaxTimeoutSeconds) {
+    throw UsageError(std::string(source) + ": '" + text + "' is not a positive number of seconds");
+  }
+  return {std::chrono::duration<double>(seconds), text};
+}
+
+std::string environment_value(const char* name) {
+  const char* value = std::getenv(name);
+  return value ? value : "";
+}
+
+// Walks argv; an option's value may be attached ("-n4", "--timeout=2") or follow it.
+class ArgumentCursor {
+ public:
+  ArgumentCursor(int argc, char** argv) : args_(argv + 1, argv + argc) {}
+
+  bool done() const { return next_ >= args_.size(); }
+  const std::string& peek() const { return args_[next_]; }
+  std::string take() { return args_[next_++]; }
+
+  std::string take_value(const std::string& option, const std::optional<std::string>& attached) {
+    if (attached) return *attached;
+    if (done()) throw UsageError("option " + option + " needs a value");
+    return take();
+  }
+
+  std::vector<std::string> take_rest() {
+    std::vector<std::string> rest(args_.begin() + static_cast<std::ptrdiff_t>(next_), args_.end());
+    next_ = args_.size();
+    return rest;
+  }
+
+ private:
+  std::vector<std::string> args_;
+  size_t next_ = 0;
+};
+
+// Splits "--name=value" and "-nVALUE" into the option name and attached value.
+std::pair<std::string, std::optional<std::string>> split_option(const std::string& arg) {
+  if (arg.starts_with("--")) {
+    size_t equals = arg.find('=');
+    if (equals == std::string::npos) return {arg, std::nullopt};
+    return {arg.substr(0, equals), arg.substr(equals + 1)};
+  }
+  if (arg.starts_with("-n") && arg.size() > 2) return {"-n", arg.substr(2)};
+  return {arg, std::nullopt};
+}
+
+void reject_value(const std::string& option, const std::optional<std::string>& attached) {
+  if (attached) throw UsageError("option " + option + " takes no value");
+}
+
+bool is_option(const std::string& arg) { return arg.size() > 1 && arg[0] == '-'; }
+
+}  // namespace
+
+LaunchOptions parse_options(int argc, char** argv) {
+  LaunchOptions options;
+  std::optional<std::string> provider;
+  std::optional<std::string> timeout;
+  ArgumentCursor cursor(argc, argv);
+  while (!cursor.done() && is_option(cursor.peek())) {
+    auto [name, attached] = split_option(cursor.take());
+    if (name == "--") break;
+    if (name == "-n") {
+      options.ranks = parse_rank_count(cursor.take_value(name, attached));
+    } else if (name == "--provider") {
+      provider = cursor.take_value(name, attached);
+    } else if (name == "--timeout") {
+      timeout = cursor.take_value(name, attached);
+    } else if (name == "--tag-output") {
+      reject_value(name, attached);
+      options.tag_output = true;
+    } else if (name == "-h" || name == "--help") {
+      reject_value(name, attached);
+      options.show_help = true;
+      return options;
+    } else {
+      throw UsageError("unknown option '" + name + "'");
+    }
+  }
+  options.command = cursor.take_rest();
+
+  if (options.ranks == 0) throw UsageError("missing -n N (the number of ranks)");
+  if (options.command.empty()) throw UsageError("missing the program to run");
+
+  if (provider) {
+    options.provider = checked_provider(*provider, "--provider");
+  } else {
+    std::string inherited = environment_value("VIASTACK_PROVIDER");
+    options.provider = inherited.empty() ? "shm" : checked_provider(inherited, "VIASTACK_PROVIDER");
+  }
+  if (timeout) {
+    options.timeout = parse_timeout(*timeout, "--timeout");
+  } else if (std::string inherited = environment_value("VIASTACK_TIMEOUT"); !inherited.empty()) {
+    options.timeout = parse_timeout(inherited, "VIASTACK_TIMEOUT");
+  }
+  return options;
+}
+
+const char* usage_text() {
+  return "usage: viarun -n N [--provider shm|tcp] [--timeout S] [--tag-output] [--] prog args...\n"
+         "  -n N            number of ranks to start (1..1024)\n"
+         "  --provider P    VIA provider of the ranks: shm or tcp\n"
+         "                  (default: $VIASTACK_PROVIDER, else shm)\n"
+         "  --timeout S     end the job after S seconds, fractions allowed; exit status 124\n"
+         "                  (default: $VIASTACK_TIMEOUT, else no limit)\n"
+         "  --tag-output    prefix every output line with \"[rank] \"\n"
+         "  -h, --help      show this help\n";
+}
+
+}  // namespace viarun

@@ -1,0 +1,41 @@
+// Command line of viarun:
+//   viarun -n N [--provider shm|tcp] [--timeout S] [--tag-output] [--] prog args...
+#pragma once
+
+#include <chrono>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace viarun {
+
+inline constexpr int kMaxRanks = 1024;
+
+// A bad command line or environment; viarun prints it with the usage and exits 2.
+class UsageError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct JobTimeout {
+  std::chrono::duration<double> seconds;
+  std::string text;  // as the user wrote it, for messages
+};
+
+struct LaunchOptions {
+  int ranks = 0;
+  std::string provider;
+  std::optional<JobTimeout> timeout;
+  bool tag_output = false;
+  bool show_help = false;
+  std::vector<std::string> command;  // program and its arguments
+};
+
+// Parses argv; defaults come from VIASTACK_PROVIDER and VIASTACK_TIMEOUT.
+// Throws UsageError naming the problem.
+LaunchOptions parse_options(int argc, char** argv);
+
+const char* usage_text();
+
+}  // namespace viarun

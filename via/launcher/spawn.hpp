@@ -1,0 +1,57 @@
+// Finding the program and starting one rank of it.
+#pragma once
+
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/types.h>
+
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace viarun {
+
+// The program cannot be run; viarun exits 127.
+class ProgramNotFound : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Finds `name` the way execvp does: as a path when it contains '/', else in
+// $PATH. Returns the path of an executable regular file or throws ProgramNotFound.
+std::string resolve_program(const std::string& name);
+
+// 16 random hex digits.
+std::string make_job_id();
+
+struct RankIdentity {
+  int rank;
+  int size;
+  std::string job_id;
+  std::string provider;
+};
+
+// viarun's environment, with the VIASTACK_* variables of this rank set.
+std::vector<std::string> rank_environment(const RankIdentity& identity);
+
+// What a rank's child process restores before exec, so that viarun's own
+// settings do not leak into the program.
+struct InheritedState {
+  sigset_t signal_mask;
+  rlimit open_files_limit;
+};
+
+struct RankLaunch {
+  std::string program_path;
+  std::vector<std::string> argv;
+  std::vector<std::string> environment;
+  int stdin_fd;
+  int stdout_fd;
+  int stderr_fd;
+};
+
+// Forks a process in a new process group (its pid is the group id) and execs
+// the program there. Returns the pid, or -1 with errno set when fork fails.
+pid_t spawn_rank(const RankLaunch& launch, const InheritedState& inherited);
+
+}  // namespace viarun

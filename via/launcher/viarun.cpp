@@ -1,0 +1,76 @@
+// viarun: the embedded launcher of viastack.
+//   viarun -n N [--provider shm|tcp] [--timeout S] [--tag-output] [--] prog args...
+// Starts N local ranks of prog, forwards their output line by line and ends
+// the job with the first failing rank's status (see job.hpp).
+#include <csignal>
+#include <cstdio>
+#include <exception>
+#include <filesystem>
+#include <string>
+#include <system_error>
+
+#include "job.hpp"
+#include "options.hpp"
+#include "posix_io.hpp"
+#include "signal_watcher.hpp"
+#include "spawn.hpp"
+
+namespace {
+
+constexpr int kUsageStatus = 2;
+constexpr int kNotFoundStatus = 127;
+constexpr int kInternalErrorStatus = 1;
+
+// Removes the job's shared-memory segments, which the shm provider names
+// /dev/shm/viastack.<job id>.<anything>, whether or not the ranks did.
+class SharedMemoryCleanup {
+ public:
+  explicit SharedMemoryCleanup(const std::string& job_id) : prefix_("viastack." + job_id + ".") {}
+  ~SharedMemoryCleanup() {
+    std::error_code error;
+    for (const auto& entry : std::filesystem::directory_iterator("/dev/shm", error)) {
+      if (entry.path().filename().string().starts_with(prefix_)) {
+        std::filesystem::remove(entry.path(), error);
+      }
+    }
+  }
+  SharedMemoryCleanup(const SharedMemoryCleanup&) = delete;
+  SharedMemoryCleanup& operator=(const SharedMemoryCleanup&) = delete;
+
+ private:
+  std::string prefix_;
+};
+
+int run_job(const viarun::LaunchOptions& options) {
+  std::string program_path = viarun::resolve_program(options.command.front());
+  std::string job_id = viarun::make_job_id();
+  SharedMemoryCleanup cleanup(job_id);  // declared before the job: runs after it ends
+  viarun::SignalWatcher signals;
+  viarun::Job job(options, program_path, job_id, signals);
+  return job.run();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // A closed stdout must not kill viarun while its ranks still run.
+  std::signal(SIGPIPE, SIG_IGN);
+  try {
+    viarun::LaunchOptions options = viarun::parse_options(argc, argv);
+    if (options.show_help) {
+      std::fputs(viarun::usage_text(), stdout);
+      return 0;
+    }
+    return run_job(options);
+  } catch (const viarun::UsageError& error) {
+    viarun::report(error.what());
+    std::fputs(viarun::usage_text(), stderr);
+    return kUsageStatus;
+  } catch (const viarun::ProgramNotFound& error) {
+    viarun::report(error.what());
+    return kNotFoundStatus;
+  } catch (const std::exception& error) {
+    viarun::report(error.what());
+    return kInternalErrorStatus;
+  }
+}

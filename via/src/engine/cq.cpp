@@ -1,0 +1,61 @@
+// Work queues and completion queues.
+#include <atomic>
+
+#include "via/via.hpp"
+
+namespace via {
+
+WorkQueue::WorkQueue(std::size_t capacity) : slots_(capacity) {}
+
+WorkRequest& WorkQueue::push(VIP_DESCRIPTOR* desc) {
+  WorkRequest& wr = at(tail_++);
+  wr = WorkRequest{};
+  wr.desc = desc;
+  return wr;
+}
+
+VIP_DESCRIPTOR* WorkQueue::pop_done() {
+  if (head_ == published_) return nullptr;
+  return at(head_++).desc;
+}
+
+void Cq::push(const Entry& entry) {
+  if (entries_.size() >= capacity_ && !overflow_reported_) {
+    overflow_reported_ = true;
+    nic_.report(AsyncError{entry.vi, this, nullptr, VIP_RESOURCE_CQ, VIP_ERROR_CATASTROPHIC,
+                           "completion queue overflow: more completions than its EntryCount"});
+  }
+  if (notify_) {
+    // One-shot, as VipCQNotify: the handler consumes this completion.
+    auto handler = std::move(notify_);
+    notify_ = nullptr;
+    handler(entry);
+    return;
+  }
+  entries_.push_back(entry);
+}
+
+Result Cq::done(Entry& out) {
+  if (entries_.empty()) nic_.progress();
+  if (entries_.empty()) return Result::not_done;
+  out = entries_.front();
+  entries_.pop_front();
+  return Result::success;
+}
+
+Result Cq::wait(std::uint32_t timeout_ms, Entry& out) {
+  Result r = nic_.wait([&] { return !entries_.empty(); }, timeout_ms);
+  if (r != Result::success) return r;
+  out = entries_.front();
+  entries_.pop_front();
+  return Result::success;
+}
+
+Result Cq::resize(std::size_t capacity) {
+  if (capacity == 0 || capacity < entries_.size()) return Result::invalid_parameter;
+  capacity_ = capacity;
+  overflow_reported_ = false;
+  return Result::success;
+}
+
+}  // namespace via

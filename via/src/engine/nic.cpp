@@ -1,0 +1,328 @@
+// The NIC: protection tags, memory registration, object lifetimes, connection
+// acceptance, and the progress/wait loop every blocking call goes through.
+#include <time.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <thread>
+
+#include "providers/provider.hpp"
+
+namespace via {
+
+namespace {
+
+constexpr std::size_t kQueueDepth = 1024;
+constexpr std::size_t kMaxCqEntries = 1u << 20;
+
+std::uint64_t now_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return std::uint64_t(ts.tv_sec) * 1000000000ull + std::uint64_t(ts.tv_nsec);
+}
+
+// How long a waiter spins before it sleeps in the kernel.
+std::uint64_t spin_ns() {
+  static const std::uint64_t value = [] {
+    const char* env = std::getenv("VIASTACK_SPIN_US");
+    return (env ? std::strtoull(env, nullptr, 10) : 20ull) * 1000ull;
+  }();
+  return value;
+}
+
+void default_error_handler(const AsyncError& e) {
+  std::fprintf(stderr, "viastack: asynchronous VIA error (code %d): %s\n", int(e.code), e.cause.c_str());
+}
+
+}  // namespace
+
+const char* describe(Result r) {
+  switch (r) {
+    case Result::success: return "success";
+    case Result::not_done: return "not done";
+    case Result::invalid_parameter: return "invalid parameter";
+    case Result::error_resource: return "out of resources";
+    case Result::timeout: return "timed out";
+    case Result::reject: return "connection rejected";
+    case Result::invalid_reliability_level: return "invalid reliability level";
+    case Result::invalid_mtu: return "invalid transfer size";
+    case Result::invalid_qos: return "invalid quality of service";
+    case Result::invalid_ptag: return "invalid protection tag";
+    case Result::invalid_rdmaread: return "RDMA read not supported or not enabled";
+    case Result::descriptor_error: return "descriptor error";
+    case Result::invalid_state: return "invalid VI state";
+    case Result::error_nameservice: return "name service error";
+    case Result::no_match: return "no matching connection";
+  }
+  return "unknown result";
+}
+
+Result Nic::open(std::string_view device, std::unique_ptr<Nic>& out) {
+  std::unique_ptr<Nic> nic(new Nic());
+  Result r = open_provider(device, nic->provider_);
+  if (r != Result::success) return r;
+  nic->error_handler_ = default_error_handler;
+  out = std::move(nic);
+  return Result::success;
+}
+
+Nic::~Nic() {
+  // VIs first: they own links into the provider.
+  for (auto& vi : vis_) {
+    if (vi->link_) vi->link_->close(false);
+    vi->link_.reset();
+    provider_->remove_vi(*vi);
+  }
+  vis_.clear();
+}
+
+void Nic::query(VIP_NIC_ATTRIBUTES& out) const {
+  out = VIP_NIC_ATTRIBUTES{};
+  provider_->fill_attributes(out);
+  out.ThreadSafe = VIP_FALSE;
+  out.MaxRegisterRegions = RegionTable::kMaxRegions - 1;
+  out.MaxVI = provider_->max_vis();
+  out.MaxDescriptorsPerQueue = kQueueDepth;
+  out.MaxCQ = 1024;
+  out.MaxCQEntries = kMaxCqEntries;
+  out.MaxPtags = 1024;
+}
+
+const std::vector<std::uint8_t>& Nic::host_address() const { return provider_->host_address(); }
+
+Result Nic::resolve(std::string_view name, std::uint32_t index, std::vector<std::uint8_t>& host) const {
+  return provider_->resolve(name, index, host);
+}
+
+std::string Nic::describe_address(const std::vector<std::uint8_t>& host) const {
+  return provider_->describe_address(host);
+}
+
+// ---- protection tags ----
+
+Result Nic::create_ptag(Ptag& out) {
+  if (ptags_.size() >= 1024) return Result::error_resource;
+  out = next_ptag_++;
+  ptags_.push_back(out);
+  return Result::success;
+}
+
+bool Nic::ptag_valid(Ptag ptag) const { return std::find(ptags_.begin(), ptags_.end(), ptag) != ptags_.end(); }
+
+Result Nic::destroy_ptag(Ptag ptag) {
+  auto it = std::find(ptags_.begin(), ptags_.end(), ptag);
+  if (it == ptags_.end()) return Result::invalid_ptag;
+  // A tag still used by a VI or a region cannot go.
+  for (auto& vi : vis_)
+    if (vi->attrs_.ptag == ptag) return Result::invalid_state;
+  const RegionTable& table = provider_->regions();
+  for (std::uint32_t i = 1; i < RegionTable::kMaxRegions; ++i)
+    if (table.entries[i].handle.load(std::memory_order_relaxed) != 0 && table.entries[i].ptag == ptag)
+      return Result::invalid_state;
+  ptags_.erase(it);
+  return Result::success;
+}
+
+// ---- memory registration ----
+
+Result Nic::register_memory(const void* addr, std::size_t len, const MemAttributes& attrs, MemHandle& out) {
+  if (addr == nullptr || len == 0) return Result::invalid_parameter;
+  if (std::uintptr_t(addr) + len < std::uintptr_t(addr)) return Result::invalid_parameter;
+  if (!ptag_valid(attrs.ptag)) return Result::invalid_ptag;
+  RegionTable& table = provider_->regions();
+  for (std::uint32_t i = 1; i < RegionTable::kMaxRegions; ++i) {
+    RegionEntry& e = table.entries[i];
+    if (e.handle.load(std::memory_order_relaxed) != 0) continue;
+    e.ptag = attrs.ptag;
+    e.addr = std::uintptr_t(addr);
+    e.len = len;
+    e.rdma_write = attrs.rdma_write;
+    e.rdma_read = attrs.rdma_read;
+    std::uint32_t generation = (table.generation[i] + 1) & 0xFFFFu;
+    if (generation == 0) generation = 1;
+    table.generation[i] = generation;
+    out = (generation << 16) | i;
+    e.handle.store(out, std::memory_order_release);
+    return Result::success;
+  }
+  return Result::error_resource;
+}
+
+Result Nic::deregister_memory(const void* addr, MemHandle handle) {
+  RegionTable& table = provider_->regions();
+  RegionEntry e;
+  if (!table.lookup(handle, e) || e.addr != std::uintptr_t(addr)) return Result::invalid_parameter;
+  table.entries[RegionTable::index_of(handle)].handle.store(0, std::memory_order_release);
+  return Result::success;
+}
+
+Result Nic::query_memory(const void* addr, MemHandle handle, MemAttributes& out) const {
+  RegionEntry e;
+  if (!provider_->regions().lookup(handle, e) || e.addr != std::uintptr_t(addr)) return Result::invalid_parameter;
+  out = MemAttributes{e.ptag, e.rdma_write != 0, e.rdma_read != 0};
+  return Result::success;
+}
+
+Result Nic::set_memory_attributes(const void* addr, MemHandle handle, const MemAttributes& attrs) {
+  RegionTable& table = provider_->regions();
+  RegionEntry e;
+  if (!table.lookup(handle, e) || e.addr != std::uintptr_t(addr)) return Result::invalid_parameter;
+  if (!ptag_valid(attrs.ptag)) return Result::invalid_ptag;
+  RegionEntry& live = table.entries[RegionTable::index_of(handle)];
+  // Take the entry out of service while it changes, so a peer never sees half an update.
+  live.handle.store(0, std::memory_order_release);
+  live.ptag = attrs.ptag;
+  live.rdma_write = attrs.rdma_write;
+  live.rdma_read = attrs.rdma_read;
+  live.handle.store(handle, std::memory_order_release);
+  return Result::success;
+}
+
+// ---- objects ----
+
+Result Nic::create_cq(std::size_t entries, Cq*& out) {
+  if (entries == 0 || entries > kMaxCqEntries) return Result::invalid_parameter;
+  cqs_.push_back(std::make_unique<Cq>(*this, entries));
+  out = cqs_.back().get();
+  return Result::success;
+}
+
+Result Nic::destroy_cq(Cq* cq) {
+  auto it = std::find_if(cqs_.begin(), cqs_.end(), [&](auto& p) { return p.get() == cq; });
+  if (it == cqs_.end()) return Result::invalid_parameter;
+  for (auto& vi : vis_)
+    if (vi->send_cq_ == cq || vi->recv_cq_ == cq) return Result::invalid_state;
+  cqs_.erase(it);
+  return Result::success;
+}
+
+Result Nic::create_vi(const ViAttributes& attrs, Cq* send_cq, Cq* recv_cq, Vi*& out) {
+  VIP_NIC_ATTRIBUTES nic_attrs;
+  query(nic_attrs);
+  const VIP_RELIABILITY_LEVEL level = attrs.reliability;
+  if (level != VIP_SERVICE_UNRELIABLE && level != VIP_SERVICE_RELIABLE_DELIVERY &&
+      level != VIP_SERVICE_RELIABLE_RECEPTION)
+    return Result::invalid_reliability_level;
+  if (!(nic_attrs.ReliabilityLevelSupport & level)) return Result::invalid_reliability_level;
+  if (attrs.max_transfer > nic_attrs.MaxTransferSize) return Result::invalid_mtu;
+  if (!ptag_valid(attrs.ptag)) return Result::invalid_ptag;
+  if (attrs.rdma_read && !(nic_attrs.RDMAReadSupport & level)) return Result::invalid_rdmaread;
+  for (Cq* cq : {send_cq, recv_cq})
+    if (cq && &cq->nic() != this) return Result::invalid_parameter;
+  ViAttributes effective = attrs;
+  if (effective.max_transfer == 0) effective.max_transfer = std::uint32_t(nic_attrs.MaxTransferSize);
+  auto vi = std::make_unique<Vi>(*this, effective, send_cq, recv_cq, kQueueDepth);
+  Result r = provider_->add_vi(*vi);
+  if (r != Result::success) return r;
+  provider_->publish_vi_attributes(*vi);
+  vis_.push_back(std::move(vi));
+  out = vis_.back().get();
+  return Result::success;
+}
+
+Result Nic::destroy_vi(Vi* vi) {
+  auto it = std::find_if(vis_.begin(), vis_.end(), [&](auto& p) { return p.get() == vi; });
+  if (it == vis_.end()) return Result::invalid_parameter;
+  if (vi->state_ != ViState::idle) return Result::invalid_state;
+  if (!vi->sendq_.empty() || !vi->recvq_.empty()) return Result::invalid_state;
+  provider_->remove_vi(*vi);
+  vis_.erase(it);
+  return Result::success;
+}
+
+// ---- server side of client/server connections ----
+
+Result Nic::connect_wait(const NetAddress& local, std::uint32_t timeout_ms, ConnRequest*& out) {
+  std::unique_ptr<ConnRequest> request;
+  Result r = wait(
+      [&] {
+        provider_->progress_control();
+        request = provider_->take_request(local);
+        return request != nullptr;
+      },
+      timeout_ms);
+  if (r != Result::success) return r;
+  request->nic = this;
+  requests_.push_back(std::move(request));
+  out = requests_.back().get();
+  return Result::success;
+}
+
+Result Nic::connect_accept(ConnRequest* request, Vi& vi) {
+  auto it = std::find_if(requests_.begin(), requests_.end(), [&](auto& p) { return p.get() == request; });
+  if (it == requests_.end() || &vi.nic() != this) return Result::invalid_parameter;
+  if (vi.state_ != ViState::idle) return Result::invalid_state;
+  if (vi.attrs_.reliability != request->remote_attrs.reliability) return Result::invalid_reliability_level;
+  Result r = provider_->accept(*request, vi);
+  requests_.erase(it);
+  return r;
+}
+
+Result Nic::connect_reject(ConnRequest* request) {
+  auto it = std::find_if(requests_.begin(), requests_.end(), [&](auto& p) { return p.get() == request; });
+  if (it == requests_.end()) return Result::invalid_parameter;
+  provider_->reject(*request);
+  requests_.erase(it);
+  return Result::success;
+}
+
+void Nic::report(const AsyncError& error) {
+  if (error_handler_) error_handler_(error);
+}
+
+// ---- progress ----
+
+void Nic::progress() {
+  for (auto& vi : vis_)
+    if (vi->link_) vi->progress();
+  // Programs that only ever poll (VipRecvDone in a loop) must still learn of dead peers.
+  if ((++progress_calls_ & 0xFFFF) == 0) slow_progress(true);
+}
+
+// Work that need not run on every poll: connection control traffic, and
+// noticing peers that closed or died.
+void Nic::slow_progress(bool check_peers) {
+  provider_->progress_control();
+  if (check_peers)
+    for (std::size_t i = 0; i < vis_.size(); ++i) vis_[i]->check_link();
+}
+
+Result Nic::wait_impl(const std::function<bool()>& done, std::uint32_t timeout_ms) {
+  const std::uint64_t start = now_ns();
+  const std::uint64_t deadline =
+      timeout_ms == kInfinite ? UINT64_MAX : start + std::uint64_t(timeout_ms) * 1000000ull;
+  const std::uint64_t spin_until = start + spin_ns();
+  // Spin: progress only, checking the clock now and then.
+  for (unsigned i = 1;; ++i) {
+    progress();
+    if (done()) return Result::success;
+    if ((i & 255) == 0) {
+      std::uint64_t now = now_ns();
+      if (now >= spin_until || now >= deadline) break;
+      slow_progress(false);
+      if (done()) return Result::success;
+    }
+  }
+  // Sleep: announce it, check once more, then block until a doorbell or a time slice ends.
+  constexpr std::uint64_t kSlice = 10'000'000;  // also how often peers' liveness is checked
+  for (;;) {
+    slow_progress(true);
+    progress();
+    if (done()) return Result::success;
+    std::uint64_t now = now_ns();
+    if (now >= deadline) return Result::timeout;
+    std::uint32_t token = provider_->arm_sleep();
+    progress();
+    if (done()) {
+      provider_->disarm_sleep();
+      return Result::success;
+    }
+    ++counters_.sleeps;
+    provider_->sleep(token, std::chrono::nanoseconds(std::min(kSlice, deadline - now)));
+    provider_->disarm_sleep();
+  }
+}
+
+}  // namespace via

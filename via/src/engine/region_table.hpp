@@ -1,0 +1,55 @@
+// The registered-memory table of a NIC. It lives in memory the provider
+// supplies (the shm provider puts it in the NIC's shared segment, so that a
+// peer doing single-copy RDMA can check a region before touching it).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+#include "via/via.hpp"
+
+namespace via {
+
+struct RegionEntry {
+  // The handle this entry currently answers to; 0 when free. Written last on
+  // registration and first on deregistration.
+  std::atomic<std::uint32_t> handle;
+  std::uint32_t ptag;
+  std::uint64_t addr;
+  std::uint64_t len;
+  std::uint32_t rdma_write;
+  std::uint32_t rdma_read;
+};
+
+// A handle is (generation << 16) | index; index 0 is never used, so 0 is no handle.
+struct RegionTable {
+  static constexpr std::uint32_t kMaxRegions = 16384;
+  std::uint32_t generation[kMaxRegions];
+  RegionEntry entries[kMaxRegions];
+
+  static std::uint32_t index_of(MemHandle h) { return h & 0xFFFFu; }
+
+  // Looks a handle up; copies the entry out consistently. False if the handle is not live.
+  bool lookup(MemHandle h, RegionEntry& out) const {
+    std::uint32_t i = index_of(h);
+    if (i == 0 || i >= kMaxRegions) return false;
+    const RegionEntry& e = entries[i];
+    if (e.handle.load(std::memory_order_acquire) != h) return false;
+    out.ptag = e.ptag;
+    out.addr = e.addr;
+    out.len = e.len;
+    out.rdma_write = e.rdma_write;
+    out.rdma_read = e.rdma_read;
+    std::atomic_thread_fence(std::memory_order_acquire);
+    return e.handle.load(std::memory_order_relaxed) == h;
+  }
+
+  // Checks that [addr, addr+len) lies in region h registered with ptag.
+  bool covers(MemHandle h, std::uint64_t addr, std::uint64_t len, Ptag ptag, RegionEntry& e) const {
+    if (!lookup(h, e)) return false;
+    if (e.ptag != ptag) return false;
+    return addr >= e.addr && len <= e.len && addr - e.addr <= e.len - len;
+  }
+};
+
+}  // namespace via

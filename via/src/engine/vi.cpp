@@ -1,0 +1,732 @@
+// A VI: its work queues, the VIA state machine and error semantics, and the
+// frame protocol that carries send/receive and RDMA over a provider's link.
+#include <time.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+
+#include "providers/provider.hpp"
+
+namespace via {
+
+namespace {
+
+constexpr std::uint16_t kMaxSegments = 252;
+
+// Sends and RDMA at or above this size use the link's single-copy path when it has one.
+std::uint64_t direct_threshold() {
+  static const std::uint64_t value = [] {
+    const char* env = std::getenv("VIASTACK_DIRECT_THRESHOLD");
+    return env ? std::strtoull(env, nullptr, 10) : 16384ull;
+  }();
+  return value;
+}
+
+std::uint64_t now_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return std::uint64_t(ts.tv_sec) * 1000000000ull + std::uint64_t(ts.tv_nsec);
+}
+
+unsigned op_of(const VIP_DESCRIPTOR* d) { return d->CS.Control & VIP_CONTROL_OP_MASK; }
+
+std::uint32_t send_status_op(const VIP_DESCRIPTOR* d) {
+  switch (op_of(d)) {
+    case VIP_CONTROL_OP_RDMAWRITE: return VIP_STATUS_OP_RDMA_WRITE;
+    case VIP_CONTROL_OP_RDMAREAD: return VIP_STATUS_OP_RDMA_READ;
+    default: return VIP_STATUS_OP_SEND;
+  }
+}
+
+// The descriptor's local data segments: all of them for send/receive, all
+// but the leading address segment for RDMA.
+std::uint32_t first_data_segment(const VIP_DESCRIPTOR* d) { return op_of(d) == VIP_CONTROL_OP_SENDRECV ? 0 : 1; }
+
+const VIP_DATA_SEGMENT& data_segment(const VIP_DESCRIPTOR* d, std::uint32_t i) { return d->DS[i].Local; }
+
+// Builds the iovecs covering [offset, offset+len) of the descriptor's data segments.
+std::size_t slice_segments(const VIP_DESCRIPTOR* d, std::uint64_t offset, std::uint64_t len, iovec* out,
+                           std::size_t max_out) {
+  std::size_t n = 0;
+  for (std::uint32_t i = first_data_segment(d); i < d->CS.SegCount && len > 0 && n < max_out; ++i) {
+    const VIP_DATA_SEGMENT& seg = data_segment(d, i);
+    if (offset >= seg.Length) {
+      offset -= seg.Length;
+      continue;
+    }
+    std::uint64_t take = std::min<std::uint64_t>(seg.Length - offset, len);
+    out[n++] = iovec{static_cast<char*>(seg.Data.Address) + offset, std::size_t(take)};
+    len -= take;
+    offset = 0;
+  }
+  return n;
+}
+
+void scatter(const VIP_DESCRIPTOR* d, std::uint64_t offset, const std::byte* src, std::uint64_t len) {
+  iovec iov[kMaxSegments];
+  std::size_t n = slice_segments(d, offset, len, iov, kMaxSegments);
+  for (std::size_t i = 0; i < n; ++i) {
+    std::memcpy(iov[i].iov_base, src, iov[i].iov_len);
+    src += iov[i].iov_len;
+  }
+}
+
+}  // namespace
+
+Vi::Vi(Nic& nic, const ViAttributes& attrs, Cq* send_cq, Cq* recv_cq, std::size_t queue_depth)
+    : nic_(nic), attrs_(attrs), send_cq_(send_cq), recv_cq_(recv_cq), sendq_(queue_depth), recvq_(queue_depth) {}
+
+Vi::~Vi() = default;
+
+Result Vi::set_attributes(const ViAttributes& attrs) {
+  if (state_ != ViState::idle) return Result::invalid_state;
+  if (!nic_.ptag_valid(attrs.ptag)) return Result::invalid_ptag;
+  if (attrs.reliability != VIP_SERVICE_UNRELIABLE && attrs.reliability != VIP_SERVICE_RELIABLE_DELIVERY &&
+      attrs.reliability != VIP_SERVICE_RELIABLE_RECEPTION)
+    return Result::invalid_reliability_level;
+  VIP_NIC_ATTRIBUTES nic_attrs;
+  nic_.query(nic_attrs);
+  if (attrs.max_transfer > nic_attrs.MaxTransferSize) return Result::invalid_mtu;
+  attrs_ = attrs;
+  if (attrs_.max_transfer == 0) attrs_.max_transfer = std::uint32_t(nic_attrs.MaxTransferSize);
+  nic_.provider().publish_vi_attributes(*this);
+  return Result::success;
+}
+
+// ---- posting ----
+
+Result Vi::validate_post(VIP_DESCRIPTOR* desc, MemHandle desc_handle) const {
+  if (desc == nullptr || std::uintptr_t(desc) % VIP_DESCRIPTOR_ALIGNMENT != 0) return Result::invalid_parameter;
+  // The descriptor itself must lie in memory registered with this VI's tag.
+  RegionEntry region;
+  const RegionTable& table = nic_.provider_->regions();
+  if (!table.covers(desc_handle, std::uintptr_t(desc), sizeof(VIP_CONTROL_SEGMENT), attrs_.ptag, region))
+    return Result::invalid_parameter;
+  std::uint64_t size = sizeof(VIP_CONTROL_SEGMENT) + std::uint64_t(desc->CS.SegCount) * sizeof(VIP_DESCRIPTOR_SEGMENT);
+  if (!table.covers(desc_handle, std::uintptr_t(desc), size, attrs_.ptag, region)) return Result::invalid_parameter;
+  return Result::success;
+}
+
+// Returns 0 if every local data segment lies in a region registered with this
+// VI's tag, else the error status bits; adds the segment lengths to total.
+std::uint32_t Vi::check_local_segments(const VIP_DESCRIPTOR* desc, std::uint32_t first_data,
+                                       std::uint64_t& total) const {
+  const RegionTable& table = nic_.provider_->regions();
+  RegionEntry region;
+  for (std::uint32_t i = first_data; i < desc->CS.SegCount; ++i) {
+    const VIP_DATA_SEGMENT& seg = data_segment(desc, i);
+    if (seg.Length == 0) continue;
+    if (!table.covers(seg.Handle, seg.Data.AddressBits, seg.Length, attrs_.ptag, region))
+      return VIP_STATUS_PROTECTION_ERROR;
+    total += seg.Length;
+  }
+  return 0;
+}
+
+Result Vi::post_send(VIP_DESCRIPTOR* desc, MemHandle desc_handle) {
+  if (state_ == ViState::idle || state_ == ViState::connect_pending) return Result::invalid_state;
+  if (Result r = validate_post(desc, desc_handle); r != Result::success) return r;
+  if (sendq_.full()) return Result::error_resource;
+  std::atomic_ref<VIP_UINT32>(desc->CS.Status).store(0, std::memory_order_relaxed);
+  const std::uint64_t index = sendq_.tail();
+  WorkRequest& wr = sendq_.push(desc);
+  if (state_ == ViState::error) {
+    finish(sendq_, wr, VIP_STATUS_DESC_FLUSHED_ERROR | send_status_op(desc));
+    return Result::success;
+  }
+  const unsigned op = op_of(desc);
+  std::uint32_t error = 0;
+  if ((desc->CS.Control & VIP_CONTROL_RESERVED) || op == VIP_CONTROL_OP_RESERVED || desc->CS.SegCount > kMaxSegments ||
+      (op != VIP_CONTROL_OP_SENDRECV && desc->CS.SegCount < 1))
+    error = VIP_STATUS_FORMAT_ERROR;
+  else if (op == VIP_CONTROL_OP_RDMAREAD && attrs_.reliability == VIP_SERVICE_UNRELIABLE)
+    error = VIP_STATUS_FORMAT_ERROR;  // VIA: no RDMA read on unreliable VIs
+  else
+    error = check_local_segments(desc, first_data_segment(desc), wr.total);
+  if (!error && wr.total > attrs_.max_transfer) error = VIP_STATUS_LENGTH_ERROR;
+  if (error) {
+    fail(VIP_ERROR_POST_DESC, "posted send descriptor is malformed or names memory outside its registered regions",
+         &sendq_, &wr, error | send_status_op(desc));
+    return Result::success;
+  }
+  if (tx_next_ == index) transmit_pending();
+  return Result::success;
+}
+
+Result Vi::post_recv(VIP_DESCRIPTOR* desc, MemHandle desc_handle) {
+  if (Result r = validate_post(desc, desc_handle); r != Result::success) return r;
+  if (recvq_.full()) return Result::error_resource;
+  std::atomic_ref<VIP_UINT32>(desc->CS.Status).store(0, std::memory_order_relaxed);
+  WorkRequest& wr = recvq_.push(desc);
+  if (state_ == ViState::error) {
+    finish(recvq_, wr, VIP_STATUS_DESC_FLUSHED_ERROR | VIP_STATUS_OP_RECEIVE);
+    return Result::success;
+  }
+  std::uint32_t error = 0;
+  if ((desc->CS.Control & VIP_CONTROL_RESERVED) || desc->CS.SegCount > kMaxSegments)
+    error = VIP_STATUS_FORMAT_ERROR;
+  else
+    error = check_local_segments(desc, 0, wr.total);
+  if (error) fail(VIP_ERROR_POST_DESC, "posted receive descriptor names memory outside its registered regions",
+                  &recvq_, &wr, error | VIP_STATUS_OP_RECEIVE);
+  return Result::success;
+}
+
+// ---- completion ----
+
+void Vi::finish(WorkQueue& q, WorkRequest& wr, std::uint32_t status) {
+  wr.status = status;
+  wr.finished = true;
+  publish(q, &q == &recvq_);
+}
+
+void Vi::publish(WorkQueue& q, bool recv) {
+  Cq* cq = recv ? recv_cq_ : send_cq_;
+  q.publish([&](WorkRequest& wr) {
+    if (recv) wr.desc->CS.Length = wr.length;
+    std::atomic_ref<VIP_UINT32>(wr.desc->CS.Status).store(wr.status | VIP_STATUS_DONE, std::memory_order_release);
+    if (cq) cq->push(Cq::Entry{this, recv});
+  });
+  DescriptorNotify& notify = recv ? recv_notify_ : send_notify_;
+  if (notify && q.head() != q.published()) {
+    auto handler = std::move(notify);  // one-shot
+    notify = nullptr;
+    handler(q.pop_done());
+  }
+}
+
+Result Vi::send_done(VIP_DESCRIPTOR*& out) {
+  out = sendq_.pop_done();
+  if (out) return Result::success;
+  nic_.progress();
+  out = sendq_.pop_done();
+  return out ? Result::success : Result::not_done;
+}
+
+Result Vi::recv_done(VIP_DESCRIPTOR*& out) {
+  out = recvq_.pop_done();
+  if (out) return Result::success;
+  nic_.progress();
+  out = recvq_.pop_done();
+  return out ? Result::success : Result::not_done;
+}
+
+Result Vi::wait_queue(WorkQueue& q, std::uint32_t timeout_ms, VIP_DESCRIPTOR*& out) {
+  out = q.pop_done();
+  if (out) return Result::success;
+  // Nothing posted and nothing that could complete: waiting would be in vain.
+  if (q.empty() && state_ != ViState::connected && state_ != ViState::connect_pending) return Result::invalid_state;
+  return nic_.wait(
+      [&] {
+        out = q.pop_done();
+        return out != nullptr;
+      },
+      timeout_ms);
+}
+
+Result Vi::send_wait(std::uint32_t timeout_ms, VIP_DESCRIPTOR*& out) { return wait_queue(sendq_, timeout_ms, out); }
+Result Vi::recv_wait(std::uint32_t timeout_ms, VIP_DESCRIPTOR*& out) { return wait_queue(recvq_, timeout_ms, out); }
+
+// ---- errors and state ----
+
+void Vi::fail(VIP_ERROR_CODE code, std::string cause, WorkQueue* q, WorkRequest* wr, std::uint32_t status) {
+  if (wr) {
+    wr->status = status;
+    wr->finished = true;
+  }
+  const bool was_failed = state_ == ViState::error;
+  state_ = ViState::error;
+  if (link_) {
+    link_->close(true);
+    link_.reset();
+  }
+  flush_all(VIP_STATUS_DESC_FLUSHED_ERROR);
+  if (q) publish(*q, q == &recvq_);
+  if (!was_failed) nic_.report(AsyncError{this, nullptr, wr ? wr->desc : nullptr, VIP_RESOURCE_VI, code, std::move(cause)});
+}
+
+void Vi::flush_all(std::uint32_t status) {
+  for (std::uint64_t i = sendq_.published(); i != sendq_.tail(); ++i) {
+    WorkRequest& wr = sendq_.at(i);
+    if (!wr.finished) {
+      wr.status = status | send_status_op(wr.desc);
+      wr.finished = true;
+    }
+  }
+  for (std::uint64_t i = recvq_.published(); i != recvq_.tail(); ++i) {
+    WorkRequest& wr = recvq_.at(i);
+    if (!wr.finished) {
+      wr.status = status | VIP_STATUS_OP_RECEIVE;
+      wr.finished = true;
+    }
+  }
+  tx_next_ = sendq_.tail();
+  fill_next_ = recvq_.tail();
+  awaiting_ack_.clear();
+  awaiting_read_.clear();
+  read_responses_.clear();
+  acks_owed_ = 0;
+  receiving_ = nullptr;
+  discarding_ = false;
+  publish(sendq_, false);
+  publish(recvq_, true);
+}
+
+void Vi::attach(std::unique_ptr<Link> link, const ViAttributes& remote_attrs) {
+  link_ = std::move(link);
+  remote_attrs_ = remote_attrs;
+  state_ = ViState::connected;
+  tx_next_ = sendq_.tail();
+}
+
+void Vi::check_link() {
+  if (!link_ || state_ != ViState::connected) return;
+  const FrameHeader* h;
+  const std::byte* p;
+  if (link_->peek(h, p)) return;  // frames still in flight are handled first
+  switch (link_->peer_state()) {
+    case Link::PeerState::up: return;
+    case Link::PeerState::closed: return fail(VIP_ERROR_CONN_LOST, "the peer disconnected");
+    case Link::PeerState::failed: return fail(VIP_ERROR_CONN_LOST, "the peer's VI failed and broke the connection");
+    case Link::PeerState::dead: return fail(VIP_ERROR_CONN_LOST, "the peer process died");
+  }
+}
+
+Result Vi::disconnect() {
+  if (state_ == ViState::idle) return Result::invalid_state;
+  if (state_ == ViState::connect_pending) {
+    if (nic_.provider().cancel_connect(*this)) {
+      state_ = ViState::idle;
+      return Result::success;
+    }
+  }
+  if (link_) {
+    link_->close(false);
+    link_.reset();
+  }
+  flush_all(VIP_STATUS_DESC_FLUSHED_ERROR);
+  nic_.provider().reset_vi(*this);
+  state_ = ViState::idle;
+  return Result::success;
+}
+
+// ---- connections ----
+
+Result Vi::connect_request(const NetAddress& local, const NetAddress& remote, std::uint32_t timeout_ms) {
+  if (state_ != ViState::idle) return Result::invalid_state;
+  Provider& provider = nic_.provider();
+  if (Result r = provider.connect(*this, local, remote, Provider::ConnectMode::client); r != Result::success) return r;
+  state_ = ViState::connect_pending;
+  Result outcome = Result::not_done;
+  Result r = nic_.wait(
+      [&] {
+        outcome = provider.poll_connect(*this);
+        return outcome != Result::not_done;
+      },
+      timeout_ms);
+  if (r == Result::timeout) {
+    if (provider.cancel_connect(*this)) {
+      state_ = ViState::idle;
+      return Result::timeout;
+    }
+    outcome = provider.poll_connect(*this);
+  }
+  if (outcome != Result::success) state_ = ViState::idle;
+  return outcome;
+}
+
+Result Vi::connect_peer_request(const NetAddress& local, const NetAddress& remote, std::uint32_t timeout_ms) {
+  if (state_ != ViState::idle) return Result::invalid_state;
+  if (Result r = nic_.provider().connect(*this, local, remote, Provider::ConnectMode::peer); r != Result::success)
+    return r;
+  state_ = ViState::connect_pending;
+  peer_deadline_ns = timeout_ms == kInfinite ? UINT64_MAX : now_ns() + std::uint64_t(timeout_ms) * 1000000ull;
+  return Result::success;
+}
+
+Result Vi::connect_peer_done() {
+  if (state_ == ViState::connected) return Result::success;
+  if (state_ != ViState::connect_pending) return Result::invalid_state;
+  Provider& provider = nic_.provider();
+  provider.progress_control();
+  Result outcome = provider.poll_connect(*this);
+  if (outcome == Result::not_done && now_ns() >= peer_deadline_ns) {
+    if (provider.cancel_connect(*this)) {
+      state_ = ViState::idle;
+      return Result::timeout;
+    }
+    outcome = provider.poll_connect(*this);
+  }
+  if (outcome != Result::not_done && outcome != Result::success) state_ = ViState::idle;
+  return outcome;
+}
+
+Result Vi::connect_peer_wait() {
+  Result outcome = Result::not_done;
+  Result r = nic_.wait(
+      [&] {
+        outcome = connect_peer_done();
+        return outcome != Result::not_done;
+      },
+      kInfinite);
+  return r == Result::success ? outcome : r;
+}
+
+// ---- transmitting ----
+
+bool Vi::progress() {
+  if (state_ != ViState::connected) return false;
+  bool moved = false;
+  const FrameHeader* h;
+  const std::byte* payload;
+  for (int n = 0; n < 64 && link_ && link_->peek(h, payload); ++n) {
+    ++nic_.counters_.frames_received;
+    moved = true;
+    if (!handle_frame(*h, payload)) return true;  // the VI failed; its link is gone
+    link_->pop();
+  }
+  if (link_ && (tx_next_ != sendq_.tail() || acks_owed_ || !read_responses_.empty())) moved |= transmit_pending();
+  return moved;
+}
+
+bool Vi::transmit_pending() {
+  const std::uint64_t sent_before = nic_.counters_.frames_sent;
+  if (acks_owed_) {
+    FrameHeader h{kFrameAck, 0, 0, 0, acks_owed_, 0, 0, 0, 0};
+    if (link_->try_send(h, nullptr, 0)) {
+      acks_owed_ = 0;
+      ++nic_.counters_.frames_sent;
+    }
+  }
+  if (!transmit_read_responses()) return nic_.counters_.frames_sent != sent_before;
+  while (link_ && tx_next_ != sendq_.tail()) {
+    WorkRequest& wr = sendq_.at(tx_next_);
+    if (!wr.finished && !transmit(wr)) break;
+    if (!link_) break;  // the request broke the VI; flushing reset tx_next_
+    ++tx_next_;
+  }
+  return nic_.counters_.frames_sent != sent_before;
+}
+
+// Hands one send-queue request to the link; false if the link had no room
+// (what was sent so far is remembered in wr.progress).
+bool Vi::transmit(WorkRequest& wr) {
+  VIP_DESCRIPTOR* d = wr.desc;
+  const std::uint64_t index = tx_next_;
+  const bool direct = link_->direct() && wr.total >= direct_threshold();
+  switch (op_of(d)) {
+    case VIP_CONTROL_OP_SENDRECV: {
+      if (direct) {
+        iovec iov[kMaxSegments];
+        std::size_t n = slice_segments(d, 0, wr.total, iov, kMaxSegments);
+        iovec list{iov, n * sizeof(iovec)};
+        std::uint8_t flags = kFlagLast | ((d->CS.Control & VIP_CONTROL_IMMEDIATE) ? kFlagImmediate : 0);
+        FrameHeader h{kFrameDirectSend, flags, 0, std::uint32_t(list.iov_len), wr.total, 0, 0, 0, d->CS.ImmediateData};
+        if (!link_->try_send(h, &list, 1)) return false;
+        ++nic_.counters_.frames_sent;
+        awaiting_ack_.push_back(index);  // the receiver pulls the data, then acknowledges
+        return true;
+      }
+      if (!transmit_data(wr, kFrameSend, 0, 0)) return false;
+      break;
+    }
+    case VIP_CONTROL_OP_RDMAWRITE: {
+      const VIP_ADDRESS_SEGMENT& remote = d->DS[0].Remote;
+      if (link_->direct()) {
+        // Check the target region the way the target would, before any byte moves.
+        if (std::uint32_t err = link_->check_peer_region(remote.Data.AddressBits, wr.total, remote.Handle, true)) {
+          fail(VIP_ERROR_RDMAW_PROT, "RDMA write outside the target's registered, write-enabled memory", &sendq_, &wr,
+               err | VIP_STATUS_OP_RDMA_WRITE);
+          return true;
+        }
+        if (direct) {
+          direct_rdma(wr);
+          return true;
+        }
+      }
+      if (!transmit_data(wr, kFrameRdmaWrite, remote.Data.AddressBits, remote.Handle)) return false;
+      break;
+    }
+    case VIP_CONTROL_OP_RDMAREAD: {
+      const VIP_ADDRESS_SEGMENT& remote = d->DS[0].Remote;
+      if (link_->direct()) {
+        if (std::uint32_t err = link_->check_peer_region(remote.Data.AddressBits, wr.total, remote.Handle, false)) {
+          fail(VIP_ERROR_RDMAR_PROT, "RDMA read outside the target's registered, read-enabled memory", &sendq_, &wr,
+               err | VIP_STATUS_OP_RDMA_READ);
+          return true;
+        }
+        direct_rdma(wr);
+        return true;
+      }
+      FrameHeader h{kFrameReadRequest, kFlagLast, 0, 0, wr.total, 0, remote.Data.AddressBits, remote.Handle, 0};
+      if (!link_->try_send(h, nullptr, 0)) return false;
+      ++nic_.counters_.frames_sent;
+      awaiting_read_.push_back(index);
+      return true;
+    }
+  }
+  // Data frames are out: reliable reception completes on the peer's ack.
+  if (attrs_.reliability == VIP_SERVICE_RELIABLE_RECEPTION)
+    awaiting_ack_.push_back(index);
+  else
+    finish(sendq_, wr, send_status_op(d));
+  return true;
+}
+
+bool Vi::transmit_data(WorkRequest& wr, std::uint8_t type, std::uint64_t raddr, std::uint32_t rhandle) {
+  VIP_DESCRIPTOR* d = wr.desc;
+  const std::uint64_t max = link_->max_payload();
+  do {
+    const std::uint64_t chunk = std::min(wr.total - wr.progress, max);
+    const bool last = wr.progress + chunk == wr.total;
+    std::uint8_t flags = last ? kFlagLast : 0;
+    if (last && (d->CS.Control & VIP_CONTROL_IMMEDIATE)) flags |= kFlagImmediate;
+    iovec iov[kMaxSegments];
+    std::size_t n = slice_segments(d, wr.progress, chunk, iov, kMaxSegments);
+    FrameHeader h{type, flags, 0, std::uint32_t(chunk), wr.total, wr.progress, raddr, rhandle, d->CS.ImmediateData};
+    if (!link_->try_send(h, iov, n)) return false;
+    ++nic_.counters_.frames_sent;
+    wr.progress += chunk;
+  } while (wr.progress < wr.total);
+  return true;
+}
+
+// RDMA through the link's single-copy path; the target region was checked.
+void Vi::direct_rdma(WorkRequest& wr) {
+  VIP_DESCRIPTOR* d = wr.desc;
+  const VIP_ADDRESS_SEGMENT& remote = d->DS[0].Remote;
+  iovec local[kMaxSegments];
+  std::size_t n = slice_segments(d, 0, wr.total, local, kMaxSegments);
+  iovec far{remote.Data.Address, std::size_t(wr.total)};
+  const bool write = op_of(d) == VIP_CONTROL_OP_RDMAWRITE;
+  bool ok = write ? link_->direct_write(local, n, &far, 1) : link_->direct_read(local, n, &far, 1);
+  if (!ok) {
+    fail(VIP_ERROR_RDMA_TRANSPORT, "single-copy transfer to the peer failed", &sendq_, &wr,
+         VIP_STATUS_TRANSPORT_ERROR | send_status_op(d));
+    return;
+  }
+  ++(write ? nic_.counters_.direct_writes : nic_.counters_.direct_reads);
+  if (write && (d->CS.Control & VIP_CONTROL_IMMEDIATE)) {
+    // The data is in place; this frame only consumes a receive at the target.
+    wr.progress = wr.total;
+    FrameHeader h{kFrameRdmaWrite, kFlagLast | kFlagImmediate | kFlagNoData, 0, 0, wr.total, wr.total,
+                  remote.Data.AddressBits, remote.Handle, d->CS.ImmediateData};
+    // The ring has room more often than not; if not, the write is repeated
+    // harmlessly from the frame path on the next attempt.
+    if (!link_->try_send(h, nullptr, 0)) {
+      wr.progress = 0;
+      if (!transmit_data(wr, kFrameRdmaWrite, remote.Data.AddressBits, remote.Handle)) return;
+    } else {
+      ++nic_.counters_.frames_sent;
+    }
+  }
+  finish(sendq_, wr, send_status_op(d));
+}
+
+bool Vi::transmit_read_responses() {
+  const std::uint64_t max = link_->max_payload();
+  while (!read_responses_.empty()) {
+    ReadResponse& r = read_responses_.front();
+    if (r.rhandle == 0) {  // a refusal, status in raddr
+      FrameHeader h{kFrameReadResponse, kFlagLast | kFlagError, 0, 0, 0, 0, 0, 0, std::uint32_t(r.raddr)};
+      if (!link_->try_send(h, nullptr, 0)) return false;
+      ++nic_.counters_.frames_sent;
+      read_responses_.pop_front();
+      continue;
+    }
+    do {
+      const std::uint64_t chunk = std::min(r.total - r.sent, max);
+      const bool last = r.sent + chunk == r.total;
+      iovec iov{reinterpret_cast<void*>(r.raddr + r.sent), std::size_t(chunk)};
+      FrameHeader h{kFrameReadResponse, std::uint8_t(last ? kFlagLast : 0), 0, std::uint32_t(chunk), r.total, r.sent,
+                    0, 0, 0};
+      if (!link_->try_send(h, &iov, 1)) return false;
+      ++nic_.counters_.frames_sent;
+      r.sent += chunk;
+    } while (r.sent < r.total);
+    read_responses_.pop_front();
+  }
+  return true;
+}
+
+// ---- receiving ----
+
+WorkRequest* Vi::take_receive() {
+  if (fill_next_ == recvq_.tail()) return nullptr;
+  return &recvq_.at(fill_next_++);
+}
+
+// Handles one incoming frame; false if it broke the VI.
+bool Vi::handle_frame(const FrameHeader& h, const std::byte* payload) {
+  if (!frame_well_formed(h, link_->max_payload())) {
+    fail(VIP_ERROR_CATASTROPHIC, "malformed frame from the peer", nullptr, nullptr, 0);
+    return false;
+  }
+  const bool reliable = attrs_.reliability != VIP_SERVICE_UNRELIABLE;
+  const bool last = h.flags & kFlagLast;
+  switch (h.type) {
+    case kFrameSend:
+    case kFrameDirectSend: {
+      if (h.offset == 0) {
+        discarding_ = false;
+        receiving_ = take_receive();
+        if (!receiving_) {
+          if (reliable) {
+            fail(VIP_ERROR_RECVQ_EMPTY, "a message arrived with no receive descriptor posted");
+            return false;
+          }
+          ++nic_.counters_.dropped_no_receive;
+          discarding_ = !last;
+          return true;
+        }
+        if (h.total > receiving_->total) {
+          WorkRequest* wr = receiving_;
+          receiving_ = nullptr;
+          if (reliable) {
+            fail(VIP_ERROR_RECVQ_EMPTY, "a message is longer than the posted receive descriptor", &recvq_, wr,
+                 VIP_STATUS_LENGTH_ERROR | VIP_STATUS_OP_RECEIVE);
+            return false;
+          }
+          wr->length = 0;
+          finish(recvq_, *wr, VIP_STATUS_LENGTH_ERROR | VIP_STATUS_OP_RECEIVE);
+          discarding_ = !last;
+          return true;
+        }
+      } else if (discarding_) {
+        if (last) discarding_ = false;
+        return true;
+      } else if (!receiving_) {
+        fail(VIP_ERROR_CATASTROPHIC, "a message fragment arrived out of sequence");
+        return false;
+      }
+      return deliver(*receiving_, h, payload);
+    }
+    case kFrameRdmaWrite: {
+      if (!(h.flags & kFlagNoData) && h.length > 0) {
+        RegionEntry region;
+        const std::uint64_t addr = h.raddr + h.offset;
+        if (!attrs_.rdma_write || addr < h.raddr ||
+            !nic_.provider_->regions().covers(h.rhandle, addr, h.length, attrs_.ptag, region) || !region.rdma_write) {
+          fail(VIP_ERROR_RDMAW_PROT, "an RDMA write from the peer targets memory not registered for RDMA write here");
+          return false;
+        }
+        std::memcpy(reinterpret_cast<void*>(addr), payload, h.length);
+      }
+      if (!last) return true;
+      if (h.flags & kFlagImmediate) {
+        WorkRequest* wr = take_receive();
+        if (!wr) {
+          if (reliable) {
+            fail(VIP_ERROR_RECVQ_EMPTY, "an RDMA write with immediate data arrived with no receive descriptor posted");
+            return false;
+          }
+          ++nic_.counters_.dropped_no_receive;
+          return true;
+        }
+        wr->desc->CS.ImmediateData = h.imm;
+        wr->length = std::uint32_t(h.total);
+        finish(recvq_, *wr, VIP_STATUS_OP_REMOTE_RDMA_WRITE | VIP_STATUS_IMMEDIATE);
+      }
+      if (!(h.flags & kFlagNoData) && attrs_.reliability == VIP_SERVICE_RELIABLE_RECEPTION) ++acks_owed_;
+      return true;
+    }
+    case kFrameReadRequest:
+      serve_read_request(h);
+      return true;
+    case kFrameReadResponse:
+      if (awaiting_read_.empty()) {
+        fail(VIP_ERROR_CATASTROPHIC, "an RDMA read response arrived with no read outstanding");
+        return false;
+      }
+      complete_read(h, payload);
+      return link_ != nullptr;
+    case kFrameAck:
+      if (h.total > awaiting_ack_.size()) {
+        fail(VIP_ERROR_CATASTROPHIC, "the peer acknowledged more messages than were sent");
+        return false;
+      }
+      complete_acked(std::uint32_t(h.total));
+      return true;
+  }
+  return true;
+}
+
+bool Vi::deliver(WorkRequest& wr, const FrameHeader& h, const std::byte* payload) {
+  if (h.type == kFrameDirectSend) {
+    // The payload is the sender's iovec list: pull the bytes in one copy.
+    if (h.length % sizeof(iovec) != 0) {
+      fail(VIP_ERROR_CATASTROPHIC, "malformed direct-send frame");
+      return false;
+    }
+    iovec remote[kMaxSegments];
+    std::size_t nremote = std::min<std::size_t>(h.length / sizeof(iovec), kMaxSegments);
+    std::memcpy(remote, payload, nremote * sizeof(iovec));
+    iovec local[kMaxSegments];
+    std::size_t nlocal = slice_segments(wr.desc, 0, h.total, local, kMaxSegments);
+    if (!link_->direct_read(local, nlocal, remote, nremote)) {
+      receiving_ = nullptr;
+      fail(VIP_ERROR_CATASTROPHIC, "single-copy receive from the peer failed", &recvq_, &wr,
+           VIP_STATUS_TRANSPORT_ERROR | VIP_STATUS_OP_RECEIVE);
+      return false;
+    }
+    ++nic_.counters_.direct_reads;
+    ++acks_owed_;
+  } else {
+    scatter(wr.desc, h.offset, payload, h.length);
+    if (attrs_.reliability == VIP_SERVICE_RELIABLE_RECEPTION && (h.flags & kFlagLast)) ++acks_owed_;
+  }
+  if (!(h.flags & kFlagLast)) return true;
+  receiving_ = nullptr;
+  wr.length = std::uint32_t(h.total);
+  std::uint32_t status = VIP_STATUS_OP_RECEIVE;
+  if (h.flags & kFlagImmediate) {
+    wr.desc->CS.ImmediateData = h.imm;
+    status |= VIP_STATUS_IMMEDIATE;
+  }
+  finish(recvq_, wr, status);
+  return true;
+}
+
+void Vi::serve_read_request(const FrameHeader& h) {
+  RegionEntry region;
+  const bool allowed = attrs_.rdma_read && h.raddr + h.total >= h.raddr &&
+                       nic_.provider_->regions().covers(h.rhandle, h.raddr, h.total, attrs_.ptag, region) &&
+                       region.rdma_read;
+  // A refusal is queued as a response with no handle, its status in raddr.
+  if (allowed)
+    read_responses_.push_back(ReadResponse{h.raddr, h.rhandle, h.total});
+  else
+    read_responses_.push_back(ReadResponse{VIP_STATUS_RDMA_PROT_ERROR, 0, 0});
+}
+
+void Vi::complete_read(const FrameHeader& h, const std::byte* payload) {
+  WorkRequest& wr = sendq_.at(awaiting_read_.front());
+  if (h.flags & kFlagError) {
+    fail(VIP_ERROR_RDMAR_PROT, "RDMA read refused by the target: memory not registered for RDMA read there", &sendq_,
+         &wr, (h.imm & VIP_STATUS_ERROR_MASK) | VIP_STATUS_OP_RDMA_READ);
+    return;
+  }
+  if (h.total != wr.total) {
+    fail(VIP_ERROR_CATASTROPHIC, "RDMA read response does not match the request", &sendq_, &wr,
+         VIP_STATUS_TRANSPORT_ERROR | VIP_STATUS_OP_RDMA_READ);
+    return;
+  }
+  scatter(wr.desc, h.offset, payload, h.length);
+  if (!(h.flags & kFlagLast)) return;
+  awaiting_read_.pop_front();
+  finish(sendq_, wr, VIP_STATUS_OP_RDMA_READ);
+}
+
+void Vi::complete_acked(std::uint32_t count) {
+  for (std::uint32_t i = 0; i < count; ++i) {
+    WorkRequest& wr = sendq_.at(awaiting_ack_.front());
+    awaiting_ack_.pop_front();
+    wr.status = send_status_op(wr.desc);
+    wr.finished = true;
+  }
+  publish(sendq_, false);
+}
+
+}  // namespace via

@@ -1,0 +1,97 @@
+// The interface between the VIA engine and a provider (shm, tcp), in the
+// spirit of libfabric's ops tables: the engine owns descriptors, queues, the
+// VIA state machine and the frame protocol; a provider moves frames between
+// two connected VIs, sets connections up, and lets a NIC sleep until a peer
+// rings its doorbell.
+#pragma once
+
+#include <sys/uio.h>
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string_view>
+#include <vector>
+
+#include "engine/frame.hpp"
+#include "engine/region_table.hpp"
+#include "via/via.hpp"
+
+namespace via {
+
+// One end of a connection, owned by the VI it belongs to.
+class Link {
+ public:
+  virtual ~Link() = default;
+  // Largest payload one frame may carry.
+  virtual std::size_t max_payload() const = 0;
+  // Appends a frame whose payload is gathered from iov; false when there is no room now.
+  virtual bool try_send(const FrameHeader& header, const iovec* iov, std::size_t iovcnt) = 0;
+  // The oldest unconsumed frame, if any; stays valid until pop().
+  virtual bool peek(const FrameHeader*& header, const std::byte*& payload) = 0;
+  virtual void pop() = 0;
+
+  // Single-copy access to the peer's memory; `direct()` says whether it is available.
+  virtual bool direct() const { return false; }
+  virtual bool direct_read(const iovec*, std::size_t, const iovec*, std::size_t) { return false; }
+  virtual bool direct_write(const iovec*, std::size_t, const iovec*, std::size_t) { return false; }
+  // Checks [addr, addr+len) against the peer's registrations as RDMA to the peer
+  // would; returns 0 or the VIP_STATUS_* error bits.
+  virtual std::uint32_t check_peer_region(std::uint64_t, std::uint64_t, MemHandle, bool) const {
+    return VIP_STATUS_RDMA_PROT_ERROR;
+  }
+
+  // Slow-path checks: has the peer closed the connection or died?
+  enum class PeerState { up, closed, failed, dead };
+  virtual PeerState peer_state() = 0;
+  // Tells the peer that this end is gone (error: because of an error).
+  virtual void close(bool error) = 0;
+};
+
+class Provider {
+ public:
+  virtual ~Provider() = default;
+  virtual const char* name() const = 0;
+  virtual const std::vector<std::uint8_t>& host_address() const = 0;
+  virtual Result resolve(std::string_view name, std::uint32_t index, std::vector<std::uint8_t>& host) const = 0;
+  virtual std::string describe_address(const std::vector<std::uint8_t>& host) const = 0;
+  virtual void fill_attributes(VIP_NIC_ATTRIBUTES& attrs) const = 0;
+  virtual RegionTable& regions() = 0;
+  virtual std::uint32_t max_vis() const = 0;
+
+  // VI lifetime: reserve and release the provider's resources for a VI, and
+  // publish the attributes remote RDMA checks need.
+  virtual Result add_vi(Vi& vi) = 0;
+  virtual void remove_vi(Vi& vi) = 0;
+  virtual void publish_vi_attributes(Vi& vi) = 0;
+
+  // Connection set-up. connect() starts a client or peer-to-peer request;
+  // poll_connect() reports not_done until the provider attached a link to the
+  // VI (success) or the request failed; cancel_connect() withdraws it and
+  // returns false if it completed in the meantime.
+  enum class ConnectMode { client, peer };
+  virtual Result connect(Vi& vi, const NetAddress& local, const NetAddress& remote, ConnectMode mode) = 0;
+  virtual Result poll_connect(Vi& vi) = 0;
+  virtual bool cancel_connect(Vi& vi) = 0;
+  // Server side: a pending client request addressed to `local`, if any.
+  virtual std::unique_ptr<ConnRequest> take_request(const NetAddress& local) = 0;
+  virtual Result accept(const ConnRequest& request, Vi& vi) = 0;
+  virtual void reject(const ConnRequest& request) = 0;
+  // Resets the VI's provider resources after its link is gone, for reuse.
+  virtual void reset_vi(Vi& vi) = 0;
+
+  // Connection control traffic (requests, peer matches).
+  virtual void progress_control() = 0;
+
+  // Sleeping: arm() announces the NIC is about to sleep and returns a token;
+  // sleep() blocks until a doorbell newer than the token or the time passes.
+  virtual std::uint32_t arm_sleep() = 0;
+  virtual void sleep(std::uint32_t token, std::chrono::nanoseconds max) = 0;
+  virtual void disarm_sleep() = 0;
+};
+
+// Opens the provider named by the device string and the environment.
+Result open_provider(std::string_view device, std::unique_ptr<Provider>& out);
+
+}  // namespace via

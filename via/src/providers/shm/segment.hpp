@@ -1,0 +1,130 @@
+// Layout of a shm-provider NIC's shared segment, /dev/shm/viastack.<job>.<nic>.
+//
+// Each NIC owns one segment. Peers map it to (1) post connection requests into
+// its inbox, (2) write frames into the receive ring of the VI slot they are
+// connected to, (3) read its region table before single-copy RDMA. A ring has
+// one producer (the peer VI) and one consumer (the owner): cells carry a
+// sequence number written last, so the consumer learns of a new frame from
+// the cell itself and never reads a counter the producer writes.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "engine/frame.hpp"
+#include "engine/region_table.hpp"
+
+namespace via::shm {
+
+inline constexpr std::uint64_t kMagic = 0x31306d6873616976ull;  // "viashm01"
+inline constexpr std::uint32_t kVersion = 1;
+inline constexpr std::uint32_t kMaxVi = 128;
+inline constexpr std::uint32_t kCells = 256;              // frames in flight per VI
+inline constexpr std::uint32_t kCellBytes = 128;
+inline constexpr std::uint32_t kDataBytes = 256 * 1024;   // payload ring per VI
+inline constexpr std::uint32_t kMaxFramePayload = 64 * 1024;
+inline constexpr std::uint32_t kInboxEntries = 64;
+inline constexpr std::uint32_t kMaxDiscriminator = 16;
+
+struct alignas(kCellBytes) Cell {
+  std::atomic<std::uint32_t> seq;  // (position + 1) once the frame is complete
+  std::uint32_t data_offset;        // payload start in the data ring, if not inline
+  std::uint64_t data_end;           // data-ring position just past this frame's payload
+  FrameHeader header;
+  std::byte inline_payload[kCellBytes - 16 - sizeof(FrameHeader)];
+};
+static_assert(sizeof(Cell) == kCellBytes);
+inline constexpr std::uint32_t kInlineBytes = sizeof(Cell::inline_payload);
+
+enum SlotState : std::uint32_t { kSlotFree = 0, kSlotIdle, kSlotPending, kSlotConnected, kSlotRejected };
+inline std::uint64_t slot_word(SlotState s, std::uint64_t request) { return (request << 8) | s; }
+inline SlotState slot_state(std::uint64_t word) { return SlotState(word & 0xFF); }
+
+enum ClosedBy : std::uint32_t { kOpen = 0, kPeerDisconnected = 1, kPeerFailed = 2 };
+
+struct alignas(64) ViSlot {
+  // Connection state: SlotState in the low byte, the pending request's id above.
+  // An accepting server moves it Pending -> Connected/Rejected by compare-and-swap.
+  std::atomic<std::uint64_t> state_word;
+  std::uint32_t generation;
+  // What a peer checks before single-copy RDMA into this VI's memory.
+  std::uint32_t ptag;
+  std::uint32_t rdma_write;
+  std::uint32_t rdma_read;
+  // Filled in by the server that accepts this slot's request.
+  std::uint32_t peer_nic;
+  std::uint32_t peer_slot;
+  std::uint16_t peer_reliability;
+  std::uint8_t peer_rdma_write;
+  std::uint8_t peer_rdma_read;
+  std::uint32_t peer_max_transfer;
+  alignas(64) std::atomic<std::uint32_t> closed_by;  // written by the peer
+  alignas(64) std::atomic<std::uint64_t> cells_consumed;  // written by the owner
+  alignas(64) std::atomic<std::uint64_t> data_consumed;   // written by the owner
+  Cell cells[kCells];
+  alignas(64) std::byte data[kDataBytes];
+};
+
+enum ControlType : std::uint8_t { kControlConnect = 1, kControlPeer = 2 };
+
+struct ControlMessage {
+  std::uint8_t type;
+  std::uint8_t local_disc_len;   // the sender's own discriminator
+  std::uint8_t target_disc_len;  // the discriminator it wants to reach here
+  std::uint8_t rdma_write;
+  std::uint8_t rdma_read;
+  std::uint8_t pad;
+  std::uint16_t reliability;
+  std::uint32_t from_nic;
+  std::uint32_t from_slot;
+  std::uint32_t from_generation;
+  std::uint32_t max_transfer;
+  std::uint64_t request;
+  std::uint8_t local_disc[kMaxDiscriminator];
+  std::uint8_t target_disc[kMaxDiscriminator];
+};
+
+// Multi-producer inbox (a bounded queue with per-entry sequence numbers):
+// producers claim a position by compare-and-swap, the owner consumes.
+struct alignas(128) InboxEntry {
+  std::atomic<std::uint64_t> seq;
+  ControlMessage message;
+};
+
+struct SegmentHeader {
+  std::atomic<std::uint64_t> magic;  // written last when the segment is ready
+  std::uint32_t version;
+  std::uint32_t nic_id;
+  std::int32_t owner_pid;
+  std::uint32_t pad;
+  std::uint64_t owner_start_time;  // with the pid, identifies the owner across pid reuse
+  std::uint64_t owner_base;        // the owner's mapping address of this segment
+  std::uint64_t probe_value;       // read through CMA to learn whether CMA works
+  std::uint64_t segment_size;
+  alignas(64) std::atomic<std::uint32_t> sleeping;  // the owner is (about to be) asleep
+  alignas(64) std::atomic<std::uint32_t> doorbell;  // futex word peers bump to wake it
+  alignas(64) std::atomic<std::uint64_t> inbox_write;
+};
+
+struct Segment {
+  SegmentHeader header;
+  InboxEntry inbox[kInboxEntries];
+  RegionTable regions;
+  ViSlot slots[kMaxVi];
+};
+
+// "/viastack.<job>.<nic>"; job from VIASTACK_JOB (set by viarun) or per user.
+std::string segment_name(std::uint32_t nic);
+// The start time of a process (from /proc), 0 if it does not exist.
+std::uint64_t process_start_time(int pid);
+bool process_alive(int pid, std::uint64_t start_time);
+
+// Maps of segments: create this NIC's own (replacing a stale one), or open a peer's.
+Segment* create_segment(std::uint32_t nic, std::string& error);
+Segment* open_segment(std::uint32_t nic);
+void unmap_segment(Segment* s);
+void remove_segment(std::uint32_t nic);
+
+}  // namespace via::shm

@@ -1,0 +1,151 @@
+#include "providers/shm/shm_link.hpp"
+
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <climits>
+#include <cstring>
+
+namespace via::shm {
+
+namespace {
+
+std::uint64_t total_length(const iovec* iov, std::size_t n) {
+  std::uint64_t total = 0;
+  for (std::size_t i = 0; i < n; ++i) total += iov[i].iov_len;
+  return total;
+}
+
+void gather(std::byte* dst, const iovec* iov, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) {
+    std::memcpy(dst, iov[i].iov_base, iov[i].iov_len);
+    dst += iov[i].iov_len;
+  }
+}
+
+}  // namespace
+
+void wake(Segment& s) {
+  // Pairs with the sleeper's fence between announcing sleep and its last look at the rings.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (s.header.sleeping.load(std::memory_order_relaxed)) {
+    s.header.doorbell.fetch_add(1, std::memory_order_release);
+    syscall(SYS_futex, &s.header.doorbell, FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
+  }
+}
+
+void reset_rings(ViSlot& slot) {
+  for (Cell& c : slot.cells) c.seq.store(0, std::memory_order_relaxed);
+  slot.cells_consumed.store(0, std::memory_order_relaxed);
+  slot.data_consumed.store(0, std::memory_order_relaxed);
+  slot.closed_by.store(kOpen, std::memory_order_release);
+}
+
+bool cma_works(const Segment& peer) {
+  std::uint64_t value = 0;
+  iovec local{&value, sizeof value};
+  iovec remote{reinterpret_cast<void*>(peer.header.owner_base + offsetof(SegmentHeader, probe_value)), sizeof value};
+  ssize_t n = process_vm_readv(peer.header.owner_pid, &local, 1, &remote, 1, 0);
+  return n == sizeof value && value == peer.header.probe_value;
+}
+
+ShmLink::ShmLink(ViSlot& mine, Segment& peer, ViSlot& theirs, bool cma)
+    : mine_(mine), peer_(peer), theirs_(theirs), cma_(cma) {}
+
+bool ShmLink::try_send(const FrameHeader& header, const iovec* iov, std::size_t iovcnt) {
+  if (send_pos_ - seen_cells_consumed_ >= kCells) {
+    seen_cells_consumed_ = theirs_.cells_consumed.load(std::memory_order_acquire);
+    if (send_pos_ - seen_cells_consumed_ >= kCells) return false;
+  }
+  const std::uint64_t len = total_length(iov, iovcnt);
+  Cell& cell = theirs_.cells[send_pos_ % kCells];
+  if (len <= kInlineBytes) {
+    gather(cell.inline_payload, iov, iovcnt);
+    cell.data_end = send_data_pos_;
+  } else {
+    // Payloads are contiguous in the data ring: skip the tail if it does not fit.
+    std::uint64_t start = send_data_pos_;
+    if (start % kDataBytes + len > kDataBytes) start += kDataBytes - start % kDataBytes;
+    const std::uint64_t end = start + len;
+    if (end - seen_data_consumed_ > kDataBytes) {
+      seen_data_consumed_ = theirs_.data_consumed.load(std::memory_order_acquire);
+      if (end - seen_data_consumed_ > kDataBytes) return false;
+    }
+    gather(theirs_.data + start % kDataBytes, iov, iovcnt);
+    cell.data_offset = std::uint32_t(start % kDataBytes);
+    cell.data_end = end;
+    send_data_pos_ = end;
+  }
+  cell.header = header;
+  cell.seq.store(std::uint32_t(send_pos_ + 1), std::memory_order_release);
+  ++send_pos_;
+  wake(peer_);
+  return true;
+}
+
+bool ShmLink::peek(const FrameHeader*& header, const std::byte*& payload) {
+  const Cell& cell = mine_.cells[recv_pos_ % kCells];
+  if (cell.seq.load(std::memory_order_acquire) != std::uint32_t(recv_pos_ + 1)) return false;
+  header = &cell.header;
+  // Never trust the producer's offsets beyond the ring's bounds.
+  if (cell.header.length <= kInlineBytes)
+    payload = cell.inline_payload;
+  else if (cell.data_offset < kDataBytes && cell.header.length <= kDataBytes - cell.data_offset)
+    payload = mine_.data + cell.data_offset;
+  else
+    payload = nullptr;
+  if (!payload) {
+    static const FrameHeader malformed{};  // type 0: the engine rejects it
+    header = &malformed;
+    payload = mine_.data;
+  }
+  return true;
+}
+
+void ShmLink::pop() {
+  const Cell& cell = mine_.cells[recv_pos_ % kCells];
+  if (cell.header.length > kInlineBytes) mine_.data_consumed.store(cell.data_end, std::memory_order_release);
+  ++recv_pos_;
+  mine_.cells_consumed.store(recv_pos_, std::memory_order_release);
+}
+
+bool ShmLink::direct_read(const iovec* local, std::size_t nlocal, const iovec* remote, std::size_t nremote) {
+  const std::uint64_t want = total_length(local, nlocal);
+  if (want != total_length(remote, nremote)) return false;
+  ssize_t n = process_vm_readv(peer_.header.owner_pid, local, nlocal, remote, nremote, 0);
+  return n >= 0 && std::uint64_t(n) == want;
+}
+
+bool ShmLink::direct_write(const iovec* local, std::size_t nlocal, const iovec* remote, std::size_t nremote) {
+  const std::uint64_t want = total_length(local, nlocal);
+  if (want != total_length(remote, nremote)) return false;
+  ssize_t n = process_vm_writev(peer_.header.owner_pid, local, nlocal, remote, nremote, 0);
+  return n >= 0 && std::uint64_t(n) == want;
+}
+
+std::uint32_t ShmLink::check_peer_region(std::uint64_t addr, std::uint64_t len, MemHandle handle, bool write) const {
+  RegionEntry region;
+  const bool vi_allows = write ? theirs_.rdma_write : theirs_.rdma_read;
+  if (!vi_allows || !peer_.regions.covers(handle, addr, len, theirs_.ptag, region)) return VIP_STATUS_RDMA_PROT_ERROR;
+  if (!(write ? region.rdma_write : region.rdma_read)) return VIP_STATUS_RDMA_PROT_ERROR;
+  return 0;
+}
+
+Link::PeerState ShmLink::peer_state() {
+  switch (mine_.closed_by.load(std::memory_order_acquire)) {
+    case kPeerDisconnected: return PeerState::closed;
+    case kPeerFailed: return PeerState::failed;
+    default: break;
+  }
+  if (!process_alive(peer_.header.owner_pid, peer_.header.owner_start_time)) return PeerState::dead;
+  return PeerState::up;
+}
+
+void ShmLink::close(bool error) {
+  theirs_.closed_by.store(error ? kPeerFailed : kPeerDisconnected, std::memory_order_release);
+  wake(peer_);
+}
+
+}  // namespace via::shm

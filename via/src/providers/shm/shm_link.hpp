@@ -1,0 +1,48 @@
+// One end of a shm connection: frames out through the ring of the peer's VI
+// slot, frames in through this VI's own slot, single copy through Linux CMA.
+#pragma once
+
+#include "providers/provider.hpp"
+#include "providers/shm/segment.hpp"
+
+namespace via::shm {
+
+class ShmLink final : public Link {
+ public:
+  // `mine`: this VI's slot in our segment; `theirs`: the peer VI's slot in the peer's segment.
+  ShmLink(ViSlot& mine, Segment& peer, ViSlot& theirs, bool cma);
+  std::size_t max_payload() const override { return kMaxFramePayload; }
+  bool try_send(const FrameHeader& header, const iovec* iov, std::size_t iovcnt) override;
+  bool peek(const FrameHeader*& header, const std::byte*& payload) override;
+  void pop() override;
+  bool direct() const override { return cma_; }
+  bool direct_read(const iovec* local, std::size_t nlocal, const iovec* remote, std::size_t nremote) override;
+  bool direct_write(const iovec* local, std::size_t nlocal, const iovec* remote, std::size_t nremote) override;
+  std::uint32_t check_peer_region(std::uint64_t addr, std::uint64_t len, MemHandle handle, bool write) const override;
+  PeerState peer_state() override;
+  void close(bool error) override;
+
+ private:
+  void ring_doorbell();
+
+  ViSlot& mine_;
+  Segment& peer_;
+  ViSlot& theirs_;
+  const bool cma_;
+  // Producer side (into theirs_).
+  std::uint64_t send_pos_ = 0;
+  std::uint64_t send_data_pos_ = 0;
+  std::uint64_t seen_cells_consumed_ = 0;
+  std::uint64_t seen_data_consumed_ = 0;
+  // Consumer side (from mine_).
+  std::uint64_t recv_pos_ = 0;
+};
+
+// Sets a slot's rings back to empty, for a new connection.
+void reset_rings(ViSlot& slot);
+// Whether process_vm_readv reaches the owner of `peer` (ptrace rules permitting).
+bool cma_works(const Segment& peer);
+// Wakes the owner of a segment if it announced that it sleeps.
+void wake(Segment& s);
+
+}  // namespace via::shm
