@@ -309,6 +309,7 @@ class Nic {
   Result wait(Done&& done, std::uint32_t timeout_ms);
 
   Provider& provider() { return *provider_; }
+  const char* provider_name() const;
   const NicCounters& counters() const { return counters_; }
   NicCounters& counters() { return counters_; }
   void* user_handle = nullptr;

@@ -90,6 +90,8 @@ void Nic::query(VIP_NIC_ATTRIBUTES& out) const {
   out.MaxPtags = 1024;
 }
 
+const char* Nic::provider_name() const { return provider_->name(); }
+
 const std::vector<std::uint8_t>& Nic::host_address() const { return provider_->host_address(); }
 
 Result Nic::resolve(std::string_view name, std::uint32_t index, std::vector<std::uint8_t>& host) const {

@@ -19,7 +19,9 @@ constexpr std::uint16_t kMaxSegments = 252;
 std::uint64_t direct_threshold() {
   static const std::uint64_t value = [] {
     const char* env = std::getenv("VIASTACK_DIRECT_THRESHOLD");
-    return env ? std::strtoull(env, nullptr, 10) : 16384ull;
+    // Measured on 2-core x86 machines: through the rings, two copies of
+    // cache-resident data still beat one CMA copy up to about 2 MiB.
+    return env ? std::strtoull(env, nullptr, 10) : 2ull << 20;
   }();
   return value;
 }
@@ -395,10 +397,9 @@ bool Vi::transmit_pending() {
   const std::uint64_t sent_before = nic_.counters_.frames_sent;
   if (acks_owed_) {
     FrameHeader h{kFrameAck, 0, 0, 0, acks_owed_, 0, 0, 0, 0};
-    if (link_->try_send(h, nullptr, 0)) {
-      acks_owed_ = 0;
-      ++nic_.counters_.frames_sent;
-    }
+    if (!link_->try_send(h, nullptr, 0)) return false;  // acks keep their place in the stream
+    acks_owed_ = 0;
+    ++nic_.counters_.frames_sent;
   }
   if (!transmit_read_responses()) return nic_.counters_.frames_sent != sent_before;
   while (link_ && tx_next_ != sendq_.tail()) {

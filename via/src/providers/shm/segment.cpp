@@ -65,7 +65,11 @@ bool segment_is_stale(const std::string& name) {
 
 std::string segment_name(std::uint32_t nic) {
   const char* job = std::getenv("VIASTACK_JOB");
-  std::string job_id = job && *job ? job : "u" + std::to_string(getuid());
+  std::string job_id = "u";
+  if (job && *job)
+    job_id = job;
+  else
+    job_id += std::to_string(getuid());
   for (char& c : job_id)
     if (c == '/' || c == '.') c = '_';
   std::string name = "/viastack.";
@@ -76,7 +80,10 @@ std::string segment_name(std::uint32_t nic) {
 }
 
 std::uint64_t process_start_time(int pid) {
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string path = "/proc/";
+  path += std::to_string(pid);
+  path += "/stat";
+  std::ifstream stat(path);
   std::string line;
   if (!std::getline(stat, line)) return 0;
   // Field 22 (starttime) follows the command name, which is in parentheses and may hold spaces.

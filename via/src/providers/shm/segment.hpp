@@ -61,6 +61,7 @@ struct alignas(64) ViSlot {
   std::uint8_t peer_rdma_read;
   std::uint32_t peer_max_transfer;
   alignas(64) std::atomic<std::uint32_t> closed_by;  // written by the peer
+  std::atomic<std::uint32_t> producer_waiting;       // the peer found the ring full
   alignas(64) std::atomic<std::uint64_t> cells_consumed;  // written by the owner
   alignas(64) std::atomic<std::uint64_t> data_consumed;   // written by the owner
   Cell cells[kCells];

@@ -40,6 +40,7 @@ void reset_rings(ViSlot& slot) {
   for (Cell& c : slot.cells) c.seq.store(0, std::memory_order_relaxed);
   slot.cells_consumed.store(0, std::memory_order_relaxed);
   slot.data_consumed.store(0, std::memory_order_relaxed);
+  slot.producer_waiting.store(0, std::memory_order_relaxed);
   slot.closed_by.store(kOpen, std::memory_order_release);
 }
 
@@ -54,25 +55,33 @@ bool cma_works(const Segment& peer) {
 ShmLink::ShmLink(ViSlot& mine, Segment& peer, ViSlot& theirs, bool cma)
     : mine_(mine), peer_(peer), theirs_(theirs), cma_(cma) {}
 
+bool ShmLink::has_room(std::uint64_t data_end) const {
+  return send_pos_ - seen_cells_consumed_ < kCells && data_end - seen_data_consumed_ <= kDataBytes;
+}
+
 bool ShmLink::try_send(const FrameHeader& header, const iovec* iov, std::size_t iovcnt) {
-  if (send_pos_ - seen_cells_consumed_ >= kCells) {
-    seen_cells_consumed_ = theirs_.cells_consumed.load(std::memory_order_acquire);
-    if (send_pos_ - seen_cells_consumed_ >= kCells) return false;
-  }
   const std::uint64_t len = total_length(iov, iovcnt);
+  // Payloads are contiguous in the data ring: skip the tail if it does not fit.
+  std::uint64_t start = send_data_pos_;
+  if (len > kInlineBytes && start % kDataBytes + len > kDataBytes) start += kDataBytes - start % kDataBytes;
+  const std::uint64_t end = len > kInlineBytes ? start + len : send_data_pos_;
+  if (!has_room(end)) {
+    seen_cells_consumed_ = theirs_.cells_consumed.load(std::memory_order_acquire);
+    seen_data_consumed_ = theirs_.data_consumed.load(std::memory_order_acquire);
+    if (!has_room(end)) {
+      // Ask the consumer to ring our doorbell when it frees space, then look once more.
+      theirs_.producer_waiting.store(1, std::memory_order_relaxed);
+      std::atomic_thread_fence(std::memory_order_seq_cst);
+      seen_cells_consumed_ = theirs_.cells_consumed.load(std::memory_order_acquire);
+      seen_data_consumed_ = theirs_.data_consumed.load(std::memory_order_acquire);
+      if (!has_room(end)) return false;
+    }
+  }
   Cell& cell = theirs_.cells[send_pos_ % kCells];
   if (len <= kInlineBytes) {
     gather(cell.inline_payload, iov, iovcnt);
     cell.data_end = send_data_pos_;
   } else {
-    // Payloads are contiguous in the data ring: skip the tail if it does not fit.
-    std::uint64_t start = send_data_pos_;
-    if (start % kDataBytes + len > kDataBytes) start += kDataBytes - start % kDataBytes;
-    const std::uint64_t end = start + len;
-    if (end - seen_data_consumed_ > kDataBytes) {
-      seen_data_consumed_ = theirs_.data_consumed.load(std::memory_order_acquire);
-      if (end - seen_data_consumed_ > kDataBytes) return false;
-    }
     gather(theirs_.data + start % kDataBytes, iov, iovcnt);
     cell.data_offset = std::uint32_t(start % kDataBytes);
     cell.data_end = end;
@@ -106,9 +115,18 @@ bool ShmLink::peek(const FrameHeader*& header, const std::byte*& payload) {
 
 void ShmLink::pop() {
   const Cell& cell = mine_.cells[recv_pos_ % kCells];
-  if (cell.header.length > kInlineBytes) mine_.data_consumed.store(cell.data_end, std::memory_order_release);
+  const bool freed_data = cell.header.length > kInlineBytes;
+  if (freed_data) mine_.data_consumed.store(cell.data_end, std::memory_order_release);
   ++recv_pos_;
   mine_.cells_consumed.store(recv_pos_, std::memory_order_release);
+  // A producer that found the ring full waits for our doorbell. The fence that
+  // makes the check race-free is paid only now and then for small frames: a
+  // producer blocked on cells is seen within 32 frames.
+  if (freed_data || recv_pos_ % 32 == 0) std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (mine_.producer_waiting.load(std::memory_order_relaxed)) {
+    mine_.producer_waiting.store(0, std::memory_order_relaxed);
+    wake(peer_);
+  }
 }
 
 bool ShmLink::direct_read(const iovec* local, std::size_t nlocal, const iovec* remote, std::size_t nremote) {

@@ -23,7 +23,7 @@ class ShmLink final : public Link {
   void close(bool error) override;
 
  private:
-  void ring_doorbell();
+  bool has_room(std::uint64_t data_end) const;
 
   ViSlot& mine_;
   Segment& peer_;

@@ -1,0 +1,77 @@
+// Small helpers shared by the benchmark programs: option parsing, the job's
+// rank and size, medians.
+#pragma once
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+namespace bench {
+
+[[noreturn]] inline void usage_error(const char* prog, const std::string& why) {
+  std::fprintf(stderr, "%s: %s\n", prog, why.c_str());
+  std::exit(2);
+}
+
+// Parses "8,1k,64K,1M" (k/K = 1024, m/M = 1048576).
+inline std::vector<std::size_t> parse_sizes(const char* prog, const std::string& text) {
+  std::vector<std::size_t> sizes;
+  std::size_t pos = 0;
+  while (pos <= text.size()) {
+    std::size_t comma = text.find(',', pos);
+    std::string item = text.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    char* end = nullptr;
+    unsigned long long v = std::strtoull(item.c_str(), &end, 10);
+    if (item.empty() || end == item.c_str()) usage_error(prog, "bad size '" + item + "' in --sizes");
+    std::string suffix = end;
+    if (suffix == "k" || suffix == "K")
+      v <<= 10;
+    else if (suffix == "m" || suffix == "M")
+      v <<= 20;
+    else if (!suffix.empty())
+      usage_error(prog, "bad size '" + item + "' in --sizes");
+    if (v > (1ull << 30)) usage_error(prog, "size '" + item + "' exceeds 1 GiB");
+    sizes.push_back(std::size_t(v));
+    if (comma == std::string::npos) break;
+    pos = comma + 1;
+  }
+  return sizes;
+}
+
+inline long parse_count(const char* prog, const std::string& text) {
+  char* end = nullptr;
+  long v = std::strtol(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || v <= 0) usage_error(prog, "'" + text + "' is not a positive count");
+  return v;
+}
+
+// 1 B to 4 MiB in powers of two.
+inline std::vector<std::size_t> default_sizes() {
+  std::vector<std::size_t> sizes;
+  for (std::size_t s = 1; s <= (4u << 20); s *= 2) sizes.push_back(s);
+  return sizes;
+}
+
+struct Job {
+  int rank = 0;
+  int size = 1;
+};
+
+inline Job job_from_env(const char* prog) {
+  Job job;
+  const char* rank = std::getenv("VIASTACK_RANK");
+  const char* size = std::getenv("VIASTACK_SIZE");
+  if (!rank || !size) usage_error(prog, "not started by a launcher (run it as: viarun -n 2 " + std::string(prog) + ")");
+  job.rank = std::atoi(rank);
+  job.size = std::atoi(size);
+  return job;
+}
+
+inline double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+}  // namespace bench
