@@ -1,0 +1,137 @@
+// Test support: a NIC with one registered arena holding descriptors and
+// buffers, and helpers to build descriptors and drive progress.
+#pragma once
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "via/via.hpp"
+
+namespace testing_support {
+
+inline void expect_ok(via::Result r, const char* what) {
+  if (r != via::Result::success) throw std::runtime_error(std::string(what) + ": " + via::describe(r));
+}
+
+// A fill pattern that differs per message and per byte.
+inline std::uint8_t pattern(std::uint64_t seed, std::uint64_t i) { return std::uint8_t((seed * 131 + i * 7 + (i >> 8)) & 0xFF); }
+
+struct Arena {
+  static constexpr std::size_t kDescSlot = 1024;  // room for a descriptor with 60 segments
+  static constexpr std::size_t kDescSlots = 256;
+
+  std::byte* base = nullptr;
+  std::size_t bytes = 0;
+  via::MemHandle handle = 0;
+
+  Arena() = default;
+  Arena(const Arena&) = delete;
+  ~Arena() { std::free(base); }
+  void allocate(std::size_t data_bytes) {
+    bytes = kDescSlot * kDescSlots + data_bytes;
+    base = static_cast<std::byte*>(std::aligned_alloc(4096, (bytes + 4095) / 4096 * 4096));
+    std::memset(base, 0, bytes);
+  }
+  VIP_DESCRIPTOR* desc(std::size_t i) { return reinterpret_cast<VIP_DESCRIPTOR*>(base + (i % kDescSlots) * kDescSlot); }
+  std::byte* data(std::size_t offset = 0) { return base + kDescSlot * kDescSlots + offset; }
+  std::size_t data_bytes() const { return bytes - kDescSlot * kDescSlots; }
+};
+
+struct Endpoint {
+  std::unique_ptr<via::Nic> nic;
+  via::Ptag ptag = 0;
+  Arena arena;
+  std::size_t next_desc = 0;
+
+  // Opens `device` and registers an arena with `data_bytes` of buffers.
+  void open(const std::string& device, std::size_t data_bytes, bool rdma_write = true, bool rdma_read = true) {
+    expect_ok(via::Nic::open(device, nic), "open NIC");
+    expect_ok(nic->create_ptag(ptag), "create ptag");
+    arena.allocate(data_bytes);
+    expect_ok(nic->register_memory(arena.base, arena.bytes, via::MemAttributes{ptag, rdma_write, rdma_read}, arena.handle),
+              "register arena");
+  }
+
+  via::Vi* create_vi(VIP_RELIABILITY_LEVEL level = VIP_SERVICE_RELIABLE_DELIVERY, via::Cq* scq = nullptr,
+                     via::Cq* rcq = nullptr) {
+    via::Vi* vi;
+    via::ViAttributes attrs;
+    attrs.reliability = level;
+    attrs.ptag = ptag;
+    attrs.rdma_write = true;
+    attrs.rdma_read = level != VIP_SERVICE_UNRELIABLE;
+    expect_ok(nic->create_vi(attrs, scq, rcq, vi), "create VI");
+    return vi;
+  }
+
+  // A send/receive descriptor over [offset, offset+len) of the arena's data, split into `segments` pieces.
+  VIP_DESCRIPTOR* message(std::size_t offset, std::size_t len, unsigned segments = 1) {
+    VIP_DESCRIPTOR* d = arena.desc(next_desc++);
+    std::memset(d, 0, Arena::kDescSlot);
+    d->CS.SegCount = std::uint16_t(segments);
+    d->CS.Length = std::uint32_t(len);
+    std::size_t left = len;
+    for (unsigned i = 0; i < segments; ++i) {
+      std::size_t piece = i + 1 == segments ? left : len / segments;
+      d->DS[i].Local.Data.Address = arena.data(offset);
+      d->DS[i].Local.Handle = arena.handle;
+      d->DS[i].Local.Length = std::uint32_t(piece);
+      offset += piece;
+      left -= piece;
+    }
+    return d;
+  }
+
+  // An RDMA descriptor: remote (address, handle), local [offset, offset+len).
+  VIP_DESCRIPTOR* rdma(unsigned op, std::uint64_t remote_addr, via::MemHandle remote_handle, std::size_t offset,
+                       std::size_t len) {
+    VIP_DESCRIPTOR* d = arena.desc(next_desc++);
+    std::memset(d, 0, Arena::kDescSlot);
+    d->CS.Control = std::uint16_t(op);
+    d->CS.SegCount = 2;
+    d->CS.Length = std::uint32_t(len);
+    d->DS[0].Remote.Data.AddressBits = remote_addr;
+    d->DS[0].Remote.Handle = remote_handle;
+    d->DS[1].Local.Data.Address = arena.data(offset);
+    d->DS[1].Local.Handle = arena.handle;
+    d->DS[1].Local.Length = std::uint32_t(len);
+    return d;
+  }
+
+  void fill(std::size_t offset, std::size_t len, std::uint64_t seed) {
+    for (std::size_t i = 0; i < len; ++i) arena.data(offset)[i] = std::byte(pattern(seed, i));
+  }
+  // Index of the first byte that differs from the pattern, or -1.
+  long mismatch(std::size_t offset, std::size_t len, std::uint64_t seed) {
+    for (std::size_t i = 0; i < len; ++i)
+      if (arena.data(offset)[i] != std::byte(pattern(seed, i))) return long(i);
+    return -1;
+  }
+};
+
+// Drives progress on every NIC until done() holds; false on timeout.
+inline bool pump(std::initializer_list<via::Nic*> nics, const std::function<bool()>& done, int timeout_ms = 5000) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  for (unsigned i = 0;; ++i) {
+    for (via::Nic* n : nics) n->progress();
+    if (done()) return true;
+    if ((i & 1023) == 0 && std::chrono::steady_clock::now() > deadline) return false;
+  }
+}
+
+inline via::NetAddress address(via::Nic& nic, const std::string& name, std::string disc) {
+  via::NetAddress a;
+  expect_ok(nic.resolve(name, 0, a.host), "resolve");
+  a.discriminator.assign(disc.begin(), disc.end());
+  return a;
+}
+
+}  // namespace testing_support
