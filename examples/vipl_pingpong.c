@@ -22,6 +22,14 @@
 #define TIMEOUT_MS 30000 /* no single wait here should ever take this long */
 
 static int rank;
+static VIP_NIC_HANDLE nic;
+
+/* Ends the program with status 1. Closing the NIC releases everything that was
+ * created on it (VIs, memory registrations, tags), whatever state it is in. */
+static void die(void) {
+  if (nic) VipCloseNic(nic);
+  exit(1);
+}
 
 static const char *const return_names[] = {
     "VIP_SUCCESS", "VIP_NOT_DONE", "VIP_INVALID_PARAMETER", "VIP_ERROR_RESOURCE", "VIP_TIMEOUT", "VIP_REJECT",
@@ -33,7 +41,7 @@ static void check(VIP_RETURN r, const char *what) {
   if (r == VIP_SUCCESS) return;
   fprintf(stderr, "vipl_pingpong rank %d: %s failed: VIP_RETURN 0x%x (%s)\n", rank, what, (unsigned)r,
           (unsigned)r < sizeof return_names / sizeof *return_names ? return_names[r] : "unknown");
-  exit(1);
+  die();
 }
 
 /* A completed descriptor carries its outcome in CS.Status: DONE and no error bit. */
@@ -41,7 +49,7 @@ static void check_status(const VIP_DESCRIPTOR *d, const char *what) {
   if ((d->CS.Status & VIP_STATUS_DONE) && !(d->CS.Status & VIP_STATUS_ERROR_MASK)) return;
   fprintf(stderr, "vipl_pingpong rank %d: %s completed with an error: Status 0x%x\n", rank, what,
           (unsigned)d->CS.Status);
-  exit(1);
+  die();
 }
 
 /* Byte j of message `iter` sent by rank `from`. */
@@ -87,13 +95,13 @@ static void receive_message(long iter) {
   if (d->CS.Length != (VIP_UINT32)bytes) {
     fprintf(stderr, "vipl_pingpong rank %d: message %ld has %u bytes, expected %ld\n", rank, iter,
             (unsigned)d->CS.Length, bytes);
-    exit(1);
+    die();
   }
   for (long j = 0; j < bytes; ++j)
     if (recv_buf[j] != pattern(iter, (size_t)j, 1 - rank)) {
       fprintf(stderr, "vipl_pingpong rank %d: message %ld, byte %ld is 0x%02x, expected 0x%02x\n", rank, iter, j,
               recv_buf[j], pattern(iter, (size_t)j, 1 - rank));
-      exit(1);
+      die();
     }
   check(VipPostRecv(vi, recv_desc, mh), "VipPostRecv");
 }
@@ -111,7 +119,6 @@ int main(int argc, char **argv) {
 
   /* 1. The NIC (NULL: this rank's own), a protection tag, and registered memory.
    * Descriptors must be 64-byte aligned and lie in registered memory too. */
-  VIP_NIC_HANDLE nic;
   VIP_NIC_ATTRIBUTES nic_attrs;
   VIP_PROTECTION_HANDLE ptag;
   check(VipOpenNic(NULL, &nic), "VipOpenNic");

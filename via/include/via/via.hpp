@@ -88,6 +88,7 @@ struct AsyncError {
   VIP_RESOURCE_CODE resource = VIP_RESOURCE_VI;
   VIP_ERROR_CODE code = VIP_ERROR_CATASTROPHIC;
   std::string cause;
+  bool orderly = false;  // the peer disconnected on purpose; nothing went wrong
 };
 
 // Counters a program (or a test) can read to see which paths a NIC used.
@@ -234,7 +235,7 @@ class Vi {
   // Breaks the VI: it goes to the error state, the peer is told, outstanding
   // descriptors are flushed (wr, if given, completes with `status`).
   void fail(VIP_ERROR_CODE code, std::string cause, WorkQueue* q = nullptr, WorkRequest* wr = nullptr,
-            std::uint32_t status = 0);
+            std::uint32_t status = 0, bool orderly = false);
   void flush_all(std::uint32_t status);
   Result wait_queue(WorkQueue& q, std::uint32_t timeout_ms, VIP_DESCRIPTOR*& out);
   void direct_rdma(WorkRequest& wr);

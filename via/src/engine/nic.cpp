@@ -32,7 +32,10 @@ std::uint64_t spin_ns() {
   return value;
 }
 
+// Without a handler of the program's own, errors are logged; a peer's orderly
+// disconnect is not an error worth a line.
 void default_error_handler(const AsyncError& e) {
+  if (e.orderly) return;
   std::fprintf(stderr, "viastack: asynchronous VIA error (code %d): %s\n", int(e.code), e.cause.c_str());
 }
 

@@ -233,7 +233,8 @@ Result Vi::recv_wait(std::uint32_t timeout_ms, VIP_DESCRIPTOR*& out) { return wa
 
 // ---- errors and state ----
 
-void Vi::fail(VIP_ERROR_CODE code, std::string cause, WorkQueue* q, WorkRequest* wr, std::uint32_t status) {
+void Vi::fail(VIP_ERROR_CODE code, std::string cause, WorkQueue* q, WorkRequest* wr, std::uint32_t status,
+              bool orderly) {
   if (wr) {
     wr->status = status;
     wr->finished = true;
@@ -246,7 +247,8 @@ void Vi::fail(VIP_ERROR_CODE code, std::string cause, WorkQueue* q, WorkRequest*
   }
   flush_all(VIP_STATUS_DESC_FLUSHED_ERROR);
   if (q) publish(*q, q == &recvq_);
-  if (!was_failed) nic_.report(AsyncError{this, nullptr, wr ? wr->desc : nullptr, VIP_RESOURCE_VI, code, std::move(cause)});
+  if (!was_failed)
+    nic_.report(AsyncError{this, nullptr, wr ? wr->desc : nullptr, VIP_RESOURCE_VI, code, std::move(cause), orderly});
 }
 
 void Vi::flush_all(std::uint32_t status) {
@@ -290,7 +292,8 @@ void Vi::check_link() {
   if (link_->peek(h, p)) return;  // frames still in flight are handled first
   switch (link_->peer_state()) {
     case Link::PeerState::up: return;
-    case Link::PeerState::closed: return fail(VIP_ERROR_CONN_LOST, "the peer disconnected");
+    case Link::PeerState::closed:
+      return fail(VIP_ERROR_CONN_LOST, "the peer disconnected", nullptr, nullptr, 0, true);
     case Link::PeerState::failed: return fail(VIP_ERROR_CONN_LOST, "the peer's VI failed and broke the connection");
     case Link::PeerState::dead: return fail(VIP_ERROR_CONN_LOST, "the peer process died");
   }
