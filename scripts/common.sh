@@ -5,6 +5,8 @@ JOBS=${JOBS:-$(nproc)}
 
 # Debian packages the build and the tests need; installed only when missing.
 REQUIRED_PACKAGES=(cmake ninja-build g++ libgtest-dev libgmock-dev pkg-config)
+# libFuzzer comes with clang's runtime.
+FUZZ_PACKAGES=(clang libclang-rt-14-dev)
 
 install_missing_packages() {
   local missing=()

@@ -1,14 +1,25 @@
 #!/usr/bin/env bash
 # The tests: the same set-up, then the whole suite through ctest, in Release and
-# in an AddressSanitizer+UndefinedBehaviorSanitizer build.
+# in an AddressSanitizer+UndefinedBehaviorSanitizer build; then the fuzz
+# targets for a bounded time.
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
-install_missing_packages "${REQUIRED_PACKAGES[@]}"
+install_missing_packages "${REQUIRED_PACKAGES[@]}" "${FUZZ_PACKAGES[@]}"
 
 configure_and_build "$ROOT/build"
 (cd "$ROOT/build" && ctest --output-on-failure -j "$JOBS" --timeout 300)
 
 if [ "${VIASTACK_SKIP_SANITIZERS:-0}" != 1 ]; then
   configure_and_build "$ROOT/build-asan" -DVIASTACK_SANITIZE=address,undefined
-  (cd "$ROOT/build-asan" && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
-     ctest --output-on-failure -j "$JOBS" --timeout 600 -LE no-sanitizer)
+  (cd "$ROOT/build-asan" && ctest --output-on-failure -j "$JOBS" --timeout 600)
+fi
+
+if [ "${VIASTACK_SKIP_FUZZ:-0}" != 1 ]; then
+  configure_and_build "$ROOT/build-fuzz" -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
+    -DVIASTACK_FUZZ=ON -DVIASTACK_SANITIZE=address,undefined -DBUILD_TESTING=OFF
+  for target in "$ROOT"/build-fuzz/bin/*_fuzz; do
+    corpus=$(mktemp -d)
+    echo "fuzzing $(basename "$target") for ${FUZZ_SECONDS:-60} s"
+    "$target" -max_total_time="${FUZZ_SECONDS:-60}" -max_len=4096 -print_final_stats=1 "$corpus" 2>&1 | tail -n 3
+    rm -rf "$corpus"
+  done
 fi

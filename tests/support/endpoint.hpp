@@ -45,6 +45,12 @@ struct Arena {
   std::size_t data_bytes() const { return bytes - kDescSlot * kDescSlots; }
 };
 
+// Segment i of a descriptor with room for more than the two that VIP_DESCRIPTOR declares.
+inline VIP_DATA_SEGMENT& segment(VIP_DESCRIPTOR* d, unsigned i) {
+  auto* first = reinterpret_cast<std::byte*>(d) + sizeof(VIP_CONTROL_SEGMENT);
+  return reinterpret_cast<VIP_DESCRIPTOR_SEGMENT*>(first + i * sizeof(VIP_DESCRIPTOR_SEGMENT))->Local;
+}
+
 struct Endpoint {
   std::unique_ptr<via::Nic> nic;
   via::Ptag ptag = 0;
@@ -81,9 +87,10 @@ struct Endpoint {
     std::size_t left = len;
     for (unsigned i = 0; i < segments; ++i) {
       std::size_t piece = i + 1 == segments ? left : len / segments;
-      d->DS[i].Local.Data.Address = arena.data(offset);
-      d->DS[i].Local.Handle = arena.handle;
-      d->DS[i].Local.Length = std::uint32_t(piece);
+      VIP_DATA_SEGMENT& seg = segment(d, i);
+      seg.Data.Address = arena.data(offset);
+      seg.Handle = arena.handle;
+      seg.Length = std::uint32_t(piece);
       offset += piece;
       left -= piece;
     }

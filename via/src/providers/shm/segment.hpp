@@ -44,7 +44,7 @@ inline SlotState slot_state(std::uint64_t word) { return SlotState(word & 0xFF);
 
 enum ClosedBy : std::uint32_t { kOpen = 0, kPeerDisconnected = 1, kPeerFailed = 2 };
 
-struct alignas(64) ViSlot {
+struct alignas(kCellBytes) ViSlot {
   // Connection state: SlotState in the low byte, the pending request's id above.
   // An accepting server moves it Pending -> Connected/Rejected by compare-and-swap.
   std::atomic<std::uint64_t> state_word;

@@ -1,0 +1,288 @@
+#!/usr/bin/env python3
+"""Parsing and reporting helper for benchmarks/compare (not meant to be run by hand).
+
+  compare_report.py netpipe FILE            NetPIPE output file -> JSON lines
+  compare_report.py ucx FILE TEST BYTES     ucx_perftest client output -> one JSON line
+  compare_report.py summary OUTDIR          raw runs -> OUTDIR/summary.json, table.txt, table.md;
+                                            prints the table
+
+Units, everywhere in the JSON this writes:
+  lat_us   one-way latency in microseconds (half a round trip)
+  bw_MBps  10^6 bytes per second
+
+NetPIPE 3.7.2 writes "bytes  Mbps  t" per line, where t is the best (minimum
+over its trials) half round-trip time in seconds, printed with only 8
+decimals, and "Mbps" is bits / t / 2^20.  We therefore derive the time from
+the more precise Mbps column: t = bytes * 8 / (Mbps * 2^20);
+MB/s = bytes / t / 10^6 = Mbps * 2^20 / 8 / 10^6.
+
+ucx_perftest 1.13 prints, for the final line, 8 numbers: iterations,
+latency 50th percentile / average / overall (usec; for ping-pong tests such as
+tag_lat already divided by 2, i.e. one-way), bandwidth average / overall in
+MiB/s (2^20 bytes/s), message rate average / overall.  We take "overall"
+(total time / iterations, the same definition via_pingpong uses for each of
+its repetitions) and convert bandwidth to 10^6 bytes/s.
+"""
+import glob
+import json
+import os
+import re
+import statistics
+import sys
+
+MIB = 1048576.0
+
+
+def parse_netpipe(path):
+    rows = []
+    with open(path) as f:
+        for line in f:
+            parts = line.split()
+            if len(parts) < 3:
+                continue
+            try:
+                nbytes = int(parts[0])
+                mbps = float(parts[1])
+                t_coarse = float(parts[2])
+            except ValueError:
+                continue
+            if mbps > 0:
+                t = nbytes * 8.0 / (mbps * MIB)
+            else:
+                t = t_coarse
+            if t <= 0:
+                continue
+            rows.append({
+                "bench": "NPopenmpi",
+                "mode": "pingpong",
+                "bytes": nbytes,
+                "lat_us": round(t * 1e6, 5),
+                "bw_MBps": round(nbytes / t / 1e6, 2),
+                "netpipe_Mbps": mbps,
+            })
+    return rows
+
+
+def parse_ucx(path, test, nbytes):
+    final = None
+    with open(path) as f:
+        for line in f:
+            s = line.strip()
+            if s.startswith("Final:"):
+                s = s[len("Final:"):]
+            toks = s.split()
+            if len(toks) != 8:
+                continue
+            try:
+                nums = [float(t) for t in toks]
+            except ValueError:
+                continue
+            final = nums
+    if final is None:
+        return None
+    iters, lat_p50, lat_avg, lat_overall, bw_avg, bw_overall, mr_avg, mr_overall = final
+    return {
+        "bench": "ucx_perftest",
+        "mode": test,
+        "bytes": int(nbytes),
+        "iters": int(iters),
+        "lat_us": lat_overall,
+        "lat_us_p50": lat_p50,
+        "bw_MBps": round(bw_overall * MIB / 1e6, 2),
+        "ucx_bw_MiBps": bw_overall,
+        "msg_rate": mr_overall,
+    }
+
+
+def read_jsonl(path):
+    out = []
+    try:
+        with open(path) as f:
+            for line in f:
+                line = line.strip()
+                if line.startswith("{"):
+                    try:
+                        out.append(json.loads(line))
+                    except json.JSONDecodeError:
+                        pass
+    except OSError:
+        pass
+    return out
+
+
+def runs(outdir, pattern, extract):
+    """Values of one measurement over the repetitions r1, r2, ... in run order."""
+    vals = []
+    for path in sorted(glob.glob(os.path.join(outdir, "raw", pattern)),
+                       key=lambda p: int(re.search(r"/r(\d+)_", p).group(1))):
+        v = extract(path)
+        vals.append(v)
+    return vals
+
+
+def ours(field):
+    def extract(path):
+        recs = read_jsonl(path)
+        return recs[-1][field] if recs else None
+    return extract
+
+
+def netpipe_at(nbytes, field):
+    def extract(path):
+        for r in parse_netpipe(path) if os.path.exists(path) else []:
+            if r["bytes"] == nbytes:
+                return r[field]
+        return None
+    return extract
+
+
+def ucx_field(test, nbytes, field):
+    def extract(path):
+        r = parse_ucx(path, test, nbytes) if os.path.exists(path) else None
+        return r[field] if r else None
+    return extract
+
+
+def med(vals):
+    good = [v for v in vals if v is not None]
+    return statistics.median(good) if good else None
+
+
+def fmt(v, digits=3):
+    if v is None:
+        return "n/a"
+    if abs(v) >= 100:
+        return f"{v:.0f}"
+    if abs(v) >= 10:
+        return f"{v:.1f}"
+    return f"{v:.{digits}f}"
+
+
+def summary(outdir):
+    rows = []
+
+    def row(key, metric, unit, ours_vals, anchor, anchor_vals, better, target=None):
+        o, a = med(ours_vals), med(anchor_vals)
+        ratio = (o / a) if (o is not None and a) else None
+        rows.append({
+            "key": key, "metric": metric, "unit": unit,
+            "ours_runs": ours_vals, "ours_median": o,
+            "anchor": anchor, "anchor_runs": anchor_vals, "anchor_median": a,
+            "ratio_ours_over_anchor": ratio, "better": better, "target": target,
+        })
+        return rows[-1]
+
+    lat = row("lat8_ucx", "8 B one-way latency", "us",
+              runs(outdir, "r*_viastack_lat_8.json", ours("lat_us")),
+              "ucx_perftest tag_lat, UCX_TLS=posix,self (overall)",
+              runs(outdir, "r*_ucx_tag_lat_8.txt", ucx_field("tag_lat", 8, "lat_us")),
+              "lower", "ours <= 1.2 x anchor and ours < 0.3 us")
+    row("lat8_np", "8 B one-way latency", "us",
+        lat["ours_runs"],
+        "NetPIPE NPopenmpi, Open MPI ob1 + vader",
+        runs(outdir, "r*_netpipe_8.out", netpipe_at(8, "lat_us")), "lower")
+    bw = row("bw1m_np", "1 MiB streaming bandwidth (ours) vs NetPIPE ping-pong", "MB/s",
+             runs(outdir, "r*_viastack_bw_1M.json", ours("bw_MBps")),
+             "NetPIPE NPopenmpi, Open MPI ob1 + vader",
+             runs(outdir, "r*_netpipe_1M.out", netpipe_at(1048576, "bw_MBps")),
+             "higher", "ours >= anchor")
+    row("bw1m_ucx", "1 MiB streaming bandwidth", "MB/s",
+        bw["ours_runs"],
+        "ucx_perftest tag_bw, UCX_TLS=posix,self,cma (overall)",
+        runs(outdir, "r*_ucx_tag_bw_1M.txt", ucx_field("tag_bw", 1048576, "bw_MBps")), "higher")
+    row("pp1m_np", "1 MiB ping-pong bandwidth (bytes / one-way time)", "MB/s",
+        runs(outdir, "r*_viastack_pingpong_1M.json", ours("bw_MBps")),
+        "NetPIPE NPopenmpi, Open MPI ob1 + vader",
+        runs(outdir, "r*_netpipe_1M.out", netpipe_at(1048576, "bw_MBps")), "higher")
+
+    # Targets of the project's issue.
+    targets = {}
+    r = rows[0]
+    if r["ours_median"] is not None and r["ratio_ours_over_anchor"] is not None:
+        targets["lat8"] = {
+            "text": "8 B one-way latency <= 1.2 x ucx_perftest tag_lat (posix,self) and < 0.3 us",
+            "met": r["ratio_ours_over_anchor"] <= 1.2 and r["ours_median"] < 0.3,
+        }
+    else:
+        targets["lat8"] = {"text": "8 B one-way latency target", "met": None}
+    r = rows[2]
+    if r["ratio_ours_over_anchor"] is not None:
+        targets["bw1m"] = {
+            "text": "1 MiB streaming bandwidth >= NPopenmpi over vader",
+            "met": r["ratio_ours_over_anchor"] >= 1.0,
+        }
+    else:
+        targets["bw1m"] = {"text": "1 MiB streaming bandwidth target", "met": None}
+
+    ucx_p50 = med(runs(outdir, "r*_ucx_tag_lat_8.txt", ucx_field("tag_lat", 8, "lat_us_p50")))
+
+    machine = {}
+    mpath = os.path.join(outdir, "machine.txt")
+    if os.path.exists(mpath):
+        with open(mpath) as f:
+            for line in f:
+                if ":" in line and not line.startswith(" "):
+                    k, v = line.split(":", 1)
+                    machine.setdefault(k.strip(), v.strip())
+
+    result = {"outdir": os.path.abspath(outdir), "rows": rows, "targets": targets,
+              "ucx_tag_lat_8_p50_median_us": ucx_p50, "machine": machine}
+    with open(os.path.join(outdir, "summary.json"), "w") as f:
+        json.dump(result, f, indent=2)
+
+    # Plain-text table.
+    lines = []
+    head = f"{'metric':<52} {'unit':<5} {'viastack':>9}  {'anchor':>9}  {'ours/anchor':>11}  anchor"
+    lines.append(head)
+    lines.append("-" * len(head) + "-" * 40)
+    for r in rows:
+        lines.append(f"{r['metric']:<52} {r['unit']:<5} {fmt(r['ours_median']):>9}  "
+                     f"{fmt(r['anchor_median']):>9}  {fmt(r['ratio_ours_over_anchor'], 2):>11}  {r['anchor']}")
+    lines.append("")
+    lines.append("runs (in order; the medians above are over these):")
+    for r in rows:
+        o = " ".join(fmt(v) for v in r["ours_runs"])
+        a = " ".join(fmt(v) for v in r["anchor_runs"])
+        lines.append(f"  {r['key']:<9} viastack [{o}]   anchor [{a}]")
+    if ucx_p50 is not None:
+        lines.append(f"  (ucx_perftest tag_lat 8 B, 50th percentile column, median of runs: {fmt(ucx_p50)} us)")
+    lines.append("")
+    lines.append("targets:")
+    for t in targets.values():
+        met = {True: "MET", False: "NOT MET", None: "UNKNOWN (a measurement is missing)"}[t["met"]]
+        lines.append(f"  {t['text']}: {met}")
+    text = "\n".join(lines) + "\n"
+    with open(os.path.join(outdir, "table.txt"), "w") as f:
+        f.write(text)
+
+    # Markdown table (for docs/PERFORMANCE.md).
+    md = ["| metric | unit | viastack (median) | anchor (median) | ours / anchor | anchor | viastack runs | anchor runs |",
+          "| --- | --- | ---: | ---: | ---: | --- | --- | --- |"]
+    for r in rows:
+        md.append(f"| {r['metric']} | {r['unit']} | {fmt(r['ours_median'])} | {fmt(r['anchor_median'])} | "
+                  f"{fmt(r['ratio_ours_over_anchor'], 2)} | {r['anchor']} | "
+                  f"{', '.join(fmt(v) for v in r['ours_runs'])} | {', '.join(fmt(v) for v in r['anchor_runs'])} |")
+    with open(os.path.join(outdir, "table.md"), "w") as f:
+        f.write("\n".join(md) + "\n")
+    sys.stdout.write(text)
+
+
+def main(argv):
+    if len(argv) >= 3 and argv[1] == "netpipe":
+        for r in parse_netpipe(argv[2]):
+            print(json.dumps(r))
+    elif len(argv) >= 5 and argv[1] == "ucx":
+        r = parse_ucx(argv[2], argv[3], argv[4])
+        if r is None:
+            return 1
+        print(json.dumps(r))
+    elif len(argv) >= 3 and argv[1] == "summary":
+        summary(argv[2])
+    else:
+        sys.stderr.write(__doc__)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
