@@ -207,6 +207,28 @@ TEST_P(Engine, RdmaReadEverySize) {
   }
 }
 
+TEST_P(Engine, FencedSendWaitsForEarlierRdmaReads) {
+  auto [va, vb] = connect();
+  const std::size_t size = 200000;
+  b.fill(0, size, 11);
+  expect_ok(vb->post_recv(b.message(kArena / 2, 64), b.arena.handle), "post recv");
+  expect_ok(va->post_send(a.rdma(VIP_CONTROL_OP_RDMAREAD, std::uintptr_t(b.arena.data()), b.arena.handle, 0, size),
+                          a.arena.handle),
+            "post read");
+  VIP_DESCRIPTOR* fenced = a.message(size, 8);
+  fenced->CS.Control = VIP_CONTROL_QFENCE;
+  expect_ok(va->post_send(fenced, a.arena.handle), "post fenced send");
+  if (!cma()) {
+    // Through the rings the read is still in flight: the target serves it, but
+    // the fenced send must not reach it yet.
+    for (int i = 0; i < 1000; ++i) b.nic->progress();
+    VIP_DESCRIPTOR* r = nullptr;
+    EXPECT_EQ(vb->recv_done(r), via::Result::not_done);
+  }
+  ASSERT_NE(wait_done(vb, true), nullptr);
+  EXPECT_EQ(a.mismatch(0, size, 11), -1);
+}
+
 // ---- protection ----
 
 TEST_P(Engine, SendSegmentOutsideItsRegionFailsAndTouchesNothing) {

@@ -188,7 +188,10 @@ class Vipl : public ::testing::Test {
     });
     ASSERT_EQ(r0, VIP_SUCCESS);
     ASSERT_EQ(r1, VIP_SUCCESS);
-    EXPECT_EQ(remote_attrs0.ReliabilityLevel, VIP_SERVICE_RELIABLE_DELIVERY);
+    VIP_VI_ATTRIBUTES own1{};
+    ASSERT_EQ(VipQueryVi(vi1, nullptr, &own1, nullptr, nullptr), VIP_SUCCESS);
+    EXPECT_EQ(remote_attrs0.ReliabilityLevel, own1.ReliabilityLevel);
+    EXPECT_EQ(remote_attrs0.EnableRdmaWrite, own1.EnableRdmaWrite);
     EXPECT_EQ(state_of(vi0), VIP_STATE_CONNECTED);
     EXPECT_EQ(state_of(vi1), VIP_STATE_CONNECTED);
   }
@@ -770,6 +773,99 @@ TEST_F(Vipl, GatherThreeSegmentsIntoScatterTwoWithImmediateData) {
   ASSERT_EQ(got, rd);
   EXPECT_EQ(got->CS.Status, VIP_STATUS_DONE | VIP_STATUS_OP_RECEIVE);
   EXPECT_EQ(got->CS.Length, 8u);
+}
+
+TEST_F(Vipl, RdmaWriteWithImmediateConsumesAReceive) {
+  auto [vi0, vi1] = connected_pair("rdma");
+  unsigned char* target = s[1].buffer(100000);
+  std::memset(target - 16, 0xEE, 4096 + 32);
+  unsigned char* source = s[0].buffer(0);
+  for (int i = 0; i < 4096; ++i) source[i] = static_cast<unsigned char>(i * 7 + 3);
+  // An address segment naming the target, then the local data segment.
+  VIP_DESCRIPTOR* d = fill(s[0].desc(0), s[0].mh, {{nullptr, 0}, {source, 4096}},
+                           VIP_CONTROL_OP_RDMAWRITE | VIP_CONTROL_IMMEDIATE, 77);
+  d->DS[0].Remote.Data.Address = target;
+  d->DS[0].Remote.Handle = s[1].mh;
+  d->DS[0].Remote.Reserved = 0;
+  ASSERT_EQ(VipPostSend(vi0, d, s[0].mh), VIP_SUCCESS);
+  VIP_DESCRIPTOR* sent = wait_send(vi0);
+  ASSERT_EQ(sent, d);
+  EXPECT_EQ(sent->CS.Status, VIP_STATUS_DONE | VIP_STATUS_OP_RDMA_WRITE);
+  VIP_DESCRIPTOR* got = wait_recv(vi1);
+  ASSERT_EQ(got, s[1].desc(16));
+  EXPECT_EQ(got->CS.Status, VIP_STATUS_DONE | VIP_STATUS_OP_REMOTE_RDMA_WRITE | VIP_STATUS_IMMEDIATE);
+  EXPECT_EQ(got->CS.ImmediateData, 77u);
+  EXPECT_EQ(got->CS.Length, 4096u);
+  EXPECT_EQ(std::memcmp(target, source, 4096), 0);
+  EXPECT_EQ(target[-1], 0xEE);
+  EXPECT_EQ(target[4096], 0xEE);
+  EXPECT_EQ(s[1].buffer(65536)[0], 0) << "the receive's own segments stay untouched";
+}
+
+TEST_F(Vipl, RdmaWriteIntoMemoryWithoutRdmaWriteBreaksTheConnection) {
+  auto [vi0, vi1] = connected_pair("rdmaprot");
+  unsigned char* target = static_cast<unsigned char*>(std::aligned_alloc(64, 4096));
+  std::memset(target, 0xEE, 4096);
+  VIP_MEM_ATTRIBUTES read_only{s[1].ptag, VIP_FALSE, VIP_FALSE};
+  VIP_MEM_HANDLE target_mh;
+  ASSERT_EQ(VipRegisterMem(s[1].nic, target, 4096, &read_only, &target_mh), VIP_SUCCESS);
+  VIP_DESCRIPTOR* d = fill(s[0].desc(0), s[0].mh, {{nullptr, 0}, {s[0].buffer(0), 64}},
+                           VIP_CONTROL_OP_RDMAWRITE | VIP_CONTROL_IMMEDIATE, 1);
+  d->DS[0].Remote.Data.Address = target;
+  d->DS[0].Remote.Handle = target_mh;
+  ASSERT_EQ(VipPostSend(vi0, d, s[0].mh), VIP_SUCCESS);
+  // Whichever side catches it (the sender before a single-copy write, or the
+  // target on arrival), the connection breaks and no byte lands.
+  VIP_DESCRIPTOR* got = wait_recv(vi1);
+  ASSERT_NE(got, nullptr);
+  EXPECT_NE(errors_of(got), 0u);
+  EXPECT_TRUE(poll([&] { return state_of(vi0) == VIP_STATE_ERROR; }));
+  EXPECT_EQ(state_of(vi1), VIP_STATE_ERROR);
+  bool reported = false;
+  for (Side& side : s)
+    for (const VIP_ERROR_DESCRIPTOR& e : side.log.errors) reported |= e.ErrorCode == VIP_ERROR_RDMAW_PROT;
+  EXPECT_TRUE(reported) << "no VIP_ERROR_RDMAW_PROT reported";
+  for (int i = 0; i < 4096; ++i) ASSERT_EQ(target[i], 0xEE) << i;
+  EXPECT_EQ(VipDeregisterMem(s[1].nic, target, target_mh), VIP_SUCCESS);
+  std::free(target);
+}
+
+TEST_F(Vipl, ReliableMessageWithoutAReceiveBreaksTheConnection) {
+  auto [vi0, vi1] = connected_pair("norecv", 0);
+  ASSERT_EQ(VipPostSend(vi0, fill(s[0].desc(0), s[0].mh, {{s[0].buffer(0), 8}}), s[0].mh), VIP_SUCCESS);
+  ASSERT_TRUE(poll([&] { return state_of(vi1) == VIP_STATE_ERROR; }));
+  ASSERT_EQ(s[1].log.errors.size(), 1u);
+  EXPECT_EQ(s[1].log.errors[0].ErrorCode, VIP_ERROR_RECVQ_EMPTY);
+  EXPECT_EQ(s[1].log.errors[0].ViHandle, vi1);
+  EXPECT_TRUE(poll([&] { return state_of(vi0) == VIP_STATE_ERROR; })) << "the sender learns of it too";
+}
+
+TEST_F(Vipl, MessageLongerThanTheReceiveIsALengthError) {
+  auto [vi0, vi1] = connected_pair("toolong");  // 256-byte receives
+  ASSERT_EQ(VipPostSend(vi0, fill(s[0].desc(0), s[0].mh, {{s[0].buffer(0), 300}}), s[0].mh), VIP_SUCCESS);
+  VIP_DESCRIPTOR* got = wait_recv(vi1);
+  ASSERT_EQ(got, s[1].desc(16));
+  EXPECT_EQ(got->CS.Status, VIP_STATUS_DONE | VIP_STATUS_LENGTH_ERROR | VIP_STATUS_OP_RECEIVE);
+  EXPECT_EQ(state_of(vi1), VIP_STATE_ERROR) << "reliable VI";
+}
+
+TEST_F(Vipl, UnreliableViDropsAMessageWithoutAReceive) {
+  VIP_VI_HANDLE vi0 = s[0].create_vi(nullptr, nullptr, VIP_SERVICE_UNRELIABLE);
+  VIP_VI_HANDLE vi1 = s[1].create_vi(nullptr, nullptr, VIP_SERVICE_UNRELIABLE);
+  ASSERT_NO_FATAL_FAILURE(connect_peer(vi0, vi1, "unrel"));
+  std::memcpy(s[0].buffer(0), "lost", 5);
+  ASSERT_EQ(VipPostSend(vi0, fill(s[0].desc(0), s[0].mh, {{s[0].buffer(0), 5}}), s[0].mh), VIP_SUCCESS);
+  EXPECT_EQ(wait_send(vi0), s[0].desc(0));
+  for (int i = 0; i < 1000; ++i) s[1].progress();  // the message arrives and is dropped
+  EXPECT_EQ(state_of(vi1), VIP_STATE_CONNECTED);
+  EXPECT_TRUE(s[1].log.errors.empty());
+  ASSERT_EQ(VipPostRecv(vi1, fill(s[1].desc(0), s[1].mh, {{s[1].buffer(0), 64}}), s[1].mh), VIP_SUCCESS);
+  std::memcpy(s[0].buffer(0), "kept", 5);
+  ASSERT_EQ(VipPostSend(vi0, fill(s[0].desc(1), s[0].mh, {{s[0].buffer(0), 5}}), s[0].mh), VIP_SUCCESS);
+  VIP_DESCRIPTOR* got = wait_recv(vi1);
+  ASSERT_EQ(got, s[1].desc(0));
+  EXPECT_EQ(got->CS.Status, VIP_STATUS_DONE | VIP_STATUS_OP_RECEIVE);
+  EXPECT_STREQ(reinterpret_cast<char*>(s[1].buffer(0)), "kept");
 }
 
 TEST_F(Vipl, OneCqServesSendAndReceiveQueuesOfThreeVis) {

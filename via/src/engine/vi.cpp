@@ -407,6 +407,8 @@ bool Vi::transmit_pending() {
   if (!transmit_read_responses()) return nic_.counters_.frames_sent != sent_before;
   while (link_ && tx_next_ != sendq_.tail()) {
     WorkRequest& wr = sendq_.at(tx_next_);
+    // A fenced descriptor waits until the RDMA reads before it have completed.
+    if ((wr.desc->CS.Control & VIP_CONTROL_QFENCE) && !awaiting_read_.empty()) break;
     if (!wr.finished && !transmit(wr)) break;
     if (!link_) break;  // the request broke the VI; flushing reset tx_next_
     ++tx_next_;
