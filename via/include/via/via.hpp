@@ -212,8 +212,8 @@ class Vi {
   enum class Await : std::uint8_t { none, ack, read };
   struct ReadResponse {
     std::uint64_t raddr;
-    std::uint32_t rhandle;
     std::uint64_t total;
+    std::uint32_t refused = 0;  // status bits when the target refuses the read
     std::uint64_t sent = 0;
   };
 

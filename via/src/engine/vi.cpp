@@ -535,8 +535,8 @@ bool Vi::transmit_read_responses() {
   const std::uint64_t max = link_->max_payload();
   while (!read_responses_.empty()) {
     ReadResponse& r = read_responses_.front();
-    if (r.rhandle == 0) {  // a refusal, status in raddr
-      FrameHeader h{kFrameReadResponse, kFlagLast | kFlagError, 0, 0, 0, 0, 0, 0, std::uint32_t(r.raddr)};
+    if (r.refused) {
+      FrameHeader h{kFrameReadResponse, kFlagLast | kFlagError, 0, 0, 0, 0, 0, 0, r.refused};
       if (!link_->try_send(h, nullptr, 0)) return false;
       ++nic_.counters_.frames_sent;
       read_responses_.pop_front();
@@ -700,11 +700,7 @@ void Vi::serve_read_request(const FrameHeader& h) {
   const bool allowed = attrs_.rdma_read && h.raddr + h.total >= h.raddr &&
                        nic_.provider_->regions().covers(h.rhandle, h.raddr, h.total, attrs_.ptag, region) &&
                        region.rdma_read;
-  // A refusal is queued as a response with no handle, its status in raddr.
-  if (allowed)
-    read_responses_.push_back(ReadResponse{h.raddr, h.rhandle, h.total});
-  else
-    read_responses_.push_back(ReadResponse{VIP_STATUS_RDMA_PROT_ERROR, 0, 0});
+  read_responses_.push_back(ReadResponse{h.raddr, h.total, allowed ? 0u : std::uint32_t(VIP_STATUS_RDMA_PROT_ERROR)});
 }
 
 void Vi::complete_read(const FrameHeader& h, const std::byte* payload) {
