@@ -60,8 +60,7 @@ static unsigned char pattern(long iter, size_t j, int from) {
 /* A VIP_NET_ADDRESS is HostAddressLen bytes of host address followed by
  * DiscriminatorLen bytes of discriminator (the "port"). host NULL means this NIC
  * (HostAddressLen 0); otherwise the name service fills in the host part. */
-static VIP_NET_ADDRESS *make_address(VIP_NIC_HANDLE nic, const VIP_NIC_ATTRIBUTES *attrs, const char *host,
-                                     const char *discriminator) {
+static VIP_NET_ADDRESS *make_address(const VIP_NIC_ATTRIBUTES *attrs, const char *host, const char *discriminator) {
   size_t dlen = strlen(discriminator);
   VIP_NET_ADDRESS *a = calloc(1, sizeof *a + attrs->NicAddressLen + attrs->MaxDiscriminatorLen);
   if (!a) check(VIP_ERROR_RESOURCE, "allocate an address");
@@ -161,16 +160,16 @@ int main(int argc, char **argv) {
   check(VipPostRecv(vi, recv_desc, mh), "VipPostRecv");
 
   /* 4. Connect. Rank 1 is the server, listening on discriminator "pingpong". */
-  VIP_NET_ADDRESS *local = make_address(nic, &nic_attrs, NULL, "pingpong");
+  VIP_NET_ADDRESS *local = make_address(&nic_attrs, NULL, "pingpong");
   VIP_VI_ATTRIBUTES remote_attrs;
   if (rank == 1) {
-    VIP_NET_ADDRESS *remote = make_address(nic, &nic_attrs, NULL, "");
+    VIP_NET_ADDRESS *remote = make_address(&nic_attrs, NULL, "");
     VIP_CONN_HANDLE conn;
     check(VipConnectWait(nic, local, TIMEOUT_MS, remote, &remote_attrs, &conn), "VipConnectWait");
     check(VipConnectAccept(conn, vi), "VipConnectAccept");
     free(remote);
   } else {
-    VIP_NET_ADDRESS *server = make_address(nic, &nic_attrs, "rank1", "pingpong");
+    VIP_NET_ADDRESS *server = make_address(&nic_attrs, "rank1", "pingpong");
     check(VipConnectRequest(vi, local, server, TIMEOUT_MS, &remote_attrs), "VipConnectRequest");
     free(server);
   }

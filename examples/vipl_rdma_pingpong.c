@@ -65,8 +65,7 @@ static unsigned char pattern(long iter, size_t j, int from) {
 }
 
 /* Host address (from the name service; host NULL: this NIC) + discriminator. */
-static VIP_NET_ADDRESS *make_address(VIP_NIC_HANDLE nic, const VIP_NIC_ATTRIBUTES *attrs, const char *host,
-                                     const char *discriminator) {
+static VIP_NET_ADDRESS *make_address(const VIP_NIC_ATTRIBUTES *attrs, const char *host, const char *discriminator) {
   size_t dlen = strlen(discriminator);
   VIP_NET_ADDRESS *a = calloc(1, sizeof *a + attrs->NicAddressLen + dlen);
   if (!a) check(VIP_ERROR_RESOURCE, "allocate an address");
@@ -85,7 +84,7 @@ struct buffer_info {
 
 /* Registered memory, two regions: `mem` (descriptors, the source buffer, the
  * buffer_info messages) and `target` (the RDMA write target, write-enabled). */
-struct memory {
+struct memory { /* allocated 64-byte aligned; descriptors are 64 bytes, so each one is too */
   VIP_DESCRIPTOR send_desc;
   VIP_DESCRIPTOR recv_desc[NUM_RECVS];
   struct buffer_info info_out;
@@ -95,9 +94,9 @@ struct memory {
 static VIP_VI_HANDLE vi;
 static struct memory *mem;
 static VIP_MEM_HANDLE mem_handle, target_handle;
-static unsigned char *source, *target; /* bytes each */
+static unsigned char *source, *target; /* `bytes` long each */
 static long bytes;
-static struct buffer_info peer;       /* the peer's target buffer */
+static struct buffer_info peer; /* the peer's target buffer */
 
 /* Receive descriptor i scatters into info_in[i]: only the first message uses
  * it; RDMA writes with immediate data just consume the descriptor. Two stay
@@ -192,11 +191,12 @@ int main(int argc, char **argv) {
   check(VipRegisterMem(nic, mem, mem_bytes, &plain, &mem_handle), "VipRegisterMem (descriptors)");
   check(VipRegisterMem(nic, target, buf_bytes, &writable, &target_handle), "VipRegisterMem (RDMA target)");
 
-  /* 2. A reliable VI that accepts RDMA writes (the region must allow them too). */
+  /* 2. A reliable VI that accepts RDMA writes (the region must allow them too).
+   * Its largest transfer: a message, or the buffer_info if that is bigger. */
+  VIP_ULONG max_transfer = (VIP_ULONG)bytes;
+  if (max_transfer < sizeof(struct buffer_info)) max_transfer = sizeof(struct buffer_info);
   VIP_VI_ATTRIBUTES vi_attrs = {.ReliabilityLevel = VIP_SERVICE_RELIABLE_DELIVERY,
-                                .MaxTransferSize = (VIP_ULONG)bytes > sizeof(struct buffer_info)
-                                                       ? (VIP_ULONG)bytes
-                                                       : sizeof(struct buffer_info),
+                                .MaxTransferSize = max_transfer,
                                 .Ptag = ptag,
                                 .EnableRdmaWrite = VIP_TRUE};
   check(VipCreateVi(nic, &vi_attrs, NULL, NULL, &vi), "VipCreateVi");
@@ -204,8 +204,8 @@ int main(int argc, char **argv) {
   /* 3. Receives first, then the peer-to-peer connection: both ranks ask for
    * the other one on discriminator "rdma", and wait until both asked. */
   for (int i = 0; i < NUM_RECVS; ++i) post_receive(i);
-  VIP_NET_ADDRESS *local = make_address(nic, &nic_attrs, NULL, "rdma");
-  VIP_NET_ADDRESS *remote = make_address(nic, &nic_attrs, rank == 0 ? "rank1" : "rank0", "rdma");
+  VIP_NET_ADDRESS *local = make_address(&nic_attrs, NULL, "rdma");
+  VIP_NET_ADDRESS *remote = make_address(&nic_attrs, rank == 0 ? "rank1" : "rank0", "rdma");
   check(VipConnectPeerRequest(vi, local, remote, TIMEOUT_MS), "VipConnectPeerRequest");
   check(VipConnectPeerWait(vi, NULL), "VipConnectPeerWait");
   free(local);

@@ -110,6 +110,19 @@ TEST_F(Failure, SegmentOfAKilledProcessIsReplacedAndNeverWaitedOn) {
   EXPECT_NE(stat(segment_path(3).c_str(), &st), 0) << "closing the NIC removes its segment";
 }
 
+TEST_F(Failure, ExitingWithANicOpenRemovesItsSegmentCleanly) {
+  pid_t child = spawn([] {
+    std::unique_ptr<via::Nic> nic;
+    expect_ok(via::Nic::open("shm:6", nic), "open");
+    nic.release();  // never closed: exit() must still clean up, and not crash
+    std::exit(3);
+    return 0;
+  });
+  EXPECT_EQ(wait_child(child), 3);
+  struct stat st;
+  EXPECT_NE(stat(segment_path(6).c_str(), &st), 0);
+}
+
 TEST_F(Failure, NicNumberHeldByALiveProcessIsRefused) {
   std::unique_ptr<via::Nic> nic;
   expect_ok(via::Nic::open("shm:2", nic), "open");

@@ -148,6 +148,8 @@ class Cq {
   Result wait(std::uint32_t timeout_ms, Entry& out);
   Result resize(std::size_t capacity);
   void set_notify(std::function<void(const Entry&)> handler) { notify_ = std::move(handler); }
+  // Drops the entries of a VI that is being destroyed.
+  void forget(const Vi* vi);
   std::size_t size() const { return entries_.size(); }
   std::size_t capacity() const { return capacity_; }
   void* user_handle = nullptr;
@@ -293,6 +295,8 @@ class Nic {
   Result create_cq(std::size_t entries, Cq*& out);
   Result destroy_cq(Cq* cq);
   Result create_vi(const ViAttributes& attrs, Cq* send_cq, Cq* recv_cq, Vi*& out);
+  // Whether this NIC supports a VI with these attributes (VipCreateVi's checks).
+  Result check_vi_attributes(const ViAttributes& attrs) const;
   Result destroy_vi(Vi* vi);
 
   Result connect_wait(const NetAddress& local, std::uint32_t timeout_ms, ConnRequest*& out);

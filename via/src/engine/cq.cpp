@@ -51,6 +51,10 @@ Result Cq::wait(std::uint32_t timeout_ms, Entry& out) {
   return Result::success;
 }
 
+void Cq::forget(const Vi* vi) {
+  std::erase_if(entries_, [vi](const Entry& e) { return e.vi == vi; });
+}
+
 Result Cq::resize(std::size_t capacity) {
   if (capacity == 0 || capacity < entries_.size()) return Result::invalid_parameter;
   capacity_ = capacity;

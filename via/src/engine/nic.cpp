@@ -203,7 +203,7 @@ Result Nic::destroy_cq(Cq* cq) {
   return Result::success;
 }
 
-Result Nic::create_vi(const ViAttributes& attrs, Cq* send_cq, Cq* recv_cq, Vi*& out) {
+Result Nic::check_vi_attributes(const ViAttributes& attrs) const {
   VIP_NIC_ATTRIBUTES nic_attrs;
   query(nic_attrs);
   const VIP_RELIABILITY_LEVEL level = attrs.reliability;
@@ -214,8 +214,15 @@ Result Nic::create_vi(const ViAttributes& attrs, Cq* send_cq, Cq* recv_cq, Vi*& 
   if (attrs.max_transfer > nic_attrs.MaxTransferSize) return Result::invalid_mtu;
   if (!ptag_valid(attrs.ptag)) return Result::invalid_ptag;
   if (attrs.rdma_read && !(nic_attrs.RDMAReadSupport & level)) return Result::invalid_rdmaread;
+  return Result::success;
+}
+
+Result Nic::create_vi(const ViAttributes& attrs, Cq* send_cq, Cq* recv_cq, Vi*& out) {
+  if (Result r = check_vi_attributes(attrs); r != Result::success) return r;
   for (Cq* cq : {send_cq, recv_cq})
     if (cq && &cq->nic() != this) return Result::invalid_parameter;
+  VIP_NIC_ATTRIBUTES nic_attrs;
+  query(nic_attrs);
   ViAttributes effective = attrs;
   if (effective.max_transfer == 0) effective.max_transfer = std::uint32_t(nic_attrs.MaxTransferSize);
   auto vi = std::make_unique<Vi>(*this, effective, send_cq, recv_cq, kQueueDepth);
@@ -232,6 +239,8 @@ Result Nic::destroy_vi(Vi* vi) {
   if (it == vis_.end()) return Result::invalid_parameter;
   if (vi->state_ != ViState::idle) return Result::invalid_state;
   if (!vi->sendq_.empty() || !vi->recvq_.empty()) return Result::invalid_state;
+  for (Cq* cq : {vi->send_cq_, vi->recv_cq_})
+    if (cq) cq->forget(vi);
   provider_->remove_vi(*vi);
   vis_.erase(it);
   return Result::success;

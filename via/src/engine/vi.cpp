@@ -84,13 +84,9 @@ Vi::~Vi() = default;
 
 Result Vi::set_attributes(const ViAttributes& attrs) {
   if (state_ != ViState::idle) return Result::invalid_state;
-  if (!nic_.ptag_valid(attrs.ptag)) return Result::invalid_ptag;
-  if (attrs.reliability != VIP_SERVICE_UNRELIABLE && attrs.reliability != VIP_SERVICE_RELIABLE_DELIVERY &&
-      attrs.reliability != VIP_SERVICE_RELIABLE_RECEPTION)
-    return Result::invalid_reliability_level;
+  if (Result r = nic_.check_vi_attributes(attrs); r != Result::success) return r;
   VIP_NIC_ATTRIBUTES nic_attrs;
   nic_.query(nic_attrs);
-  if (attrs.max_transfer > nic_attrs.MaxTransferSize) return Result::invalid_mtu;
   attrs_ = attrs;
   if (attrs_.max_transfer == 0) attrs_.max_transfer = std::uint32_t(nic_attrs.MaxTransferSize);
   nic_.provider().publish_vi_attributes(*this);

@@ -24,10 +24,12 @@ namespace {
 
 // Segments this process created, removed at exit even if the program never
 // closed its NICs (a killed process leaves them to viarun or the next owner).
+// Never destroyed: the atexit handler below runs after static destructors
+// registered later than it would.
 std::mutex owned_mutex;
 std::set<std::string>& owned_names() {
-  static std::set<std::string> names;
-  return names;
+  static auto* names = new std::set<std::string>();
+  return *names;
 }
 void remove_owned_at_exit() {
   std::lock_guard lock(owned_mutex);
