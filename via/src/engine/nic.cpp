@@ -1,5 +1,6 @@
 // The NIC: protection tags, memory registration, object lifetimes, connection
 // acceptance, and the progress/wait loop every blocking call goes through.
+#include <sched.h>
 #include <time.h>
 
 #include <algorithm>
@@ -23,12 +24,22 @@ std::uint64_t now_ns() {
   return std::uint64_t(ts.tv_sec) * 1000000000ull + std::uint64_t(ts.tv_nsec);
 }
 
-// How long a waiter spins before it sleeps in the kernel.
+std::uint64_t env_us(const char* name, std::uint64_t fallback) {
+  const char* env = std::getenv(name);
+  return (env ? std::strtoull(env, nullptr, 10) : fallback) * 1000ull;
+}
+
+// A waiter first spins, then keeps polling but yields the core between polls
+// (so that ranks sharing a core with it can run), then sleeps in the kernel.
+// The yielding phase matters on a machine with as many ranks as cores: once
+// both ends of a ping-pong slept, each wake-up takes longer than a short spin,
+// and without it they would stay in that slow regime.
 std::uint64_t spin_ns() {
-  static const std::uint64_t value = [] {
-    const char* env = std::getenv("VIASTACK_SPIN_US");
-    return (env ? std::strtoull(env, nullptr, 10) : 20ull) * 1000ull;
-  }();
+  static const std::uint64_t value = env_us("VIASTACK_SPIN_US", 20);
+  return value;
+}
+std::uint64_t yield_ns() {
+  static const std::uint64_t value = env_us("VIASTACK_YIELD_US", 1000);
   return value;
 }
 
@@ -308,15 +319,21 @@ Result Nic::wait_impl(const std::function<bool()>& done, std::uint32_t timeout_m
   const std::uint64_t deadline =
       timeout_ms == kInfinite ? UINT64_MAX : start + std::uint64_t(timeout_ms) * 1000000ull;
   const std::uint64_t spin_until = start + spin_ns();
-  // Spin: progress only, checking the clock now and then.
+  const std::uint64_t yield_until = spin_until + yield_ns();
+  // Spin, then yield between polls: progress only, checking the clock now and then.
+  bool yielding = false;
   for (unsigned i = 1;; ++i) {
     progress();
     if (done()) return Result::success;
-    if ((i & 255) == 0) {
-      std::uint64_t now = now_ns();
-      if (now >= spin_until || now >= deadline) break;
-      slow_progress(false);
-      if (done()) return Result::success;
+    if (yielding) sched_yield();
+    if (yielding || (i & 255) == 0) {
+      const std::uint64_t now = now_ns();
+      if (now >= yield_until || now >= deadline) break;
+      yielding = now >= spin_until;
+      if ((i & 255) == 0) {
+        slow_progress(false);
+        if (done()) return Result::success;
+      }
     }
   }
   // Sleep: announce it, check once more, then block until a doorbell or a time slice ends.
