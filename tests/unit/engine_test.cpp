@@ -357,10 +357,21 @@ TEST_P(Engine, MessageLongerThanTheReceiveOnReliableViBreaksIt) {
 TEST_P(Engine, NoReceivePostedDropsOnUnreliableAndBreaksReliable) {
   {
     auto [va, vb] = connect(VIP_SERVICE_UNRELIABLE, nullptr, nullptr, "u");
+    // A small message and one large enough for the single-copy path: both
+    // dropped, both sends complete (a dropped direct send still releases its buffer).
     expect_ok(va->post_send(a.message(0, 8), a.arena.handle), "send");
-    pump({a.nic.get(), b.nic.get()}, [&] { return b.nic->counters().dropped_no_receive == 1; });
-    EXPECT_EQ(b.nic->counters().dropped_no_receive, 1u);
+    expect_ok(va->post_send(a.message(0, 100000), a.arena.handle), "send");
+    pump({a.nic.get(), b.nic.get()}, [&] { return b.nic->counters().dropped_no_receive == 2; });
+    EXPECT_EQ(b.nic->counters().dropped_no_receive, 2u);
+    EXPECT_NE(wait_done(va, false), nullptr);
+    EXPECT_NE(wait_done(va, false), nullptr);
     EXPECT_EQ(vb->state(), via::ViState::connected);
+    // The connection still works.
+    expect_ok(vb->post_recv(b.message(0, 100000), b.arena.handle), "recv");
+    a.fill(0, 100000, 5);
+    expect_ok(va->post_send(a.message(0, 100000), a.arena.handle), "send");
+    ASSERT_NE(wait_done(vb, true), nullptr);
+    EXPECT_EQ(b.mismatch(0, 100000, 5), -1);
   }
   {
     auto [va, vb] = connect(VIP_SERVICE_RELIABLE_DELIVERY, nullptr, nullptr, "r");

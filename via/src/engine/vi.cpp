@@ -571,6 +571,9 @@ bool Vi::handle_frame(const FrameHeader& h, const std::byte* payload) {
   switch (h.type) {
     case kFrameSend:
     case kFrameDirectSend: {
+      // The sender of a direct send keeps its buffer until we say we are done
+      // with it, whether the message is delivered or dropped.
+      if (h.type == kFrameDirectSend) ++acks_owed_;
       if (h.offset == 0) {
         discarding_ = false;
         receiving_ = take_receive();
@@ -674,7 +677,6 @@ bool Vi::deliver(WorkRequest& wr, const FrameHeader& h, const std::byte* payload
       return false;
     }
     ++nic_.counters_.direct_reads;
-    ++acks_owed_;
   } else {
     scatter(wr.desc, h.offset, payload, h.length);
     if (attrs_.reliability == VIP_SERVICE_RELIABLE_RECEPTION && (h.flags & kFlagLast)) ++acks_owed_;
