@@ -78,6 +78,7 @@ class Vi;
 class Cq;
 class Provider;
 class Link;
+struct RegionTable;
 struct ConnRequest;
 
 // An asynchronous error, as VIPL's VIP_ERROR_DESCRIPTOR.
@@ -115,16 +116,22 @@ struct WorkRequest {
 // `published`, and are dequeued by the user at the head.
 class WorkQueue {
  public:
-  explicit WorkQueue(std::size_t capacity);
+  // capacity: a power of two.
+  explicit WorkQueue(std::size_t capacity) : slots_(capacity), mask_(capacity - 1) {}
   bool full() const { return tail_ - head_ == slots_.size(); }
   bool empty() const { return tail_ == head_; }
   std::uint64_t head() const { return head_; }
   std::uint64_t tail() const { return tail_; }
   std::uint64_t published() const { return published_; }
-  WorkRequest& at(std::uint64_t index) { return slots_[index % slots_.size()]; }
-  WorkRequest& push(VIP_DESCRIPTOR* desc);
+  WorkRequest& at(std::uint64_t index) { return slots_[index & mask_]; }
+  WorkRequest& push(VIP_DESCRIPTOR* desc) {
+    WorkRequest& wr = at(tail_++);
+    wr = WorkRequest{};
+    wr.desc = desc;
+    return wr;
+  }
   // Returns the head descriptor if its completion was published, else null.
-  VIP_DESCRIPTOR* pop_done();
+  VIP_DESCRIPTOR* pop_done() { return head_ == published_ ? nullptr : at(head_++).desc; }
   // Writes out the finished requests at the front of the unpublished part, in
   // order; calls `on_publish` for each.
   template <class F>
@@ -133,6 +140,7 @@ class WorkQueue {
 
  private:
   std::vector<WorkRequest> slots_;
+  std::uint64_t mask_;
   std::uint64_t head_ = 0, published_ = 0, tail_ = 0;
 };
 
@@ -257,6 +265,10 @@ class Vi {
   bool discarding_ = false;  // dropping the rest of a message that had nowhere to go
   WorkRequest* receiving_ = nullptr;
   std::unique_ptr<Link> link_;
+  // What the link offers, read once when it is attached.
+  std::uint64_t frame_payload_ = 0;  // largest payload of one frame
+  bool direct_capable_ = false;      // single-copy access to the peer's memory
+  std::uint64_t direct_min_ = UINT64_MAX;  // sends/RDMA this large use it
   DescriptorNotify send_notify_, recv_notify_;
 };
 
@@ -327,6 +339,7 @@ class Nic {
   void slow_progress(bool check_peers);
 
   std::unique_ptr<Provider> provider_;
+  RegionTable* regions_ = nullptr;  // the provider's table, looked up once
   std::vector<std::unique_ptr<Vi>> vis_;
   std::vector<std::unique_ptr<Cq>> cqs_;
   std::vector<std::unique_ptr<ConnRequest>> requests_;

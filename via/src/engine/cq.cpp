@@ -1,23 +1,9 @@
-// Work queues and completion queues.
+// Completion queues.
 #include <atomic>
 
 #include "via/via.hpp"
 
 namespace via {
-
-WorkQueue::WorkQueue(std::size_t capacity) : slots_(capacity) {}
-
-WorkRequest& WorkQueue::push(VIP_DESCRIPTOR* desc) {
-  WorkRequest& wr = at(tail_++);
-  wr = WorkRequest{};
-  wr.desc = desc;
-  return wr;
-}
-
-VIP_DESCRIPTOR* WorkQueue::pop_done() {
-  if (head_ == published_) return nullptr;
-  return at(head_++).desc;
-}
 
 void Cq::push(const Entry& entry) {
   if (entries_.size() >= capacity_ && !overflow_reported_) {

@@ -77,6 +77,7 @@ Result Nic::open(std::string_view device, std::unique_ptr<Nic>& out) {
   std::unique_ptr<Nic> nic(new Nic());
   Result r = open_provider(device, nic->provider_);
   if (r != Result::success) return r;
+  nic->regions_ = &nic->provider_->regions();
   nic->error_handler_ = default_error_handler;
   out = std::move(nic);
   return Result::success;
@@ -133,7 +134,7 @@ Result Nic::destroy_ptag(Ptag ptag) {
   // A tag still used by a VI or a region cannot go.
   for (auto& vi : vis_)
     if (vi->attrs_.ptag == ptag) return Result::invalid_state;
-  const RegionTable& table = provider_->regions();
+  const RegionTable& table = *regions_;
   for (std::uint32_t i = 1; i < RegionTable::kMaxRegions; ++i)
     if (table.entries[i].handle.load(std::memory_order_relaxed) != 0 && table.entries[i].ptag == ptag)
       return Result::invalid_state;
@@ -147,7 +148,7 @@ Result Nic::register_memory(const void* addr, std::size_t len, const MemAttribut
   if (addr == nullptr || len == 0) return Result::invalid_parameter;
   if (std::uintptr_t(addr) + len < std::uintptr_t(addr)) return Result::invalid_parameter;
   if (!ptag_valid(attrs.ptag)) return Result::invalid_ptag;
-  RegionTable& table = provider_->regions();
+  RegionTable& table = *regions_;
   for (std::uint32_t i = 1; i < RegionTable::kMaxRegions; ++i) {
     RegionEntry& e = table.entries[i];
     if (e.handle.load(std::memory_order_relaxed) != 0) continue;
@@ -167,7 +168,7 @@ Result Nic::register_memory(const void* addr, std::size_t len, const MemAttribut
 }
 
 Result Nic::deregister_memory(const void* addr, MemHandle handle) {
-  RegionTable& table = provider_->regions();
+  RegionTable& table = *regions_;
   RegionEntry e;
   if (!table.lookup(handle, e) || e.addr != std::uintptr_t(addr)) return Result::invalid_parameter;
   table.entries[RegionTable::index_of(handle)].handle.store(0, std::memory_order_release);
@@ -176,13 +177,13 @@ Result Nic::deregister_memory(const void* addr, MemHandle handle) {
 
 Result Nic::query_memory(const void* addr, MemHandle handle, MemAttributes& out) const {
   RegionEntry e;
-  if (!provider_->regions().lookup(handle, e) || e.addr != std::uintptr_t(addr)) return Result::invalid_parameter;
+  if (!regions_->lookup(handle, e) || e.addr != std::uintptr_t(addr)) return Result::invalid_parameter;
   out = MemAttributes{e.ptag, e.rdma_write != 0, e.rdma_read != 0};
   return Result::success;
 }
 
 Result Nic::set_memory_attributes(const void* addr, MemHandle handle, const MemAttributes& attrs) {
-  RegionTable& table = provider_->regions();
+  RegionTable& table = *regions_;
   RegionEntry e;
   if (!table.lookup(handle, e) || e.addr != std::uintptr_t(addr)) return Result::invalid_parameter;
   if (!ptag_valid(attrs.ptag)) return Result::invalid_ptag;

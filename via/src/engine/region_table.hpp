@@ -29,9 +29,26 @@ struct RegionTable {
 
   static std::uint32_t index_of(MemHandle h) { return h & 0xFFFFu; }
 
-  // Looks a handle up; copies the entry out consistently. False if the handle is not live.
+  enum Access : unsigned { kLocal = 0, kRdmaWrite = 1, kRdmaRead = 2 };
+
+  // Whether [addr, addr+len) lies in live region h registered with ptag and,
+  // for RDMA, enabled for it. Entries may change under a concurrent reader (a
+  // peer process checks our table): the handle is read before and after the
+  // fields, and deregistration clears it first, so a torn read never passes.
+  bool covers(MemHandle h, std::uint64_t addr, std::uint64_t len, Ptag ptag, unsigned access = kLocal) const {
+    const std::uint32_t i = index_of(h);
+    if (i == 0 || i >= kMaxRegions) return false;
+    const RegionEntry& e = entries[i];
+    if (e.handle.load(std::memory_order_acquire) != h) return false;
+    const bool ok = e.ptag == ptag && addr >= e.addr && len <= e.len && addr - e.addr <= e.len - len &&
+                    (!(access & kRdmaWrite) || e.rdma_write) && (!(access & kRdmaRead) || e.rdma_read);
+    std::atomic_thread_fence(std::memory_order_acquire);
+    return ok && e.handle.load(std::memory_order_relaxed) == h;
+  }
+
+  // Copies a live entry out; false if the handle is not live.
   bool lookup(MemHandle h, RegionEntry& out) const {
-    std::uint32_t i = index_of(h);
+    const std::uint32_t i = index_of(h);
     if (i == 0 || i >= kMaxRegions) return false;
     const RegionEntry& e = entries[i];
     if (e.handle.load(std::memory_order_acquire) != h) return false;
@@ -42,13 +59,6 @@ struct RegionTable {
     out.rdma_read = e.rdma_read;
     std::atomic_thread_fence(std::memory_order_acquire);
     return e.handle.load(std::memory_order_relaxed) == h;
-  }
-
-  // Checks that [addr, addr+len) lies in region h registered with ptag.
-  bool covers(MemHandle h, std::uint64_t addr, std::uint64_t len, Ptag ptag, RegionEntry& e) const {
-    if (!lookup(h, e)) return false;
-    if (e.ptag != ptag) return false;
-    return addr >= e.addr && len <= e.len && addr - e.addr <= e.len - len;
   }
 };
 

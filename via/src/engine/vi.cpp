@@ -97,13 +97,13 @@ Result Vi::set_attributes(const ViAttributes& attrs) {
 
 Result Vi::validate_post(VIP_DESCRIPTOR* desc, MemHandle desc_handle) const {
   if (desc == nullptr || std::uintptr_t(desc) % VIP_DESCRIPTOR_ALIGNMENT != 0) return Result::invalid_parameter;
-  // The descriptor itself must lie in memory registered with this VI's tag.
-  RegionEntry region;
-  const RegionTable& table = nic_.provider_->regions();
-  if (!table.covers(desc_handle, std::uintptr_t(desc), sizeof(VIP_CONTROL_SEGMENT), attrs_.ptag, region))
+  // The descriptor itself must lie in memory registered with this VI's tag:
+  // first its control segment, then (knowing SegCount) all of it.
+  const RegionTable& table = *nic_.regions_;
+  if (!table.covers(desc_handle, std::uintptr_t(desc), sizeof(VIP_CONTROL_SEGMENT), attrs_.ptag))
     return Result::invalid_parameter;
   std::uint64_t size = sizeof(VIP_CONTROL_SEGMENT) + std::uint64_t(desc->CS.SegCount) * sizeof(VIP_DESCRIPTOR_SEGMENT);
-  if (!table.covers(desc_handle, std::uintptr_t(desc), size, attrs_.ptag, region)) return Result::invalid_parameter;
+  if (!table.covers(desc_handle, std::uintptr_t(desc), size, attrs_.ptag)) return Result::invalid_parameter;
   return Result::success;
 }
 
@@ -111,12 +111,11 @@ Result Vi::validate_post(VIP_DESCRIPTOR* desc, MemHandle desc_handle) const {
 // VI's tag, else the error status bits; adds the segment lengths to total.
 std::uint32_t Vi::check_local_segments(const VIP_DESCRIPTOR* desc, std::uint32_t first_data,
                                        std::uint64_t& total) const {
-  const RegionTable& table = nic_.provider_->regions();
-  RegionEntry region;
+  const RegionTable& table = *nic_.regions_;
   for (std::uint32_t i = first_data; i < desc->CS.SegCount; ++i) {
     const VIP_DATA_SEGMENT& seg = data_segment(desc, i);
     if (seg.Length == 0) continue;
-    if (!table.covers(seg.Handle, seg.Data.AddressBits, seg.Length, attrs_.ptag, region))
+    if (!table.covers(seg.Handle, seg.Data.AddressBits, seg.Length, attrs_.ptag))
       return VIP_STATUS_PROTECTION_ERROR;
     total += seg.Length;
   }
@@ -276,6 +275,9 @@ void Vi::flush_all(std::uint32_t status) {
 
 void Vi::attach(std::unique_ptr<Link> link, const ViAttributes& remote_attrs) {
   link_ = std::move(link);
+  frame_payload_ = link_->max_payload();
+  direct_capable_ = link_->direct();
+  direct_min_ = direct_capable_ ? direct_threshold() : UINT64_MAX;
   remote_attrs_ = remote_attrs;
   state_ = ViState::connected;
   tx_next_ = sendq_.tail();
@@ -400,7 +402,7 @@ bool Vi::transmit_pending() {
     acks_owed_ = 0;
     ++nic_.counters_.frames_sent;
   }
-  if (!transmit_read_responses()) return nic_.counters_.frames_sent != sent_before;
+  if (!read_responses_.empty() && !transmit_read_responses()) return nic_.counters_.frames_sent != sent_before;
   while (link_ && tx_next_ != sendq_.tail()) {
     WorkRequest& wr = sendq_.at(tx_next_);
     // A fenced descriptor waits until the RDMA reads before it have completed.
@@ -417,7 +419,7 @@ bool Vi::transmit_pending() {
 bool Vi::transmit(WorkRequest& wr) {
   VIP_DESCRIPTOR* d = wr.desc;
   const std::uint64_t index = tx_next_;
-  const bool direct = link_->direct() && wr.total >= direct_threshold();
+  const bool direct = wr.total >= direct_min_;
   switch (op_of(d)) {
     case VIP_CONTROL_OP_SENDRECV: {
       if (direct) {
@@ -436,7 +438,7 @@ bool Vi::transmit(WorkRequest& wr) {
     }
     case VIP_CONTROL_OP_RDMAWRITE: {
       const VIP_ADDRESS_SEGMENT& remote = d->DS[0].Remote;
-      if (link_->direct()) {
+      if (direct_capable_) {
         // Check the target region the way the target would, before any byte moves.
         if (std::uint32_t err = link_->check_peer_region(remote.Data.AddressBits, wr.total, remote.Handle, true)) {
           fail(VIP_ERROR_RDMAW_PROT, "RDMA write outside the target's registered, write-enabled memory", &sendq_, &wr,
@@ -453,7 +455,7 @@ bool Vi::transmit(WorkRequest& wr) {
     }
     case VIP_CONTROL_OP_RDMAREAD: {
       const VIP_ADDRESS_SEGMENT& remote = d->DS[0].Remote;
-      if (link_->direct()) {
+      if (direct_capable_) {
         if (std::uint32_t err = link_->check_peer_region(remote.Data.AddressBits, wr.total, remote.Handle, false)) {
           fail(VIP_ERROR_RDMAR_PROT, "RDMA read outside the target's registered, read-enabled memory", &sendq_, &wr,
                err | VIP_STATUS_OP_RDMA_READ);
@@ -479,7 +481,7 @@ bool Vi::transmit(WorkRequest& wr) {
 
 bool Vi::transmit_data(WorkRequest& wr, std::uint8_t type, std::uint64_t raddr, std::uint32_t rhandle) {
   VIP_DESCRIPTOR* d = wr.desc;
-  const std::uint64_t max = link_->max_payload();
+  const std::uint64_t max = frame_payload_;
   do {
     const std::uint64_t chunk = std::min(wr.total - wr.progress, max);
     const bool last = wr.progress + chunk == wr.total;
@@ -528,7 +530,7 @@ void Vi::direct_rdma(WorkRequest& wr) {
 }
 
 bool Vi::transmit_read_responses() {
-  const std::uint64_t max = link_->max_payload();
+  const std::uint64_t max = frame_payload_;
   while (!read_responses_.empty()) {
     ReadResponse& r = read_responses_.front();
     if (r.refused) {
@@ -562,7 +564,7 @@ WorkRequest* Vi::take_receive() {
 
 // Handles one incoming frame; false if it broke the VI.
 bool Vi::handle_frame(const FrameHeader& h, const std::byte* payload) {
-  if (!frame_well_formed(h, link_->max_payload())) {
+  if (!frame_well_formed(h, frame_payload_)) {
     fail(VIP_ERROR_CATASTROPHIC, "malformed frame from the peer", nullptr, nullptr, 0);
     return false;
   }
@@ -610,10 +612,9 @@ bool Vi::handle_frame(const FrameHeader& h, const std::byte* payload) {
     }
     case kFrameRdmaWrite: {
       if (!(h.flags & kFlagNoData) && h.length > 0) {
-        RegionEntry region;
         const std::uint64_t addr = h.raddr + h.offset;
         if (!attrs_.rdma_write || addr < h.raddr ||
-            !nic_.provider_->regions().covers(h.rhandle, addr, h.length, attrs_.ptag, region) || !region.rdma_write) {
+            !nic_.regions_->covers(h.rhandle, addr, h.length, attrs_.ptag, RegionTable::kRdmaWrite)) {
           fail(VIP_ERROR_RDMAW_PROT, "an RDMA write from the peer targets memory not registered for RDMA write here");
           return false;
         }
@@ -694,10 +695,8 @@ bool Vi::deliver(WorkRequest& wr, const FrameHeader& h, const std::byte* payload
 }
 
 void Vi::serve_read_request(const FrameHeader& h) {
-  RegionEntry region;
   const bool allowed = attrs_.rdma_read && h.raddr + h.total >= h.raddr &&
-                       nic_.provider_->regions().covers(h.rhandle, h.raddr, h.total, attrs_.ptag, region) &&
-                       region.rdma_read;
+                       nic_.regions_->covers(h.rhandle, h.raddr, h.total, attrs_.ptag, RegionTable::kRdmaRead);
   read_responses_.push_back(ReadResponse{h.raddr, h.total, allowed ? 0u : std::uint32_t(VIP_STATUS_RDMA_PROT_ERROR)});
 }
 

@@ -144,10 +144,9 @@ bool ShmLink::direct_write(const iovec* local, std::size_t nlocal, const iovec* 
 }
 
 std::uint32_t ShmLink::check_peer_region(std::uint64_t addr, std::uint64_t len, MemHandle handle, bool write) const {
-  RegionEntry region;
   const bool vi_allows = write ? theirs_.rdma_write : theirs_.rdma_read;
-  if (!vi_allows || !peer_.regions.covers(handle, addr, len, theirs_.ptag, region)) return VIP_STATUS_RDMA_PROT_ERROR;
-  if (!(write ? region.rdma_write : region.rdma_read)) return VIP_STATUS_RDMA_PROT_ERROR;
+  const unsigned access = write ? RegionTable::kRdmaWrite : RegionTable::kRdmaRead;
+  if (!vi_allows || !peer_.regions.covers(handle, addr, len, theirs_.ptag, access)) return VIP_STATUS_RDMA_PROT_ERROR;
   return 0;
 }
 
