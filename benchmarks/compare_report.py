@@ -110,14 +110,27 @@ def read_jsonl(path):
     return out
 
 
+DISTURBED_PCT = 10  # as in benchmarks/compare
+
+
+def others_pct(path):
+    """Share of both CPUs that other processes used while this run ran (written by compare)."""
+    try:
+        with open(path + ".others_pct") as f:
+            return int(f.read().strip())
+    except (OSError, ValueError):
+        return None
+
+
 def runs(outdir, pattern, extract):
-    """Values of one measurement over the repetitions r1, r2, ... in run order."""
-    vals = []
+    """Values of one measurement over the repetitions r1, r2, ... in run order,
+    and for each the share of the CPUs other processes used meanwhile."""
+    vals, others = [], []
     for path in sorted(glob.glob(os.path.join(outdir, "raw", pattern)),
                        key=lambda p: int(re.search(r"/r(\d+)_", p).group(1))):
-        v = extract(path)
-        vals.append(v)
-    return vals
+        vals.append(extract(path))
+        others.append(others_pct(path))
+    return vals, others
 
 
 def ours(field):
@@ -158,16 +171,22 @@ def fmt(v, digits=3):
     return f"{v:.{digits}f}"
 
 
+def mark(v, pct):
+    return fmt(v) + ("*" if pct is not None and pct >= DISTURBED_PCT else "")
+
+
 def summary(outdir):
     rows = []
 
-    def row(key, metric, unit, ours_vals, anchor, anchor_vals, better, target=None):
+    def row(key, metric, unit, ours_runs, anchor, anchor_runs, better, target=None):
+        (ours_vals, ours_others), (anchor_vals, anchor_others) = ours_runs, anchor_runs
         o, a = med(ours_vals), med(anchor_vals)
         ratio = (o / a) if (o is not None and a) else None
         rows.append({
             "key": key, "metric": metric, "unit": unit,
-            "ours_runs": ours_vals, "ours_median": o,
+            "ours_runs": ours_vals, "ours_median": o, "ours_others_pct": ours_others,
             "anchor": anchor, "anchor_runs": anchor_vals, "anchor_median": a,
+            "anchor_others_pct": anchor_others,
             "ratio_ours_over_anchor": ratio, "better": better, "target": target,
         })
         return rows[-1]
@@ -178,7 +197,7 @@ def summary(outdir):
               runs(outdir, "r*_ucx_tag_lat_8.txt", ucx_field("tag_lat", 8, "lat_us")),
               "lower", "ours <= 1.2 x anchor and ours < 0.3 us")
     row("lat8_np", "8 B one-way latency", "us",
-        lat["ours_runs"],
+        (lat["ours_runs"], lat["ours_others_pct"]),
         "NetPIPE NPopenmpi, Open MPI ob1 + vader",
         runs(outdir, "r*_netpipe_8.out", netpipe_at(8, "lat_us")), "lower")
     bw = row("bw1m_np", "1 MiB streaming bandwidth (ours) vs NetPIPE ping-pong", "MB/s",
@@ -187,7 +206,7 @@ def summary(outdir):
              runs(outdir, "r*_netpipe_1M.out", netpipe_at(1048576, "bw_MBps")),
              "higher", "ours >= anchor")
     row("bw1m_ucx", "1 MiB streaming bandwidth", "MB/s",
-        bw["ours_runs"],
+        (bw["ours_runs"], bw["ours_others_pct"]),
         "ucx_perftest tag_bw, UCX_TLS=posix,self,cma (overall)",
         runs(outdir, "r*_ucx_tag_bw_1M.txt", ucx_field("tag_bw", 1048576, "bw_MBps")), "higher")
     row("pp1m_np", "1 MiB ping-pong bandwidth (bytes / one-way time)", "MB/s",
@@ -214,7 +233,7 @@ def summary(outdir):
     else:
         targets["bw1m"] = {"text": "1 MiB streaming bandwidth target", "met": None}
 
-    ucx_p50 = med(runs(outdir, "r*_ucx_tag_lat_8.txt", ucx_field("tag_lat", 8, "lat_us_p50")))
+    ucx_p50 = med(runs(outdir, "r*_ucx_tag_lat_8.txt", ucx_field("tag_lat", 8, "lat_us_p50"))[0])
 
     machine = {}
     mpath = os.path.join(outdir, "machine.txt")
@@ -239,10 +258,11 @@ def summary(outdir):
         lines.append(f"{r['metric']:<52} {r['unit']:<5} {fmt(r['ours_median']):>9}  "
                      f"{fmt(r['anchor_median']):>9}  {fmt(r['ratio_ours_over_anchor'], 2):>11}  {r['anchor']}")
     lines.append("")
-    lines.append("runs (in order; the medians above are over these):")
+    lines.append("runs (in order; the medians above are over these;")
+    lines.append(f" * = other processes used >= {DISTURBED_PCT}% of the CPUs while that run ran):")
     for r in rows:
-        o = " ".join(fmt(v) for v in r["ours_runs"])
-        a = " ".join(fmt(v) for v in r["anchor_runs"])
+        o = " ".join(mark(v, p) for v, p in zip(r["ours_runs"], r["ours_others_pct"]))
+        a = " ".join(mark(v, p) for v, p in zip(r["anchor_runs"], r["anchor_others_pct"]))
         lines.append(f"  {r['key']:<9} viastack [{o}]   anchor [{a}]")
     if ucx_p50 is not None:
         lines.append(f"  (ucx_perftest tag_lat 8 B, 50th percentile column, median of runs: {fmt(ucx_p50)} us)")
@@ -261,7 +281,8 @@ def summary(outdir):
     for r in rows:
         md.append(f"| {r['metric']} | {r['unit']} | {fmt(r['ours_median'])} | {fmt(r['anchor_median'])} | "
                   f"{fmt(r['ratio_ours_over_anchor'], 2)} | {r['anchor']} | "
-                  f"{', '.join(fmt(v) for v in r['ours_runs'])} | {', '.join(fmt(v) for v in r['anchor_runs'])} |")
+                  f"{', '.join(mark(v, p) for v, p in zip(r['ours_runs'], r['ours_others_pct']))} | "
+                  f"{', '.join(mark(v, p) for v, p in zip(r['anchor_runs'], r['anchor_others_pct']))} |")
     with open(os.path.join(outdir, "table.md"), "w") as f:
         f.write("\n".join(md) + "\n")
     sys.stdout.write(text)

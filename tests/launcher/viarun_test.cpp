@@ -77,6 +77,10 @@ class ViarunProcess {
     EXPECT_EQ(::pipe2(in, O_CLOEXEC), 0);
     EXPECT_EQ(::pipe2(out, O_CLOEXEC), 0);
     EXPECT_EQ(::pipe2(err, O_CLOEXEC), 0);
+    // Filled before viarun starts: written later, a viarun that already exited
+    // (--help, a missing program) would leave the test to die of SIGPIPE.
+    const char kStdinData[] = "stdin data that ranks must not see\n";
+    EXPECT_GT(::write(in[1], kStdinData, sizeof kStdinData - 1), 0);
     started_ = Clock::now();
     pid_ = ::fork();
     if (pid_ == 0) {
@@ -93,8 +97,6 @@ class ViarunProcess {
     stdin_write_ = in[1];
     out_fd_ = out[0];
     err_fd_ = err[0];
-    const char kStdinData[] = "stdin data that ranks must not see\n";
-    EXPECT_GT(::write(stdin_write_, kStdinData, sizeof kStdinData - 1), 0);
   }
 
   ~ViarunProcess() {
