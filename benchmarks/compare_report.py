@@ -110,15 +110,19 @@ def read_jsonl(path):
     return out
 
 
-DISTURBED_PCT = 10  # as in benchmarks/compare
+DISTURBED_PCT, DISTURBED_CS = 10, 5  # as in benchmarks/compare
 
 
 def others_pct(path):
-    """Share of both CPUs that other processes used while this run ran (written by compare)."""
+    """Share of both CPUs (percent) that other processes used while this run ran, or None;
+    negative when that was too little CPU time to count (under 0.05 s).  Written by compare."""
     try:
         with open(path + ".others_pct") as f:
-            return int(f.read().strip())
-    except (OSError, ValueError):
+            parts = f.read().split()
+        pct = int(parts[0])
+        cs = int(parts[1]) if len(parts) > 1 else DISTURBED_CS
+        return pct if cs >= DISTURBED_CS else -1
+    except (OSError, ValueError, IndexError):
         return None
 
 
@@ -259,7 +263,7 @@ def summary(outdir):
                      f"{fmt(r['anchor_median']):>9}  {fmt(r['ratio_ours_over_anchor'], 2):>11}  {r['anchor']}")
     lines.append("")
     lines.append("runs (in order; the medians above are over these;")
-    lines.append(f" * = other processes used >= {DISTURBED_PCT}% of the CPUs while that run ran):")
+    lines.append(f" * = other processes used >= {DISTURBED_PCT}% of the CPUs, and >= 0.05 s, while that run ran):")
     for r in rows:
         o = " ".join(mark(v, p) for v, p in zip(r["ours_runs"], r["ours_others_pct"]))
         a = " ".join(mark(v, p) for v, p in zip(r["anchor_runs"], r["anchor_others_pct"]))
