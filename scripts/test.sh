@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The tests: the same set-up, then the whole suite through ctest, in Release and
-# in an AddressSanitizer+UndefinedBehaviorSanitizer build; then the fuzz
-# targets for a bounded time.
+# in an AddressSanitizer+UndefinedBehaviorSanitizer build; the unit tests under
+# ThreadSanitizer; then the fuzz targets for a bounded time.
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 install_missing_packages "${REQUIRED_PACKAGES[@]}" "${FUZZ_PACKAGES[@]}"
 
@@ -11,6 +11,12 @@ configure_and_build "$ROOT/build"
 if [ "${VIASTACK_SKIP_SANITIZERS:-0}" != 1 ]; then
   configure_and_build "$ROOT/build-asan" -DVIASTACK_SANITIZE=address,undefined
   (cd "$ROOT/build-asan" && ctest --output-on-failure -j "$JOBS" --timeout 600)
+fi
+
+if [ "${VIASTACK_SKIP_SANITIZERS:-0}" != 1 ]; then
+  # ThreadSanitizer where threads meet: the tests that drive NICs from several threads.
+  configure_and_build "$ROOT/build-tsan" -DVIASTACK_SANITIZE=thread
+  (cd "$ROOT/build-tsan" && ctest --output-on-failure -j "$JOBS" --timeout 600 -L unit)
 fi
 
 if [ "${VIASTACK_SKIP_FUZZ:-0}" != 1 ]; then
