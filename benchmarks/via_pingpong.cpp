@@ -143,35 +143,38 @@ double run_latency(Endpoint& ep, int rank, std::size_t bytes, long iters) {
   return bench::median(reps);
 }
 
-// Streaming: rank 0 keeps up to kWindow sends in flight; rank 1 returns a
-// credit message for every kWindow messages it re-posts receives for.
+// Streaming: rank 1 starts with 2*kWindow receives posted and returns a credit
+// message after every kWindow messages (having re-posted their receives);
+// rank 0 sends while it has credits. The last credit says everything arrived.
 double run_bandwidth(Endpoint& ep, int rank, std::size_t bytes, long iters) {
   std::vector<double> reps;
   for (int rep = 0; rep < kRepetitions; ++rep) {
-    const long n = std::max(long(kWindow), iters / kRepetitions / kWindow * kWindow);
+    const long n = std::max(long(kWindow), iters / kRepetitions / kWindow * kWindow);  // a multiple of kWindow
+    const long credit_messages = n / kWindow;
     auto start = Clock::now();
     if (rank == 0) {
-      long credits = 2 * kWindow, sent = 0;
-      while (sent < n) {
-        while (credits > 0 && sent < n) {
-          ep.post_send(int(sent % (2 * kWindow)), bytes);
-          ++sent;
-          --credits;
-          ep.reap_sends(false);
-        }
-        if (sent < n) {
+      long credits = 2 * kWindow, received = 0;
+      for (long sent = 0; sent < n; ++sent) {
+        if (credits == 0) {
           ep.recv_one(ep.slot_bytes);
+          ++received;
           credits += kWindow;
         }
+        ep.post_send(int(sent % (2 * kWindow)), bytes);
+        --credits;
+        ep.reap_sends(false);
       }
-      // The last credit tells us everything arrived.
-      ep.recv_one(ep.slot_bytes);
-      ep.reap_sends(false);
+      for (; received < credit_messages; ++received) ep.recv_one(ep.slot_bytes);
       while (!ep.vi->send_queue_empty()) ep.reap_sends(true);
+      VIP_DESCRIPTOR* extra;
+      if (ep.vi->recv_done(extra) == via::Result::success) {
+        std::fprintf(stderr, "via_pingpong: credit protocol out of step (an unexpected credit arrived)\n");
+        std::exit(1);
+      }
     } else {
       for (long i = 1; i <= n; ++i) {
         ep.recv_one(ep.slot_bytes);
-        if (i % kWindow == 0 || i == n) {
+        if (i % kWindow == 0) {
           ep.post_send(0, 0);
           ep.reap_sends(true);
         }
