@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 
 #include <chrono>
+#include <filesystem>
 #include <thread>
 
 #include "support/endpoint.hpp"
@@ -27,6 +28,12 @@ class Failure : public ::testing::Test {
     job_ += '-';
     job_ += std::to_string(counter++);
     setenv("VIASTACK_JOB", job_.c_str(), 1);
+  }
+  // What viarun does after a job: a killed peer leaves its segment behind.
+  void TearDown() override {
+    const std::string prefix = "viastack." + job_ + ".";
+    for (const auto& entry : std::filesystem::directory_iterator("/dev/shm"))
+      if (entry.path().filename().string().rfind(prefix, 0) == 0) std::filesystem::remove(entry.path());
   }
   std::string segment_path(int nic) const { return "/dev/shm/viastack." + job_ + "." + std::to_string(nic); }
   std::string job_;
