@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <sys/uio.h>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -79,6 +80,8 @@ class Cq;
 class Provider;
 class Link;
 struct RegionTable;
+struct FaultPlan;
+class FaultInjector;
 struct ConnRequest;
 
 // An asynchronous error, as VIPL's VIP_ERROR_DESCRIPTOR.
@@ -100,6 +103,11 @@ struct NicCounters {
   std::uint64_t direct_writes = 0;  // single-copy (CMA) transfers pushed to a peer
   std::uint64_t dropped_no_receive = 0;
   std::uint64_t sleeps = 0;
+  // Injected by VIASTACK_FAULTS on unreliable VIs.
+  std::uint64_t faults_dropped = 0;
+  std::uint64_t faults_duplicated = 0;
+  std::uint64_t faults_reordered = 0;
+  std::uint64_t faults_delayed = 0;
 };
 
 // One posted descriptor as the engine tracks it.
@@ -232,6 +240,7 @@ class Vi {
                                      std::uint64_t& total) const;
   void finish(WorkQueue& q, WorkRequest& wr, std::uint32_t status);
   void publish(WorkQueue& q, bool recv);
+  bool send_frame(const struct FrameHeader& h, const iovec* iov, std::size_t iovcnt);
   bool transmit_pending();
   bool transmit(WorkRequest& wr);
   bool transmit_data(WorkRequest& wr, std::uint8_t frame_type, std::uint64_t raddr, std::uint32_t rhandle);
@@ -264,11 +273,14 @@ class Vi {
   std::uint32_t acks_owed_ = 0;
   bool discarding_ = false;  // dropping the rest of a message that had nowhere to go
   WorkRequest* receiving_ = nullptr;
+  std::uint16_t rx_message_ = 0;  // message number of the one being received
+  std::uint16_t tx_message_ = 0;  // number of the next message sent in frames
   std::unique_ptr<Link> link_;
   // What the link offers, read once when it is attached.
   std::uint64_t frame_payload_ = 0;  // largest payload of one frame
   bool direct_capable_ = false;      // single-copy access to the peer's memory
   std::uint64_t direct_min_ = UINT64_MAX;  // sends/RDMA this large use it
+  std::unique_ptr<FaultInjector> faults_;  // unreliable VIs under VIASTACK_FAULTS
   DescriptorNotify send_notify_, recv_notify_;
 };
 
@@ -340,6 +352,7 @@ class Nic {
 
   std::unique_ptr<Provider> provider_;
   RegionTable* regions_ = nullptr;  // the provider's table, looked up once
+  std::unique_ptr<const FaultPlan> fault_plan_;  // from VIASTACK_FAULTS, if set
   std::vector<std::unique_ptr<Vi>> vis_;
   std::vector<std::unique_ptr<Cq>> cqs_;
   std::vector<std::unique_ptr<ConnRequest>> requests_;

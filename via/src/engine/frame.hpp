@@ -27,7 +27,7 @@ enum FrameFlags : std::uint8_t {
 struct FrameHeader {
   std::uint8_t type;
   std::uint8_t flags;
-  std::uint16_t reserved;
+  std::uint16_t message;  // send frames: the sender's message number, the same in every fragment
   std::uint32_t length;  // payload bytes in this frame
   std::uint64_t total;   // bytes in the whole message (for kFrameAck: number of acks)
   std::uint64_t offset;  // offset of this fragment in the message

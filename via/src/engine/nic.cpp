@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <thread>
 
+#include "engine/faults.hpp"
 #include "providers/provider.hpp"
 
 namespace via {
@@ -78,6 +79,15 @@ Result Nic::open(std::string_view device, std::unique_ptr<Nic>& out) {
   Result r = open_provider(device, nic->provider_);
   if (r != Result::success) return r;
   nic->regions_ = &nic->provider_->regions();
+  if (const char* faults = std::getenv("VIASTACK_FAULTS"); faults && *faults) {
+    auto plan = std::make_unique<FaultPlan>();
+    std::string error;
+    if (!parse_fault_plan(faults, *plan, error)) {
+      std::fprintf(stderr, "viastack: VIASTACK_FAULTS='%s': %s\n", faults, error.c_str());
+      return Result::invalid_parameter;
+    }
+    if (plan->any()) nic->fault_plan_ = std::move(plan);
+  }
   nic->error_handler_ = default_error_handler;
   out = std::move(nic);
   return Result::success;

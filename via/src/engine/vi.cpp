@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "engine/faults.hpp"
 #include "providers/provider.hpp"
 
 namespace via {
@@ -280,6 +281,13 @@ void Vi::attach(std::unique_ptr<Link> link, const ViAttributes& remote_attrs) {
   frame_payload_ = link_->max_payload();
   direct_capable_ = link_->direct();
   direct_min_ = direct_capable_ ? direct_threshold() : UINT64_MAX;
+  faults_.reset();
+  if (nic_.fault_plan_ && attrs_.reliability == VIP_SERVICE_UNRELIABLE) {
+    // One random stream per VI, derived from the NIC's address and the VI's slot.
+    std::uint64_t stream = provider_slot;
+    for (std::uint8_t byte : nic_.host_address()) stream = stream * 131 + byte;
+    faults_ = std::make_unique<FaultInjector>(*nic_.fault_plan_, stream, nic_.counters_);
+  }
   remote_attrs_ = remote_attrs;
   state_ = ViState::connected;
   tx_next_ = sendq_.tail();
@@ -392,17 +400,27 @@ bool Vi::progress() {
     if (!handle_frame(*h, payload)) return true;  // the VI failed; its link is gone
     link_->pop();
   }
+  if (faults_ && link_ && faults_->holding()) faults_->flush(*link_, now_ns());
   if (link_ && (tx_next_ != sendq_.tail() || acks_owed_ || !read_responses_.empty())) moved |= transmit_pending();
   return moved;
+}
+
+// Every frame leaves through here; on an unreliable VI with VIASTACK_FAULTS
+// set, data frames meet the fault injector on the way.
+bool Vi::send_frame(const FrameHeader& h, const iovec* iov, std::size_t iovcnt) {
+  const bool sent = faults_ && (h.type == kFrameSend || h.type == kFrameRdmaWrite)
+                        ? faults_->send(*link_, h, iov, iovcnt, now_ns())
+                        : link_->try_send(h, iov, iovcnt);
+  if (sent) ++nic_.counters_.frames_sent;
+  return sent;
 }
 
 bool Vi::transmit_pending() {
   const std::uint64_t sent_before = nic_.counters_.frames_sent;
   if (acks_owed_) {
     FrameHeader h{kFrameAck, 0, 0, 0, acks_owed_, 0, 0, 0, 0};
-    if (!link_->try_send(h, nullptr, 0)) return false;  // acks keep their place in the stream
+    if (!send_frame(h, nullptr, 0)) return false;  // acks keep their place in the stream
     acks_owed_ = 0;
-    ++nic_.counters_.frames_sent;
   }
   if (!read_responses_.empty() && !transmit_read_responses()) return nic_.counters_.frames_sent != sent_before;
   while (link_ && tx_next_ != sendq_.tail()) {
@@ -430,8 +448,7 @@ bool Vi::transmit(WorkRequest& wr) {
         iovec list{iov, n * sizeof(iovec)};
         std::uint8_t flags = kFlagLast | ((d->CS.Control & VIP_CONTROL_IMMEDIATE) ? kFlagImmediate : 0);
         FrameHeader h{kFrameDirectSend, flags, 0, std::uint32_t(list.iov_len), wr.total, 0, 0, 0, d->CS.ImmediateData};
-        if (!link_->try_send(h, &list, 1)) return false;
-        ++nic_.counters_.frames_sent;
+        if (!send_frame(h, &list, 1)) return false;
         awaiting_ack_.push_back(index);  // the receiver pulls the data, then acknowledges
         return true;
       }
@@ -467,8 +484,7 @@ bool Vi::transmit(WorkRequest& wr) {
         return true;
       }
       FrameHeader h{kFrameReadRequest, kFlagLast, 0, 0, wr.total, 0, remote.Data.AddressBits, remote.Handle, 0};
-      if (!link_->try_send(h, nullptr, 0)) return false;
-      ++nic_.counters_.frames_sent;
+      if (!send_frame(h, nullptr, 0)) return false;
       awaiting_read_.push_back(index);
       return true;
     }
@@ -491,11 +507,12 @@ bool Vi::transmit_data(WorkRequest& wr, std::uint8_t type, std::uint64_t raddr, 
     if (last && (d->CS.Control & VIP_CONTROL_IMMEDIATE)) flags |= kFlagImmediate;
     iovec iov[kMaxSegments];
     std::size_t n = slice_segments(d, wr.progress, chunk, iov, kMaxSegments);
-    FrameHeader h{type, flags, 0, std::uint32_t(chunk), wr.total, wr.progress, raddr, rhandle, d->CS.ImmediateData};
-    if (!link_->try_send(h, iov, n)) return false;
-    ++nic_.counters_.frames_sent;
+    FrameHeader h{type,       flags,  tx_message_, std::uint32_t(chunk), wr.total, wr.progress,
+                  raddr,      rhandle, d->CS.ImmediateData};
+    if (!send_frame(h, iov, n)) return false;
     wr.progress += chunk;
   } while (wr.progress < wr.total);
+  ++tx_message_;
   return true;
 }
 
@@ -521,11 +538,9 @@ void Vi::direct_rdma(WorkRequest& wr) {
                   remote.Data.AddressBits, remote.Handle, d->CS.ImmediateData};
     // The ring has room more often than not; if not, the write is repeated
     // harmlessly from the frame path on the next attempt.
-    if (!link_->try_send(h, nullptr, 0)) {
+    if (!send_frame(h, nullptr, 0)) {
       wr.progress = 0;
       if (!transmit_data(wr, kFrameRdmaWrite, remote.Data.AddressBits, remote.Handle)) return;
-    } else {
-      ++nic_.counters_.frames_sent;
     }
   }
   finish(sendq_, wr, send_status_op(d));
@@ -537,8 +552,7 @@ bool Vi::transmit_read_responses() {
     ReadResponse& r = read_responses_.front();
     if (r.refused) {
       FrameHeader h{kFrameReadResponse, kFlagLast | kFlagError, 0, 0, 0, 0, 0, 0, r.refused};
-      if (!link_->try_send(h, nullptr, 0)) return false;
-      ++nic_.counters_.frames_sent;
+      if (!send_frame(h, nullptr, 0)) return false;
       read_responses_.pop_front();
       continue;
     }
@@ -548,8 +562,7 @@ bool Vi::transmit_read_responses() {
       iovec iov{reinterpret_cast<void*>(r.raddr + r.sent), std::size_t(chunk)};
       FrameHeader h{kFrameReadResponse, std::uint8_t(last ? kFlagLast : 0), 0, std::uint32_t(chunk), r.total, r.sent,
                     0, 0, 0};
-      if (!link_->try_send(h, &iov, 1)) return false;
-      ++nic_.counters_.frames_sent;
+      if (!send_frame(h, &iov, 1)) return false;
       r.sent += chunk;
     } while (r.sent < r.total);
     read_responses_.pop_front();
@@ -580,7 +593,13 @@ bool Vi::handle_frame(const FrameHeader& h, const std::byte* payload) {
       if (h.type == kFrameDirectSend) ++acks_owed_;
       if (h.offset == 0) {
         discarding_ = false;
-        receiving_ = take_receive();
+        if (receiving_ && reliable) {
+          fail(VIP_ERROR_CATASTROPHIC, "a new message began before the previous one was complete");
+          return false;
+        }
+        // On an unreliable VI a message whose end never came is dropped, and
+        // its receive descriptor takes the new message instead.
+        if (!receiving_) receiving_ = take_receive();
         if (!receiving_) {
           if (reliable) {
             fail(VIP_ERROR_RECVQ_EMPTY, "a message arrived with no receive descriptor posted");
@@ -590,6 +609,8 @@ bool Vi::handle_frame(const FrameHeader& h, const std::byte* payload) {
           discarding_ = !last;
           return true;
         }
+        receiving_->progress = 0;
+        rx_message_ = h.message;
         if (h.total > receiving_->total) {
           WorkRequest* wr = receiving_;
           receiving_ = nullptr;
@@ -606,9 +627,19 @@ bool Vi::handle_frame(const FrameHeader& h, const std::byte* payload) {
       } else if (discarding_) {
         if (last) discarding_ = false;
         return true;
-      } else if (!receiving_) {
-        fail(VIP_ERROR_CATASTROPHIC, "a message fragment arrived out of sequence");
-        return false;
+      } else if (!receiving_ || h.message != rx_message_ || h.offset != receiving_->progress) {
+        if (reliable) {
+          fail(VIP_ERROR_CATASTROPHIC, "a message fragment arrived out of sequence");
+          return false;
+        }
+        // Unreliable: a fragment went missing. Drop the message; its receive
+        // descriptor (the last one taken) waits for the next message.
+        if (receiving_) {
+          receiving_ = nullptr;
+          --fill_next_;
+        }
+        discarding_ = !last;
+        return true;
       }
       return deliver(*receiving_, h, payload);
     }
@@ -682,6 +713,7 @@ bool Vi::deliver(WorkRequest& wr, const FrameHeader& h, const std::byte* payload
     ++nic_.counters_.direct_reads;
   } else {
     scatter(wr.desc, h.offset, payload, h.length);
+    wr.progress += h.length;
     if (attrs_.reliability == VIP_SERVICE_RELIABLE_RECEPTION && (h.flags & kFlagLast)) ++acks_owed_;
   }
   if (!(h.flags & kFlagLast)) return true;

@@ -1,0 +1,174 @@
+// VIASTACK_FAULTS: parsing, and what unreliable and reliable VIs see under it.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+
+#include "engine/faults.hpp"
+#include "support/endpoint.hpp"
+
+using namespace testing_support;
+
+namespace {
+
+TEST(FaultPlan, ParsesEveryKnobInAnyOrder) {
+  via::FaultPlan plan;
+  std::string error;
+  ASSERT_TRUE(via::parse_fault_plan("seed=42,reorder=0.25,drop=0.01,dup=0.5,delay_us=50", plan, error)) << error;
+  EXPECT_DOUBLE_EQ(plan.drop, 0.01);
+  EXPECT_DOUBLE_EQ(plan.dup, 0.5);
+  EXPECT_DOUBLE_EQ(plan.reorder, 0.25);
+  EXPECT_EQ(plan.delay_us, 50u);
+  EXPECT_EQ(plan.seed, 42u);
+  EXPECT_TRUE(plan.any());
+  ASSERT_TRUE(via::parse_fault_plan("seed=3", plan, error));
+  EXPECT_FALSE(plan.any());
+}
+
+TEST(FaultPlan, RejectsWhatItDoesNotKnow) {
+  via::FaultPlan plan;
+  std::string error;
+  for (const char* bad : {"drop=2", "drop=-0.1", "drop=", "drop", "loss=0.1", "delay_us=1.5", "seed=x", "dup=0.1,,"}) {
+    EXPECT_FALSE(via::parse_fault_plan(bad, plan, error)) << bad;
+    EXPECT_FALSE(error.empty()) << bad;
+  }
+}
+
+// Message i: its id in the first 4 bytes, then a pattern seeded by the id;
+// every seventh one is large enough to travel as two frames.
+std::size_t size_of(std::uint32_t id) { return id % 7 == 0 ? 100000 : 8 + id % 200; }
+
+struct Received {
+  std::vector<std::uint32_t> ids;  // in arrival order
+  int corrupt = 0;
+};
+
+class Faults : public ::testing::Test {
+ protected:
+  void TearDown() override { unsetenv("VIASTACK_FAULTS"); }
+
+  // Opens two NICs in a fresh job under `faults`, sends `count` messages over
+  // a VI of `level`, and returns what arrived.
+  Received run(const char* faults, VIP_RELIABILITY_LEVEL level, std::uint32_t count, via::NicCounters* sender = nullptr) {
+    static int job = 0;
+    std::string name = "faultstest-";
+    name += std::to_string(getpid());
+    name += '-';
+    name += std::to_string(job++);
+    setenv("VIASTACK_JOB", name.c_str(), 1);
+    setenv("VIASTACK_FAULTS", faults, 1);
+    Endpoint a, b;
+    a.open("shm:0", 1 << 20);
+    b.open("shm:1", 64 * kSlot);
+    via::Vi* va = a.create_vi(level);
+    via::Vi* vb = b.create_vi(level);
+    expect_ok(va->connect_peer_request(address(*a.nic, "rank0", "f"), address(*a.nic, "rank1", "f"), 5000), "a");
+    expect_ok(vb->connect_peer_request(address(*b.nic, "rank1", "f"), address(*b.nic, "rank0", "f"), 5000), "b");
+    EXPECT_TRUE(pump({a.nic.get(), b.nic.get()},
+                     [&] { return va->connect_peer_done() == via::Result::success && vb->connect_peer_done() == via::Result::success; }));
+    for (int i = 0; i < 64; ++i) expect_ok(vb->post_recv(b.message(std::size_t(i) * kSlot, kSlot), b.arena.handle), "recv");
+
+    Received got;
+    auto drain = [&] {
+      VIP_DESCRIPTOR* d;
+      while (vb->recv_done(d) == via::Result::success) {
+        auto* data = static_cast<std::byte*>(d->DS[0].Local.Data.Address);
+        std::uint32_t id;
+        std::memcpy(&id, data, 4);
+        bool intact = (d->CS.Status & VIP_STATUS_ERROR_MASK) == 0 && d->CS.Length == size_of(id);
+        for (std::size_t i = 4; intact && i < d->CS.Length; ++i) intact = data[i] == std::byte(pattern(id, i));
+        if (intact)
+          got.ids.push_back(id);
+        else
+          ++got.corrupt;
+        expect_ok(vb->post_recv(d, b.arena.handle), "repost");
+      }
+      while (va->send_done(d) == via::Result::success) {
+      }
+    };
+    for (std::uint32_t id = 0; id < count; ++id) {
+      const std::size_t off = std::size_t(id % 4) * kSlot;
+      std::memcpy(a.arena.data(off), &id, 4);
+      for (std::size_t i = 4; i < size_of(id); ++i) a.arena.data(off)[i] = std::byte(pattern(id, i));
+      expect_ok(va->post_send(a.message(off, size_of(id)), a.arena.handle), "send");
+      // A few polls per message keep the receiver's queue from running dry.
+      for (int i = 0; i < 20; ++i) {
+        a.nic->progress();
+        b.nic->progress();
+      }
+      drain();
+    }
+    // Held-back frames go out within a millisecond.
+    auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(20);
+    while (std::chrono::steady_clock::now() < until) {
+      a.nic->progress();
+      b.nic->progress();
+      drain();
+    }
+    EXPECT_EQ(vb->state(), via::ViState::connected);
+    EXPECT_EQ(b.nic->counters().dropped_no_receive, 0u);
+    if (sender) *sender = a.nic->counters();
+    return got;
+  }
+
+  static constexpr std::size_t kSlot = 128 * 1024;
+};
+
+TEST_F(Faults, UnreliableViSeesLossDuplicationAndReorderingButNeverCorruption) {
+  via::NicCounters counters;
+  const std::uint32_t n = 3000;
+  Received got = run("drop=0.1,dup=0.05,reorder=0.1,seed=7", VIP_SERVICE_UNRELIABLE, n, &counters);
+  EXPECT_EQ(got.corrupt, 0);
+  std::map<std::uint32_t, int> times;
+  bool reordered = false;
+  std::uint32_t highest = 0;
+  for (std::uint32_t id : got.ids) {
+    ++times[id];
+    if (id < highest) reordered = true;
+    highest = std::max(highest, id);
+  }
+  int duplicated = 0;
+  for (auto& [id, k] : times) duplicated += k > 1;
+  EXPECT_GT(times.size(), n * 70 / 100);
+  EXPECT_LT(times.size(), n * 95 / 100);
+  EXPECT_GT(duplicated, 0);
+  EXPECT_TRUE(reordered);
+  EXPECT_GT(counters.faults_dropped, 0u);
+  EXPECT_GT(counters.faults_duplicated, 0u);
+  EXPECT_GT(counters.faults_reordered, 0u);
+}
+
+TEST_F(Faults, TheSameSeedGivesTheSameFaults) {
+  Received first = run("drop=0.1,dup=0.05,reorder=0.1,seed=11", VIP_SERVICE_UNRELIABLE, 1000);
+  Received second = run("drop=0.1,dup=0.05,reorder=0.1,seed=11", VIP_SERVICE_UNRELIABLE, 1000);
+  Received other = run("drop=0.1,dup=0.05,reorder=0.1,seed=12", VIP_SERVICE_UNRELIABLE, 1000);
+  auto mismatch = std::mismatch(first.ids.begin(), first.ids.end(), second.ids.begin(), second.ids.end());
+  EXPECT_EQ(first.ids, second.ids) << "first difference at arrival " << (mismatch.first - first.ids.begin()) << ": "
+                                   << (mismatch.first != first.ids.end() ? int(*mismatch.first) : -1) << " vs "
+                                   << (mismatch.second != second.ids.end() ? int(*mismatch.second) : -1);
+  EXPECT_NE(first.ids, other.ids);
+}
+
+TEST_F(Faults, DelayedFramesArriveLateButInOrder) {
+  Received got = run("delay_us=200,seed=1", VIP_SERVICE_UNRELIABLE, 200);
+  ASSERT_EQ(got.ids.size(), 200u);
+  for (std::uint32_t i = 0; i < 200; ++i) EXPECT_EQ(got.ids[i], i);
+}
+
+TEST_F(Faults, ReliableVisAreNotTouched) {
+  via::NicCounters counters;
+  Received got = run("drop=0.3,dup=0.3,reorder=0.3,seed=5", VIP_SERVICE_RELIABLE_DELIVERY, 1000, &counters);
+  EXPECT_EQ(got.corrupt, 0);
+  ASSERT_EQ(got.ids.size(), 1000u);
+  for (std::uint32_t i = 0; i < 1000; ++i) EXPECT_EQ(got.ids[i], i);
+  EXPECT_EQ(counters.faults_dropped + counters.faults_duplicated + counters.faults_reordered, 0u);
+}
+
+TEST_F(Faults, ABadPlanRefusesToOpenTheNic) {
+  setenv("VIASTACK_JOB", "faultstest-bad", 1);
+  setenv("VIASTACK_FAULTS", "drop=lots", 1);
+  std::unique_ptr<via::Nic> nic;
+  EXPECT_EQ(via::Nic::open("shm:0", nic), via::Result::invalid_parameter);
+}
+
+}  // namespace
