@@ -19,38 +19,9 @@
 
 #include <vipl.h>
 
+#include "vipl_check.h"
+
 #define TIMEOUT_MS 30000 /* no single wait here should ever take this long */
-
-static int rank;
-static VIP_NIC_HANDLE nic;
-
-/* Ends the program with status 1. Closing the NIC releases everything that was
- * created on it (VIs, memory registrations, tags), whatever state it is in. */
-static void die(void) {
-  if (nic) VipCloseNic(nic);
-  exit(1);
-}
-
-static const char *const return_names[] = {
-    "VIP_SUCCESS", "VIP_NOT_DONE", "VIP_INVALID_PARAMETER", "VIP_ERROR_RESOURCE", "VIP_TIMEOUT", "VIP_REJECT",
-    "VIP_INVALID_RELIABILITY_LEVEL", "VIP_INVALID_MTU", "VIP_INVALID_QOS", "VIP_INVALID_PTAG",
-    "VIP_INVALID_RDMAREAD", "VIP_DESCRIPTOR_ERROR", "VIP_INVALID_STATE", "VIP_ERROR_NAMESERVICE", "VIP_NO_MATCH"};
-
-/* Every VIPL call returns a VIP_RETURN; anything but VIP_SUCCESS ends the program. */
-static void check(VIP_RETURN r, const char *what) {
-  if (r == VIP_SUCCESS) return;
-  fprintf(stderr, "vipl_pingpong rank %d: %s failed: VIP_RETURN 0x%x (%s)\n", rank, what, (unsigned)r,
-          (unsigned)r < sizeof return_names / sizeof *return_names ? return_names[r] : "unknown");
-  die();
-}
-
-/* A completed descriptor carries its outcome in CS.Status: DONE and no error bit. */
-static void check_status(const VIP_DESCRIPTOR *d, const char *what) {
-  if ((d->CS.Status & VIP_STATUS_DONE) && !(d->CS.Status & VIP_STATUS_ERROR_MASK)) return;
-  fprintf(stderr, "vipl_pingpong rank %d: %s completed with an error: Status 0x%x\n", rank, what,
-          (unsigned)d->CS.Status);
-  die();
-}
 
 /* Byte j of message `iter` sent by rank `from`. */
 static unsigned char pattern(long iter, size_t j, int from) {
@@ -92,13 +63,13 @@ static void receive_message(long iter) {
   check(VipRecvWait(vi, TIMEOUT_MS, &d), "VipRecvWait");
   check_status(d, "receive");
   if (d->CS.Length != (VIP_UINT32)bytes) {
-    fprintf(stderr, "vipl_pingpong rank %d: message %ld has %u bytes, expected %ld\n", rank, iter,
+    fprintf(stderr, "%s rank %d: message %ld has %u bytes, expected %ld\n", program, rank, iter,
             (unsigned)d->CS.Length, bytes);
     die();
   }
   for (long j = 0; j < bytes; ++j)
     if (recv_buf[j] != pattern(iter, (size_t)j, 1 - rank)) {
-      fprintf(stderr, "vipl_pingpong rank %d: message %ld, byte %ld is 0x%02x, expected 0x%02x\n", rank, iter, j,
+      fprintf(stderr, "%s rank %d: message %ld, byte %ld is 0x%02x, expected 0x%02x\n", program, rank, iter, j,
               recv_buf[j], pattern(iter, (size_t)j, 1 - rank));
       die();
     }
@@ -106,6 +77,7 @@ static void receive_message(long iter) {
 }
 
 int main(int argc, char **argv) {
+  program = "vipl_pingpong";
   const char *rank_env = getenv("VIASTACK_RANK"), *size_env = getenv("VIASTACK_SIZE");
   rank = rank_env ? atoi(rank_env) : 0;
   long iters = argc > 1 ? atol(argv[1]) : 1000;

@@ -20,42 +20,13 @@
 
 #include <vipl.h>
 
+#include "vipl_check.h"
+
 #define TIMEOUT_MS 30000 /* no single wait here should ever take this long */
 #define NUM_RECVS 2      /* receive descriptors kept posted (see post_receive) */
 
-static int rank;
-static VIP_NIC_HANDLE nic;
-
-/* Ends the program with status 1. Closing the NIC releases everything that was
- * created on it (VIs, memory registrations, tags), whatever state it is in. */
-static void die(void) {
-  if (nic) VipCloseNic(nic);
-  exit(1);
-}
-
-static const char *const return_names[] = {
-    "VIP_SUCCESS", "VIP_NOT_DONE", "VIP_INVALID_PARAMETER", "VIP_ERROR_RESOURCE", "VIP_TIMEOUT", "VIP_REJECT",
-    "VIP_INVALID_RELIABILITY_LEVEL", "VIP_INVALID_MTU", "VIP_INVALID_QOS", "VIP_INVALID_PTAG",
-    "VIP_INVALID_RDMAREAD", "VIP_DESCRIPTOR_ERROR", "VIP_INVALID_STATE", "VIP_ERROR_NAMESERVICE", "VIP_NO_MATCH"};
-
-/* Every VIPL call returns a VIP_RETURN; anything but VIP_SUCCESS ends the program. */
-static void check(VIP_RETURN r, const char *what) {
-  if (r == VIP_SUCCESS) return;
-  fprintf(stderr, "vipl_rdma_pingpong rank %d: %s failed: VIP_RETURN 0x%x (%s)\n", rank, what, (unsigned)r,
-          (unsigned)r < sizeof return_names / sizeof *return_names ? return_names[r] : "unknown");
-  die();
-}
-
-/* A completed descriptor carries its outcome in CS.Status: DONE and no error bit. */
-static void check_status(const VIP_DESCRIPTOR *d, const char *what) {
-  if ((d->CS.Status & VIP_STATUS_DONE) && !(d->CS.Status & VIP_STATUS_ERROR_MASK)) return;
-  fprintf(stderr, "vipl_rdma_pingpong rank %d: %s completed with an error: Status 0x%x\n", rank, what,
-          (unsigned)d->CS.Status);
-  die();
-}
-
 static void fail(const char *message, long iter) {
-  fprintf(stderr, "vipl_rdma_pingpong rank %d: message %ld: %s\n", rank, iter, message);
+  fprintf(stderr, "%s rank %d: message %ld: %s\n", program, rank, iter, message);
   die();
 }
 
@@ -160,6 +131,7 @@ static void await_rdma_write(long iter) {
 }
 
 int main(int argc, char **argv) {
+  program = "vipl_rdma_pingpong";
   const char *rank_env = getenv("VIASTACK_RANK"), *size_env = getenv("VIASTACK_SIZE");
   rank = rank_env ? atoi(rank_env) : 0;
   long iters = argc > 1 ? atol(argv[1]) : 1000;

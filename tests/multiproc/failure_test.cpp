@@ -22,12 +22,7 @@ namespace {
 class Failure : public ::testing::Test {
  protected:
   void SetUp() override {
-    static int counter = 0;
-    job_ = "failuretest-";
-    job_ += std::to_string(getpid());
-    job_ += '-';
-    job_ += std::to_string(counter++);
-    setenv("VIASTACK_JOB", job_.c_str(), 1);
+    job_ = use_unique_job("failuretest");
   }
   // What viarun does after a job: a killed peer leaves its segment behind.
   void TearDown() override {

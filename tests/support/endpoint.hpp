@@ -17,6 +17,19 @@
 
 namespace testing_support {
 
+// Sets VIASTACK_JOB to a name no other test process or test uses, so that
+// tests opening NICs "shm:0", "shm:1", ... never meet each other's segments.
+inline std::string use_unique_job(const char* prefix) {
+  static int counter = 0;
+  std::string job = prefix;
+  job += '-';
+  job += std::to_string(getpid());
+  job += '-';
+  job += std::to_string(counter++);
+  setenv("VIASTACK_JOB", job.c_str(), 1);
+  return job;
+}
+
 inline void expect_ok(via::Result r, const char* what) {
   if (r != via::Result::success) throw std::runtime_error(std::string(what) + ": " + via::describe(r));
 }

@@ -23,12 +23,7 @@ constexpr std::size_t kArena = 8u << 20;
 class Engine : public ::testing::TestWithParam<bool> {
  protected:
   void SetUp() override {
-    static int counter = 0;
-    job_ = "enginetest-";
-    job_ += std::to_string(getpid());
-    job_ += '-';
-    job_ += std::to_string(counter++);
-    setenv("VIASTACK_JOB", job_.c_str(), 1);
+    use_unique_job("enginetest");
     setenv("VIASTACK_SHM_CMA", GetParam() ? "1" : "0", 1);
     a.open("shm:0", kArena);
     b.open("shm:1", kArena);
@@ -61,7 +56,6 @@ class Engine : public ::testing::TestWithParam<bool> {
     return d;
   }
 
-  std::string job_;
   Endpoint a, b;
 };
 

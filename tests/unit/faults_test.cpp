@@ -50,12 +50,7 @@ class Faults : public ::testing::Test {
   // Opens two NICs in a fresh job under `faults`, sends `count` messages over
   // a VI of `level`, and returns what arrived.
   Received run(const char* faults, VIP_RELIABILITY_LEVEL level, std::uint32_t count, via::NicCounters* sender = nullptr) {
-    static int job = 0;
-    std::string name = "faultstest-";
-    name += std::to_string(getpid());
-    name += '-';
-    name += std::to_string(job++);
-    setenv("VIASTACK_JOB", name.c_str(), 1);
+    use_unique_job("faultstest");
     setenv("VIASTACK_FAULTS", faults, 1);
     Endpoint a, b;
     a.open("shm:0", 1 << 20);

@@ -1,0 +1,47 @@
+/*
+ * vipl_check.h: the error handling the VIPL examples share. Every VIPL call
+ * returns a VIP_RETURN, and every completed descriptor carries its outcome in
+ * CS.Status; the examples stop at the first thing that is not a success,
+ * saying what it was.
+ */
+#ifndef VIPL_CHECK_H
+#define VIPL_CHECK_H
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#include <vipl.h>
+
+static const char *program; /* set by main, for messages */
+static int rank;
+static VIP_NIC_HANDLE nic;
+
+/* Ends the program with status 1. Closing the NIC releases everything that was
+ * created on it (VIs, memory registrations, tags), whatever state it is in. */
+static void die(void) {
+  if (nic) VipCloseNic(nic);
+  exit(1);
+}
+
+static const char *const return_names[] = {
+    "VIP_SUCCESS", "VIP_NOT_DONE", "VIP_INVALID_PARAMETER", "VIP_ERROR_RESOURCE", "VIP_TIMEOUT", "VIP_REJECT",
+    "VIP_INVALID_RELIABILITY_LEVEL", "VIP_INVALID_MTU", "VIP_INVALID_QOS", "VIP_INVALID_PTAG",
+    "VIP_INVALID_RDMAREAD", "VIP_DESCRIPTOR_ERROR", "VIP_INVALID_STATE", "VIP_ERROR_NAMESERVICE", "VIP_NO_MATCH"};
+
+/* Anything but VIP_SUCCESS ends the program. */
+static void check(VIP_RETURN r, const char *what) {
+  if (r == VIP_SUCCESS) return;
+  fprintf(stderr, "%s rank %d: %s failed: VIP_RETURN 0x%x (%s)\n", program, rank, what, (unsigned)r,
+          (unsigned)r < sizeof return_names / sizeof *return_names ? return_names[r] : "unknown");
+  die();
+}
+
+/* A completed descriptor must say DONE and no error bit. */
+static void check_status(const VIP_DESCRIPTOR *d, const char *what) {
+  if ((d->CS.Status & VIP_STATUS_DONE) && !(d->CS.Status & VIP_STATUS_ERROR_MASK)) return;
+  fprintf(stderr, "%s rank %d: %s completed with an error: Status 0x%x\n", program, rank, what,
+          (unsigned)d->CS.Status);
+  die();
+}
+
+#endif
