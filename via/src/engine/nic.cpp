@@ -1,7 +1,6 @@
 // The NIC: protection tags, memory registration, object lifetimes, connection
 // acceptance, and the progress/wait loop every blocking call goes through.
 #include <sched.h>
-#include <time.h>
 
 #include <algorithm>
 #include <chrono>
@@ -9,6 +8,7 @@
 #include <cstdlib>
 #include <thread>
 
+#include "engine/clock.hpp"
 #include "engine/faults.hpp"
 #include "providers/provider.hpp"
 
@@ -18,12 +18,6 @@ namespace {
 
 constexpr std::size_t kQueueDepth = 1024;
 constexpr std::size_t kMaxCqEntries = 1u << 20;
-
-std::uint64_t now_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return std::uint64_t(ts.tv_sec) * 1000000000ull + std::uint64_t(ts.tv_nsec);
-}
 
 std::uint64_t env_us(const char* name, std::uint64_t fallback) {
   const char* env = std::getenv(name);

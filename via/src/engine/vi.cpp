@@ -1,12 +1,12 @@
 // A VI: its work queues, the VIA state machine and error semantics, and the
 // frame protocol that carries send/receive and RDMA over a provider's link.
-#include <time.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
 
+#include "engine/clock.hpp"
 #include "engine/faults.hpp"
 #include "providers/provider.hpp"
 
@@ -27,12 +27,6 @@ std::uint64_t direct_threshold() {
     return env ? std::strtoull(env, nullptr, 10) : 16ull << 20;
   }();
   return value;
-}
-
-std::uint64_t now_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return std::uint64_t(ts.tv_sec) * 1000000000ull + std::uint64_t(ts.tv_nsec);
 }
 
 unsigned op_of(const VIP_DESCRIPTOR* d) { return d->CS.Control & VIP_CONTROL_OP_MASK; }
