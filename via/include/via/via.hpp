@@ -221,13 +221,10 @@ class Vi {
   bool progress();
   // Peer death / close noticed by the NIC's slow path.
   void check_link();
-  std::uint32_t provider_slot = 0;   // the provider's id for this VI
-  std::uint64_t peer_deadline_ns = 0;  // peer-to-peer connect deadline
+  std::uint32_t provider_slot = 0;  // the provider's id for this VI
 
  private:
   friend class Nic;
-  struct Incoming;  // state of a receive in progress
-  enum class Await : std::uint8_t { none, ack, read };
   struct ReadResponse {
     std::uint64_t raddr;
     std::uint64_t total;
@@ -257,6 +254,7 @@ class Vi {
             std::uint32_t status = 0, bool orderly = false);
   void flush_all(std::uint32_t status);
   Result wait_queue(WorkQueue& q, std::uint32_t timeout_ms, VIP_DESCRIPTOR*& out);
+  std::uint64_t peer_deadline_ns_ = 0;  // when a peer-to-peer connect request times out
   void direct_rdma(WorkRequest& wr);
 
   Nic& nic_;

@@ -349,7 +349,7 @@ Result Vi::connect_peer_request(const NetAddress& local, const NetAddress& remot
   if (Result r = nic_.provider().connect(*this, local, remote, Provider::ConnectMode::peer); r != Result::success)
     return r;
   state_ = ViState::connect_pending;
-  peer_deadline_ns = timeout_ms == kInfinite ? UINT64_MAX : now_ns() + std::uint64_t(timeout_ms) * 1000000ull;
+  peer_deadline_ns_ = timeout_ms == kInfinite ? UINT64_MAX : now_ns() + std::uint64_t(timeout_ms) * 1000000ull;
   return Result::success;
 }
 
@@ -359,7 +359,7 @@ Result Vi::connect_peer_done() {
   Provider& provider = nic_.provider();
   provider.progress_control();
   Result outcome = provider.poll_connect(*this);
-  if (outcome == Result::not_done && now_ns() >= peer_deadline_ns) {
+  if (outcome == Result::not_done && now_ns() >= peer_deadline_ns_) {
     if (provider.cancel_connect(*this)) {
       state_ = ViState::idle;
       return Result::timeout;
