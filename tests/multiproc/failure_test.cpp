@@ -129,6 +129,60 @@ TEST_F(Failure, ExitingWithANicOpenRemovesItsSegmentCleanly) {
   EXPECT_NE(stat(segment_path(6).c_str(), &st), 0);
 }
 
+TEST_F(Failure, ReachingForADeadPeerAgainLeavesLiveLinksIntact) {
+  pid_t child = spawn([]() -> int {
+    Endpoint b;
+    b.open("shm:1", 4096);
+    via::Vi* vb = b.create_vi();
+    expect_ok(vb->connect_peer_request(address(*b.nic, "rank1", "d"), address(*b.nic, "rank0", "d"), 5000), "req");
+    expect_ok(vb->connect_peer_wait(), "connect");
+    _exit(0);  // gone without closing, as a killed rank would be
+  });
+  Endpoint a;
+  a.open("shm:0", 4096);
+  via::Vi* va = a.create_vi();
+  expect_ok(va->connect_peer_request(address(*a.nic, "rank0", "d"), address(*a.nic, "rank1", "d"), 5000), "req");
+  expect_ok(va->connect_peer_wait(), "connect");
+  EXPECT_EQ(wait_child(child), 0);
+  // Another VI tries the dead NIC (a lazy connect, a retry); the first VI's link must survive it.
+  via::Vi* again = a.create_vi();
+  expect_ok(again->connect_peer_request(address(*a.nic, "rank0", "e"), address(*a.nic, "rank1", "e"), 50), "req");
+  expect_ok(va->post_recv(a.message(0, 64), a.arena.handle), "post recv");
+  VIP_DESCRIPTOR* d;
+  EXPECT_EQ(va->recv_wait(2000, d), via::Result::success);  // flushed when the dead peer is noticed
+  EXPECT_EQ(va->state(), via::ViState::error);
+}
+
+TEST_F(Failure, ANicClosedAndOpenedAgainIsReachable) {
+  Endpoint y;
+  y.open("shm:1", 4096);
+  for (int round = 0; round < 2; ++round) {
+    Endpoint x;
+    x.open("shm:0", 4096);
+    via::Vi* vx = x.create_vi();
+    via::Vi* vy = y.create_vi();
+    expect_ok(vx->connect_peer_request(address(*x.nic, "rank0", "q"), address(*x.nic, "rank1", "q"), 2000), "x");
+    expect_ok(vy->connect_peer_request(address(*y.nic, "rank1", "q"), address(*y.nic, "rank0", "q"), 2000), "y");
+    via::Result rx = via::Result::not_done, ry = via::Result::not_done;
+    pump({x.nic.get(), y.nic.get()}, [&] {
+      if (rx == via::Result::not_done) rx = vx->connect_peer_done();
+      if (ry == via::Result::not_done) ry = vy->connect_peer_done();
+      return rx != via::Result::not_done && ry != via::Result::not_done;
+    });
+    EXPECT_EQ(rx, via::Result::success) << "round " << round;
+    EXPECT_EQ(ry, via::Result::success) << "round " << round;
+    // Data reaches the new incarnation, not the old one.
+    expect_ok(vx->post_recv(x.message(0, 8), x.arena.handle), "recv");
+    y.fill(0, 8, 40 + round);
+    expect_ok(vy->post_send(y.message(0, 8), y.arena.handle), "send");
+    EXPECT_TRUE(pump({x.nic.get(), y.nic.get()}, [&] {
+      VIP_DESCRIPTOR* d;
+      return vx->recv_done(d) == via::Result::success;
+    }));
+    EXPECT_EQ(x.mismatch(0, 8, 40 + round), -1);
+  }
+}
+
 TEST_F(Failure, NicNumberHeldByALiveProcessIsRefused) {
   std::unique_ptr<via::Nic> nic;
   expect_ok(via::Nic::open("shm:2", nic), "open");

@@ -181,6 +181,39 @@ TEST_P(Engine, RdmaWriteEverySizeWithAndWithoutImmediate) {
   }
 }
 
+TEST_P(Engine, RdmaWriteWithImmediateWhenThePeersRingIsFull) {
+  auto [va, vb] = connect();
+  // The peer does not poll while 256 small sends fill every cell of its ring.
+  for (int i = 0; i < 256; ++i) expect_ok(vb->post_recv(b.message(0, 64), b.arena.handle), "post recv");
+  for (int i = 0; i < 256; ++i) expect_ok(va->post_send(a.message(0, 8), a.arena.handle), "post send");
+  a.fill(4096, 32768, 21);
+  VIP_DESCRIPTOR* w = a.rdma(VIP_CONTROL_OP_RDMAWRITE | VIP_CONTROL_IMMEDIATE, std::uintptr_t(b.arena.data(65536)),
+                             b.arena.handle, 4096, 32768);
+  w->CS.ImmediateData = 0xABCD;
+  expect_ok(va->post_send(w, a.arena.handle), "post write");
+  bool written = false, immediate = false;
+  int sends = 0;
+  EXPECT_TRUE(pump({a.nic.get(), b.nic.get()}, [&] {
+    VIP_DESCRIPTOR* d;
+    while (va->send_done(d) == via::Result::success) {
+      EXPECT_EQ(status_err(d), 0u);
+      ++sends;
+      written |= d == w;
+    }
+    while (vb->recv_done(d) == via::Result::success) {
+      if (d->CS.Status & VIP_STATUS_IMMEDIATE) {
+        immediate = true;
+        EXPECT_EQ(d->CS.ImmediateData, 0xABCDu);
+      } else {
+        expect_ok(vb->post_recv(b.message(0, 64), b.arena.handle), "repost");
+      }
+    }
+    return written && immediate;
+  }));
+  EXPECT_EQ(sends, 257);
+  EXPECT_EQ(b.mismatch(65536, 32768, 21), -1);
+}
+
 TEST_P(Engine, RdmaReadEverySize) {
   auto [va, vb] = connect();
   std::uint64_t seed = 500;

@@ -255,7 +255,7 @@ class Vi {
   void flush_all(std::uint32_t status);
   Result wait_queue(WorkQueue& q, std::uint32_t timeout_ms, VIP_DESCRIPTOR*& out);
   std::uint64_t peer_deadline_ns_ = 0;  // when a peer-to-peer connect request times out
-  void direct_rdma(WorkRequest& wr);
+  bool direct_rdma(WorkRequest& wr);
 
   Nic& nic_;
   ViAttributes attrs_;

@@ -458,10 +458,7 @@ bool Vi::transmit(WorkRequest& wr) {
                err | VIP_STATUS_OP_RDMA_WRITE);
           return true;
         }
-        if (direct) {
-          direct_rdma(wr);
-          return true;
-        }
+        if (direct) return direct_rdma(wr);
       }
       if (!transmit_data(wr, kFrameRdmaWrite, remote.Data.AddressBits, remote.Handle)) return false;
       break;
@@ -474,8 +471,7 @@ bool Vi::transmit(WorkRequest& wr) {
                err | VIP_STATUS_OP_RDMA_READ);
           return true;
         }
-        direct_rdma(wr);
-        return true;
+        return direct_rdma(wr);
       }
       FrameHeader h{kFrameReadRequest, kFlagLast, 0, 0, wr.total, 0, remote.Data.AddressBits, remote.Handle, 0};
       if (!send_frame(h, nullptr, 0)) return false;
@@ -511,33 +507,33 @@ bool Vi::transmit_data(WorkRequest& wr, std::uint8_t type, std::uint64_t raddr, 
 }
 
 // RDMA through the link's single-copy path; the target region was checked.
-void Vi::direct_rdma(WorkRequest& wr) {
+// False when the frame that announces an immediate found no room: the data is
+// in place by then (wr.progress says so), and the retry only sends the frame.
+bool Vi::direct_rdma(WorkRequest& wr) {
   VIP_DESCRIPTOR* d = wr.desc;
   const VIP_ADDRESS_SEGMENT& remote = d->DS[0].Remote;
-  iovec local[kMaxSegments];
-  std::size_t n = slice_segments(d, 0, wr.total, local, kMaxSegments);
-  iovec far{remote.Data.Address, std::size_t(wr.total)};
   const bool write = op_of(d) == VIP_CONTROL_OP_RDMAWRITE;
-  bool ok = write ? link_->direct_write(local, n, &far, 1) : link_->direct_read(local, n, &far, 1);
-  if (!ok) {
-    fail(VIP_ERROR_RDMA_TRANSPORT, "single-copy transfer to the peer failed", &sendq_, &wr,
-         VIP_STATUS_TRANSPORT_ERROR | send_status_op(d));
-    return;
-  }
-  ++(write ? nic_.counters_.direct_writes : nic_.counters_.direct_reads);
-  if (write && (d->CS.Control & VIP_CONTROL_IMMEDIATE)) {
-    // The data is in place; this frame only consumes a receive at the target.
+  if (wr.progress < wr.total) {
+    iovec local[kMaxSegments];
+    std::size_t n = slice_segments(d, 0, wr.total, local, kMaxSegments);
+    iovec far{remote.Data.Address, std::size_t(wr.total)};
+    bool ok = write ? link_->direct_write(local, n, &far, 1) : link_->direct_read(local, n, &far, 1);
+    if (!ok) {
+      fail(VIP_ERROR_RDMA_TRANSPORT, "single-copy transfer to the peer failed", &sendq_, &wr,
+           VIP_STATUS_TRANSPORT_ERROR | send_status_op(d));
+      return true;
+    }
+    ++(write ? nic_.counters_.direct_writes : nic_.counters_.direct_reads);
     wr.progress = wr.total;
+  }
+  if (write && (d->CS.Control & VIP_CONTROL_IMMEDIATE)) {
+    // This frame only consumes a receive at the target.
     FrameHeader h{kFrameRdmaWrite, kFlagLast | kFlagImmediate | kFlagNoData, 0, 0, wr.total, wr.total,
                   remote.Data.AddressBits, remote.Handle, d->CS.ImmediateData};
-    // The ring has room more often than not; if not, the write is repeated
-    // harmlessly from the frame path on the next attempt.
-    if (!send_frame(h, nullptr, 0)) {
-      wr.progress = 0;
-      if (!transmit_data(wr, kFrameRdmaWrite, remote.Data.AddressBits, remote.Handle)) return;
-    }
+    if (!send_frame(h, nullptr, 0)) return false;
   }
   finish(sendq_, wr, send_status_op(d));
+  return true;
 }
 
 bool Vi::transmit_read_responses() {

@@ -31,8 +31,10 @@ std::set<std::string>& owned_names() {
   static auto* names = new std::set<std::string>();
   return *names;
 }
+pid_t owner_pid = 0;  // the process that created the names (a forked child must not remove them)
 void remove_owned_at_exit() {
   std::lock_guard lock(owned_mutex);
+  if (getpid() != owner_pid) return;
   for (const std::string& name : owned_names()) shm_unlink(name.c_str());
   owned_names().clear();
 }
@@ -150,12 +152,23 @@ Segment* create_segment(std::uint32_t nic, std::string& error) {
     std::lock_guard lock(owned_mutex);
     static bool registered = (std::atexit(remove_owned_at_exit), true);
     (void)registered;
+    if (owner_pid != getpid()) owned_names().clear();  // names a parent made are its own to remove
+    owner_pid = getpid();
     owned_names().insert(name);
   }
   return s;
 }
 
-Segment* open_segment(std::uint32_t nic) {
+std::uint64_t segment_inode(std::uint32_t nic) {
+  int fd = shm_open(segment_name(nic).c_str(), O_RDONLY, 0);
+  if (fd < 0) return 0;
+  struct stat st;
+  std::uint64_t inode = fstat(fd, &st) == 0 ? std::uint64_t(st.st_ino) : 0;
+  close(fd);
+  return inode;
+}
+
+Segment* open_segment(std::uint32_t nic, std::uint64_t& inode) {
   const std::string name = segment_name(nic);
   int fd = shm_open(name.c_str(), O_RDWR, 0);
   if (fd < 0) return nullptr;
@@ -164,6 +177,7 @@ Segment* open_segment(std::uint32_t nic) {
     close(fd);
     return nullptr;
   }
+  inode = st.st_ino;
   void* p = map_fd(fd, sizeof(Segment));
   close(fd);
   if (!p) return nullptr;
@@ -182,7 +196,7 @@ void unmap_segment(Segment* s) {
 
 void remove_segment(std::uint32_t nic) {
   const std::string name = segment_name(nic);
-  shm_unlink(name.c_str());
+  if (owner_pid == getpid()) shm_unlink(name.c_str());
   std::lock_guard lock(owned_mutex);
   owned_names().erase(name);
 }

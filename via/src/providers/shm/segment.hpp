@@ -124,7 +124,11 @@ bool process_alive(int pid, std::uint64_t start_time);
 
 // Maps of segments: create this NIC's own (replacing a stale one), or open a peer's.
 Segment* create_segment(std::uint32_t nic, std::string& error);
-Segment* open_segment(std::uint32_t nic);
+// Maps a live peer's segment; `inode` identifies this incarnation of the name.
+Segment* open_segment(std::uint32_t nic, std::uint64_t& inode);
+// The inode currently behind a NIC's segment name, 0 if there is none: a NIC
+// closed and opened again keeps its name but gets a new file.
+std::uint64_t segment_inode(std::uint32_t nic);
 void unmap_segment(Segment* s);
 void remove_segment(std::uint32_t nic);
 

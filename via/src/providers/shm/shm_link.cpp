@@ -52,8 +52,8 @@ bool cma_works(const Segment& peer) {
   return n == sizeof value && value == peer.header.probe_value;
 }
 
-ShmLink::ShmLink(ViSlot& mine, Segment& peer, ViSlot& theirs, bool cma)
-    : mine_(mine), peer_(peer), theirs_(theirs), cma_(cma) {}
+ShmLink::ShmLink(ViSlot& mine, std::shared_ptr<Segment> peer, ViSlot& theirs, bool cma)
+    : mine_(mine), peer_mapping_(std::move(peer)), peer_(*peer_mapping_), theirs_(theirs), cma_(cma) {}
 
 bool ShmLink::has_room(std::uint64_t data_end) const {
   return send_pos_ - seen_cells_consumed_ < kCells && data_end - seen_data_consumed_ <= kDataBytes;

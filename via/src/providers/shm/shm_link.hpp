@@ -2,6 +2,8 @@
 // slot, frames in through this VI's own slot, single copy through Linux CMA.
 #pragma once
 
+#include <memory>
+
 #include "providers/provider.hpp"
 #include "providers/shm/segment.hpp"
 
@@ -9,8 +11,9 @@ namespace via::shm {
 
 class ShmLink final : public Link {
  public:
-  // `mine`: this VI's slot in our segment; `theirs`: the peer VI's slot in the peer's segment.
-  ShmLink(ViSlot& mine, Segment& peer, ViSlot& theirs, bool cma);
+  // `mine`: this VI's slot in our segment; `theirs`: the peer VI's slot in the
+  // peer's segment, which the link keeps mapped for as long as it lives.
+  ShmLink(ViSlot& mine, std::shared_ptr<Segment> peer, ViSlot& theirs, bool cma);
   std::size_t max_payload() const override { return kMaxFramePayload; }
   bool try_send(const FrameHeader& header, const iovec* iov, std::size_t iovcnt) override;
   bool peek(const FrameHeader*& header, const std::byte*& payload) override;
@@ -26,6 +29,7 @@ class ShmLink final : public Link {
   bool has_room(std::uint64_t data_end) const;
 
   ViSlot& mine_;
+  std::shared_ptr<Segment> peer_mapping_;
   Segment& peer_;
   ViSlot& theirs_;
   const bool cma_;

@@ -53,11 +53,12 @@ bool disc_equal(const std::uint8_t* a, std::uint8_t alen, const std::vector<std:
 
 class ShmProvider final : public Provider {
  public:
-  ShmProvider(std::uint32_t nic, Segment* self) : nic_(nic), self_(self), host_(host_of(nic)) {}
+  ShmProvider(std::uint32_t nic, Segment* self)
+      : nic_(nic), self_(self), self_mapping_(self, [](Segment*) {}), host_(host_of(nic)) {}
 
   ~ShmProvider() override {
-    for (auto& [id, seg] : peers_)
-      if (seg != self_) unmap_segment(seg);
+    peers_.clear();
+    self_->header.magic.store(0, std::memory_order_release);  // no peer maps a closing NIC anew
     unmap_segment(self_);
     remove_segment(nic_);
   }
@@ -197,7 +198,7 @@ class ShmProvider final : public Provider {
     if (it == accepted_.end()) return Result::invalid_parameter;
     ControlMessage m = it->second;
     accepted_.erase(it);
-    Segment* peer = peer_segment(m.from_nic);
+    std::shared_ptr<Segment> peer = peer_segment(m.from_nic);
     if (!peer || m.from_slot >= kMaxVi) return Result::no_match;
     ViSlot& client = peer->slots[m.from_slot];
     if (client.generation != m.from_generation) return Result::timeout;
@@ -217,7 +218,7 @@ class ShmProvider final : public Provider {
       mine.state_word.store(slot_word(kSlotIdle, 0), std::memory_order_release);
       return Result::timeout;
     }
-    vi.attach(make_link(mine, *peer, m.from_slot), attributes_of(m));
+    vi.attach(make_link(mine, peer, m.from_slot), attributes_of(m));
     wake(*peer);
     return Result::success;
   }
@@ -227,7 +228,7 @@ class ShmProvider final : public Provider {
     if (it == accepted_.end()) return;
     ControlMessage m = it->second;
     accepted_.erase(it);
-    Segment* peer = peer_segment(m.from_nic);
+    std::shared_ptr<Segment> peer = peer_segment(m.from_nic);
     if (!peer || m.from_slot >= kMaxVi) return;
     std::uint64_t expected = slot_word(kSlotPending, m.request);
     peer->slots[m.from_slot].state_word.compare_exchange_strong(expected, slot_word(kSlotRejected, m.request),
@@ -279,22 +280,33 @@ class ShmProvider final : public Provider {
     return ViAttributes{m.reliability, m.max_transfer, 0, m.rdma_write != 0, m.rdma_read != 0};
   }
 
-  Segment* peer_segment(std::uint32_t nic) {
-    if (nic == nic_) return self_;
+  // The mapping of a peer NIC's segment. A cached one is used while it is still
+  // the file behind the name (the NIC may have been closed and opened again);
+  // links keep their own reference, so dropping it here never unmaps memory a
+  // link still uses.
+  std::shared_ptr<Segment> peer_segment(std::uint32_t nic) {
+    if (nic == nic_) return self_mapping_;
+    const std::uint64_t inode = segment_inode(nic);
     auto it = peers_.find(nic);
     if (it != peers_.end()) {
-      if (process_alive(it->second->header.owner_pid, it->second->header.owner_start_time)) return it->second;
-      unmap_segment(it->second);  // the peer NIC was closed or died; maybe reopened since
+      const SegmentHeader& h = it->second.segment->header;
+      if (inode != 0 && inode == it->second.inode && process_alive(h.owner_pid, h.owner_start_time))
+        return it->second.segment;
       peers_.erase(it);
     }
-    Segment* s = open_segment(nic);
-    if (s) peers_[nic] = s;
-    return s;
+    if (inode == 0) return nullptr;
+    std::uint64_t opened_inode = 0;
+    Segment* s = open_segment(nic, opened_inode);
+    if (!s) return nullptr;
+    std::shared_ptr<Segment> mapping(s, unmap_segment);
+    peers_[nic] = PeerMapping{mapping, opened_inode};
+    cma_.erase(nic);  // a new incarnation: probe again
+    return mapping;
   }
 
   // Posts the connect or peer request into the remote NIC's inbox, if it exists yet.
   void send_request(Vi& vi, Pending& p) {
-    Segment* peer = peer_segment(p.remote_nic);
+    std::shared_ptr<Segment> peer = peer_segment(p.remote_nic);
     if (!peer) return;
     ControlMessage m{};
     m.type = p.mode == ConnectMode::client ? kControlConnect : kControlPeer;
@@ -337,7 +349,7 @@ class ShmProvider final : public Provider {
     if ((word >> 8) != p.request) return Result::not_done;
     switch (slot_state(word)) {
       case kSlotConnected: {
-        Segment* peer = peer_segment(mine.peer_nic);
+        std::shared_ptr<Segment> peer = peer_segment(mine.peer_nic);
         if (!peer || mine.peer_slot >= kMaxVi) {
           pending_.erase(vi.provider_slot);
           mine.state_word.store(slot_word(kSlotIdle, 0), std::memory_order_release);
@@ -345,7 +357,7 @@ class ShmProvider final : public Provider {
         }
         ViAttributes remote{mine.peer_reliability, mine.peer_max_transfer, 0, mine.peer_rdma_write != 0,
                             mine.peer_rdma_read != 0};
-        vi.attach(make_link(mine, *peer, mine.peer_slot), remote);
+        vi.attach(make_link(mine, peer, mine.peer_slot), remote);
         pending_.erase(vi.provider_slot);
         return Result::success;
       }
@@ -370,30 +382,36 @@ class ShmProvider final : public Provider {
         pending_.erase(vi.provider_slot);
         return Result::invalid_reliability_level;
       }
-      Segment* peer = peer_segment(matched.from_nic);
+      std::shared_ptr<Segment> peer = peer_segment(matched.from_nic);
       if (!peer || matched.from_slot >= kMaxVi) {
         pending_.erase(vi.provider_slot);
         return Result::no_match;
       }
       ViSlot& mine = self_->slots[vi.provider_slot];
       mine.state_word.store(slot_word(kSlotConnected, 0), std::memory_order_release);
-      vi.attach(make_link(mine, *peer, matched.from_slot), attributes_of(matched));
+      vi.attach(make_link(mine, peer, matched.from_slot), attributes_of(matched));
       pending_.erase(vi.provider_slot);
       return Result::success;
     }
     return Result::not_done;
   }
 
-  std::unique_ptr<Link> make_link(ViSlot& mine, Segment& peer, std::uint32_t peer_slot) {
-    auto cma = cma_.find(peer.header.nic_id);
-    if (cma == cma_.end()) cma = cma_.emplace(peer.header.nic_id, !cma_disabled() && cma_works(peer)).first;
-    return std::make_unique<ShmLink>(mine, peer, peer.slots[peer_slot], cma->second);
+  std::unique_ptr<Link> make_link(ViSlot& mine, const std::shared_ptr<Segment>& peer, std::uint32_t peer_slot) {
+    auto cma = cma_.find(peer->header.nic_id);
+    if (cma == cma_.end()) cma = cma_.emplace(peer->header.nic_id, !cma_disabled() && cma_works(*peer)).first;
+    return std::make_unique<ShmLink>(mine, peer, peer->slots[peer_slot], cma->second);
   }
+
+  struct PeerMapping {
+    std::shared_ptr<Segment> segment;
+    std::uint64_t inode;
+  };
 
   const std::uint32_t nic_;
   Segment* const self_;
+  const std::shared_ptr<Segment> self_mapping_;  // for links to VIs of this same NIC; owns nothing
   const std::vector<std::uint8_t> host_;
-  std::map<std::uint32_t, Segment*> peers_;
+  std::map<std::uint32_t, PeerMapping> peers_;
   std::map<std::uint32_t, bool> cma_;
   std::map<std::uint32_t, Pending> pending_;  // by VI slot
   std::vector<ControlMessage> held_connects_, held_peers_;
