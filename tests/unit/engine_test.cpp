@@ -256,6 +256,22 @@ TEST_P(Engine, FencedSendWaitsForEarlierRdmaReads) {
   EXPECT_EQ(a.mismatch(0, size, 11), -1);
 }
 
+TEST_P(Engine, NotifyHandlersMayDisconnectTheirVi) {
+  auto [va, vb] = connect();
+  expect_ok(vb->post_recv(b.message(0, 64), b.arena.handle), "post recv");
+  expect_ok(vb->post_recv(b.message(64, 64), b.arena.handle), "post recv");
+  VIP_DESCRIPTOR* notified = nullptr;
+  vb->set_recv_notify([&, vb = vb](VIP_DESCRIPTOR* d) {
+    notified = d;
+    EXPECT_EQ(vb->disconnect(), via::Result::success);
+  });
+  expect_ok(va->post_send(a.message(0, 8), a.arena.handle), "send");
+  expect_ok(va->post_send(a.message(0, 8), a.arena.handle), "send");  // arrives in the same poll
+  EXPECT_TRUE(pump({a.nic.get(), b.nic.get()}, [&] { return notified != nullptr; }));
+  EXPECT_EQ(status_err(notified), 0u);
+  EXPECT_EQ(vb->state(), via::ViState::idle);
+}
+
 // ---- protection ----
 
 TEST_P(Engine, SendSegmentOutsideItsRegionFailsAndTouchesNothing) {
@@ -334,6 +350,25 @@ TEST_P(Engine, RdmaReadFromMemoryWithoutRdmaReadEnabledIsRefused) {
   EXPECT_EQ(status_err(s), std::uint32_t(VIP_STATUS_RDMA_PROT_ERROR));
   EXPECT_EQ(va->state(), via::ViState::error);
   EXPECT_EQ(std::to_integer<int>(a.arena.data()[0]), 0);
+}
+
+TEST_P(Engine, RdmaReadStopsWhenTheSourceIsDeregisteredMidway) {
+  if (cma()) GTEST_SKIP() << "a single-copy read completes before the target could deregister";
+  auto [va, vb] = connect();
+  auto source = std::make_unique<std::vector<std::byte>>(2u << 20, std::byte{0x66});
+  via::MemHandle sh;
+  expect_ok(b.nic->register_memory(source->data(), source->size(), via::MemAttributes{b.ptag, false, true}, sh), "reg");
+  expect_ok(va->post_send(a.rdma(VIP_CONTROL_OP_RDMAREAD, std::uintptr_t(source->data()), sh, 0, source->size()),
+                          a.arena.handle),
+            "post read");
+  a.nic->progress();  // the request goes out
+  for (int i = 0; i < 100; ++i) b.nic->progress();  // the target sends what fits in the ring
+  expect_ok(b.nic->deregister_memory(source->data(), sh), "dereg");
+  source.reset();  // freed: the rest of the read must not touch it
+  VIP_DESCRIPTOR* s = wait_done(va, false);
+  ASSERT_NE(s, nullptr);
+  EXPECT_EQ(status_err(s), std::uint32_t(VIP_STATUS_RDMA_PROT_ERROR));
+  EXPECT_EQ(va->state(), via::ViState::error);
 }
 
 TEST_P(Engine, RdmaWithAStaleHandleIsRefused) {

@@ -228,6 +228,7 @@ class Vi {
   struct ReadResponse {
     std::uint64_t raddr;
     std::uint64_t total;
+    MemHandle rhandle;
     std::uint32_t refused = 0;  // status bits when the target refuses the read
     std::uint64_t sent = 0;
   };
@@ -330,6 +331,8 @@ class Nic {
 
   // Advances every VI and the connection machinery once.
   void progress();
+  // Runs `work` at the end of the current progress step (notify handlers).
+  void defer(std::function<void()> work) { deferred_.push_back(std::move(work)); }
   // Runs progress until done() holds or the timeout passes: spins briefly, then
   // sleeps in the kernel until a peer rings the doorbell.
   template <class Done>
@@ -359,6 +362,7 @@ class Nic {
   std::function<void(const AsyncError&)> error_handler_;
   NicCounters counters_;
   std::uint64_t progress_calls_ = 0;
+  std::vector<std::function<void()>> deferred_;
 };
 
 template <class Done>

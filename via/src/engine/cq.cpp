@@ -12,10 +12,10 @@ void Cq::push(const Entry& entry) {
                            "completion queue overflow: more completions than its EntryCount"});
   }
   if (notify_) {
-    // One-shot, as VipCQNotify: the handler consumes this completion.
-    auto handler = std::move(notify_);
+    // One-shot, as VipCQNotify: the handler consumes this completion, once the
+    // NIC is done with its loop over the VIs.
+    nic_.defer([handler = std::move(notify_), entry] { handler(entry); });
     notify_ = nullptr;
-    handler(entry);
     return;
   }
   entries_.push_back(entry);

@@ -307,6 +307,11 @@ void Nic::report(const AsyncError& error) {
 void Nic::progress() {
   for (auto& vi : vis_)
     if (vi->link_) vi->progress();
+  while (!deferred_.empty()) {
+    std::vector<std::function<void()>> work;
+    work.swap(deferred_);
+    for (auto& w : work) w();
+  }
   // Programs that only ever poll (VipRecvDone in a loop) must still learn of dead peers.
   if ((++progress_calls_ & 0xFFFF) == 0) slow_progress(true);
 }

@@ -185,9 +185,10 @@ void Vi::publish(WorkQueue& q, bool recv) {
   });
   DescriptorNotify& notify = recv ? recv_notify_ : send_notify_;
   if (notify && q.head() != q.published()) {
-    auto handler = std::move(notify);  // one-shot
+    // One-shot; it runs once the NIC is done with its loop over the VIs, so
+    // the handler may call anything, this VI's disconnect included.
+    nic_.defer([handler = std::move(notify), desc = q.pop_done()] { handler(desc); });
     notify = nullptr;
-    handler(q.pop_done());
   }
 }
 
@@ -391,7 +392,7 @@ bool Vi::progress() {
   for (int n = 0; n < 64 && link_ && link_->peek(h, payload); ++n) {
     ++nic_.counters_.frames_received;
     moved = true;
-    if (!handle_frame(*h, payload)) return true;  // the VI failed; its link is gone
+    if (!handle_frame(*h, payload) || !link_) return true;  // the VI failed; its link is gone
     link_->pop();
   }
   if (faults_ && link_ && faults_->holding()) faults_->flush(*link_, now_ns());
@@ -549,12 +550,19 @@ bool Vi::transmit_read_responses() {
     do {
       const std::uint64_t chunk = std::min(r.total - r.sent, max);
       const bool last = r.sent + chunk == r.total;
+      // Checked again for every chunk: the region may have been deregistered
+      // (and its memory freed) since the request arrived.
+      if (!nic_.regions_->covers(r.rhandle, r.raddr + r.sent, chunk, attrs_.ptag, RegionTable::kRdmaRead)) {
+        r.refused = VIP_STATUS_RDMA_PROT_ERROR;
+        break;
+      }
       iovec iov{reinterpret_cast<void*>(r.raddr + r.sent), std::size_t(chunk)};
       FrameHeader h{kFrameReadResponse, std::uint8_t(last ? kFlagLast : 0), 0, std::uint32_t(chunk), r.total, r.sent,
                     0, 0, 0};
       if (!send_frame(h, &iov, 1)) return false;
       r.sent += chunk;
     } while (r.sent < r.total);
+    if (r.refused) continue;  // sent as a refusal on the next pass
     read_responses_.pop_front();
   }
   return true;
@@ -623,11 +631,7 @@ bool Vi::handle_frame(const FrameHeader& h, const std::byte* payload) {
           return false;
         }
         // Unreliable: a fragment went missing. Drop the message; its receive
-        // descriptor (the last one taken) waits for the next message.
-        if (receiving_) {
-          receiving_ = nullptr;
-          --fill_next_;
-        }
+        // descriptor stays taken and receives the next message instead.
         discarding_ = !last;
         return true;
       }
@@ -721,7 +725,8 @@ bool Vi::deliver(WorkRequest& wr, const FrameHeader& h, const std::byte* payload
 void Vi::serve_read_request(const FrameHeader& h) {
   const bool allowed = attrs_.rdma_read && h.raddr + h.total >= h.raddr &&
                        nic_.regions_->covers(h.rhandle, h.raddr, h.total, attrs_.ptag, RegionTable::kRdmaRead);
-  read_responses_.push_back(ReadResponse{h.raddr, h.total, allowed ? 0u : std::uint32_t(VIP_STATUS_RDMA_PROT_ERROR)});
+  read_responses_.push_back(
+      ReadResponse{h.raddr, h.total, h.rhandle, allowed ? 0u : std::uint32_t(VIP_STATUS_RDMA_PROT_ERROR)});
 }
 
 void Vi::complete_read(const FrameHeader& h, const std::byte* payload) {

@@ -97,17 +97,17 @@ bool ShmLink::try_send(const FrameHeader& header, const iovec* iov, std::size_t 
 bool ShmLink::peek(const FrameHeader*& header, const std::byte*& payload) {
   const Cell& cell = mine_.cells[recv_pos_ % kCells];
   if (cell.seq.load(std::memory_order_acquire) != std::uint32_t(recv_pos_ + 1)) return false;
-  header = &cell.header;
-  // Never trust the producer's offsets beyond the ring's bounds.
-  if (cell.header.length <= kInlineBytes)
+  // The peer can write the cell at any time: work from a private copy of the
+  // header, and never trust its offsets beyond the ring's bounds.
+  current_ = cell.header;
+  const std::uint32_t offset = cell.data_offset;
+  header = &current_;
+  if (current_.length <= kInlineBytes) {
     payload = cell.inline_payload;
-  else if (cell.data_offset < kDataBytes && cell.header.length <= kDataBytes - cell.data_offset)
-    payload = mine_.data + cell.data_offset;
-  else
-    payload = nullptr;
-  if (!payload) {
-    static const FrameHeader malformed{};  // type 0: the engine rejects it
-    header = &malformed;
+  } else if (offset < kDataBytes && current_.length <= kDataBytes - offset) {
+    payload = mine_.data + offset;
+  } else {
+    current_.type = 0;  // malformed: the engine rejects it
     payload = mine_.data;
   }
   return true;
@@ -115,7 +115,7 @@ bool ShmLink::peek(const FrameHeader*& header, const std::byte*& payload) {
 
 void ShmLink::pop() {
   const Cell& cell = mine_.cells[recv_pos_ % kCells];
-  const bool freed_data = cell.header.length > kInlineBytes;
+  const bool freed_data = current_.length > kInlineBytes;
   if (freed_data) mine_.data_consumed.store(cell.data_end, std::memory_order_release);
   ++recv_pos_;
   mine_.cells_consumed.store(recv_pos_, std::memory_order_release);

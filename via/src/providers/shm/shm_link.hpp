@@ -40,6 +40,7 @@ class ShmLink final : public Link {
   std::uint64_t seen_data_consumed_ = 0;
   // Consumer side (from mine_).
   std::uint64_t recv_pos_ = 0;
+  FrameHeader current_{};  // the peeked frame's header, copied out of shared memory
 };
 
 // Sets a slot's rings back to empty, for a new connection.
