@@ -510,6 +510,29 @@ TEST_P(Engine, DisconnectFlushesBothSides) {
   expect_ok(a.nic->destroy_vi(va), "destroy");
 }
 
+TEST_P(Engine, AfterThePeerDisconnectsNothingReachesItsNextConnection) {
+  auto [va, vb] = connect();
+  expect_ok(vb->disconnect(), "disconnect");
+  // b's VI (and so its ring slot) now serves a connection with a third NIC.
+  Endpoint c;
+  c.open("shm:2", 4096);
+  expect_ok(vb->connect_peer_request(address(*b.nic, "rank1", "y"), address(*b.nic, "rank2", "y"), 5000), "b");
+  via::Vi* vc = c.create_vi();
+  expect_ok(vc->connect_peer_request(address(*c.nic, "rank2", "y"), address(*c.nic, "rank1", "y"), 5000), "c");
+  EXPECT_TRUE(pump({b.nic.get(), c.nic.get()}, [&] {
+    return vb->connect_peer_done() == via::Result::success && vc->connect_peer_done() == via::Result::success;
+  }));
+  expect_ok(vb->post_recv(b.message(0, 64), b.arena.handle), "post recv");
+  // a has not noticed the disconnect yet and sends on its old VI.
+  expect_ok(va->post_send(a.message(0, 8), a.arena.handle), "send");
+  VIP_DESCRIPTOR* d = nullptr;
+  EXPECT_FALSE(pump({b.nic.get(), c.nic.get()}, [&] { return vb->recv_done(d) == via::Result::success; }, 200));
+  // a's send is flushed once a notices that its peer went away.
+  VIP_DESCRIPTOR* s = wait_done(va, false);
+  ASSERT_NE(s, nullptr);
+  EXPECT_EQ(status_err(s), std::uint32_t(VIP_STATUS_DESC_FLUSHED_ERROR));
+}
+
 TEST_P(Engine, ClientServerAcceptRejectAndTimeout) {
   via::Vi* server_vi = b.create_vi();
   std::atomic<int> phase{0};

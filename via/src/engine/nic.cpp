@@ -192,12 +192,15 @@ Result Nic::set_memory_attributes(const void* addr, MemHandle handle, const MemA
   if (!table.lookup(handle, e) || e.addr != std::uintptr_t(addr)) return Result::invalid_parameter;
   if (!ptag_valid(attrs.ptag)) return Result::invalid_ptag;
   RegionEntry& live = table.entries[RegionTable::index_of(handle)];
-  // Take the entry out of service while it changes, so a peer never sees half an update.
-  live.handle.store(0, std::memory_order_release);
+  // An odd version takes the entry out of service while it changes, so a peer
+  // checking it never passes on half an update.
+  const std::uint32_t version = live.version.load(std::memory_order_relaxed);
+  live.version.store(version + 1, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
   live.ptag = attrs.ptag;
   live.rdma_write = attrs.rdma_write;
   live.rdma_read = attrs.rdma_read;
-  live.handle.store(handle, std::memory_order_release);
+  live.version.store(version + 2, std::memory_order_release);
   return Result::success;
 }
 

@@ -14,6 +14,8 @@ struct RegionEntry {
   // The handle this entry currently answers to; 0 when free. Written last on
   // registration and first on deregistration.
   std::atomic<std::uint32_t> handle;
+  // Odd while the attributes of a live entry change (a sequence lock).
+  std::atomic<std::uint32_t> version;
   std::uint32_t ptag;
   std::uint64_t addr;
   std::uint64_t len;
@@ -33,17 +35,19 @@ struct RegionTable {
 
   // Whether [addr, addr+len) lies in live region h registered with ptag and,
   // for RDMA, enabled for it. Entries may change under a concurrent reader (a
-  // peer process checks our table): the handle is read before and after the
-  // fields, and deregistration clears it first, so a torn read never passes.
+  // peer process checks our table): the handle and version are read before
+  // and after the fields, deregistration clears the handle first and an
+  // attribute change makes the version odd, so a torn read never passes.
   bool covers(MemHandle h, std::uint64_t addr, std::uint64_t len, Ptag ptag, unsigned access = kLocal) const {
     const std::uint32_t i = index_of(h);
     if (i == 0 || i >= kMaxRegions) return false;
     const RegionEntry& e = entries[i];
-    if (e.handle.load(std::memory_order_acquire) != h) return false;
+    const std::uint32_t version = e.version.load(std::memory_order_acquire);
+    if ((version & 1) || e.handle.load(std::memory_order_acquire) != h) return false;
     const bool ok = e.ptag == ptag && addr >= e.addr && len <= e.len && addr - e.addr <= e.len - len &&
                     (!(access & kRdmaWrite) || e.rdma_write) && (!(access & kRdmaRead) || e.rdma_read);
     std::atomic_thread_fence(std::memory_order_acquire);
-    return ok && e.handle.load(std::memory_order_relaxed) == h;
+    return ok && e.handle.load(std::memory_order_relaxed) == h && e.version.load(std::memory_order_relaxed) == version;
   }
 
   // Copies a live entry out; false if the handle is not live.
@@ -51,14 +55,15 @@ struct RegionTable {
     const std::uint32_t i = index_of(h);
     if (i == 0 || i >= kMaxRegions) return false;
     const RegionEntry& e = entries[i];
-    if (e.handle.load(std::memory_order_acquire) != h) return false;
+    const std::uint32_t version = e.version.load(std::memory_order_acquire);
+    if ((version & 1) || e.handle.load(std::memory_order_acquire) != h) return false;
     out.ptag = e.ptag;
     out.addr = e.addr;
     out.len = e.len;
     out.rdma_write = e.rdma_write;
     out.rdma_read = e.rdma_read;
     std::atomic_thread_fence(std::memory_order_acquire);
-    return e.handle.load(std::memory_order_relaxed) == h;
+    return e.handle.load(std::memory_order_relaxed) == h && e.version.load(std::memory_order_relaxed) == version;
   }
 };
 

@@ -60,6 +60,9 @@ bool ShmLink::has_room(std::uint64_t data_end) const {
 }
 
 bool ShmLink::try_send(const FrameHeader& header, const iovec* iov, std::size_t iovcnt) {
+  // Once the peer has closed, its slot may already serve another connection:
+  // write nothing more there (the VI learns of the close on its slow path).
+  if (mine_.closed_by.load(std::memory_order_acquire) != kOpen) return false;
   const std::uint64_t len = total_length(iov, iovcnt);
   // Payloads are contiguous in the data ring: skip the tail if it does not fit.
   std::uint64_t start = send_data_pos_;

@@ -144,6 +144,9 @@ class ShmProvider final : public Provider {
     if (!remote_nic || remote.discriminator.size() > kMaxDiscriminator ||
         local.discriminator.size() > kMaxDiscriminator || (!local.host.empty() && local.host != host_))
       return Result::invalid_parameter;
+    // Nobody may write into this slot before the request is out: clear what a
+    // former peer left (a late close, late frames) for the new connection.
+    reset_rings(self_->slots[vi.provider_slot]);
     Pending p{mode, local, remote, *remote_nic, ++last_request_, false};
     if (mode == ConnectMode::client)
       self_->slots[vi.provider_slot].state_word.store(slot_word(kSlotPending, p.request), std::memory_order_release);
