@@ -38,7 +38,8 @@ struct RegionTable {
   // peer process checks our table): the handle and version are read before
   // and after the fields, deregistration clears the handle first and an
   // attribute change makes the version odd, so a torn read never passes.
-  bool covers(MemHandle h, std::uint64_t addr, std::uint64_t len, Ptag ptag, unsigned access = kLocal) const {
+  [[gnu::always_inline]] bool covers(MemHandle h, std::uint64_t addr, std::uint64_t len, Ptag ptag,
+                                    unsigned access = kLocal) const {
     const std::uint32_t i = index_of(h);
     if (i == 0 || i >= kMaxRegions) return false;
     const RegionEntry& e = entries[i];
