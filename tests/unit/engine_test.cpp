@@ -533,6 +533,30 @@ TEST_P(Engine, AfterThePeerDisconnectsNothingReachesItsNextConnection) {
   EXPECT_EQ(status_err(s), std::uint32_t(VIP_STATUS_DESC_FLUSHED_ERROR));
 }
 
+TEST_P(Engine, AWithdrawnPeerRequestIsNeverMatched) {
+  via::Vi* va = a.create_vi();
+  expect_ok(va->connect_peer_request(address(*a.nic, "rank0", "d"), address(*a.nic, "rank1", "d"), 10), "a");
+  via::Result ra = via::Result::not_done;
+  pump({a.nic.get()}, [&] { return (ra = va->connect_peer_done()) != via::Result::not_done; });
+  EXPECT_EQ(ra, via::Result::timeout);
+  // b asks for the same pair only now: a's old request must not connect it.
+  via::Vi* vb = b.create_vi();
+  expect_ok(vb->connect_peer_request(address(*b.nic, "rank1", "d"), address(*b.nic, "rank0", "d"), 200), "b");
+  via::Result rb = via::Result::not_done;
+  pump({b.nic.get()}, [&] { return (rb = vb->connect_peer_done()) != via::Result::not_done; });
+  EXPECT_EQ(rb, via::Result::timeout);
+  // a's VI (the same slot) serves a connection with a third NIC; nothing from b reaches it.
+  Endpoint c;
+  c.open("shm:2", 4096);
+  via::Vi* vc = c.create_vi();
+  expect_ok(va->connect_peer_request(address(*a.nic, "rank0", "x"), address(*a.nic, "rank2", "x"), 5000), "a2");
+  expect_ok(vc->connect_peer_request(address(*c.nic, "rank2", "x"), address(*c.nic, "rank0", "x"), 5000), "c");
+  EXPECT_TRUE(pump({a.nic.get(), c.nic.get()}, [&] {
+    return va->connect_peer_done() == via::Result::success && vc->connect_peer_done() == via::Result::success;
+  }));
+  EXPECT_NE(vb->state(), via::ViState::connected);
+}
+
 TEST_P(Engine, ClientServerAcceptRejectAndTimeout) {
   via::Vi* server_vi = b.create_vi();
   std::atomic<int> phase{0};

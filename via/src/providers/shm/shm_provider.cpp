@@ -148,8 +148,9 @@ class ShmProvider final : public Provider {
     // former peer left (a late close, late frames) for the new connection.
     reset_rings(self_->slots[vi.provider_slot]);
     Pending p{mode, local, remote, *remote_nic, ++last_request_, false};
-    if (mode == ConnectMode::client)
-      self_->slots[vi.provider_slot].state_word.store(slot_word(kSlotPending, p.request), std::memory_order_release);
+    // The slot names the request it waits for, so the other side can tell a
+    // live request from one that was withdrawn (or from an earlier life of the slot).
+    self_->slots[vi.provider_slot].state_word.store(slot_word(kSlotPending, p.request), std::memory_order_release);
     pending_[vi.provider_slot] = p;
     send_request(vi, pending_[vi.provider_slot]);
     return Result::success;
@@ -381,22 +382,33 @@ class ShmProvider final : public Provider {
         continue;
       ControlMessage matched = m;
       held_peers_.erase(it);
-      if (matched.reliability != vi.attributes().reliability) {
-        pending_.erase(vi.provider_slot);
-        return Result::invalid_reliability_level;
-      }
       std::shared_ptr<Segment> peer = peer_segment(matched.from_nic);
       if (!peer || matched.from_slot >= kMaxVi) {
         pending_.erase(vi.provider_slot);
         return Result::no_match;
       }
+      if (!request_still_open(*peer, matched)) return poll_peer(vi, p);  // withdrawn: look for a newer one
+      if (matched.reliability != vi.attributes().reliability) {
+        pending_.erase(vi.provider_slot);
+        return Result::invalid_reliability_level;
+      }
       ViSlot& mine = self_->slots[vi.provider_slot];
-      mine.state_word.store(slot_word(kSlotConnected, 0), std::memory_order_release);
+      mine.state_word.store(slot_word(kSlotConnected, p.request), std::memory_order_release);
       vi.attach(make_link(mine, peer, matched.from_slot), attributes_of(matched));
       pending_.erase(vi.provider_slot);
       return Result::success;
     }
     return Result::not_done;
+  }
+
+  // A peer-to-peer request is still open while the requesting slot, in the
+  // same life, still names it (pending, or connected by matching ours).
+  static bool request_still_open(const Segment& peer, const ControlMessage& m) {
+    const ViSlot& slot = peer.slots[m.from_slot];
+    const std::uint64_t word = slot.state_word.load(std::memory_order_acquire);
+    const SlotState state = slot_state(word);
+    return slot.generation == m.from_generation && (word >> 8) == m.request &&
+           (state == kSlotPending || state == kSlotConnected);
   }
 
   std::unique_ptr<Link> make_link(ViSlot& mine, const std::shared_ptr<Segment>& peer, std::uint32_t peer_slot) {
