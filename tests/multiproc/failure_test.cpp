@@ -161,14 +161,7 @@ TEST_F(Failure, ANicClosedAndOpenedAgainIsReachable) {
     x.open("shm:0", 4096);
     via::Vi* vx = x.create_vi();
     via::Vi* vy = y.create_vi();
-    expect_ok(vx->connect_peer_request(address(*x.nic, "rank0", "q"), address(*x.nic, "rank1", "q"), 2000), "x");
-    expect_ok(vy->connect_peer_request(address(*y.nic, "rank1", "q"), address(*y.nic, "rank0", "q"), 2000), "y");
-    via::Result rx = via::Result::not_done, ry = via::Result::not_done;
-    pump({x.nic.get(), y.nic.get()}, [&] {
-      if (rx == via::Result::not_done) rx = vx->connect_peer_done();
-      if (ry == via::Result::not_done) ry = vy->connect_peer_done();
-      return rx != via::Result::not_done && ry != via::Result::not_done;
-    });
+    auto [rx, ry] = connect_peers(x, "rank0", vx, y, "rank1", vy, "q", 2000);
     EXPECT_EQ(rx, via::Result::success) << "round " << round;
     EXPECT_EQ(ry, via::Result::success) << "round " << round;
     // Data reaches the new incarnation, not the old one.

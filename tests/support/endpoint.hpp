@@ -9,6 +9,7 @@
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <utility>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -152,6 +153,22 @@ inline via::NetAddress address(via::Nic& nic, const std::string& name, std::stri
   expect_ok(nic.resolve(name, 0, a.host), "resolve");
   a.discriminator.assign(disc.begin(), disc.end());
   return a;
+}
+
+// Connects vx (on x, whose NIC is named xname) and vy (on y, named yname) peer
+// to peer with discriminator `disc`, driving both NICs; each side's outcome.
+inline std::pair<via::Result, via::Result> connect_peers(Endpoint& x, const std::string& xname, via::Vi* vx,
+                                                         Endpoint& y, const std::string& yname, via::Vi* vy,
+                                                         const std::string& disc, std::uint32_t timeout_ms = 5000) {
+  expect_ok(vx->connect_peer_request(address(*x.nic, xname, disc), address(*x.nic, yname, disc), timeout_ms), "request");
+  expect_ok(vy->connect_peer_request(address(*y.nic, yname, disc), address(*y.nic, xname, disc), timeout_ms), "request");
+  via::Result rx = via::Result::not_done, ry = via::Result::not_done;
+  pump({x.nic.get(), y.nic.get()}, [&] {
+    if (rx == via::Result::not_done) rx = vx->connect_peer_done();
+    if (ry == via::Result::not_done) ry = vy->connect_peer_done();
+    return rx != via::Result::not_done && ry != via::Result::not_done;
+  }, int(timeout_ms) + 1000);
+  return {rx, ry};
 }
 
 }  // namespace testing_support

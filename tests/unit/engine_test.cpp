@@ -36,14 +36,7 @@ class Engine : public ::testing::TestWithParam<bool> {
                                         via::Cq* a_cq = nullptr, via::Cq* b_cq = nullptr, std::string disc = "d") {
     via::Vi* va = a.create_vi(level, a_cq, a_cq);
     via::Vi* vb = b.create_vi(level, b_cq, b_cq);
-    expect_ok(va->connect_peer_request(address(*a.nic, "rank0", disc), address(*a.nic, "rank1", disc), 5000), "a");
-    expect_ok(vb->connect_peer_request(address(*b.nic, "rank1", disc), address(*b.nic, "rank0", disc), 5000), "b");
-    via::Result ra = via::Result::not_done, rb = via::Result::not_done;
-    EXPECT_TRUE(pump({a.nic.get(), b.nic.get()}, [&] {
-      if (ra == via::Result::not_done) ra = va->connect_peer_done();
-      if (rb == via::Result::not_done) rb = vb->connect_peer_done();
-      return ra != via::Result::not_done && rb != via::Result::not_done;
-    }));
+    auto [ra, rb] = connect_peers(a, "rank0", va, b, "rank1", vb, disc);
     EXPECT_EQ(ra, via::Result::success);
     EXPECT_EQ(rb, via::Result::success);
     return {va, vb};
@@ -516,12 +509,8 @@ TEST_P(Engine, AfterThePeerDisconnectsNothingReachesItsNextConnection) {
   // b's VI (and so its ring slot) now serves a connection with a third NIC.
   Endpoint c;
   c.open("shm:2", 4096);
-  expect_ok(vb->connect_peer_request(address(*b.nic, "rank1", "y"), address(*b.nic, "rank2", "y"), 5000), "b");
-  via::Vi* vc = c.create_vi();
-  expect_ok(vc->connect_peer_request(address(*c.nic, "rank2", "y"), address(*c.nic, "rank1", "y"), 5000), "c");
-  EXPECT_TRUE(pump({b.nic.get(), c.nic.get()}, [&] {
-    return vb->connect_peer_done() == via::Result::success && vc->connect_peer_done() == via::Result::success;
-  }));
+  EXPECT_EQ(connect_peers(b, "rank1", vb, c, "rank2", c.create_vi(), "y"),
+            std::make_pair(via::Result::success, via::Result::success));
   expect_ok(vb->post_recv(b.message(0, 64), b.arena.handle), "post recv");
   // a has not noticed the disconnect yet and sends on its old VI.
   expect_ok(va->post_send(a.message(0, 8), a.arena.handle), "send");
@@ -548,12 +537,8 @@ TEST_P(Engine, AWithdrawnPeerRequestIsNeverMatched) {
   // a's VI (the same slot) serves a connection with a third NIC; nothing from b reaches it.
   Endpoint c;
   c.open("shm:2", 4096);
-  via::Vi* vc = c.create_vi();
-  expect_ok(va->connect_peer_request(address(*a.nic, "rank0", "x"), address(*a.nic, "rank2", "x"), 5000), "a2");
-  expect_ok(vc->connect_peer_request(address(*c.nic, "rank2", "x"), address(*c.nic, "rank0", "x"), 5000), "c");
-  EXPECT_TRUE(pump({a.nic.get(), c.nic.get()}, [&] {
-    return va->connect_peer_done() == via::Result::success && vc->connect_peer_done() == via::Result::success;
-  }));
+  EXPECT_EQ(connect_peers(a, "rank0", va, c, "rank2", c.create_vi(), "x"),
+            std::make_pair(via::Result::success, via::Result::success));
   EXPECT_NE(vb->state(), via::ViState::connected);
 }
 

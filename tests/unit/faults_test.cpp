@@ -57,10 +57,7 @@ class Faults : public ::testing::Test {
     b.open("shm:1", 64 * kSlot);
     via::Vi* va = a.create_vi(level);
     via::Vi* vb = b.create_vi(level);
-    expect_ok(va->connect_peer_request(address(*a.nic, "rank0", "f"), address(*a.nic, "rank1", "f"), 5000), "a");
-    expect_ok(vb->connect_peer_request(address(*b.nic, "rank1", "f"), address(*b.nic, "rank0", "f"), 5000), "b");
-    EXPECT_TRUE(pump({a.nic.get(), b.nic.get()},
-                     [&] { return va->connect_peer_done() == via::Result::success && vb->connect_peer_done() == via::Result::success; }));
+    EXPECT_EQ(connect_peers(a, "rank0", va, b, "rank1", vb, "f"), std::make_pair(via::Result::success, via::Result::success));
     for (int i = 0; i < 64; ++i) expect_ok(vb->post_recv(b.message(std::size_t(i) * kSlot, kSlot), b.arena.handle), "recv");
 
     Received got;
