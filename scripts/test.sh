@@ -21,7 +21,7 @@ fi
 
 if [ "${VIASTACK_SKIP_FUZZ:-0}" != 1 ]; then
   configure_and_build "$ROOT/build-fuzz" -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
-    -DVIASTACK_FUZZ=ON -DVIASTACK_SANITIZE=address,undefined -DBUILD_TESTING=OFF -- frame_fuzz
+    -DVIASTACK_FUZZ=ON -DVIASTACK_SANITIZE=address,undefined -DBUILD_TESTING=OFF -- fuzzers
   for target in "$ROOT"/build-fuzz/bin/*_fuzz; do
     corpus=$(mktemp -d)
     echo "fuzzing $(basename "$target") for ${FUZZ_SECONDS:-60} s"
