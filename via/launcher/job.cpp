@@ -73,15 +73,21 @@ Job::Rank::Rank(int index, bool tag_output)
           OutputStream{UniqueFd(), LineForwarder(STDOUT_FILENO, tag_prefix(index, tag_output))},
           OutputStream{UniqueFd(), LineForwarder(STDERR_FILENO, tag_prefix(index, tag_output))}} {}
 
-Job::Job(const LaunchOptions& options, std::string program_path, std::string job_id,
+Job::Job(const LaunchOptions& options, std::string program_path, std::string job_id, JobContact contact,
          SignalWatcher& signals)
     : options_(options),
       program_path_(std::move(program_path)),
       job_id_(std::move(job_id)),
+      contact_(std::move(contact)),
       signals_(signals),
       dev_null_(::open("/dev/null", O_RDONLY | O_CLOEXEC)),
       read_buffer_(kReadChunk) {
   if (!dev_null_.is_open()) throw std::system_error(errno, std::generic_category(), "/dev/null");
+  if (!options.hosts.empty()) {
+    RankIdentity any{0, options.ranks, 0, 1, job_id_, options.provider, contact_.key, contact_.directory};
+    launcher_path_ = resolve_program(remote_command(options.launcher, options.hosts[0], any, program_path_,
+                                                    options.command).front());
+  }
   ranks_.reserve(static_cast<size_t>(options.ranks));
   for (int index = 0; index < options.ranks; ++index)
     ranks_.emplace_back(index, options.tag_output);
@@ -119,10 +125,20 @@ void Job::start_ranks() {
 bool Job::start_rank(Rank& rank, const InheritedState& inherited) {
   std::array<UniqueFd, 2> write_ends;
   if (!open_output_pipes(rank, write_ends)) return false;
+  // Round-robin over the hosts; local rank and size count the ranks on one host.
+  const int hosts = options_.hosts.empty() ? 1 : int(options_.hosts.size());
+  const int host = rank.index % hosts;
+  const RankIdentity identity{rank.index,        options_.ranks,   rank.index / hosts,
+                              (options_.ranks - host + hosts - 1) / hosts,
+                              job_id_,           options_.provider, contact_.key,
+                              contact_.directory};
+  const bool remote = !options_.hosts.empty();
   const RankLaunch launch{
-      program_path_,
-      options_.command,
-      rank_environment({rank.index, options_.ranks, job_id_, options_.provider}),
+      remote ? launcher_path_ : program_path_,
+      remote ? remote_command(options_.launcher, options_.hosts[size_t(host)], identity, program_path_,
+                              options_.command)
+             : options_.command,
+      rank_environment(identity),
       dev_null_.get(),
       write_ends[0].get(),
       write_ends[1].get(),

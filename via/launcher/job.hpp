@@ -20,9 +20,16 @@
 
 namespace viarun {
 
+// How the ranks of a job find each other: the job's secret key and the
+// address of its directory (see via/src/providers/tcp/directory.hpp).
+struct JobContact {
+  std::string key;
+  std::string directory;
+};
+
 class Job {
  public:
-  Job(const LaunchOptions& options, std::string program_path, std::string job_id,
+  Job(const LaunchOptions& options, std::string program_path, std::string job_id, JobContact contact,
       SignalWatcher& signals);
   // Last resort when run() was left by an exception: no rank outlives viarun.
   ~Job();
@@ -76,6 +83,8 @@ class Job {
   const LaunchOptions& options_;
   std::string program_path_;
   std::string job_id_;
+  JobContact contact_;
+  std::string launcher_path_;  // with --hosts: the launcher command's program
   SignalWatcher& signals_;
   UniqueFd dev_null_;
   std::vector<Rank> ranks_;

@@ -85,6 +85,22 @@ void reject_value(const std::string& option, const std::optional<std::string>& a
   if (attached) throw UsageError("option " + option + " takes no value");
 }
 
+std::vector<std::string> split_hosts(const std::string& text) {
+  std::vector<std::string> hosts;
+  std::string_view rest = text;
+  while (!rest.empty()) {
+    const size_t comma = rest.find(',');
+    std::string host(rest.substr(0, comma));
+    if (host.empty()) throw UsageError("--hosts: empty host name in '" + text + "'");
+    hosts.push_back(host);
+    if (comma == std::string_view::npos) break;
+    rest.remove_prefix(comma + 1);
+    if (rest.empty()) throw UsageError("--hosts: empty host name in '" + text + "'");
+  }
+  if (hosts.empty()) throw UsageError("--hosts needs at least one host");
+  return hosts;
+}
+
 bool is_option(const std::string& arg) { return arg.size() > 1 && arg[0] == '-'; }
 
 }  // namespace
@@ -103,6 +119,14 @@ LaunchOptions parse_options(int argc, char** argv) {
       provider = cursor.take_value(name, attached);
     } else if (name == "--timeout") {
       timeout = cursor.take_value(name, attached);
+    } else if (name == "--hosts") {
+      options.hosts = split_hosts(cursor.take_value(name, attached));
+    } else if (name == "--launcher") {
+      options.launcher = cursor.take_value(name, attached);
+      if (options.launcher.find("{host}") == std::string::npos)
+        throw UsageError("--launcher: the template must contain {host}");
+    } else if (name == "--listen-address") {
+      options.listen_address = cursor.take_value(name, attached);
     } else if (name == "--tag-output") {
       reject_value(name, attached);
       options.tag_output = true;
@@ -134,10 +158,16 @@ LaunchOptions parse_options(int argc, char** argv) {
 }
 
 const char* usage_text() {
-  return "usage: viarun -n N [--provider shm|tcp] [--timeout S] [--tag-output] [--] prog args...\n"
+  return "usage: viarun -n N [--provider shm|tcp] [--hosts h1,h2,...] [--launcher TEMPLATE]\n"
+         "              [--listen-address A] [--timeout S] [--tag-output] [--] prog args...\n"
          "  -n N            number of ranks to start (1..1024)\n"
          "  --provider P    VIA provider of the ranks: shm or tcp\n"
          "                  (default: $VIASTACK_PROVIDER, else shm)\n"
+         "  --hosts H,...   start the ranks round-robin on these hosts (same paths there)\n"
+         "  --launcher T    command that runs a program on {host} (default: \"ssh {host}\";\n"
+         "                  e.g. \"ip netns exec {host}\")\n"
+         "  --listen-address A  address of this machine the ranks reach the job's directory on\n"
+         "                  (default: 127.0.0.1, with --hosts this host's name's address)\n"
          "  --timeout S     end the job after S seconds, fractions allowed; exit status 124\n"
          "                  (default: $VIASTACK_TIMEOUT, else no limit)\n"
          "  --tag-output    prefix every output line with \"[rank] \"\n"

@@ -1,5 +1,6 @@
 // Command line of viarun:
-//   viarun -n N [--provider shm|tcp] [--timeout S] [--tag-output] [--] prog args...
+//   viarun -n N [--provider shm|tcp] [--hosts h1,h2,...] [--launcher TEMPLATE]
+//          [--listen-address A] [--timeout S] [--tag-output] [--] prog args...
 #pragma once
 
 #include <chrono>
@@ -28,6 +29,12 @@ struct LaunchOptions {
   std::string provider;
   std::optional<JobTimeout> timeout;
   bool tag_output = false;
+  // Ranks go round-robin over these hosts, each started through the launcher
+  // command template ({host} replaced); empty: all ranks on this machine.
+  std::vector<std::string> hosts;
+  std::string launcher = "ssh {host}";
+  // Where the job's directory listens (the ranks must reach it); empty: a default.
+  std::string listen_address;
   bool show_help = false;
   std::vector<std::string> command;  // program and its arguments
 };

@@ -94,18 +94,24 @@ std::string make_job_id() {
   return id;
 }
 
-std::vector<std::string> rank_environment(const RankIdentity& identity) {
-  const std::vector<std::pair<std::string, std::string>> job_variables{
+std::vector<std::pair<std::string, std::string>> job_variables(const RankIdentity& identity) {
+  return {
       {"VIASTACK_RANK", std::to_string(identity.rank)},
       {"VIASTACK_SIZE", std::to_string(identity.size)},
-      {"VIASTACK_LOCAL_RANK", std::to_string(identity.rank)},
-      {"VIASTACK_LOCAL_SIZE", std::to_string(identity.size)},
+      {"VIASTACK_LOCAL_RANK", std::to_string(identity.local_rank)},
+      {"VIASTACK_LOCAL_SIZE", std::to_string(identity.local_size)},
       {"VIASTACK_JOB", identity.job_id},
       {"VIASTACK_PROVIDER", identity.provider},
       {"VIASTACK_LAUNCHER", "viarun"},
+      {"VIASTACK_JOB_KEY", identity.job_key},
+      {"VIASTACK_DIRECTORY", identity.directory},
   };
+}
+
+std::vector<std::string> rank_environment(const RankIdentity& identity) {
+  const auto variables = job_variables(identity);
   auto is_job_variable = [&](std::string_view entry) {
-    for (const auto& [name, value] : job_variables) {
+    for (const auto& [name, value] : variables) {
       if (entry.starts_with(name) && entry.size() > name.size() && entry[name.size()] == '=') {
         return true;
       }
@@ -117,8 +123,29 @@ std::vector<std::string> rank_environment(const RankIdentity& identity) {
   for (char** entry = environ; *entry; ++entry) {
     if (!is_job_variable(*entry)) environment.emplace_back(*entry);
   }
-  for (const auto& [name, value] : job_variables) environment.push_back(name + "=" + value);
+  for (const auto& [name, value] : variables) environment.push_back(name + "=" + value);
   return environment;
+}
+
+std::vector<std::string> remote_command(const std::string& launcher_template, const std::string& host,
+                                        const RankIdentity& identity, const std::string& program_path,
+                                        const std::vector<std::string>& command) {
+  std::vector<std::string> argv;
+  std::string_view rest = launcher_template;
+  while (!rest.empty()) {
+    const size_t start = rest.find_first_not_of(' ');
+    if (start == std::string_view::npos) break;
+    rest.remove_prefix(start);
+    std::string word(rest.substr(0, rest.find(' ')));
+    rest.remove_prefix(word.size());
+    for (size_t at; (at = word.find("{host}")) != std::string::npos;) word.replace(at, 6, host);
+    argv.push_back(std::move(word));
+  }
+  argv.push_back("env");
+  for (const auto& [name, value] : job_variables(identity)) argv.push_back(name + "=" + value);
+  argv.push_back(program_path);
+  argv.insert(argv.end(), command.begin() + 1, command.end());
+  return argv;
 }
 
 pid_t spawn_rank(const RankLaunch& launch, const InheritedState& inherited) {

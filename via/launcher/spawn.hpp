@@ -27,12 +27,23 @@ std::string make_job_id();
 struct RankIdentity {
   int rank;
   int size;
+  int local_rank;  // among the ranks on its host
+  int local_size;
   std::string job_id;
   std::string provider;
+  std::string job_key;    // the secret that proves membership of the job (hex)
+  std::string directory;  // "address:port" of the job's directory
 };
 
+// The VIASTACK_* variables of a rank.
+std::vector<std::pair<std::string, std::string>> job_variables(const RankIdentity& identity);
 // viarun's environment, with the VIASTACK_* variables of this rank set.
 std::vector<std::string> rank_environment(const RankIdentity& identity);
+// The command line that starts `command` on `host` through the launcher
+// template, handing it the rank's variables with env(1).
+std::vector<std::string> remote_command(const std::string& launcher_template, const std::string& host,
+                                        const RankIdentity& identity, const std::string& program_path,
+                                        const std::vector<std::string>& command);
 
 // What a rank's child process restores before exec, so that viarun's own
 // settings do not leak into the program.

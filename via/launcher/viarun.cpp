@@ -1,7 +1,10 @@
 // viarun: the embedded launcher of viastack.
-//   viarun -n N [--provider shm|tcp] [--timeout S] [--tag-output] [--] prog args...
-// Starts N local ranks of prog, forwards their output line by line and ends
+//   viarun -n N [--provider shm|tcp] [--hosts ...] [--timeout S] [--tag-output] [--] prog args...
+// Starts N ranks of prog (here, or on the given hosts), serves the job's
+// directory, forwards their output line by line and ends
 // the job with the first failing rank's status (see job.hpp).
+#include <unistd.h>
+
 #include <csignal>
 #include <cstdio>
 #include <exception>
@@ -10,6 +13,7 @@
 #include <system_error>
 
 #include "job.hpp"
+#include "providers/tcp/directory.hpp"
 #include "options.hpp"
 #include "posix_io.hpp"
 #include "signal_watcher.hpp"
@@ -41,12 +45,37 @@ class SharedMemoryCleanup {
   std::string prefix_;
 };
 
+// The address ranks on other hosts reach this machine on: what this host's
+// name resolves to, if that is not a loopback address.
+asio::ip::address default_listen_address(const viarun::LaunchOptions& options) {
+  if (options.hosts.empty()) return asio::ip::address_v4::loopback();
+  char hostname[256] = {};
+  gethostname(hostname, sizeof hostname - 1);
+  asio::io_context io;
+  asio::ip::tcp::resolver resolver(io);
+  asio::error_code ec;
+  for (const auto& entry : resolver.resolve(asio::ip::tcp::v4(), hostname, "0", ec))
+    if (!entry.endpoint().address().is_loopback()) return entry.endpoint().address();
+  throw viarun::UsageError(std::string("--hosts: cannot tell which address of ") + hostname +
+                           " the ranks can reach; give --listen-address");
+}
+
 int run_job(const viarun::LaunchOptions& options) {
   std::string program_path = viarun::resolve_program(options.command.front());
   std::string job_id = viarun::make_job_id();
   SharedMemoryCleanup cleanup(job_id);  // declared before the job: runs after it ends
+  // Every job has its own secret; the directory where the ranks publish their
+  // addresses only answers connections that prove they know it.
+  const via::tcp::JobKey key = via::tcp::random_key();
+  asio::ip::address listen = default_listen_address(options);
+  if (!options.listen_address.empty()) {
+    asio::error_code ec;
+    listen = asio::ip::make_address_v4(options.listen_address, ec);
+    if (ec) throw viarun::UsageError("--listen-address: '" + options.listen_address + "' is not an IPv4 address");
+  }
+  via::tcp::DirectoryServer directory(key, listen);
   viarun::SignalWatcher signals;
-  viarun::Job job(options, program_path, job_id, signals);
+  viarun::Job job(options, program_path, job_id, {via::tcp::key_to_hex(key), directory.address()}, signals);
   return job.run();
 }
 

@@ -299,6 +299,7 @@ void Vi::check_link() {
       return fail(VIP_ERROR_CONN_LOST, "the peer disconnected", nullptr, nullptr, 0, true);
     case Link::PeerState::failed: return fail(VIP_ERROR_CONN_LOST, "the peer's VI failed and broke the connection");
     case Link::PeerState::dead: return fail(VIP_ERROR_CONN_LOST, "the peer process died");
+    case Link::PeerState::broken: return fail(VIP_ERROR_CONN_LOST, "connection broken: " + link_->broken_reason());
   }
 }
 

@@ -9,6 +9,9 @@ namespace via {
 namespace shm {
 Result open_shm_provider(std::string_view device, std::unique_ptr<Provider>& out);
 }
+namespace tcp {
+Result open_tcp_provider(std::string_view device, std::unique_ptr<Provider>& out);
+}
 
 Result open_provider(std::string_view device, std::unique_ptr<Provider>& out) {
   std::string_view kind = device.substr(0, device.find(':'));
@@ -17,7 +20,8 @@ Result open_provider(std::string_view device, std::unique_ptr<Provider>& out) {
     kind = env && *env ? env : "shm";
   }
   if (kind == "shm") return shm::open_shm_provider(device, out);
-  std::fprintf(stderr, "viastack: provider '%.*s' is not available in this build (available: shm)\n",
+  if (kind == "tcp") return tcp::open_tcp_provider(device, out);
+  std::fprintf(stderr, "viastack: unknown provider '%.*s' (available: shm, tcp)\n",
                int(kind.size()), kind.data());
   return Result::error_resource;
 }

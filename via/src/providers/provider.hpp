@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -43,8 +44,11 @@ class Link {
   }
 
   // Slow-path checks: has the peer closed the connection or died?
-  enum class PeerState { up, closed, failed, dead };
+  // broken: the connection itself failed (reset, timed out, malformed stream);
+  // broken_reason() says how.
+  enum class PeerState { up, closed, failed, dead, broken };
   virtual PeerState peer_state() = 0;
+  virtual std::string broken_reason() const { return {}; }
   // Tells the peer that this end is gone (error: because of an error).
   virtual void close(bool error) = 0;
 };

@@ -1,0 +1,191 @@
+#include "providers/tcp/directory.hpp"
+
+#include <cstdio>
+#include <istream>
+
+#include "providers/tcp/handshake.hpp"
+
+namespace via::tcp {
+
+namespace {
+constexpr std::size_t kMaxLine = 1024;
+constexpr std::chrono::seconds kExchangeTimeout{30};
+}  // namespace
+
+std::optional<asio::ip::tcp::endpoint> parse_endpoint(const std::string& text) {
+  const auto colon = text.rfind(':');
+  if (colon == std::string::npos) return std::nullopt;
+  asio::error_code ec;
+  const auto address = asio::ip::make_address_v4(text.substr(0, colon), ec);
+  const std::string port = text.substr(colon + 1);
+  if (ec || port.empty() || port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos)
+    return std::nullopt;
+  const unsigned long number = std::stoul(port);
+  if (number == 0 || number > 65535) return std::nullopt;
+  return asio::ip::tcp::endpoint(address, std::uint16_t(number));
+}
+
+// ---- server ----
+
+struct DirectoryServer::Session {
+  std::shared_ptr<Handshake> conn;
+  asio::steady_timer deadline;
+  asio::streambuf input{kMaxLine};
+  std::string reply;
+  Session(asio::ip::tcp::socket s, asio::io_context& io)
+      : conn(std::make_shared<Handshake>(std::move(s))), deadline(io) {}
+};
+
+DirectoryServer::DirectoryServer(const JobKey& key, const asio::ip::address& address)
+    : key_(key), acceptor_(io_, asio::ip::tcp::endpoint(address, 0)) {
+  address_ = describe_endpoint(acceptor_.local_endpoint());
+  accept_next();
+  thread_ = std::thread([this] { io_.run(); });
+}
+
+DirectoryServer::~DirectoryServer() {
+  io_.stop();
+  thread_.join();
+}
+
+void DirectoryServer::accept_next() {
+  acceptor_.async_accept([this](const asio::error_code& ec, asio::ip::tcp::socket socket) {
+    if (ec == asio::error::operation_aborted) return;
+    if (!ec) {
+      auto s = std::make_shared<Session>(std::move(socket), io_);
+      // A connection that does not prove itself in time is dropped.
+      s->deadline.expires_after(auth_timeout());
+      s->deadline.async_wait([s](const asio::error_code& ec) {
+        if (!ec) s->conn->socket.close();
+      });
+      run_server_handshake(s->conn, key_, [this, s](const std::string& error) {
+        s->deadline.cancel();
+        if (!error.empty() || s->conn->purpose != Purpose::directory) {
+          std::fprintf(stderr, "viastack: directory: refused a connection from %s: %s\n", s->conn->peer.c_str(),
+                       error.empty() ? "not a directory client" : error.c_str());
+          s->conn->socket.close();
+          return;
+        }
+        serve(s);
+      });
+    }
+    accept_next();
+  });
+}
+
+void DirectoryServer::serve(const std::shared_ptr<Session>& s) {
+  asio::async_read_until(s->conn->socket, s->input, '\n', [this, s](const asio::error_code& ec, std::size_t n) {
+    if (ec) return;  // the client left (or sent an over-long line)
+    std::string line(n - 1, '\0');
+    std::istream in(&s->input);
+    in.read(line.data(), std::streamsize(n - 1));
+    in.ignore(1);
+    s->reply = answer(line);
+    asio::async_write(s->conn->socket, asio::buffer(s->reply), [this, s](const asio::error_code& ec, std::size_t) {
+      if (!ec) serve(s);
+    });
+  });
+}
+
+std::string DirectoryServer::answer(const std::string& line) {
+  if (line.starts_with("put ")) {
+    const auto space = line.find(' ', 4);
+    if (space == std::string::npos) return "error: put needs a key and a value\n";
+    entries_[line.substr(4, space - 4)] = line.substr(space + 1);
+    return "ok\n";
+  }
+  if (line.starts_with("get ")) {
+    auto it = entries_.find(line.substr(4));
+    return it == entries_.end() ? "-\n" : "=" + it->second + "\n";
+  }
+  return "error: unknown request\n";
+}
+
+// ---- client ----
+
+DirectoryClient::DirectoryClient() : socket_(io_) {}
+
+std::unique_ptr<DirectoryClient> DirectoryClient::connect(const std::string& address, const JobKey& key,
+                                                          std::string& error) {
+  auto endpoint = parse_endpoint(address);
+  if (!endpoint) {
+    error = "VIASTACK_DIRECTORY='" + address + "' is not an IPv4 address:port";
+    return nullptr;
+  }
+  std::unique_ptr<DirectoryClient> client(new DirectoryClient());
+  asio::error_code ec;
+  client->socket_.connect(*endpoint, ec);
+  if (ec) {
+    error = "cannot reach the job's directory at " + address + ": " + ec.message();
+    return nullptr;
+  }
+  auto h = std::make_shared<Handshake>(std::move(client->socket_));
+  std::string outcome = "timed out";
+  run_client_handshake(h, key, Purpose::directory, [&](const std::string& e) { outcome = e; });
+  client->io_.run_for(auth_timeout());
+  if (!outcome.empty()) {
+    error = "the job's directory at " + address + " refused us: " + outcome;
+    return nullptr;
+  }
+  client->socket_ = std::move(h->socket);
+  return client;
+}
+
+std::optional<std::string> DirectoryClient::exchange(const std::string& line, std::string& error) {
+  asio::error_code ec;
+  asio::write(socket_, asio::buffer(line), ec);
+  std::size_t n = 0;
+  if (!ec) {
+    bool done = false;
+    asio::async_read_until(socket_, input_, '\n', [&](const asio::error_code& e, std::size_t got) {
+      ec = e, n = got, done = true;
+    });
+    io_.restart();
+    io_.run_for(kExchangeTimeout);
+    if (!done) {
+      socket_.close();
+      error = "the job's directory did not answer";
+      return std::nullopt;
+    }
+  }
+  if (ec) {
+    error = "lost the job's directory: " + ec.message();
+    return std::nullopt;
+  }
+  std::string reply(n - 1, '\0');
+  std::istream in(&input_);
+  in.read(reply.data(), std::streamsize(n - 1));
+  in.ignore(1);
+  return reply;
+}
+
+bool DirectoryClient::put(const std::string& key, const std::string& value, std::string& error) {
+  auto reply = exchange("put " + key + " " + value + "\n", error);
+  if (reply && *reply != "ok") error = "the job's directory said: " + *reply;
+  return reply && *reply == "ok";
+}
+
+std::optional<std::string> DirectoryClient::get(const std::string& key, std::chrono::milliseconds timeout,
+                                                std::string& error) {
+  const auto give_up = std::chrono::steady_clock::now() + timeout;
+  auto pause = std::chrono::milliseconds(1);
+  for (;;) {
+    auto reply = exchange("get " + key + "\n", error);
+    if (!reply) return std::nullopt;
+    if (reply->starts_with("=")) return reply->substr(1);
+    if (std::chrono::steady_clock::now() >= give_up) {
+      error = "nobody published '" + key + "' in the job's directory in time";
+      return std::nullopt;
+    }
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::milliseconds(50));
+  }
+}
+
+asio::ip::address DirectoryClient::local_address() const {
+  asio::error_code ec;
+  auto local = socket_.local_endpoint(ec);
+  return ec ? asio::ip::address(asio::ip::address_v4::loopback()) : local.address();
+}
+
+}  // namespace via::tcp

@@ -1,0 +1,71 @@
+// The job's directory: a key-value store that viarun serves over TCP, where
+// each rank's tcp NIC publishes the address it listens on and looks up its
+// peers' ("tcp.<rank>" -> "a.b.c.d:port"). Connections prove their job
+// membership first (wire.hpp), like VI connections.
+//
+// Protocol after the handshake, one line each way:
+//   "put <key> <value>\n" -> "ok\n"
+//   "get <key>\n"         -> "=<value>\n", or "-\n" while nobody put it
+#pragma once
+
+#include <asio.hpp>
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "providers/tcp/wire.hpp"
+
+namespace via::tcp {
+
+class DirectoryServer {
+ public:
+  // Listens on `address` (port chosen by the kernel) and serves from its own thread.
+  DirectoryServer(const JobKey& key, const asio::ip::address& address);
+  ~DirectoryServer();
+  DirectoryServer(const DirectoryServer&) = delete;
+  DirectoryServer& operator=(const DirectoryServer&) = delete;
+  // "a.b.c.d:port", for VIASTACK_DIRECTORY.
+  std::string address() const { return address_; }
+
+ private:
+  struct Session;
+  void accept_next();
+  void serve(const std::shared_ptr<Session>& s);
+  std::string answer(const std::string& line);
+
+  const JobKey key_;
+  asio::io_context io_;
+  asio::ip::tcp::acceptor acceptor_;
+  std::string address_;
+  std::map<std::string, std::string> entries_;  // touched only by the server thread
+  std::thread thread_;
+};
+
+class DirectoryClient {
+ public:
+  // Connects to VIASTACK_DIRECTORY ("host:port") and proves job membership;
+  // nothing (with the reason) on failure.
+  static std::unique_ptr<DirectoryClient> connect(const std::string& address, const JobKey& key, std::string& error);
+  bool put(const std::string& key, const std::string& value, std::string& error);
+  // Waits until someone put `key`, up to `timeout`.
+  std::optional<std::string> get(const std::string& key, std::chrono::milliseconds timeout, std::string& error);
+  // The local address of the connection: how this host is reached from the launcher's.
+  asio::ip::address local_address() const;
+
+ private:
+  DirectoryClient();
+  std::optional<std::string> exchange(const std::string& line, std::string& error);
+
+  asio::io_context io_;
+  asio::ip::tcp::socket socket_;
+  asio::streambuf input_;
+};
+
+// Splits "host:port" (IPv4) into an endpoint; nothing when malformed.
+std::optional<asio::ip::tcp::endpoint> parse_endpoint(const std::string& text);
+
+}  // namespace via::tcp

@@ -1,0 +1,221 @@
+#include "providers/tcp/tcp_link.hpp"
+
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "engine/clock.hpp"
+
+namespace via::tcp {
+
+namespace {
+
+// Room for many small frames per recv, and at least two of the largest.
+constexpr std::size_t kRxBytes = 1024 * 1024;
+static_assert(kRxBytes >= 2 * (sizeof(FrameHeader) + kMaxFramePayload + 8));
+constexpr std::uint8_t kPadding[8] = {};
+
+// A connection whose peer stops acknowledging (host down, cable cut) is given
+// up after this long: VIASTACK_TCP_TIMEOUT_MS, default 10 s.
+unsigned connection_timeout_ms() {
+  const char* env = std::getenv("VIASTACK_TCP_TIMEOUT_MS");
+  return env && *env ? unsigned(std::strtoul(env, nullptr, 10)) : 10000;
+}
+
+void set_int_option(int fd, int level, int name, int value) { setsockopt(fd, level, name, &value, sizeof value); }
+
+}  // namespace
+
+TcpLink::TcpLink(asio::ip::tcp::socket socket, std::string peer, std::function<void(TcpLink*)> on_destroy)
+    : socket_(std::move(socket)),
+      peer_(std::move(peer)),
+      on_destroy_(std::move(on_destroy)),
+      rx_words_(new std::uint64_t[kRxBytes / 8]),
+      rx_(reinterpret_cast<std::byte*>(rx_words_.get())) {
+  const int fd = socket_.native_handle();
+  set_int_option(fd, IPPROTO_TCP, TCP_NODELAY, 1);
+  // A silent peer is noticed by keepalive probes, an unacknowledged send by the user timeout.
+  const unsigned timeout = connection_timeout_ms();
+  const int probe_s = std::max(1, int(timeout / 5000));
+  set_int_option(fd, SOL_SOCKET, SO_KEEPALIVE, 1);
+  set_int_option(fd, IPPROTO_TCP, TCP_KEEPIDLE, probe_s);
+  set_int_option(fd, IPPROTO_TCP, TCP_KEEPINTVL, probe_s);
+  set_int_option(fd, IPPROTO_TCP, TCP_KEEPCNT, 4);
+  set_int_option(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, int(timeout));
+}
+
+TcpLink::~TcpLink() {
+  if (on_destroy_) on_destroy_(this);
+}
+
+void TcpLink::break_link(std::string reason) {
+  if (state_ != State::up) return;
+  state_ = State::broken;
+  broken_ = std::move(reason);
+  std::fprintf(stderr, "viastack: tcp: connection with %s: %s\n", peer_.c_str(), broken_.c_str());
+}
+
+bool TcpLink::try_send(const FrameHeader& header, const iovec* iov, std::size_t iovcnt) {
+  if (state_ != State::up) return false;  // the VI learns why from peer_state()
+  if (backlog()) {
+    flush_backlog();
+    if (backlog()) return false;
+  }
+  iov_scratch_.resize(iovcnt + 2);
+  iov_scratch_[0] = {const_cast<FrameHeader*>(&header), sizeof header};
+  std::size_t total = sizeof header, n = 1;
+  for (std::size_t i = 0; i < iovcnt; ++i) {
+    if (iov[i].iov_len == 0) continue;
+    iov_scratch_[n++] = iov[i];
+    total += iov[i].iov_len;
+  }
+  if (const std::size_t pad = padded_frame_bytes(header.length) - sizeof header - header.length) {
+    iov_scratch_[n++] = {const_cast<std::uint8_t*>(kPadding), pad};
+    total += pad;
+  }
+  msghdr msg{};
+  msg.msg_iov = iov_scratch_.data();
+  msg.msg_iovlen = n;
+  const ssize_t sent = sendmsg(fd(), &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
+  if (sent < 0) {
+    if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return false;
+    break_link(std::string("sending failed: ") + std::strerror(errno));
+    return false;
+  }
+  if (std::size_t(sent) == total) return true;
+  // The frame is the link's now: keep its unsent tail.
+  tx_.clear();
+  tx_sent_ = 0;
+  std::size_t skip = std::size_t(sent);
+  for (std::size_t i = 0; i < n; ++i) {
+    const auto* base = static_cast<const std::byte*>(iov_scratch_[i].iov_base);
+    const std::size_t len = iov_scratch_[i].iov_len;
+    if (skip >= len) {
+      skip -= len;
+      continue;
+    }
+    tx_.insert(tx_.end(), base + skip, base + len);
+    skip = 0;
+  }
+  return true;
+}
+
+void TcpLink::flush_backlog() {
+  while (backlog()) {
+    const ssize_t sent = send(fd(), tx_.data() + tx_sent_, tx_.size() - tx_sent_, MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (sent < 0) {
+      if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+        break_link(std::string("sending failed: ") + std::strerror(errno));
+      return;
+    }
+    tx_sent_ += std::size_t(sent);
+  }
+}
+
+bool TcpLink::frame_buffered() const {
+  const std::size_t have = rx_end_ - rx_begin_;
+  if (have < sizeof(FrameHeader)) return false;
+  const auto* h = reinterpret_cast<const FrameHeader*>(rx_ + rx_begin_);
+  return h->length > kMaxFramePayload || have >= padded_frame_bytes(h->length);
+}
+
+void TcpLink::receive() {
+  if (rx_eof_ || state_ == State::broken) return;
+  if (rx_begin_ == rx_end_) {
+    rx_begin_ = rx_end_ = 0;
+  } else if (kRxBytes - rx_end_ < sizeof(FrameHeader) + kMaxFramePayload + 8) {
+    std::memmove(rx_, rx_ + rx_begin_, rx_end_ - rx_begin_);  // make room for the largest frame
+    rx_end_ -= rx_begin_;
+    rx_begin_ = 0;
+  }
+  const ssize_t got = recv(fd(), rx_ + rx_end_, kRxBytes - rx_end_, MSG_DONTWAIT);
+  if (got > 0) {
+    rx_end_ += std::size_t(got);
+  } else if (got == 0) {
+    rx_eof_ = true;
+  } else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+    break_link(std::string("receiving failed: ") + std::strerror(errno));
+  }
+}
+
+bool TcpLink::peek(const FrameHeader*& header, const std::byte*& payload) {
+  if (backlog()) flush_backlog();
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    const std::size_t have = rx_end_ - rx_begin_;
+    if (have >= sizeof(FrameHeader)) {
+      const auto* h = reinterpret_cast<const FrameHeader*>(rx_ + rx_begin_);
+      if (h->type == kFrameLinkClose) {
+        if (state_ == State::up) state_ = (h->flags & kFlagError) ? State::failed : State::closed;
+        rx_begin_ = rx_end_;  // nothing may follow a close
+        return false;
+      }
+      // An impossible length is shown to the engine, which rejects the frame
+      // and breaks the VI; nothing after it is read.
+      if (h->length > kMaxFramePayload) {
+        std::fprintf(stderr, "viastack: tcp: %s sent a frame of %u bytes (limit %zu); closing the connection\n",
+                     peer_.c_str(), h->length, kMaxFramePayload);
+        header = h;
+        payload = nullptr;
+        return true;
+      }
+      if (have >= padded_frame_bytes(h->length)) {
+        header = h;
+        payload = rx_ + rx_begin_ + sizeof(FrameHeader);
+        return true;
+      }
+    }
+    if (attempt == 0) receive();
+  }
+  return false;
+}
+
+void TcpLink::pop() {
+  const auto* h = reinterpret_cast<const FrameHeader*>(rx_ + rx_begin_);
+  rx_begin_ += padded_frame_bytes(h->length);
+}
+
+Link::PeerState TcpLink::peer_state() {
+  if (state_ == State::up && rx_eof_) {
+    if (rx_end_ != rx_begin_)
+      break_link("connection closed in the middle of a frame");
+    else
+      state_ = State::dead;  // gone without closing: the process died or its host dropped the connection
+  }
+  switch (state_) {
+    case State::up: return PeerState::up;
+    case State::closed: return PeerState::closed;
+    case State::failed: return PeerState::failed;
+    case State::broken: return PeerState::broken;
+    case State::dead: return PeerState::dead;
+  }
+  return PeerState::broken;
+}
+
+void TcpLink::close(bool error) {
+  if (state_ == State::up) {
+    // Everything sent so far, then the close, reach the peer before the stream ends:
+    // wait (boundedly) for room to write them.
+    FrameHeader bye{kFrameLinkClose, std::uint8_t(error ? kFlagError : 0), 0, 0, 0, 0, 0, 0, 0};
+    const std::uint64_t give_up = now_ns() + 1'000'000'000ull;
+    bool queued = false;
+    while (now_ns() < give_up && state_ == State::up) {
+      if (!queued) queued = try_send(bye, nullptr, 0);
+      else flush_backlog();
+      if (queued && !backlog()) break;
+      pollfd p{fd(), POLLOUT, 0};
+      poll(&p, 1, 10);
+    }
+  }
+  asio::error_code ignored;
+  socket_.shutdown(asio::ip::tcp::socket::shutdown_send, ignored);
+  socket_.close(ignored);
+  state_ = State::broken;
+}
+
+}  // namespace via::tcp

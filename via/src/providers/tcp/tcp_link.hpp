@@ -1,0 +1,67 @@
+// One end of a tcp connection between two VIs: the engine's frames on one
+// stream, each a FrameHeader, its payload and padding to 8 bytes (so every
+// header in the receive buffer is aligned). Progress is the caller's: peek()
+// reads what the kernel has, try_send() writes without blocking and keeps
+// the unsent tail of a frame for the next call.
+#pragma once
+
+#include <asio.hpp>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "providers/provider.hpp"
+
+namespace via::tcp {
+
+// A frame type of the link itself, never shown to the engine: the peer is
+// closing (flags: kFlagError when because of an error).
+inline constexpr std::uint8_t kFrameLinkClose = 0xC0;
+inline constexpr std::size_t kMaxFramePayload = 128 * 1024;
+
+inline std::size_t padded_frame_bytes(std::size_t payload) { return sizeof(FrameHeader) + ((payload + 7) & ~std::size_t(7)); }
+
+class TcpLink final : public Link {
+ public:
+  // `on_destroy` lets the provider forget the link.
+  TcpLink(asio::ip::tcp::socket socket, std::string peer, std::function<void(TcpLink*)> on_destroy);
+  ~TcpLink() override;
+  std::size_t max_payload() const override { return kMaxFramePayload; }
+  bool try_send(const FrameHeader& header, const iovec* iov, std::size_t iovcnt) override;
+  bool peek(const FrameHeader*& header, const std::byte*& payload) override;
+  void pop() override;
+  PeerState peer_state() override;
+  std::string broken_reason() const override { return broken_; }
+  void close(bool error) override;
+
+  int fd() { return socket_.native_handle(); }
+  // For the provider's sleep: a frame is waiting in user space / unsent bytes are waiting.
+  bool frame_buffered() const;
+  bool backlog() const { return tx_sent_ < tx_.size(); }
+  std::uint32_t epoll_events = 0;  // what the provider's epoll set watches for this link
+
+ private:
+  enum class State { up, closed, failed, broken, dead };
+  void receive();
+  void flush_backlog();
+  void break_link(std::string reason);
+
+  asio::ip::tcp::socket socket_;
+  const std::string peer_;
+  std::function<void(TcpLink*)> on_destroy_;
+  State state_ = State::up;
+  std::string broken_;
+  // Received bytes [rx_begin_, rx_end_) of an 8-byte aligned buffer.
+  std::unique_ptr<std::uint64_t[]> rx_words_;
+  std::byte* rx_;
+  std::size_t rx_begin_ = 0, rx_end_ = 0;
+  bool rx_eof_ = false;
+  // The unsent tail of the last frame.
+  std::vector<std::byte> tx_;
+  std::size_t tx_sent_ = 0;
+  std::vector<iovec> iov_scratch_;
+};
+
+}  // namespace via::tcp

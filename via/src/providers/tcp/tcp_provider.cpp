@@ -1,0 +1,558 @@
+// The tcp provider: NICs anywhere a TCP connection reaches. Each NIC listens
+// on one port; each VI connection is its own TCP stream, which first proves it
+// belongs to the job (wire.hpp), then carries a connection request and, once
+// accepted, the engine's frames (tcp_link.hpp). Connection set-up runs on
+// Asio's asynchronous operations, advanced from the caller's progress calls;
+// the data path reads and writes the sockets directly without blocking.
+// Sleeping is epoll_wait on every socket of the NIC.
+#include <sys/epoll.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <optional>
+
+#include "engine/clock.hpp"
+#include "providers/tcp/directory.hpp"
+#include "providers/tcp/handshake.hpp"
+#include "providers/tcp/tcp_link.hpp"
+
+namespace via::tcp {
+
+namespace {
+
+constexpr std::uint32_t kMaxVi = 1024;
+constexpr std::size_t kMaxHeldRequests = 1024;
+constexpr std::uint64_t kRetryNs = 20'000'000;  // a refused connection is tried again this much later
+
+std::vector<std::uint8_t> host_bytes(const asio::ip::tcp::endpoint& e) {
+  const auto ip = e.address().to_v4().to_bytes();
+  return {ip[0], ip[1], ip[2], ip[3], std::uint8_t(e.port() >> 8), std::uint8_t(e.port())};
+}
+
+std::optional<asio::ip::tcp::endpoint> endpoint_of(const std::vector<std::uint8_t>& host) {
+  if (host.size() != kHostBytes) return std::nullopt;
+  const asio::ip::address_v4 ip(asio::ip::address_v4::bytes_type{host[0], host[1], host[2], host[3]});
+  return asio::ip::tcp::endpoint(ip, std::uint16_t(host[4] << 8 | host[5]));
+}
+
+std::optional<std::uint32_t> parse_number(std::string_view s) {
+  if (s.empty() || s.size() > 9 || s.find_first_not_of("0123456789") != std::string_view::npos) return std::nullopt;
+  return std::uint32_t(std::stoul(std::string(s)));
+}
+
+std::chrono::milliseconds resolve_timeout() {
+  const char* env = std::getenv("VIASTACK_TCP_RESOLVE_TIMEOUT_MS");
+  return std::chrono::milliseconds(env && *env ? std::strtoul(env, nullptr, 10) : 60000);
+}
+
+ViAttributes attributes_of(const ConnectRequest& r) {
+  return ViAttributes{r.reliability, r.max_transfer, 0, r.rdma_write, r.rdma_read};
+}
+ViAttributes attributes_of(const ConnectResponse& r) {
+  return ViAttributes{r.reliability, r.max_transfer, 0, r.rdma_write, r.rdma_read};
+}
+
+// Whether a connection's socket is still open at the other end (nothing to
+// read yet, or data waiting: both mean open).
+bool still_open(asio::ip::tcp::socket& s) {
+  char byte;
+  const ssize_t got = recv(s.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+  return got > 0 || (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK));
+}
+
+// An accepted connection that proved itself and asked for a VI.
+struct Incoming {
+  std::shared_ptr<Handshake> conn;
+  ConnectRequest request;
+};
+
+// A connection this NIC opens for one of its VIs.
+struct Outgoing {
+  enum class Phase { connecting, waiting_to_retry, answered, failed };
+  Phase phase = Phase::connecting;
+  asio::ip::tcp::endpoint target;
+  ConnectRequest request;
+  std::shared_ptr<Handshake> conn;
+  ConnectResponse response;
+  Result failure = Result::no_match;
+  std::uint64_t retry_at = 0;
+  std::uint64_t attempt = 0;  // handlers of an abandoned attempt find a newer number here
+};
+
+class TcpProvider final : public Provider {
+ public:
+  TcpProvider(std::uint32_t nic, const JobKey& key, std::unique_ptr<DirectoryClient> directory,
+              const asio::ip::tcp::endpoint& listen)
+      : nic_(nic), key_(key), directory_(std::move(directory)), acceptor_(io_),
+        regions_(std::make_unique<RegionTable>()), epoll_fd_(epoll_create1(EPOLL_CLOEXEC)) {
+    acceptor_.open(listen.protocol());
+    acceptor_.bind(listen);
+    acceptor_.listen();
+    host_ = host_bytes(acceptor_.local_endpoint());
+    watch(acceptor_.native_handle(), EPOLLIN);
+    accept_next();
+  }
+
+  ~TcpProvider() override { ::close(epoll_fd_); }
+
+  // Tells the job's directory where this NIC listens.
+  bool publish(std::string& error) {
+    return !directory_ || directory_->put("tcp." + std::to_string(nic_), describe_endpoint(*endpoint_of(host_)), error);
+  }
+
+  const char* name() const override { return "tcp"; }
+  const std::vector<std::uint8_t>& host_address() const override { return host_; }
+
+  Result resolve(std::string_view name, std::uint32_t index, std::vector<std::uint8_t>& host) const override {
+    char hostname[256] = {};
+    gethostname(hostname, sizeof hostname - 1);
+    std::optional<std::uint32_t> nic;
+    if (name.substr(0, 4) == "rank")
+      nic = parse_number(name.substr(4));
+    else if (name == "localhost" || name == hostname)
+      nic = index;
+    else
+      nic = parse_number(name);
+    std::string error;
+    if (nic) {
+      if (!directory_) {
+        std::fprintf(stderr, "viastack: tcp: cannot look up NIC %u: no job directory (start the job with viarun)\n", *nic);
+        return Result::error_nameservice;
+      }
+      auto text = directory_->get("tcp." + std::to_string(*nic), resolve_timeout(), error);
+      auto endpoint = text ? parse_endpoint(*text) : std::nullopt;
+      if (!endpoint) {
+        std::fprintf(stderr, "viastack: tcp: cannot look up NIC %u: %s\n", *nic, error.c_str());
+        return Result::error_nameservice;
+      }
+      host = host_bytes(*endpoint);
+      return Result::success;
+    }
+    // "host:port", the address of a NIC outside any directory.
+    const std::string text(name);
+    if (auto endpoint = parse_endpoint(text)) {
+      host = host_bytes(*endpoint);
+      return Result::success;
+    }
+    const auto colon = text.rfind(':');
+    if (colon == std::string::npos) return Result::error_nameservice;
+    asio::io_context io;
+    asio::ip::tcp::resolver resolver(io);
+    asio::error_code ec;
+    auto results = resolver.resolve(asio::ip::tcp::v4(), text.substr(0, colon), text.substr(colon + 1), ec);
+    if (ec || results.empty()) return Result::error_nameservice;
+    host = host_bytes(results.begin()->endpoint());
+    return Result::success;
+  }
+
+  std::string describe_address(const std::vector<std::uint8_t>& host) const override {
+    auto endpoint = endpoint_of(host);
+    return endpoint ? "tcp:" + describe_endpoint(*endpoint) : "tcp:<malformed address>";
+  }
+
+  void fill_attributes(VIP_NIC_ATTRIBUTES& a) const override {
+    std::snprintf(a.Name, sizeof a.Name, "viastack-tcp:%u", nic_);
+    a.HardwareVersion = 1;
+    a.ProviderVersion = kWireVersion;
+    a.NicAddressLen = kHostBytes;
+    a.LocalNicAddress = host_.data();
+    a.MaxDiscriminatorLen = kMaxDiscriminator;
+    a.MaxRegisterBytes = ~0ul >> 1;
+    a.MaxRegisterBlockBytes = ~0ul >> 1;
+    a.MaxSegmentsPerDesc = 252;
+    a.MaxTransferSize = 1ul << 30;
+    a.NativeMTU = kMaxFramePayload;
+    a.ReliabilityLevelSupport = VIP_SERVICE_UNRELIABLE | VIP_SERVICE_RELIABLE_DELIVERY | VIP_SERVICE_RELIABLE_RECEPTION;
+    a.RDMAReadSupport = VIP_SERVICE_RELIABLE_DELIVERY | VIP_SERVICE_RELIABLE_RECEPTION;
+  }
+
+  RegionTable& regions() override { return *regions_; }
+  std::uint32_t max_vis() const override { return kMaxVi; }
+
+  Result add_vi(Vi& vi) override {
+    for (std::uint32_t i = 0; i < kMaxVi; ++i) {
+      if (slot_used_[i]) continue;
+      slot_used_[i] = true;
+      vi.provider_slot = i;
+      return Result::success;
+    }
+    return Result::error_resource;
+  }
+  void remove_vi(Vi& vi) override {
+    pending_.erase(vi.provider_slot);
+    slot_used_[vi.provider_slot] = false;
+  }
+  void publish_vi_attributes(Vi&) override {}  // RDMA is checked where it lands, in the engine
+  void reset_vi(Vi& vi) override { pending_.erase(vi.provider_slot); }
+
+  // ---- connection set-up ----
+
+  Result connect(Vi& vi, const NetAddress& local, const NetAddress& remote, ConnectMode mode) override {
+    auto target = endpoint_of(remote.host);
+    if (!target || remote.discriminator.size() > kMaxDiscriminator ||
+        local.discriminator.size() > kMaxDiscriminator || (!local.host.empty() && local.host != host_))
+      return Result::invalid_parameter;
+    Pending& p = pending_[vi.provider_slot];
+    p = Pending{mode, NetAddress{host_, local.discriminator}, remote, nullptr};
+    // Peer to peer, only the side whose address orders first opens the
+    // stream; the other waits for it, so a pair never makes two.
+    const bool opens = mode == ConnectMode::client ||
+                       std::tie(host_, local.discriminator) < std::tie(remote.host, remote.discriminator);
+    if (!opens) return Result::success;
+    p.out = std::make_shared<Outgoing>();
+    p.out->target = *target;
+    ConnectRequest& r = p.out->request;
+    r.mode = mode == ConnectMode::client ? tcp::ConnectMode::client : tcp::ConnectMode::peer;
+    r.reliability = vi.attributes().reliability;
+    r.rdma_write = vi.attributes().rdma_write;
+    r.rdma_read = vi.attributes().rdma_read;
+    r.max_transfer = vi.attributes().max_transfer;
+    std::copy(host_.begin(), host_.end(), r.from_host.begin());
+    r.local_disc = local.discriminator;
+    r.target_disc = remote.discriminator;
+    start(p.out);
+    return Result::success;
+  }
+
+  Result poll_connect(Vi& vi) override {
+    if (vi.state() == ViState::connected) return Result::success;
+    auto it = pending_.find(vi.provider_slot);
+    if (it == pending_.end()) return Result::invalid_state;
+    progress_control();
+    Pending& p = it->second;
+    if (!p.out) return poll_peer(vi, p);
+    Outgoing& o = *p.out;
+    switch (o.phase) {
+      case Outgoing::Phase::connecting: return Result::not_done;
+      case Outgoing::Phase::waiting_to_retry:
+        if (now_ns() >= o.retry_at) start(p.out);
+        return Result::not_done;
+      case Outgoing::Phase::failed: {
+        const Result r = o.failure;
+        pending_.erase(it);
+        return r;
+      }
+      case Outgoing::Phase::answered: break;
+    }
+    const ConnectResponse response = o.response;
+    std::shared_ptr<Handshake> conn = std::move(o.conn);
+    pending_.erase(it);
+    switch (response.status) {
+      case ConnectStatus::accepted:
+        vi.attach(make_link(*conn), attributes_of(response));
+        return Result::success;
+      case ConnectStatus::rejected: return Result::reject;
+      case ConnectStatus::reliability_mismatch: return Result::invalid_reliability_level;
+    }
+    return Result::no_match;
+  }
+
+  bool cancel_connect(Vi& vi) override {
+    auto it = pending_.find(vi.provider_slot);
+    if (it == pending_.end()) return vi.state() != ViState::connected;
+    if (it->second.out) abandon(*it->second.out);
+    pending_.erase(it);
+    return true;
+  }
+
+  std::unique_ptr<ConnRequest> take_request(const NetAddress& local) override {
+    if (!local.host.empty() && local.host != host_) return nullptr;
+    for (auto it = held_connects_.begin(); it != held_connects_.end();) {
+      if (!still_open(it->conn->socket)) {
+        it = held_connects_.erase(it);
+        continue;
+      }
+      if (it->request.target_disc != local.discriminator) {
+        ++it;
+        continue;
+      }
+      auto request = std::make_unique<ConnRequest>();
+      request->local = NetAddress{host_, local.discriminator};
+      request->remote = NetAddress{std::vector<std::uint8_t>(it->request.from_host.begin(), it->request.from_host.end()),
+                                   it->request.local_disc};
+      request->remote_attrs = attributes_of(it->request);
+      request->provider_cookie = ++last_cookie_;
+      accepted_[last_cookie_] = std::move(*it);
+      held_connects_.erase(it);
+      return request;
+    }
+    return nullptr;
+  }
+
+  Result accept(const ConnRequest& request, Vi& vi) override {
+    auto it = accepted_.find(request.provider_cookie);
+    if (it == accepted_.end()) return Result::invalid_parameter;
+    Incoming in = std::move(it->second);
+    accepted_.erase(it);
+    if (!answer(*in.conn, ConnectStatus::accepted, vi.attributes())) return Result::timeout;  // the client gave up
+    vi.attach(make_link(*in.conn), attributes_of(in.request));
+    return Result::success;
+  }
+
+  void reject(const ConnRequest& request) override {
+    auto it = accepted_.find(request.provider_cookie);
+    if (it == accepted_.end()) return;
+    answer(*it->second.conn, ConnectStatus::rejected, ViAttributes{});
+    accepted_.erase(it);
+  }
+
+  void progress_control() override {
+    if (io_.stopped()) io_.restart();
+    io_.poll();
+  }
+
+  // ---- sleeping ----
+
+  std::uint32_t arm_sleep() override { return 0; }
+
+  void sleep(std::uint32_t, std::chrono::nanoseconds max) override {
+    for (TcpLink* link : links_) {
+      if (link->frame_buffered()) return;
+      const std::uint32_t events = EPOLLIN | (link->backlog() ? EPOLLOUT : 0u);
+      if (events != link->epoll_events) {
+        watch(link->fd(), events);
+        link->epoll_events = events;
+      }
+    }
+    epoll_event ready[16];
+    const int ms = int(std::max<std::int64_t>(1, (max.count() + 999'999) / 1'000'000));
+    epoll_wait(epoll_fd_, ready, 16, ms);
+  }
+
+  void disarm_sleep() override {}
+
+ private:
+  struct Pending {
+    ConnectMode mode;
+    NetAddress local, remote;
+    std::shared_ptr<Outgoing> out;  // null: waiting for the peer's stream
+  };
+
+  void watch(int fd, std::uint32_t events) {
+    epoll_event e{};
+    e.events = events;
+    e.data.fd = fd;
+    if (epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, fd, &e) != 0) epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &e);
+  }
+
+  std::unique_ptr<Link> make_link(Handshake& conn) {
+    auto link = std::make_unique<TcpLink>(std::move(conn.socket), conn.peer, [this](TcpLink* gone) {
+      links_.erase(std::find(links_.begin(), links_.end(), gone));
+    });
+    link->epoll_events = EPOLLIN;
+    watch(link->fd(), EPOLLIN);
+    links_.push_back(link.get());
+    return link;
+  }
+
+  // Writes a connect response on a connection that is otherwise idle.
+  bool answer(Handshake& conn, ConnectStatus status, const ViAttributes& attrs) {
+    ConnectResponse r{status, attrs.reliability, attrs.rdma_write, attrs.rdma_read, attrs.max_transfer};
+    asio::error_code ec;
+    asio::write(conn.socket, asio::buffer(encode(r)), ec);
+    return !ec;
+  }
+
+  // ---- the side that opens a stream ----
+
+  void start(const std::shared_ptr<Outgoing>& o) {
+    o->phase = Outgoing::Phase::connecting;
+    const std::uint64_t attempt = ++o->attempt;
+    o->conn = std::make_shared<Handshake>(asio::ip::tcp::socket(io_));
+    o->conn->peer = describe_endpoint(o->target);
+    o->conn->socket.async_connect(o->target, [this, o, attempt](const asio::error_code& ec) {
+      if (attempt != o->attempt) return;
+      if (ec) return retry_later(*o);  // not listening yet, or gone: the VI's timeout decides
+      watch(o->conn->socket.native_handle(), EPOLLIN);
+      run_client_handshake(o->conn, key_, Purpose::vi, [this, o, attempt](const std::string& error) {
+        if (attempt != o->attempt) return;
+        if (!error.empty()) return fail(*o, error);
+        write_all(o->conn, encode(o->request), [this, o, attempt](const std::string& error) {
+          if (attempt != o->attempt) return;
+          if (!error.empty()) return fail(*o, error);
+          read_exactly(o->conn, ConnectResponse::kBytes, [this, o, attempt](const std::string& error) {
+            if (attempt != o->attempt) return;
+            std::string why = error;
+            auto response = why.empty() ? decode_response(o->conn->buffer, why) : std::nullopt;
+            if (!response) return fail(*o, why);
+            o->response = *response;
+            o->phase = Outgoing::Phase::answered;
+          });
+        });
+      });
+    });
+  }
+
+  void retry_later(Outgoing& o) {
+    o.phase = Outgoing::Phase::waiting_to_retry;
+    o.retry_at = now_ns() + kRetryNs;
+    asio::error_code ignored;
+    o.conn->socket.close(ignored);
+  }
+
+  void fail(Outgoing& o, const std::string& error) {
+    std::fprintf(stderr, "viastack: tcp: connecting to %s: %s\n", o.conn->peer.c_str(), error.c_str());
+    o.phase = Outgoing::Phase::failed;
+    o.failure = Result::no_match;
+    asio::error_code ignored;
+    o.conn->socket.close(ignored);
+  }
+
+  void abandon(Outgoing& o) {
+    ++o.attempt;
+    if (o.conn) {
+      asio::error_code ignored;
+      o.conn->socket.close(ignored);
+    }
+  }
+
+  // ---- the side that waits for a peer's stream ----
+
+  Result poll_peer(Vi& vi, Pending& p) {
+    for (auto it = held_peers_.begin(); it != held_peers_.end();) {
+      const ConnectRequest& r = it->request;
+      if (!still_open(it->conn->socket)) {
+        it = held_peers_.erase(it);
+        continue;
+      }
+      if (!std::equal(r.from_host.begin(), r.from_host.end(), p.remote.host.begin(), p.remote.host.end()) ||
+          r.local_disc != p.remote.discriminator || r.target_disc != p.local.discriminator) {
+        ++it;
+        continue;
+      }
+      Incoming in = std::move(*it);
+      held_peers_.erase(it);
+      pending_.erase(vi.provider_slot);
+      if (in.request.reliability != vi.attributes().reliability) {
+        answer(*in.conn, ConnectStatus::reliability_mismatch, vi.attributes());
+        return Result::invalid_reliability_level;
+      }
+      if (!answer(*in.conn, ConnectStatus::accepted, vi.attributes())) return Result::no_match;
+      vi.attach(make_link(*in.conn), attributes_of(in.request));
+      return Result::success;
+    }
+    return Result::not_done;
+  }
+
+  // ---- incoming streams ----
+
+  void accept_next() {
+    acceptor_.async_accept([this](const asio::error_code& ec, asio::ip::tcp::socket socket) {
+      if (ec == asio::error::operation_aborted) return;
+      if (!ec) admit(std::move(socket));
+      accept_next();
+    });
+  }
+
+  // Nothing but the handshake is read from a new stream until it proved
+  // itself, and it has auth_timeout() to do so.
+  void admit(asio::ip::tcp::socket socket) {
+    auto conn = std::make_shared<Handshake>(std::move(socket));
+    watch(conn->socket.native_handle(), EPOLLIN);
+    auto deadline = std::make_shared<asio::steady_timer>(io_, auth_timeout());
+    auto timed_out = std::make_shared<bool>(false);
+    deadline->async_wait([conn, timed_out](const asio::error_code& ec) {
+      if (ec) return;
+      *timed_out = true;
+      asio::error_code ignored;
+      conn->socket.close(ignored);
+    });
+    auto refuse = [conn, timed_out](const std::string& error) {
+      std::fprintf(stderr, "viastack: tcp: refused a connection from %s: %s\n", conn->peer.c_str(),
+                   *timed_out ? "it did not prove it belongs to the job in time" : error.c_str());
+      asio::error_code ignored;
+      conn->socket.close(ignored);
+    };
+    run_server_handshake(conn, key_, [this, conn, deadline, refuse](const std::string& error) {
+      if (!error.empty()) return refuse(error);
+      if (conn->purpose != Purpose::vi) return refuse("not a VI connection");
+      read_exactly(conn, ConnectRequest::kBytes, [this, conn, deadline, refuse](const std::string& error) {
+        deadline->cancel();
+        std::string why = error;
+        auto request = why.empty() ? decode_request(conn->buffer, why) : std::nullopt;
+        if (!request) return refuse(why);
+        auto& held = request->mode == tcp::ConnectMode::client ? held_connects_ : held_peers_;
+        if (held.size() >= kMaxHeldRequests) held.pop_front();
+        held.push_back(Incoming{conn, std::move(*request)});
+      });
+    });
+  }
+
+  const std::uint32_t nic_;
+  const JobKey key_;
+  std::unique_ptr<DirectoryClient> directory_;
+  asio::io_context io_;
+  asio::ip::tcp::acceptor acceptor_;
+  std::unique_ptr<RegionTable> regions_;
+  const int epoll_fd_;
+  std::vector<std::uint8_t> host_;
+  std::vector<bool> slot_used_ = std::vector<bool>(kMaxVi);
+  std::map<std::uint32_t, Pending> pending_;  // by VI slot
+  std::deque<Incoming> held_connects_, held_peers_;
+  std::map<std::uint64_t, Incoming> accepted_;  // requests handed out by take_request
+  std::uint64_t last_cookie_ = 0;
+  std::vector<TcpLink*> links_;
+};
+
+std::optional<std::uint32_t> nic_number(std::string_view device) {
+  if (auto colon = device.find(':'); colon != std::string_view::npos) return parse_number(device.substr(colon + 1));
+  if (const char* rank = std::getenv("VIASTACK_RANK")) return parse_number(rank);
+  return 0;
+}
+
+}  // namespace
+
+Result open_tcp_provider(std::string_view device, std::unique_ptr<Provider>& out) {
+  auto nic = nic_number(device);
+  if (!nic) {
+    std::fprintf(stderr, "viastack: bad device name '%.*s' or VIASTACK_RANK (expected tcp:N)\n", int(device.size()),
+                 device.data());
+    return Result::invalid_parameter;
+  }
+  std::string error;
+  auto key = job_key_from_environment(error);
+  if (!key) {
+    std::fprintf(stderr, "viastack: tcp: %s\n", error.c_str());
+    return Result::error_resource;
+  }
+  std::unique_ptr<DirectoryClient> directory;
+  if (const char* address = std::getenv("VIASTACK_DIRECTORY"); address && *address) {
+    directory = DirectoryClient::connect(address, *key, error);
+    if (!directory) {
+      std::fprintf(stderr, "viastack: tcp: %s\n", error.c_str());
+      return Result::error_resource;
+    }
+  }
+  // Listen where peers can reach us: as told, else on the address that
+  // reaches the launcher, else on loopback.
+  asio::ip::address listen = directory ? directory->local_address() : asio::ip::address(asio::ip::address_v4::loopback());
+  if (const char* address = std::getenv("VIASTACK_TCP_ADDRESS"); address && *address) {
+    asio::error_code ec;
+    listen = asio::ip::make_address_v4(address, ec);
+    if (ec) {
+      std::fprintf(stderr, "viastack: tcp: VIASTACK_TCP_ADDRESS='%s' is not an IPv4 address\n", address);
+      return Result::invalid_parameter;
+    }
+  }
+  std::uint16_t port = 0;
+  if (const char* text = std::getenv("VIASTACK_TCP_PORT"); text && *text) port = std::uint16_t(std::atoi(text));
+  try {
+    auto provider = std::make_unique<TcpProvider>(*nic, *key, std::move(directory), asio::ip::tcp::endpoint(listen, port));
+    if (!provider->publish(error)) {
+      std::fprintf(stderr, "viastack: tcp: %s\n", error.c_str());
+      return Result::error_resource;
+    }
+    out = std::move(provider);
+  } catch (const std::system_error& e) {
+    std::fprintf(stderr, "viastack: tcp: cannot listen on %s:%u: %s\n", listen.to_string().c_str(), port, e.what());
+    return Result::error_resource;
+  }
+  return Result::success;
+}
+
+}  // namespace via::tcp
