@@ -73,8 +73,10 @@ int run_job(const viarun::LaunchOptions& options) {
     listen = asio::ip::make_address_v4(options.listen_address, ec);
     if (ec) throw viarun::UsageError("--listen-address: '" + options.listen_address + "' is not an IPv4 address");
   }
-  via::tcp::DirectoryServer directory(key, listen);
+  // Signals are routed to viarun's signalfd before the directory's thread
+  // starts, so that the thread inherits the blocked mask.
   viarun::SignalWatcher signals;
+  via::tcp::DirectoryServer directory(key, listen);
   viarun::Job job(options, program_path, job_id, {via::tcp::key_to_hex(key), directory.address()}, signals);
   return job.run();
 }

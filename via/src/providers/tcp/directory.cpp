@@ -1,5 +1,7 @@
 #include "providers/tcp/directory.hpp"
 
+#include <fcntl.h>
+
 #include <cstdio>
 #include <istream>
 
@@ -39,6 +41,7 @@ struct DirectoryServer::Session {
 DirectoryServer::DirectoryServer(const JobKey& key, const asio::ip::address& address)
     : key_(key), acceptor_(io_, asio::ip::tcp::endpoint(address, 0)) {
   address_ = describe_endpoint(acceptor_.local_endpoint());
+  fcntl(acceptor_.native_handle(), F_SETFD, FD_CLOEXEC);  // the ranks viarun starts do not inherit it
   accept_next();
   thread_ = std::thread([this] { io_.run(); });
 }
