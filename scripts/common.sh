@@ -4,10 +4,14 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 JOBS=${JOBS:-$(nproc)}
 
 # Debian packages the build and the tests need; installed only when missing.
-# libasio-dev and libssl-dev (libcrypto): the tcp provider.
-REQUIRED_PACKAGES=(cmake ninja-build g++ libgtest-dev libgmock-dev pkg-config libasio-dev libssl-dev)
+# libasio-dev and libssl-dev (libcrypto): the tcp provider; iproute2: the
+# network-namespace test.
+REQUIRED_PACKAGES=(cmake ninja-build g++ libgtest-dev libgmock-dev pkg-config libasio-dev libssl-dev iproute2)
 # libFuzzer comes with clang's runtime.
 FUZZ_PACKAGES=(clang libclang-rt-14-dev)
+# Open MPI's mpi.h (the MPI layer is compiled against it), its libmpi.so.40
+# (the ABI check compares against it) and mpicc (the binary-compatibility test).
+MPI_PACKAGES=(libopenmpi-dev openmpi-bin)
 
 install_missing_packages() {
   local missing=()

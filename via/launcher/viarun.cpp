@@ -67,8 +67,10 @@ int run_job(const viarun::LaunchOptions& options) {
   // Every job has its own secret; the directory where the ranks publish their
   // addresses only answers connections that prove they know it.
   const via::tcp::JobKey key = via::tcp::random_key();
-  asio::ip::address listen = default_listen_address(options);
-  if (!options.listen_address.empty()) {
+  asio::ip::address listen;
+  if (options.listen_address.empty()) {
+    listen = default_listen_address(options);
+  } else {
     asio::error_code ec;
     listen = asio::ip::make_address_v4(options.listen_address, ec);
     if (ec) throw viarun::UsageError("--listen-address: '" + options.listen_address + "' is not an IPv4 address");

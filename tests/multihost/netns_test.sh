@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# Several hosts on one machine: three network namespaces joined by veth pairs
+# and a bridge, each its own host with its own address. viarun starts ranks in
+# them ("ip netns exec {host}") over the tcp provider and runs a ping-pong, an
+# all-to-all exchange and RDMA reads and writes across them; then a link is
+# cut mid-transfer and the survivors must report the broken connection in
+# bounded time. Everything is removed afterwards, also on failure.
+#
+# usage: netns_test.sh BIN_DIR      (root only; exits 77 = skipped otherwise)
+set -uo pipefail
+BIN=${1:?usage: netns_test.sh BIN_DIR}
+SKIP=77
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "SKIPPED: needs root to create network namespaces"
+  exit $SKIP
+fi
+if ! command -v ip >/dev/null; then
+  echo "SKIPPED: the ip command (iproute2) is missing"
+  exit $SKIP
+fi
+
+tag=vs$$                  # short: interface names have at most 15 characters
+net=10.$((100 + $$ % 100)).$(( ($$ / 100) % 250 ))
+bridge=${tag}br
+hosts=()
+
+cleanup() {
+  for i in 1 2 3; do
+    ip netns del "${tag}h$i" 2>/dev/null
+    ip link del "${tag}v$i" 2>/dev/null
+  done
+  ip link del "$bridge" 2>/dev/null
+}
+trap cleanup EXIT
+
+fail() {
+  echo "FAILED: $*"
+  exit 1
+}
+
+setup() {
+  ip link add "$bridge" type bridge || return 1
+  ip addr add "$net.254/24" dev "$bridge" && ip link set "$bridge" up || return 1
+  for i in 1 2 3; do
+    local ns=${tag}h$i
+    ip netns add "$ns" || return 1
+    ip link add "${tag}v$i" type veth peer name "${tag}p$i" || return 1
+    ip link set "${tag}p$i" netns "$ns" || return 1
+    ip link set "${tag}v$i" master "$bridge" up || return 1
+    ip netns exec "$ns" ip addr add "$net.$i/24" dev "${tag}p$i" || return 1
+    ip netns exec "$ns" ip link set "${tag}p$i" up || return 1
+    ip netns exec "$ns" ip link set lo up || return 1
+    hosts+=("$ns")
+  done
+}
+if ! setup; then
+  echo "SKIPPED: cannot create namespaces, veth pairs and a bridge here"
+  exit $SKIP
+fi
+host_list=$(IFS=,; echo "${hosts[*]}")
+
+run() {  # run RANKS PROGRAM ARGS... : a job across the namespaces
+  local ranks=$1; shift
+  "$BIN/viarun" --hosts "$host_list" --launcher "ip netns exec {host}" --listen-address "$net.254" \
+    --provider tcp --timeout 60 -n "$ranks" -- "$@"
+}
+
+echo "== ping-pong between $net.1 and $net.2"
+out=$(run 2 "$BIN/via_pingpong" --summary 2>&1) || fail "ping-pong: $out"
+echo "$out"
+
+echo "== all-to-all over 6 ranks, 2 per host"
+out=$(run 6 "$BIN/mp_alltoall" 2>&1) || fail "all-to-all: $out"
+echo "$out"
+[ "$(grep -c 'over tcp: all verified' <<<"$out")" -eq 6 ] || fail "not every rank verified its data"
+
+echo "== send/receive, RDMA write with immediate data and RDMA read between hosts"
+out=$(run 2 "$BIN/mp_transfer" 2>&1) || fail "transfer: $out"
+echo "$out"
+
+echo "== a link cut mid-transfer"
+# Ranks 0 and 1 run on hosts 1 and 2. Host 2's cable is pulled at the bridge
+# after two seconds: both hosts keep their addresses and routes, nothing says
+# the peer is gone, and both sides must find out by their timeouts.
+start=$(date +%s)
+VIASTACK_TCP_TIMEOUT_MS=2000 run 2 "$BIN/mp_alltoall" --until-broken 40 >"/tmp/$tag.cut" 2>&1 &
+job=$!
+sleep 2
+ip link set "${tag}v2" down
+wait $job
+status=$?
+took=$(( $(date +%s) - start ))
+cat "/tmp/$tag.cut"
+grep -q "rank [01]: connection lost" "/tmp/$tag.cut" || { rm -f "/tmp/$tag.cut"; fail "no rank reported the broken connection"; }
+rm -f "/tmp/$tag.cut"
+[ "$status" -eq 3 ] || fail "the job ended with status $status, expected 3 (connection lost)"
+[ "$took" -le 30 ] || fail "noticing the cut took $took s"
+echo "the cut was noticed; the job ended after $took s"
+echo "PASSED"
