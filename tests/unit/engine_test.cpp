@@ -534,7 +534,9 @@ TEST_P(Engine, AfterThePeerDisconnectsNothingReachesItsNextConnection) {
   // before the peer's close arrived. Either way a's VI breaks.
   VIP_DESCRIPTOR* s = wait_done(va, false);
   ASSERT_NE(s, nullptr);
-  if (!tcp() || status_err(s) != 0) EXPECT_EQ(status_err(s), std::uint32_t(VIP_STATUS_DESC_FLUSHED_ERROR));
+  if (!tcp() || status_err(s) != 0) {
+    EXPECT_EQ(status_err(s), std::uint32_t(VIP_STATUS_DESC_FLUSHED_ERROR));
+  }
   EXPECT_TRUE(pump({a.nic.get()}, [&] { return va->state() == via::ViState::error; }));
 }
 

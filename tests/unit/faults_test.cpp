@@ -6,6 +6,7 @@
 
 #include "engine/faults.hpp"
 #include "support/endpoint.hpp"
+#include "support/job_directory.hpp"
 
 using namespace testing_support;
 
@@ -43,18 +44,21 @@ struct Received {
   int corrupt = 0;
 };
 
-class Faults : public ::testing::Test {
+// The injector sits in the engine, above the providers: every provider gets the same faults.
+class Faults : public ::testing::TestWithParam<const char*> {
  protected:
   void TearDown() override { unsetenv("VIASTACK_FAULTS"); }
+  std::string nic(int n) const { return std::string(GetParam()) + ":" + std::to_string(n); }
 
   // Opens two NICs in a fresh job under `faults`, sends `count` messages over
   // a VI of `level`, and returns what arrived.
   Received run(const char* faults, VIP_RELIABILITY_LEVEL level, std::uint32_t count, via::NicCounters* sender = nullptr) {
     use_unique_job("faultstest");
     setenv("VIASTACK_FAULTS", faults, 1);
+    if (std::string(GetParam()) == "tcp") use_job_directory();
     Endpoint a, b;
-    a.open("shm:0", 1 << 20);
-    b.open("shm:1", 64 * kSlot);
+    a.open(nic(0), 1 << 20);
+    b.open(nic(1), 64 * kSlot);
     via::Vi* va = a.create_vi(level);
     via::Vi* vb = b.create_vi(level);
     EXPECT_EQ(connect_peers(a, "rank0", va, b, "rank1", vb, "f"), std::make_pair(via::Result::success, via::Result::success));
@@ -106,7 +110,7 @@ class Faults : public ::testing::Test {
   static constexpr std::size_t kSlot = 128 * 1024;
 };
 
-TEST_F(Faults, UnreliableViSeesLossDuplicationAndReorderingButNeverCorruption) {
+TEST_P(Faults, UnreliableViSeesLossDuplicationAndReorderingButNeverCorruption) {
   via::NicCounters counters;
   const std::uint32_t n = 3000;
   Received got = run("drop=0.1,dup=0.05,reorder=0.1,seed=7", VIP_SERVICE_UNRELIABLE, n, &counters);
@@ -130,7 +134,7 @@ TEST_F(Faults, UnreliableViSeesLossDuplicationAndReorderingButNeverCorruption) {
   EXPECT_GT(counters.faults_reordered, 0u);
 }
 
-TEST_F(Faults, TheSameSeedGivesTheSameFaults) {
+TEST_P(Faults, TheSameSeedGivesTheSameFaults) {
   Received first = run("drop=0.1,dup=0.05,reorder=0.1,seed=11", VIP_SERVICE_UNRELIABLE, 1000);
   Received second = run("drop=0.1,dup=0.05,reorder=0.1,seed=11", VIP_SERVICE_UNRELIABLE, 1000);
   Received other = run("drop=0.1,dup=0.05,reorder=0.1,seed=12", VIP_SERVICE_UNRELIABLE, 1000);
@@ -141,13 +145,13 @@ TEST_F(Faults, TheSameSeedGivesTheSameFaults) {
   EXPECT_NE(first.ids, other.ids);
 }
 
-TEST_F(Faults, DelayedFramesArriveLateButInOrder) {
+TEST_P(Faults, DelayedFramesArriveLateButInOrder) {
   Received got = run("delay_us=200,seed=1", VIP_SERVICE_UNRELIABLE, 200);
   ASSERT_EQ(got.ids.size(), 200u);
   for (std::uint32_t i = 0; i < 200; ++i) EXPECT_EQ(got.ids[i], i);
 }
 
-TEST_F(Faults, ReliableVisAreNotTouched) {
+TEST_P(Faults, ReliableVisAreNotTouched) {
   via::NicCounters counters;
   Received got = run("drop=0.3,dup=0.3,reorder=0.3,seed=5", VIP_SERVICE_RELIABLE_DELIVERY, 1000, &counters);
   EXPECT_EQ(got.corrupt, 0);
@@ -156,11 +160,14 @@ TEST_F(Faults, ReliableVisAreNotTouched) {
   EXPECT_EQ(counters.faults_dropped + counters.faults_duplicated + counters.faults_reordered, 0u);
 }
 
-TEST_F(Faults, ABadPlanRefusesToOpenTheNic) {
+TEST_P(Faults, ABadPlanRefusesToOpenTheNic) {
   setenv("VIASTACK_JOB", "faultstest-bad", 1);
   setenv("VIASTACK_FAULTS", "drop=lots", 1);
   std::unique_ptr<via::Nic> nic;
-  EXPECT_EQ(via::Nic::open("shm:0", nic), via::Result::invalid_parameter);
+  EXPECT_EQ(via::Nic::open(this->nic(0), nic), via::Result::invalid_parameter);
 }
+
+INSTANTIATE_TEST_SUITE_P(Providers, Faults, ::testing::Values("shm", "tcp"),
+                         [](const auto& info) { return std::string(info.param); });
 
 }  // namespace

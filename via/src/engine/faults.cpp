@@ -113,7 +113,13 @@ void FaultInjector::flush(Link& link, std::uint64_t now_ns) {
     }
     iovec payload{it->payload.data(), it->payload.size()};
     if (!link.try_send(it->header, &payload, payload.iov_len ? 1 : 0)) return;
-    if (it->duplicate && link.try_send(it->header, &payload, payload.iov_len ? 1 : 0)) ++counters_.faults_duplicated;
+    if (it->duplicate) {
+      // The copy stays queued, due now, until the link takes it too: a full
+      // link must not decide whether a drawn duplicate happens.
+      it->duplicate = false;
+      ++counters_.faults_duplicated;
+      continue;
+    }
     const bool releases = !it->behind_next;
     const std::uint64_t seq = it->seq;
     held_.erase(it);

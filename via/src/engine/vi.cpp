@@ -278,9 +278,9 @@ void Vi::attach(std::unique_ptr<Link> link, const ViAttributes& remote_attrs) {
   direct_min_ = direct_capable_ ? direct_threshold() : UINT64_MAX;
   faults_.reset();
   if (nic_.fault_plan_ && attrs_.reliability == VIP_SERVICE_UNRELIABLE) {
-    // One random stream per VI, derived from the NIC's address and the VI's slot.
-    std::uint64_t stream = provider_slot;
-    for (std::uint8_t byte : nic_.host_address()) stream = stream * 131 + byte;
+    // One random stream per VI, derived from the NIC's number and the VI's
+    // slot, so that a seed replays the same faults in every run.
+    const std::uint64_t stream = std::uint64_t(nic_.provider_->nic_number()) << 32 | provider_slot;
     faults_ = std::make_unique<FaultInjector>(*nic_.fault_plan_, stream, nic_.counters_);
   }
   remote_attrs_ = remote_attrs;

@@ -58,6 +58,9 @@ class Provider {
   virtual ~Provider() = default;
   virtual const char* name() const = 0;
   virtual const std::vector<std::uint8_t>& host_address() const = 0;
+  // The NIC's number in its job (its rank's, or N of "shm:N"/"tcp:N"): the
+  // same from run to run, unlike a tcp address with its ephemeral port.
+  virtual std::uint32_t nic_number() const = 0;
   virtual Result resolve(std::string_view name, std::uint32_t index, std::vector<std::uint8_t>& host) const = 0;
   virtual std::string describe_address(const std::vector<std::uint8_t>& host) const = 0;
   virtual void fill_attributes(VIP_NIC_ATTRIBUTES& attrs) const = 0;

@@ -65,6 +65,7 @@ class ShmProvider final : public Provider {
 
   const char* name() const override { return "shm"; }
   const std::vector<std::uint8_t>& host_address() const override { return host_; }
+  std::uint32_t nic_number() const override { return nic_; }
 
   Result resolve(std::string_view name, std::uint32_t index, std::vector<std::uint8_t>& host) const override {
     std::optional<std::uint32_t> nic;

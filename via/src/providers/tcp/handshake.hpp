@@ -2,6 +2,11 @@
 // the tcp provider for VI connections and by viarun's directory service.
 #pragma once
 
+// A standard header first: Asio picks aligned_alloc or operator new for its
+// handler memory by whether libstdc++'s configuration was already included,
+// and every translation unit must pick the same (memory allocated in one is
+// freed in another).
+#include <cstddef>
 #include <asio.hpp>
 
 #include <functional>

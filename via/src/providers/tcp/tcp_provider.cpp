@@ -107,6 +107,7 @@ class TcpProvider final : public Provider {
 
   const char* name() const override { return "tcp"; }
   const std::vector<std::uint8_t>& host_address() const override { return host_; }
+  std::uint32_t nic_number() const override { return nic_; }
 
   Result resolve(std::string_view name, std::uint32_t index, std::vector<std::uint8_t>& host) const override {
     char hostname[256] = {};

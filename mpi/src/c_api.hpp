@@ -1,0 +1,72 @@
+// Shared by the C entry points: argument checks, and the one place where an
+// Error thrown inside the library becomes an MPI error class.
+#pragma once
+
+#include <mpi.h>
+
+#include <climits>
+#include <new>
+
+#include "comm.hpp"
+#include "datatype.hpp"
+#include "errors.hpp"
+#include "request.hpp"
+#include "runtime.hpp"
+
+namespace viastack::mpi {
+
+// Runs body; an Error goes to comm's error handler (MPI_COMM_WORLD's if comm is not usable).
+// comm is read when the error happens, so a body may point it at a request's communicator.
+template <class Body>
+int guarded(const char* function, const MPI_Comm& comm, Body&& body) {
+  try {
+    body();
+    return MPI_SUCCESS;
+  } catch (const Error& e) {
+    return raise_error(comm, function, e);
+  } catch (const std::bad_alloc&) {
+    return raise_error(comm, function, Error{MPI_ERR_NO_MEM, "out of memory"});
+  }
+}
+
+inline constexpr int kTagUpperBound = INT_MAX;
+
+inline void check_count(int count) { require(count >= 0, MPI_ERR_COUNT, "negative count"); }
+inline void check_buffer(const void* buf, int count, const Datatype& type) {
+  require(buf != nullptr || count == 0 || type.size() == 0, MPI_ERR_BUFFER, "null buffer with a non-zero count");
+}
+inline void check_send_tag(int tag) { require(tag >= 0, MPI_ERR_TAG, "a send's tag must be 0 or more"); }
+inline void check_recv_tag(int tag) {
+  require(tag >= 0 || tag == MPI_ANY_TAG, MPI_ERR_TAG, "a receive's tag must be 0 or more, or MPI_ANY_TAG");
+}
+inline void check_pointer(const void* p, const char* what) { require(p != nullptr, MPI_ERR_ARG, what); }
+
+// The request behind a handle; nullptr for MPI_REQUEST_NULL.
+inline Request* request_of(MPI_Request handle) {
+  if (handle == MPI_REQUEST_NULL) return nullptr;
+  require(handle != nullptr && handle->kind == HandleKind::request, MPI_ERR_REQUEST, "invalid request handle");
+  return static_cast<Request*>(handle);
+}
+
+// Fills the status of the (complete) request, frees it, and sets the handle to
+// MPI_REQUEST_NULL; returns the request's error class.
+inline int retire(MPI_Request* handle, MPI_Status* status) {
+  Request* r = static_cast<Request*>(*handle);
+  r->fill_status(status);
+  const int error = r->error;
+  delete r;
+  *handle = MPI_REQUEST_NULL;
+  return error;
+}
+
+// What MPI_Wait and friends report for MPI_REQUEST_NULL.
+inline void fill_empty_status(MPI_Status* status) {
+  if (status == MPI_STATUS_IGNORE) return;
+  status->MPI_SOURCE = MPI_ANY_SOURCE;
+  status->MPI_TAG = MPI_ANY_TAG;
+  status->MPI_ERROR = MPI_SUCCESS;
+  status->_cancelled = 0;
+  status->_ucount = 0;
+}
+
+}  // namespace viastack::mpi

@@ -1,0 +1,237 @@
+// C entry points: collective operations and user reduction operations.
+#include <vector>
+
+#include "c_api.hpp"
+#include "collectives.hpp"
+#include "ops.hpp"
+
+using namespace viastack::mpi;
+
+namespace {
+
+struct Buffer {
+  const void* buf;
+  int count;
+  const Datatype* type;
+};
+
+Buffer checked_buffer(const void* buf, int count, MPI_Datatype datatype) {
+  check_count(count);
+  const Datatype& type = datatype_of(datatype);
+  check_buffer(buf == MPI_IN_PLACE ? nullptr : buf, buf == MPI_IN_PLACE ? 0 : count, type);
+  return Buffer{buf, count, &type};
+}
+
+void check_root(const Communicator& comm, int root) {
+  require(root >= 0 && root < comm.size(), MPI_ERR_ROOT, "root is not a rank of the communicator");
+}
+
+// Per-rank counts and displacements; uniform ones for the non-v variants.
+struct Layout {
+  std::vector<int> counts, displs;
+  Layout(int n, int count) : counts(std::size_t(n), count), displs(std::size_t(n)) {
+    for (int r = 0; r < n; ++r) displs[std::size_t(r)] = r * count;
+  }
+  Layout(int n, const int* c, const int* d) : counts(c, c + n), displs(d, d + n) {
+    for (int x : counts) check_count(x);
+  }
+};
+
+}  // namespace
+
+int MPI_Barrier(MPI_Comm comm) {
+  return guarded("MPI_Barrier", comm, [&] {
+    runtime();
+    barrier(communicator_of(comm));
+  });
+}
+
+int MPI_Bcast(void* buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm) {
+  return guarded("MPI_Bcast", comm, [&] {
+    runtime();
+    Communicator& c = communicator_of(comm);
+    Buffer b = checked_buffer(buffer, count, datatype);
+    check_root(c, root);
+    bcast(buffer, std::size_t(count), *b.type, root, c);
+  });
+}
+
+int MPI_Reduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op, int root, MPI_Comm comm) {
+  return guarded("MPI_Reduce", comm, [&] {
+    runtime();
+    Communicator& c = communicator_of(comm);
+    Buffer b = checked_buffer(sendbuf, count, datatype);
+    check_root(c, root);
+    const void* input = sendbuf == MPI_IN_PLACE && c.rank() == root ? recvbuf : sendbuf;
+    reduce(input, recvbuf, std::size_t(count), *b.type, op_of(op), root, c);
+  });
+}
+
+int MPI_Allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm) {
+  return guarded("MPI_Allreduce", comm, [&] {
+    runtime();
+    Communicator& c = communicator_of(comm);
+    Buffer b = checked_buffer(recvbuf, count, datatype);
+    allreduce(sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf, recvbuf, std::size_t(count), *b.type, op_of(op), c);
+  });
+}
+
+int MPI_Scan(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm) {
+  return guarded("MPI_Scan", comm, [&] {
+    runtime();
+    Communicator& c = communicator_of(comm);
+    Buffer b = checked_buffer(recvbuf, count, datatype);
+    scan(sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf, recvbuf, std::size_t(count), *b.type, op_of(op), c);
+  });
+}
+
+int MPI_Reduce_scatter_block(const void* sendbuf, void* recvbuf, int recvcount, MPI_Datatype datatype, MPI_Op op,
+                             MPI_Comm comm) {
+  return guarded("MPI_Reduce_scatter_block", comm, [&] {
+    runtime();
+    Communicator& c = communicator_of(comm);
+    Buffer b = checked_buffer(recvbuf, recvcount, datatype);
+    require(sendbuf != MPI_IN_PLACE, MPI_ERR_ARG, "MPI_IN_PLACE is not supported here");
+    reduce_scatter_block(sendbuf, recvbuf, std::size_t(recvcount), *b.type, op_of(op), c);
+  });
+}
+
+namespace {
+
+int gather_common(const char* function, const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
+                  const int* recvcounts, const int* displs, int recvcount, MPI_Datatype recvtype, int root,
+                  MPI_Comm comm) {
+  return guarded(function, comm, [&] {
+    runtime();
+    Communicator& c = communicator_of(comm);
+    check_root(c, root);
+    const bool is_root = c.rank() == root;
+    const Datatype* rtype = is_root ? &datatype_of(recvtype) : nullptr;
+    Layout layout = is_root && recvcounts ? Layout(c.size(), recvcounts, displs) : Layout(c.size(), recvcount);
+    Blocks recv{recvbuf, layout.counts, layout.displs, rtype};
+    if (sendbuf == MPI_IN_PLACE && is_root) {
+      const std::byte* own = static_cast<const std::byte*>(recvbuf) + layout.displs[std::size_t(root)] * rtype->extent();
+      return gatherv(own, std::size_t(layout.counts[std::size_t(root)]), *rtype, recv, root, c);
+    }
+    Buffer s = checked_buffer(sendbuf, sendcount, sendtype);
+    gatherv(sendbuf, std::size_t(sendcount), *s.type, recv, root, c);
+  });
+}
+
+int scatter_common(const char* function, const void* sendbuf, const int* sendcounts, const int* displs, int sendcount,
+                   MPI_Datatype sendtype, void* recvbuf, int recvcount, MPI_Datatype recvtype, int root,
+                   MPI_Comm comm) {
+  return guarded(function, comm, [&] {
+    runtime();
+    Communicator& c = communicator_of(comm);
+    check_root(c, root);
+    const bool is_root = c.rank() == root;
+    const Datatype* stype = is_root ? &datatype_of(sendtype) : nullptr;
+    Layout layout = is_root && sendcounts ? Layout(c.size(), sendcounts, displs) : Layout(c.size(), sendcount);
+    Blocks send{sendbuf, layout.counts, layout.displs, stype};
+    if (recvbuf == MPI_IN_PLACE && is_root) {
+      // The root's own block stays where it is: scatter it onto itself.
+      auto* own = const_cast<std::byte*>(static_cast<const std::byte*>(sendbuf)) +
+                  layout.displs[std::size_t(root)] * stype->extent();
+      return scatterv(send, own, std::size_t(layout.counts[std::size_t(root)]), *stype, root, c);
+    }
+    Buffer r = checked_buffer(recvbuf, recvcount, recvtype);
+    scatterv(send, recvbuf, std::size_t(recvcount), *r.type, root, c);
+  });
+}
+
+int allgather_common(const char* function, const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
+                     const int* recvcounts, const int* displs, int recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
+  return guarded(function, comm, [&] {
+    runtime();
+    Communicator& c = communicator_of(comm);
+    const Datatype& rtype = datatype_of(recvtype);
+    Layout layout = recvcounts ? Layout(c.size(), recvcounts, displs) : Layout(c.size(), recvcount);
+    Blocks recv{recvbuf, layout.counts, layout.displs, &rtype};
+    if (sendbuf == MPI_IN_PLACE) {
+      const std::byte* own = static_cast<const std::byte*>(recvbuf) + layout.displs[std::size_t(c.rank())] * rtype.extent();
+      return allgatherv(own, std::size_t(layout.counts[std::size_t(c.rank())]), rtype, recv, c);
+    }
+    Buffer s = checked_buffer(sendbuf, sendcount, sendtype);
+    allgatherv(sendbuf, std::size_t(sendcount), *s.type, recv, c);
+  });
+}
+
+int alltoall_common(const char* function, const void* sendbuf, const int* sendcounts, const int* sdispls, int sendcount,
+                    MPI_Datatype sendtype, void* recvbuf, const int* recvcounts, const int* rdispls, int recvcount,
+                    MPI_Datatype recvtype, MPI_Comm comm) {
+  return guarded(function, comm, [&] {
+    runtime();
+    Communicator& c = communicator_of(comm);
+    require(sendbuf != MPI_IN_PLACE, MPI_ERR_ARG, "MPI_IN_PLACE is not supported for all-to-all");
+    const Datatype& stype = datatype_of(sendtype);
+    const Datatype& rtype = datatype_of(recvtype);
+    Layout slayout = sendcounts ? Layout(c.size(), sendcounts, sdispls) : Layout(c.size(), sendcount);
+    Layout rlayout = recvcounts ? Layout(c.size(), recvcounts, rdispls) : Layout(c.size(), recvcount);
+    alltoallv(Blocks{sendbuf, slayout.counts, slayout.displs, &stype}, Blocks{recvbuf, rlayout.counts, rlayout.displs, &rtype},
+              c);
+  });
+}
+
+}  // namespace
+
+int MPI_Gather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
+               MPI_Datatype recvtype, int root, MPI_Comm comm) {
+  return gather_common("MPI_Gather", sendbuf, sendcount, sendtype, recvbuf, nullptr, nullptr, recvcount, recvtype, root,
+                       comm);
+}
+
+int MPI_Gatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, const int recvcounts[],
+                const int displs[], MPI_Datatype recvtype, int root, MPI_Comm comm) {
+  return gather_common("MPI_Gatherv", sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, 0, recvtype, root, comm);
+}
+
+int MPI_Scatter(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
+                MPI_Datatype recvtype, int root, MPI_Comm comm) {
+  return scatter_common("MPI_Scatter", sendbuf, nullptr, nullptr, sendcount, sendtype, recvbuf, recvcount, recvtype, root,
+                        comm);
+}
+
+int MPI_Scatterv(const void* sendbuf, const int sendcounts[], const int displs[], MPI_Datatype sendtype, void* recvbuf,
+                 int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm) {
+  return scatter_common("MPI_Scatterv", sendbuf, sendcounts, displs, 0, sendtype, recvbuf, recvcount, recvtype, root,
+                        comm);
+}
+
+int MPI_Allgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
+                  MPI_Datatype recvtype, MPI_Comm comm) {
+  return allgather_common("MPI_Allgather", sendbuf, sendcount, sendtype, recvbuf, nullptr, nullptr, recvcount, recvtype,
+                          comm);
+}
+
+int MPI_Allgatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, const int recvcounts[],
+                   const int displs[], MPI_Datatype recvtype, MPI_Comm comm) {
+  return allgather_common("MPI_Allgatherv", sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, 0, recvtype, comm);
+}
+
+int MPI_Alltoall(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
+                 MPI_Datatype recvtype, MPI_Comm comm) {
+  return alltoall_common("MPI_Alltoall", sendbuf, nullptr, nullptr, sendcount, sendtype, recvbuf, nullptr, nullptr,
+                         recvcount, recvtype, comm);
+}
+
+int MPI_Alltoallv(const void* sendbuf, const int sendcounts[], const int sdispls[], MPI_Datatype sendtype, void* recvbuf,
+                  const int recvcounts[], const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm) {
+  return alltoall_common("MPI_Alltoallv", sendbuf, sendcounts, sdispls, 0, sendtype, recvbuf, recvcounts, rdispls, 0,
+                         recvtype, comm);
+}
+
+int MPI_Op_create(MPI_User_function* function, int commute, MPI_Op* op) {
+  return guarded("MPI_Op_create", MPI_COMM_WORLD, [&] {
+    check_pointer(reinterpret_cast<const void*>(function), "null function");
+    check_pointer(op, "null output pointer");
+    *op = &(new Op(function, commute != 0))->handle;
+  });
+}
+
+int MPI_Op_free(MPI_Op* op) {
+  return guarded("MPI_Op_free", MPI_COMM_WORLD, [&] {
+    check_pointer(op, "null handle pointer");
+    free_op(op);
+  });
+}

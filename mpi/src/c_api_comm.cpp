@@ -1,0 +1,208 @@
+// C entry points: communicators and groups.
+#include <algorithm>
+#include <cstring>
+#include <tuple>
+#include <vector>
+
+#include "c_api.hpp"
+#include "collectives.hpp"
+
+using namespace viastack::mpi;
+
+namespace {
+
+MPI_Comm publish(std::unique_ptr<Communicator> comm) { return comm.release()->handle; }
+
+MPI_Group publish(std::unique_ptr<Group> group) { return &group.release()->handle; }
+
+}  // namespace
+
+int MPI_Comm_rank(MPI_Comm comm, int* rank) {
+  return guarded("MPI_Comm_rank", comm, [&] {
+    runtime();
+    const Communicator& c = communicator_of(comm);
+    check_pointer(rank, "null output pointer");
+    *rank = c.rank();
+  });
+}
+
+int MPI_Comm_size(MPI_Comm comm, int* size) {
+  return guarded("MPI_Comm_size", comm, [&] {
+    runtime();
+    const Communicator& c = communicator_of(comm);
+    check_pointer(size, "null output pointer");
+    *size = c.size();
+  });
+}
+
+int MPI_Comm_dup(MPI_Comm comm, MPI_Comm* newcomm) {
+  return guarded("MPI_Comm_dup", comm, [&] {
+    Runtime& rt = runtime();
+    const Communicator& c = communicator_of(comm);
+    check_pointer(newcomm, "null output pointer");
+    auto dup = std::make_unique<Communicator>(c.shared_group(), rt.agree_on_context(c), c.errhandler());
+    *newcomm = publish(std::move(dup));
+  });
+}
+
+int MPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm* newcomm) {
+  return guarded("MPI_Comm_split", comm, [&] {
+    Runtime& rt = runtime();
+    const Communicator& c = communicator_of(comm);
+    check_pointer(newcomm, "null output pointer");
+    require(color >= 0 || color == MPI_UNDEFINED, MPI_ERR_ARG, "color must be 0 or more, or MPI_UNDEFINED");
+    const std::uint32_t context = rt.agree_on_context(c);
+    // Everyone learns everyone's (color, key); members of a color are ordered by key, then by rank.
+    const int mine[2] = {color, key};
+    std::vector<int> all(static_cast<std::size_t>(c.size()) * 2);
+    std::vector<int> counts(static_cast<std::size_t>(c.size()), 2);
+    std::vector<int> displs(static_cast<std::size_t>(c.size()));
+    for (int r = 0; r < c.size(); ++r) displs[std::size_t(r)] = 2 * r;
+    const Datatype& ints = datatype_of(MPI_INT);
+    allgatherv(mine, 2, ints, Blocks{all.data(), counts, displs, &ints}, c);
+    if (color == MPI_UNDEFINED) {
+      *newcomm = MPI_COMM_NULL;
+      return;
+    }
+    std::vector<std::tuple<int, int>> members;  // (key, rank in comm)
+    for (int r = 0; r < c.size(); ++r)
+      if (all[std::size_t(2 * r)] == color) members.emplace_back(all[std::size_t(2 * r + 1)], r);
+    std::sort(members.begin(), members.end());
+    std::vector<int> world_ranks;
+    for (auto [k, r] : members) world_ranks.push_back(c.world_rank(r));
+    auto group = std::make_shared<Group>(std::move(world_ranks), rt.world_rank());
+    *newcomm = publish(std::make_unique<Communicator>(std::move(group), context, c.errhandler()));
+  });
+}
+
+int MPI_Comm_free(MPI_Comm* comm) {
+  return guarded("MPI_Comm_free", MPI_COMM_WORLD, [&] {
+    runtime();
+    check_pointer(comm, "null handle pointer");
+    Communicator& c = communicator_of(*comm);
+    require(*comm != MPI_COMM_WORLD && *comm != MPI_COMM_SELF, MPI_ERR_COMM,
+            "MPI_COMM_WORLD and MPI_COMM_SELF cannot be freed");
+    c.owned_handle.kind = HandleKind{};  // a stale handle is then recognised as invalid
+    delete &c;
+    *comm = MPI_COMM_NULL;
+  });
+}
+
+int MPI_Comm_compare(MPI_Comm comm1, MPI_Comm comm2, int* result) {
+  return guarded("MPI_Comm_compare", comm1, [&] {
+    runtime();
+    const Communicator& a = communicator_of(comm1);
+    const Communicator& b = communicator_of(comm2);
+    check_pointer(result, "null output pointer");
+    if (&a == &b)
+      *result = MPI_IDENT;
+    else if (a.group().world_ranks() == b.group().world_ranks())
+      *result = MPI_CONGRUENT;
+    else if (std::is_permutation(a.group().world_ranks().begin(), a.group().world_ranks().end(),
+                                 b.group().world_ranks().begin(), b.group().world_ranks().end()))
+      *result = MPI_SIMILAR;
+    else
+      *result = MPI_UNEQUAL;
+  });
+}
+
+int MPI_Comm_set_name(MPI_Comm comm, const char* name) {
+  return guarded("MPI_Comm_set_name", comm, [&] {
+    runtime();
+    check_pointer(name, "null name");
+    communicator_of(comm).set_name(std::string(name).substr(0, MPI_MAX_OBJECT_NAME - 1));
+  });
+}
+
+int MPI_Comm_get_name(MPI_Comm comm, char* name, int* resultlen) {
+  return guarded("MPI_Comm_get_name", comm, [&] {
+    runtime();
+    check_pointer(name, "null name buffer");
+    check_pointer(resultlen, "null length pointer");
+    const std::string& n = communicator_of(comm).name();
+    std::memcpy(name, n.c_str(), n.size() + 1);
+    *resultlen = int(n.size());
+  });
+}
+
+int MPI_Comm_group(MPI_Comm comm, MPI_Group* group) {
+  return guarded("MPI_Comm_group", comm, [&] {
+    Runtime& rt = runtime();
+    const Communicator& c = communicator_of(comm);
+    check_pointer(group, "null output pointer");
+    *group = publish(std::make_unique<Group>(c.group().world_ranks(), rt.world_rank()));
+  });
+}
+
+int MPI_Group_size(MPI_Group group, int* size) {
+  return guarded("MPI_Group_size", MPI_COMM_WORLD, [&] {
+    check_pointer(size, "null output pointer");
+    *size = group_of(group).size();
+  });
+}
+
+int MPI_Group_rank(MPI_Group group, int* rank) {
+  return guarded("MPI_Group_rank", MPI_COMM_WORLD, [&] {
+    check_pointer(rank, "null output pointer");
+    *rank = group_of(group).rank();
+  });
+}
+
+int MPI_Group_incl(MPI_Group group, int n, const int ranks[], MPI_Group* newgroup) {
+  return guarded("MPI_Group_incl", MPI_COMM_WORLD, [&] {
+    Runtime& rt = runtime();
+    const Group& g = group_of(group);
+    check_pointer(newgroup, "null output pointer");
+    require(n >= 0 && n <= g.size(), MPI_ERR_ARG, "bad number of ranks");
+    std::vector<int> world_ranks;
+    for (int i = 0; i < n; ++i) {
+      require(ranks[i] >= 0 && ranks[i] < g.size(), MPI_ERR_RANK, "rank not in the group");
+      world_ranks.push_back(g.world_rank(ranks[i]));
+    }
+    *newgroup = publish(std::make_unique<Group>(std::move(world_ranks), rt.world_rank()));
+  });
+}
+
+int MPI_Group_translate_ranks(MPI_Group group1, int n, const int ranks1[], MPI_Group group2, int ranks2[]) {
+  return guarded("MPI_Group_translate_ranks", MPI_COMM_WORLD, [&] {
+    const Group& a = group_of(group1);
+    const Group& b = group_of(group2);
+    require(n >= 0, MPI_ERR_ARG, "negative count");
+    for (int i = 0; i < n; ++i) {
+      if (ranks1[i] == MPI_PROC_NULL) {
+        ranks2[i] = MPI_PROC_NULL;
+        continue;
+      }
+      require(ranks1[i] >= 0 && ranks1[i] < a.size(), MPI_ERR_RANK, "rank not in the first group");
+      ranks2[i] = b.rank_of_world(a.world_rank(ranks1[i]));
+    }
+  });
+}
+
+int MPI_Group_free(MPI_Group* group) {
+  return guarded("MPI_Group_free", MPI_COMM_WORLD, [&] {
+    check_pointer(group, "null handle pointer");
+    Group& g = group_of(*group);
+    if (*group != MPI_GROUP_EMPTY) {
+      g.handle.kind = HandleKind{};
+      delete &g;
+    }
+    *group = MPI_GROUP_NULL;
+  });
+}
+
+int MPI_Comm_create(MPI_Comm comm, MPI_Group group, MPI_Comm* newcomm) {
+  return guarded("MPI_Comm_create", comm, [&] {
+    Runtime& rt = runtime();
+    const Communicator& c = communicator_of(comm);
+    const Group& g = group_of(group);
+    check_pointer(newcomm, "null output pointer");
+    const std::uint32_t context = rt.agree_on_context(c);
+    if (g.rank() == MPI_UNDEFINED) {
+      *newcomm = MPI_COMM_NULL;
+      return;
+    }
+    auto members = std::make_shared<Group>(g.world_ranks(), rt.world_rank());
+    *newcomm = publish(std::make_unique<Communicator>(std::move(members), context, c.errhandler()));
+  });
+}

@@ -1,0 +1,460 @@
+// C entry points: point-to-point messages and requests.
+#include <algorithm>
+#include <cstring>
+#include <span>
+#include <vector>
+
+#include "c_api.hpp"
+#include "collectives.hpp"
+
+using namespace viastack::mpi;
+
+namespace {
+
+Request* start_send(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm,
+                    SendMode mode) {
+  Runtime& rt = runtime();
+  Communicator& c = communicator_of(comm);
+  check_count(count);
+  const Datatype& type = datatype_of(datatype);
+  check_buffer(buf, count, type);
+  check_send_tag(tag);
+  c.check_rank(dest, false, true);
+  return rt.p2p().isend(buf, std::size_t(count), type, dest, tag, c, c.p2p_context(), mode);
+}
+
+Request* start_recv(void* buf, int count, MPI_Datatype datatype, int source, int tag, MPI_Comm comm) {
+  Runtime& rt = runtime();
+  Communicator& c = communicator_of(comm);
+  check_count(count);
+  const Datatype& type = datatype_of(datatype);
+  check_buffer(buf, count, type);
+  check_recv_tag(tag);
+  c.check_rank(source, true, true);
+  return rt.p2p().irecv(buf, std::size_t(count), type, source, tag, c, c.p2p_context());
+}
+
+[[noreturn]] void fail_request(int error) {
+  fail(error, error == MPI_ERR_TRUNCATE ? "the message is longer than the receive buffer" : "the request failed");
+}
+
+// Waits for a request made by a blocking call, then retires it; throws its error.
+void finish_blocking(Request* r, MPI_Status* status) {
+  runtime().p2p().wait(*r);
+  MPI_Request handle = r;
+  if (int error = retire(&handle, status); error != MPI_SUCCESS) fail_request(error);
+}
+
+// Bsend: the message is copied out at once, so the call never waits for the receiver.
+void buffered_send(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm) {
+  const Datatype& type = datatype_of(datatype);
+  check_count(count);
+  check_buffer(buf, count, type);
+  std::vector<std::byte> copy(std::size_t(count) * type.size());
+  type.pack(buf, std::size_t(count), copy.data());
+  Request* r = start_send(copy.data(), int(copy.size()), MPI_BYTE, dest, tag, comm, SendMode::standard);
+  r->staging = std::move(copy);  // the vector's storage (and so any registration of it) stays put
+  if (r->complete)
+    delete r;
+  else
+    r->detached = true;
+}
+
+// The communicator whose error handler reports the request's errors.
+MPI_Comm comm_of(const Request* r) { return r && r->comm ? r->comm->handle : MPI_COMM_WORLD; }
+
+void fill_probe_status(const ProbeResult& found, MPI_Status* status) {
+  if (status == MPI_STATUS_IGNORE) return;
+  status->MPI_SOURCE = found.source;
+  status->MPI_TAG = found.tag;
+  status->_cancelled = 0;
+  status->_ucount = found.bytes;
+}
+
+std::span<Request*> as_requests(std::vector<Request*>& storage, int count, MPI_Request* handles) {
+  require(count >= 0, MPI_ERR_COUNT, "negative request count");
+  require(count == 0 || handles != nullptr, MPI_ERR_REQUEST, "null request array");
+  storage.resize(std::size_t(count));
+  for (int i = 0; i < count; ++i) storage[std::size_t(i)] = request_of(handles[i]);
+  return storage;
+}
+
+}  // namespace
+
+int MPI_Send(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm) {
+  return guarded("MPI_Send", comm, [&] {
+    finish_blocking(start_send(buf, count, datatype, dest, tag, comm, SendMode::standard), MPI_STATUS_IGNORE);
+  });
+}
+
+int MPI_Ssend(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm) {
+  return guarded("MPI_Ssend", comm, [&] {
+    finish_blocking(start_send(buf, count, datatype, dest, tag, comm, SendMode::synchronous), MPI_STATUS_IGNORE);
+  });
+}
+
+// A ready send may behave as a standard one.
+int MPI_Rsend(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm) {
+  return guarded("MPI_Rsend", comm, [&] {
+    finish_blocking(start_send(buf, count, datatype, dest, tag, comm, SendMode::standard), MPI_STATUS_IGNORE);
+  });
+}
+
+int MPI_Bsend(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm) {
+  return guarded("MPI_Bsend", comm, [&] {
+    runtime();
+    buffered_send(buf, count, datatype, dest, tag, comm);
+  });
+}
+
+namespace {
+void* attached_buffer = nullptr;
+int attached_size = 0;
+}  // namespace
+
+// Bsend copies into memory of its own; the attached buffer is only kept for MPI_Buffer_detach.
+int MPI_Buffer_attach(void* buffer, int size) {
+  return guarded("MPI_Buffer_attach", MPI_COMM_WORLD, [&] {
+    require(size >= 0, MPI_ERR_ARG, "negative buffer size");
+    require(attached_buffer == nullptr, MPI_ERR_BUFFER, "a buffer is already attached");
+    attached_buffer = buffer;
+    attached_size = size;
+  });
+}
+
+int MPI_Buffer_detach(void* buffer_addr, int* size) {
+  return guarded("MPI_Buffer_detach", MPI_COMM_WORLD, [&] {
+    check_pointer(buffer_addr, "null output pointer");
+    check_pointer(size, "null output pointer");
+    std::memcpy(buffer_addr, &attached_buffer, sizeof attached_buffer);
+    *size = attached_size;
+    attached_buffer = nullptr;
+    attached_size = 0;
+  });
+}
+
+int MPI_Recv(void* buf, int count, MPI_Datatype datatype, int source, int tag, MPI_Comm comm, MPI_Status* status) {
+  return guarded("MPI_Recv", comm, [&] { finish_blocking(start_recv(buf, count, datatype, source, tag, comm), status); });
+}
+
+int MPI_Isend(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm,
+              MPI_Request* request) {
+  return guarded("MPI_Isend", comm, [&] {
+    check_pointer(request, "null request pointer");
+    *request = start_send(buf, count, datatype, dest, tag, comm, SendMode::standard);
+  });
+}
+
+int MPI_Issend(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm,
+               MPI_Request* request) {
+  return guarded("MPI_Issend", comm, [&] {
+    check_pointer(request, "null request pointer");
+    *request = start_send(buf, count, datatype, dest, tag, comm, SendMode::synchronous);
+  });
+}
+
+int MPI_Irsend(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm,
+               MPI_Request* request) {
+  return guarded("MPI_Irsend", comm, [&] {
+    check_pointer(request, "null request pointer");
+    *request = start_send(buf, count, datatype, dest, tag, comm, SendMode::standard);
+  });
+}
+
+int MPI_Irecv(void* buf, int count, MPI_Datatype datatype, int source, int tag, MPI_Comm comm, MPI_Request* request) {
+  return guarded("MPI_Irecv", comm, [&] {
+    check_pointer(request, "null request pointer");
+    *request = start_recv(buf, count, datatype, source, tag, comm);
+  });
+}
+
+int MPI_Sendrecv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, int dest, int sendtag, void* recvbuf,
+                 int recvcount, MPI_Datatype recvtype, int source, int recvtag, MPI_Comm comm, MPI_Status* status) {
+  return guarded("MPI_Sendrecv", comm, [&] {
+    Request* recv = start_recv(recvbuf, recvcount, recvtype, source, recvtag, comm);
+    Request* send = start_send(sendbuf, sendcount, sendtype, dest, sendtag, comm, SendMode::standard);
+    runtime().p2p().wait(*send);
+    delete send;
+    finish_blocking(recv, status);
+  });
+}
+
+int MPI_Sendrecv_replace(void* buf, int count, MPI_Datatype datatype, int dest, int sendtag, int source, int recvtag,
+                         MPI_Comm comm, MPI_Status* status) {
+  return guarded("MPI_Sendrecv_replace", comm, [&] {
+    const Datatype& type = datatype_of(datatype);
+    check_count(count);
+    check_buffer(buf, count, type);
+    std::vector<std::byte> incoming(std::size_t(count) * type.size());
+    Request* recv = start_recv(incoming.data(), int(incoming.size()), MPI_BYTE, source, recvtag, comm);
+    Request* send = start_send(buf, count, datatype, dest, sendtag, comm, SendMode::standard);
+    runtime().p2p().wait(*send);
+    delete send;
+    runtime().p2p().wait(*recv);
+    const std::size_t bytes = recv->bytes;
+    MPI_Request handle = recv;
+    const int error = retire(&handle, status);
+    type.unpack(incoming.data(), bytes, buf);
+    if (error != MPI_SUCCESS) fail_request(error);
+  });
+}
+
+int MPI_Wait(MPI_Request* request, MPI_Status* status) {
+  MPI_Comm comm = MPI_COMM_WORLD;
+  return guarded("MPI_Wait", comm, [&] {
+    check_pointer(request, "null request pointer");
+    Request* r = request_of(*request);
+    if (!r) return fill_empty_status(status);
+    comm = comm_of(r);
+    runtime().p2p().wait(*r);
+    if (int error = retire(request, status); error != MPI_SUCCESS) fail_request(error);
+  });
+}
+
+int MPI_Test(MPI_Request* request, int* flag, MPI_Status* status) {
+  MPI_Comm comm = MPI_COMM_WORLD;
+  return guarded("MPI_Test", comm, [&] {
+    check_pointer(request, "null request pointer");
+    check_pointer(flag, "null flag pointer");
+    Request* r = request_of(*request);
+    *flag = 1;
+    if (!r) return fill_empty_status(status);
+    comm = comm_of(r);
+    runtime().p2p().poll();
+    *flag = r->complete;
+    if (!r->complete) return;
+    if (int error = retire(request, status); error != MPI_SUCCESS) fail_request(error);
+  });
+}
+
+namespace {
+
+// Retires the complete requests among `indices`. Their statuses, if wanted,
+// are statuses[k] for the k-th index (Waitsome) or statuses[i] for request i
+// (Waitall); each gets its MPI_ERROR. Throws MPI_ERR_IN_STATUS when one failed.
+void retire_all(MPI_Request* handles, std::span<const int> indices, MPI_Status* statuses, bool status_per_index,
+                MPI_Comm& comm) {
+  bool failed = false;
+  for (std::size_t k = 0; k < indices.size(); ++k) {
+    const int i = indices[k];
+    MPI_Status* status = MPI_STATUS_IGNORE;
+    if (statuses != MPI_STATUSES_IGNORE) status = status_per_index ? &statuses[k] : &statuses[i];
+    const MPI_Comm request_comm = comm_of(request_of(handles[i]));
+    const int error = retire(&handles[i], status);
+    if (status != MPI_STATUS_IGNORE) status->MPI_ERROR = error;
+    if (error != MPI_SUCCESS && !failed) {
+      failed = true;
+      comm = request_comm;
+    }
+  }
+  if (failed) fail(MPI_ERR_IN_STATUS, "a request failed; see the statuses' MPI_ERROR");
+}
+
+bool all_complete(std::span<Request*> rs) {
+  return std::all_of(rs.begin(), rs.end(), [](Request* r) { return !r || r->complete; });
+}
+
+// Waitall's and Testall's ending: every request retired, null ones with empty statuses.
+void retire_every(int count, MPI_Request* handles, std::span<Request*> rs, MPI_Status* statuses, MPI_Comm& comm) {
+  std::vector<int> active;
+  for (int i = 0; i < count; ++i) {
+    if (rs[std::size_t(i)])
+      active.push_back(i);
+    else if (statuses != MPI_STATUSES_IGNORE)
+      fill_empty_status(&statuses[i]);
+  }
+  retire_all(handles, active, statuses, false, comm);
+}
+
+}  // namespace
+
+int MPI_Waitall(int count, MPI_Request requests[], MPI_Status statuses[]) {
+  MPI_Comm comm = MPI_COMM_WORLD;
+  return guarded("MPI_Waitall", comm, [&] {
+    std::vector<Request*> storage;
+    auto rs = as_requests(storage, count, requests);
+    runtime().p2p().wait_until([&] { return all_complete(rs); });
+    retire_every(count, requests, rs, statuses, comm);
+  });
+}
+
+int MPI_Testall(int count, MPI_Request requests[], int* flag, MPI_Status statuses[]) {
+  MPI_Comm comm = MPI_COMM_WORLD;
+  return guarded("MPI_Testall", comm, [&] {
+    check_pointer(flag, "null flag pointer");
+    std::vector<Request*> storage;
+    auto rs = as_requests(storage, count, requests);
+    runtime().p2p().poll();
+    *flag = all_complete(rs);
+    if (*flag) retire_every(count, requests, rs, statuses, comm);
+  });
+}
+
+namespace {
+
+// Index of the first complete request, MPI_UNDEFINED if all are null, -1 if none is complete yet.
+int first_complete(std::span<Request*> rs) {
+  bool any_active = false;
+  for (std::size_t i = 0; i < rs.size(); ++i) {
+    if (!rs[i]) continue;
+    any_active = true;
+    if (rs[i]->complete) return int(i);
+  }
+  return any_active ? -1 : MPI_UNDEFINED;
+}
+
+}  // namespace
+
+int MPI_Waitany(int count, MPI_Request requests[], int* index, MPI_Status* status) {
+  MPI_Comm comm = MPI_COMM_WORLD;
+  return guarded("MPI_Waitany", comm, [&] {
+    check_pointer(index, "null index pointer");
+    std::vector<Request*> storage;
+    auto rs = as_requests(storage, count, requests);
+    int found = first_complete(rs);
+    if (found == -1) runtime().p2p().wait_until([&] { return (found = first_complete(rs)) != -1; });
+    *index = found;
+    if (found == MPI_UNDEFINED) return fill_empty_status(status);
+    comm = comm_of(rs[std::size_t(found)]);
+    if (int error = retire(&requests[found], status); error != MPI_SUCCESS) fail_request(error);
+  });
+}
+
+int MPI_Testany(int count, MPI_Request requests[], int* index, int* flag, MPI_Status* status) {
+  MPI_Comm comm = MPI_COMM_WORLD;
+  return guarded("MPI_Testany", comm, [&] {
+    check_pointer(index, "null index pointer");
+    check_pointer(flag, "null flag pointer");
+    std::vector<Request*> storage;
+    auto rs = as_requests(storage, count, requests);
+    runtime().p2p().poll();
+    const int found = first_complete(rs);
+    *flag = found != -1;
+    *index = found == -1 ? MPI_UNDEFINED : found;
+    if (found == -1) return;
+    if (found == MPI_UNDEFINED) return fill_empty_status(status);
+    comm = comm_of(rs[std::size_t(found)]);
+    if (int error = retire(&requests[found], status); error != MPI_SUCCESS) fail_request(error);
+  });
+}
+
+namespace {
+
+int some(int incount, MPI_Request requests[], int* outcount, int indices[], MPI_Status statuses[], bool block,
+         const char* function) {
+  MPI_Comm comm = MPI_COMM_WORLD;
+  return guarded(function, comm, [&] {
+    check_pointer(outcount, "null count pointer");
+    std::vector<Request*> storage;
+    auto rs = as_requests(storage, incount, requests);
+    if (block)
+      runtime().p2p().wait_until([&] { return first_complete(rs) != -1; });
+    else
+      runtime().p2p().poll();
+    if (first_complete(rs) == MPI_UNDEFINED) {
+      *outcount = MPI_UNDEFINED;
+      return;
+    }
+    std::vector<int> done;
+    for (int i = 0; i < incount; ++i)
+      if (rs[std::size_t(i)] && rs[std::size_t(i)]->complete) done.push_back(i);
+    *outcount = int(done.size());
+    if (!done.empty()) check_pointer(indices, "null index array");
+    std::copy(done.begin(), done.end(), indices);
+    retire_all(requests, done, statuses, true, comm);
+  });
+}
+
+}  // namespace
+
+int MPI_Waitsome(int incount, MPI_Request requests[], int* outcount, int indices[], MPI_Status statuses[]) {
+  return some(incount, requests, outcount, indices, statuses, true, "MPI_Waitsome");
+}
+
+int MPI_Testsome(int incount, MPI_Request requests[], int* outcount, int indices[], MPI_Status statuses[]) {
+  return some(incount, requests, outcount, indices, statuses, false, "MPI_Testsome");
+}
+
+int MPI_Request_free(MPI_Request* request) {
+  return guarded("MPI_Request_free", MPI_COMM_WORLD, [&] {
+    check_pointer(request, "null request pointer");
+    Request* r = request_of(*request);
+    require(r != nullptr, MPI_ERR_REQUEST, "MPI_REQUEST_NULL cannot be freed");
+    if (r->complete)
+      delete r;
+    else
+      r->detached = true;
+    *request = MPI_REQUEST_NULL;
+  });
+}
+
+// Receives that have not matched can be cancelled; sends always go through.
+int MPI_Cancel(MPI_Request* request) {
+  return guarded("MPI_Cancel", MPI_COMM_WORLD, [&] {
+    check_pointer(request, "null request pointer");
+    Request* r = request_of(*request);
+    require(r != nullptr, MPI_ERR_REQUEST, "MPI_REQUEST_NULL cannot be cancelled");
+    if (r->type == Request::Type::recv && !r->complete) runtime().p2p().cancel(*r);
+  });
+}
+
+int MPI_Test_cancelled(const MPI_Status* status, int* flag) {
+  return guarded("MPI_Test_cancelled", MPI_COMM_WORLD, [&] {
+    check_pointer(status, "null status pointer");
+    check_pointer(flag, "null flag pointer");
+    *flag = status->_cancelled;
+  });
+}
+
+int MPI_Iprobe(int source, int tag, MPI_Comm comm, int* flag, MPI_Status* status) {
+  return guarded("MPI_Iprobe", comm, [&] {
+    Runtime& rt = runtime();
+    Communicator& c = communicator_of(comm);
+    check_pointer(flag, "null flag pointer");
+    check_recv_tag(tag);
+    c.check_rank(source, true, true);
+    if (source == MPI_PROC_NULL) {
+      *flag = 1;
+      return fill_probe_status(ProbeResult{MPI_PROC_NULL, MPI_ANY_TAG, 0}, status);
+    }
+    std::optional<ProbeResult> found = rt.p2p().iprobe(source, tag, c.p2p_context());
+    *flag = found.has_value();
+    if (found) fill_probe_status(*found, status);
+  });
+}
+
+int MPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status* status) {
+  return guarded("MPI_Probe", comm, [&] {
+    Runtime& rt = runtime();
+    Communicator& c = communicator_of(comm);
+    check_recv_tag(tag);
+    c.check_rank(source, true, true);
+    if (source == MPI_PROC_NULL) return fill_probe_status(ProbeResult{MPI_PROC_NULL, MPI_ANY_TAG, 0}, status);
+    fill_probe_status(rt.p2p().probe(source, tag, c.p2p_context()), status);
+  });
+}
+
+int MPI_Get_count(const MPI_Status* status, MPI_Datatype datatype, int* count) {
+  return guarded("MPI_Get_count", MPI_COMM_WORLD, [&] {
+    check_pointer(status, "null status pointer");
+    check_pointer(count, "null count pointer");
+    const Datatype& type = datatype_of(datatype);
+    if (type.size() == 0)
+      *count = status->_ucount == 0 ? 0 : MPI_UNDEFINED;
+    else
+      *count = status->_ucount % type.size() ? MPI_UNDEFINED : int(status->_ucount / type.size());
+  });
+}
+
+int MPI_Get_elements(const MPI_Status* status, MPI_Datatype datatype, int* count) {
+  return guarded("MPI_Get_elements", MPI_COMM_WORLD, [&] {
+    check_pointer(status, "null status pointer");
+    check_pointer(count, "null count pointer");
+    const Datatype& type = datatype_of(datatype);
+    const std::size_t element = type.basic() == Basic::none || type.predefined() ? type.size() : basic_size(type.basic());
+    if (element == 0)
+      *count = 0;
+    else
+      *count = status->_ucount % element ? MPI_UNDEFINED : int(status->_ucount / element);
+  });
+}

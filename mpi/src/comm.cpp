@@ -1,0 +1,45 @@
+#include "comm.hpp"
+
+#include <algorithm>
+#include <string>
+
+#include "errors.hpp"
+
+namespace viastack::mpi {
+
+Group::Group(std::vector<int> world_ranks, int my_world_rank) : world_ranks_(std::move(world_ranks)) {
+  my_rank_ = rank_of_world(my_world_rank);
+}
+
+int Group::rank_of_world(int world_rank) const {
+  auto it = std::find(world_ranks_.begin(), world_ranks_.end(), world_rank);
+  return it == world_ranks_.end() ? MPI_UNDEFINED : int(it - world_ranks_.begin());
+}
+
+Communicator::Communicator(std::shared_ptr<const Group> group, std::uint32_t context, ErrhandlerKind errhandler)
+    : handle(&owned_handle), group_(std::move(group)), context_(context), errhandler_(errhandler) {}
+
+void Communicator::check_rank(int rank, bool allow_any_source, bool allow_proc_null) const {
+  if (rank >= 0 && rank < size()) return;
+  if (allow_any_source && rank == MPI_ANY_SOURCE) return;
+  if (allow_proc_null && rank == MPI_PROC_NULL) return;
+  std::string why = "rank ";
+  why += std::to_string(rank);
+  why += " is not in 0..";
+  why += std::to_string(size() - 1);
+  fail(MPI_ERR_RANK, why);
+}
+
+Communicator& communicator_of(MPI_Comm handle) {
+  if (handle == nullptr || handle->kind != HandleKind::communicator || handle->impl == nullptr)
+    fail(MPI_ERR_COMM, "invalid communicator (MPI_COMM_NULL, freed, or not a communicator)");
+  return *handle->impl;
+}
+
+Group& group_of(MPI_Group handle) {
+  if (handle == nullptr || handle->kind != HandleKind::group || handle->impl == nullptr)
+    fail(MPI_ERR_GROUP, "invalid group (MPI_GROUP_NULL, freed, or not a group)");
+  return *handle->impl;
+}
+
+}  // namespace viastack::mpi

@@ -1,0 +1,73 @@
+// Groups and communicators. A communicator is a group (its members' world
+// ranks in order), this process's rank in it, and a pair of context ids that
+// keep its point-to-point and collective traffic apart from every other
+// communicator's.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "abi.hpp"
+
+namespace viastack::mpi {
+
+class Group {
+ public:
+  Group(std::vector<int> world_ranks, int my_world_rank);
+  int size() const { return int(world_ranks_.size()); }
+  // This process's rank in the group, or MPI_UNDEFINED.
+  int rank() const { return my_rank_; }
+  int world_rank(int rank) const { return world_ranks_[std::size_t(rank)]; }
+  // The group rank of a world rank, or MPI_UNDEFINED.
+  int rank_of_world(int world_rank) const;
+  const std::vector<int>& world_ranks() const { return world_ranks_; }
+
+  ompi_group_t handle{HandleKind::group, this};
+
+ private:
+  std::vector<int> world_ranks_;
+  int my_rank_;
+};
+
+class Communicator {
+ public:
+  Communicator(std::shared_ptr<const Group> group, std::uint32_t context, ErrhandlerKind errhandler);
+  int rank() const { return group_->rank(); }
+  int size() const { return group_->size(); }
+  const Group& group() const { return *group_; }
+  std::shared_ptr<const Group> shared_group() const { return group_; }
+  int world_rank(int rank) const { return group_->world_rank(rank); }
+  std::uint32_t p2p_context() const { return context_; }
+  std::uint32_t collective_context() const { return context_ + 1; }
+  ErrhandlerKind errhandler() const { return errhandler_; }
+  void set_errhandler(ErrhandlerKind kind) { errhandler_ = kind; }
+  const std::string& name() const { return name_; }
+  void set_name(std::string name) { name_ = std::move(name); }
+
+  // Throws MPI_ERR_RANK unless 0 <= rank < size (or an allowed wildcard).
+  void check_rank(int rank, bool allow_any_source, bool allow_proc_null) const;
+
+  ompi_communicator_t* handle = nullptr;  // the predefined object, or owned_handle_
+
+  // Communicators made by MPI_Comm_dup / MPI_Comm_split own their handle.
+  ompi_communicator_t owned_handle{HandleKind::communicator, this};
+
+ private:
+  std::shared_ptr<const Group> group_;
+  std::uint32_t context_;
+  ErrhandlerKind errhandler_;
+  std::string name_;
+};
+
+// The C++ object behind a handle; throws MPI_ERR_COMM for null, freed or foreign handles.
+Communicator& communicator_of(MPI_Comm handle);
+Group& group_of(MPI_Group handle);
+
+// Context ids come in pairs; MPI_COMM_WORLD has 0 and 1, MPI_COMM_SELF 2 and 3.
+inline constexpr std::uint32_t kWorldContext = 0;
+inline constexpr std::uint32_t kSelfContext = 2;
+inline constexpr std::uint32_t kFirstFreeContext = 4;
+
+}  // namespace viastack::mpi

@@ -1,0 +1,263 @@
+#include "p2p.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "comm.hpp"
+#include "datatype.hpp"
+#include "errors.hpp"
+
+namespace viastack::mpi {
+
+namespace {
+
+// VIASTACK_MPI_EAGER_LIMIT: messages up to this many bytes go eagerly.
+std::size_t eager_limit_from_env() {
+  constexpr std::size_t kDefault = 16 * 1024;
+  constexpr std::size_t kMax = 60 * 1024;  // a message plus its header stays within one shm frame
+  const char* env = std::getenv("VIASTACK_MPI_EAGER_LIMIT");
+  if (!env || !*env) return kDefault;
+  char* end = nullptr;
+  unsigned long long v = std::strtoull(env, &end, 10);
+  if (*end != '\0') {
+    std::string why = "VIASTACK_MPI_EAGER_LIMIT='";
+    why += env;
+    why += "' is not a byte count";
+    abort_job("MPI_Init", why);
+  }
+  return std::size_t(std::min<unsigned long long>(v, kMax));
+}
+
+}  // namespace
+
+bool matches(std::uint32_t context, int source, int tag, std::uint32_t want_context, int want_source, int want_tag) {
+  return context == want_context && (want_source == MPI_ANY_SOURCE || source == want_source) &&
+         (want_tag == MPI_ANY_TAG || tag == want_tag);
+}
+
+P2P::P2P(int world_rank, int world_size) : world_rank_(world_rank), eager_limit_(eager_limit_from_env()) {
+  if (world_size > 1) transport_ = std::make_unique<Transport>(world_rank, world_size, eager_limit_, *this);
+}
+
+P2P::~P2P() = default;
+
+Request* P2P::isend(const void* buf, std::size_t count, const Datatype& type, int dest, int tag,
+                    const Communicator& comm, std::uint32_t context, SendMode mode) {
+  auto* r = new Request(Request::Type::send, &comm);
+  if (dest == MPI_PROC_NULL) {
+    r->status_source = MPI_PROC_NULL;
+    r->complete = true;
+    return r;
+  }
+  const std::size_t bytes = count * type.size();
+  std::span<const std::byte> data{static_cast<const std::byte*>(buf), bytes};
+  if (!type.contiguous()) {
+    r->staging.resize(bytes);
+    type.pack(buf, count, r->staging.data());
+    data = r->staging;
+  }
+  const int peer = comm.world_rank(dest);
+  if (peer == world_rank_) {
+    deliver_to_self(*r, data, context, comm.rank(), tag, mode);
+    return r;
+  }
+  WireHeader h{WireType::eager};
+  h.context = context;
+  h.source = comm.rank();
+  h.tag = tag;
+  h.size = bytes;
+  if (mode == SendMode::standard && bytes <= eager_limit_) {
+    transport_->send(peer, h, data);
+    r->complete = true;
+    return r;
+  }
+  // Rendezvous: the receiver reads the message from our memory once it matched; a FIN completes the send.
+  h.type = WireType::rts;
+  r->token = h.token = next_token_++;
+  if (bytes > 0) {
+    r->registration = transport_->registrations().acquire(data.data(), bytes);
+    r->registered = true;
+    h.address = reinterpret_cast<std::uintptr_t>(data.data());
+    h.handle = r->registration;
+  }
+  rendezvous_sends_[r->token] = r;
+  transport_->send(peer, h, {});
+  return r;
+}
+
+void P2P::deliver_to_self(Request& send, std::span<const std::byte> data, std::uint32_t context, int source, int tag,
+                          SendMode mode) {
+  if (Request* recv = match_posted(context, source, tag)) {
+    deliver(*recv, Message{source, tag, -1, data.size(), data, false, 0, 0, 0});
+    send.complete = true;
+    return;
+  }
+  Incoming in{context, source, tag, -1, data.size(), {data.begin(), data.end()}};
+  if (mode == SendMode::synchronous)
+    in.sync_sender = &send;
+  else
+    send.complete = true;
+  unexpected_.push_back(std::move(in));
+}
+
+Request* P2P::irecv(void* buf, std::size_t count, const Datatype& type, int source, int tag, const Communicator& comm,
+                    std::uint32_t context) {
+  auto* r = new Request(Request::Type::recv, &comm);
+  r->buffer = buf;
+  r->count = count;
+  r->datatype = &type;
+  r->context = context;
+  r->source = source;
+  r->tag = tag;
+  r->capacity = count * type.size();
+  if (source == MPI_PROC_NULL) {
+    r->status_source = MPI_PROC_NULL;
+    r->complete = true;
+    return r;
+  }
+  for (auto it = unexpected_.begin(); it != unexpected_.end(); ++it) {
+    if (!matches(it->context, it->source, it->tag, context, source, tag)) continue;
+    Incoming in = std::move(*it);
+    unexpected_.erase(it);
+    deliver(*r, Message{in.source, in.tag, in.peer, in.size, in.data, in.rendezvous, in.token, in.address, in.handle});
+    if (in.sync_sender) complete(*in.sync_sender);
+    return r;
+  }
+  posted_.push_back(r);
+  return r;
+}
+
+Request* P2P::match_posted(std::uint32_t context, int source, int tag) {
+  for (auto it = posted_.begin(); it != posted_.end(); ++it) {
+    Request* r = *it;
+    if (matches(context, source, tag, r->context, r->source, r->tag)) {
+      posted_.erase(it);
+      return r;
+    }
+  }
+  return nullptr;
+}
+
+void P2P::deliver(Request& recv, const Message& message) {
+  recv.status_source = message.source;
+  recv.status_tag = message.tag;
+  if (message.size > recv.capacity) recv.error = MPI_ERR_TRUNCATE;
+  recv.bytes = std::min(message.size, recv.capacity);
+  if (message.rendezvous) return start_read(recv, message);
+  if (recv.bytes > 0) {  // with nothing to copy the buffer may be null
+    if (recv.datatype->contiguous())
+      std::memcpy(recv.buffer, message.data.data(), recv.bytes);
+    else
+      recv.datatype->unpack(message.data.data(), recv.bytes, recv.buffer);
+  }
+  complete(recv);
+}
+
+void P2P::start_read(Request& recv, const Message& message) {
+  recv.peer = message.peer;
+  recv.token = message.token;
+  if (recv.bytes == 0) {
+    WireHeader fin{WireType::fin};
+    fin.token = recv.token;
+    transport_->send(recv.peer, fin, {});
+    complete(recv);
+    return;
+  }
+  void* landing = recv.buffer;
+  if (!recv.datatype->contiguous()) {
+    recv.staging.resize(recv.bytes);
+    landing = recv.staging.data();
+  }
+  const std::uint64_t read_id = next_token_++;
+  reads_[read_id] = &recv;
+  transport_->read(recv.peer, landing, recv.bytes, message.address, message.handle, read_id);
+}
+
+void P2P::on_read_complete(std::uint64_t read_id) {
+  auto it = reads_.find(read_id);
+  if (it == reads_.end()) return;
+  Request& recv = *it->second;
+  reads_.erase(it);
+  if (!recv.datatype->contiguous()) recv.datatype->unpack(recv.staging.data(), recv.bytes, recv.buffer);
+  WireHeader fin{WireType::fin};
+  fin.token = recv.token;
+  transport_->send(recv.peer, fin, {});
+  complete(recv);
+}
+
+void P2P::on_message(int peer, const WireHeader& h, std::span<const std::byte> payload) {
+  if (h.type == WireType::fin) {
+    auto it = rendezvous_sends_.find(h.token);
+    if (it == rendezvous_sends_.end()) return;
+    Request& send = *it->second;
+    rendezvous_sends_.erase(it);
+    if (send.registered) transport_->registrations().release(send.registration);
+    complete(send);
+    return;
+  }
+  const bool rendezvous = h.type == WireType::rts;
+  if (!rendezvous && payload.size() != h.size) {
+    std::string why = "a message from rank ";
+    why += std::to_string(peer);
+    why += " does not match its header";
+    abort_job("progress", why);
+  }
+  Message m{h.source, h.tag, peer, std::size_t(h.size), payload, rendezvous, h.token, h.address, h.handle};
+  if (Request* recv = match_posted(h.context, h.source, h.tag)) return deliver(*recv, m);
+  Incoming in{h.context, h.source, h.tag, peer, std::size_t(h.size), {payload.begin(), payload.end()}};
+  in.rendezvous = rendezvous;
+  in.token = h.token;
+  in.address = h.address;
+  in.handle = h.handle;
+  unexpected_.push_back(std::move(in));
+}
+
+void P2P::complete(Request& request) {
+  request.complete = true;
+  if (request.detached) delete &request;
+}
+
+std::optional<ProbeResult> P2P::iprobe(int source, int tag, std::uint32_t context) {
+  poll();
+  return find_unexpected(source, tag, context);
+}
+
+std::optional<ProbeResult> P2P::find_unexpected(int source, int tag, std::uint32_t context) const {
+  for (const Incoming& in : unexpected_)
+    if (matches(in.context, in.source, in.tag, context, source, tag)) return ProbeResult{in.source, in.tag, in.size};
+  return std::nullopt;
+}
+
+ProbeResult P2P::probe(int source, int tag, std::uint32_t context) {
+  std::optional<ProbeResult> found;
+  wait_until([&] {
+    found = find_unexpected(source, tag, context);
+    return found.has_value();
+  });
+  return *found;
+}
+
+bool P2P::cancel(Request& request) {
+  auto it = std::find(posted_.begin(), posted_.end(), &request);
+  if (it == posted_.end()) return false;
+  posted_.erase(it);
+  request.cancelled = true;
+  complete(request);
+  return true;
+}
+
+void P2P::would_wait_forever() {
+  abort_job("wait", "deadlock: a single-process job waits for a message nobody will send");
+}
+
+void P2P::poll() {
+  if (transport_) transport_->poll();
+}
+
+void P2P::shutdown() {
+  if (transport_) transport_->shutdown();
+}
+
+}  // namespace viastack::mpi

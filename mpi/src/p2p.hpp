@@ -1,0 +1,109 @@
+// Point-to-point messaging: MPI matching (posted and unexpected queues, in
+// arrival order per sender), the eager and rendezvous protocols over the
+// Transport, and messages a process sends itself.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <optional>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "request.hpp"
+#include "transport.hpp"
+
+namespace viastack::mpi {
+
+class Communicator;
+class Datatype;
+
+enum class SendMode : std::uint8_t { standard, synchronous };
+
+// A message that arrived (or was sent to self) before its receive was posted.
+struct Incoming {
+  std::uint32_t context;
+  int source;  // rank in the communicator
+  int tag;
+  int peer;    // world rank; -1 for a message to self
+  std::size_t size;
+  std::vector<std::byte> data;  // eager: the message
+  bool rendezvous = false;
+  std::uint64_t token = 0, address = 0;
+  via::MemHandle handle = 0;
+  Request* sync_sender = nullptr;  // a synchronous send to self, completed when matched
+};
+
+// What MPI_Probe reports.
+struct ProbeResult {
+  int source, tag;
+  std::size_t bytes;
+};
+
+class P2P final : public TransportClient {
+ public:
+  P2P(int world_rank, int world_size);
+  ~P2P();
+
+  // The communicator's context is the request's; `context` picks p2p or collective traffic.
+  Request* isend(const void* buf, std::size_t count, const Datatype& type, int dest, int tag, const Communicator& comm,
+                 std::uint32_t context, SendMode mode);
+  Request* irecv(void* buf, std::size_t count, const Datatype& type, int source, int tag, const Communicator& comm,
+                 std::uint32_t context);
+  std::optional<ProbeResult> iprobe(int source, int tag, std::uint32_t context);
+  ProbeResult probe(int source, int tag, std::uint32_t context);
+  // True when the receive was still unmatched and is now cancelled.
+  bool cancel(Request& request);
+
+  void poll();
+  template <class Done>
+  void wait_until(Done&& done) {
+    if (transport_)
+      transport_->wait_until(done);
+    else if (!done())
+      would_wait_forever();  // a single process has no peer that could complete anything
+  }
+  void wait(Request& request) {
+    wait_until([&] { return request.complete; });
+  }
+  void shutdown();
+  std::size_t eager_limit() const { return eager_limit_; }
+
+  // TransportClient
+  void on_message(int peer, const WireHeader& header, std::span<const std::byte> payload) override;
+  void on_read_complete(std::uint64_t read_id) override;
+
+ private:
+  struct Message {  // an incoming message as matching sees it
+    int source, tag, peer;
+    std::size_t size;
+    std::span<const std::byte> data;
+    bool rendezvous;
+    std::uint64_t token, address;
+    via::MemHandle handle;
+  };
+  Request* match_posted(std::uint32_t context, int source, int tag);
+  void deliver(Request& recv, const Message& message);
+  void deliver_to_self(Request& send, std::span<const std::byte> data, std::uint32_t context, int source, int tag,
+                       SendMode mode);
+  std::optional<ProbeResult> find_unexpected(int source, int tag, std::uint32_t context) const;
+  void start_read(Request& recv, const Message& message);
+  [[noreturn]] static void would_wait_forever();
+  void finish_receive(Request& recv);
+  void complete(Request& request);
+
+  int world_rank_;
+  std::size_t eager_limit_;
+  std::unique_ptr<Transport> transport_;
+  std::list<Request*> posted_;
+  std::list<Incoming> unexpected_;
+  std::unordered_map<std::uint64_t, Request*> rendezvous_sends_;  // by token, until the FIN
+  std::unordered_map<std::uint64_t, Request*> reads_;             // receives whose RDMA read is running
+  std::uint64_t next_token_ = 1;
+};
+
+bool matches(std::uint32_t context, int source, int tag, std::uint32_t want_context, int want_source, int want_tag);
+
+}  // namespace viastack::mpi

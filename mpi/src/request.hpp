@@ -1,0 +1,61 @@
+// A point-to-point operation in progress: what MPI_Request points at.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "abi.hpp"
+#include "via/via.hpp"
+
+namespace viastack::mpi {
+
+class Communicator;
+class Datatype;
+
+class Request : public ompi_request_t {
+ public:
+  enum class Type : std::uint8_t { send, recv };
+
+  Request(Type type, const Communicator* comm) : ompi_request_t{HandleKind::request}, type(type), comm(comm) {}
+
+  Type type;
+  const Communicator* comm;  // whose error handler reports this request's errors
+  bool complete = false;
+  bool cancelled = false;
+  bool detached = false;  // MPI_Request_free before completion: deleted when it completes
+
+  // The user's buffer.
+  void* buffer = nullptr;
+  std::size_t count = 0;
+  const Datatype* datatype = nullptr;
+  std::vector<std::byte> staging;  // packed bytes of a non-contiguous type
+
+  // Receives: what they match, and how much they can take.
+  std::uint32_t context = 0;
+  int source = 0;
+  int tag = 0;
+  std::size_t capacity = 0;
+
+  // Rendezvous: the registration peers read from (send) or the read lands in (receive).
+  std::uint64_t token = 0;
+  int peer = -1;
+  via::MemHandle registration = 0;
+  bool registered = false;
+
+  // The outcome, as MPI_Status reports it.
+  int status_source = MPI_ANY_SOURCE;
+  int status_tag = MPI_ANY_TAG;
+  int error = MPI_SUCCESS;
+  std::size_t bytes = 0;
+
+  void fill_status(MPI_Status* status) const {
+    if (status == MPI_STATUS_IGNORE) return;
+    status->MPI_SOURCE = status_source;
+    status->MPI_TAG = status_tag;
+    status->_cancelled = cancelled;
+    status->_ucount = bytes;
+  }
+};
+
+}  // namespace viastack::mpi

@@ -1,0 +1,86 @@
+#include "runtime.hpp"
+
+#include <cstdlib>
+#include <string>
+
+#include "collectives.hpp"
+#include "errors.hpp"
+
+namespace viastack::mpi {
+
+namespace {
+
+LifeStage stage = LifeStage::before_init;
+Runtime* running = nullptr;
+
+int env_number(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  return v && *v ? std::atoi(v) : fallback;
+}
+
+}  // namespace
+
+Runtime::Runtime(int world_rank, int world_size)
+    : world_rank_(world_rank), world_size_(world_size), p2p_(world_rank, world_size) {
+  std::vector<int> everyone(static_cast<std::size_t>(world_size));
+  for (int r = 0; r < world_size; ++r) everyone[std::size_t(r)] = r;
+  world_ = std::make_unique<Communicator>(std::make_shared<Group>(std::move(everyone), world_rank), kWorldContext,
+                                          ErrhandlerKind::fatal);
+  self_ = std::make_unique<Communicator>(std::make_shared<Group>(std::vector<int>{world_rank}, world_rank), kSelfContext,
+                                         ErrhandlerKind::fatal);
+  world_->set_name("MPI_COMM_WORLD");
+  self_->set_name("MPI_COMM_SELF");
+  world_->handle = MPI_COMM_WORLD;
+  self_->handle = MPI_COMM_SELF;
+  MPI_COMM_WORLD->impl = world_.get();
+  MPI_COMM_SELF->impl = self_.get();
+}
+
+Runtime::~Runtime() {
+  MPI_COMM_WORLD->impl = nullptr;
+  MPI_COMM_SELF->impl = nullptr;
+}
+
+std::uint32_t Runtime::agree_on_context(const Communicator& parent) {
+  std::uint32_t proposal = next_context_;
+  std::uint32_t agreed = 0;
+  allreduce_max_u32(parent, proposal, agreed);
+  next_context_ = agreed + 2;
+  return agreed;
+}
+
+LifeStage life_stage() { return stage; }
+
+Runtime& runtime() {
+  if (stage != LifeStage::running)
+    fail(MPI_ERR_OTHER, stage == LifeStage::before_init ? "MPI is not initialized (call MPI_Init first)"
+                                                        : "MPI was finalized");
+  return *running;
+}
+
+void start_runtime() {
+  if (stage != LifeStage::before_init) fail(MPI_ERR_OTHER, "MPI_Init was already called");
+  const int size = env_number("VIASTACK_SIZE", 1);
+  const int rank = env_number("VIASTACK_RANK", 0);
+  if (size < 1 || rank < 0 || rank >= size) {
+    std::string why = "VIASTACK_RANK/VIASTACK_SIZE do not describe a job (rank ";
+    why += std::to_string(rank);
+    why += " of ";
+    why += std::to_string(size);
+    why += ")";
+    abort_job("MPI_Init", why);
+  }
+  running = new Runtime(rank, size);
+  stage = LifeStage::running;
+}
+
+void stop_runtime() {
+  Runtime& rt = runtime();
+  barrier(rt.world());
+  rt.p2p().shutdown();
+  delete running;
+  running = nullptr;
+  stage = LifeStage::finalized;
+}
+
+}  // namespace viastack::mpi

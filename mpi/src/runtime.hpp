@@ -1,0 +1,38 @@
+// The library's state between MPI_Init and MPI_Finalize: the job, the
+// point-to-point engine, MPI_COMM_WORLD and MPI_COMM_SELF.
+#pragma once
+
+#include <memory>
+
+#include "comm.hpp"
+#include "p2p.hpp"
+
+namespace viastack::mpi {
+
+class Runtime {
+ public:
+  Runtime(int world_rank, int world_size);
+  ~Runtime();
+
+  int world_rank() const { return world_rank_; }
+  int world_size() const { return world_size_; }
+  P2P& p2p() { return p2p_; }
+  Communicator& world() { return *world_; }
+  // A fresh context pair for a communicator made collectively over `parent`.
+  std::uint32_t agree_on_context(const Communicator& parent);
+
+ private:
+  int world_rank_, world_size_;
+  P2P p2p_;
+  std::unique_ptr<Communicator> world_, self_;
+  std::uint32_t next_context_ = kFirstFreeContext;
+};
+
+enum class LifeStage { before_init, running, finalized };
+LifeStage life_stage();
+// The running library; throws MPI_ERR_OTHER before MPI_Init and after MPI_Finalize.
+Runtime& runtime();
+void start_runtime();
+void stop_runtime();
+
+}  // namespace viastack::mpi

@@ -1,0 +1,303 @@
+#include "transport.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "errors.hpp"
+
+namespace viastack::mpi {
+
+namespace {
+
+constexpr int kCreditWindow = 32;  // data messages a peer may have outstanding to us
+constexpr int kSpareReceives = 4;  // for credit-only messages, which need no credit (at most 2 in flight)
+constexpr int kReceivesPerPeer = kCreditWindow + kSpareReceives;
+constexpr int kCreditReturnThreshold = kCreditWindow / 2;
+constexpr int kSendDescriptors = 512;
+constexpr int kBounceBuffers = 128;
+constexpr std::size_t kDescriptorBytes = 64;  // VIP_DESCRIPTOR_ALIGNMENT; a descriptor with two segments fits
+constexpr std::size_t kReadChunk = 256u << 20;  // below the VI's maximum transfer
+constexpr std::uint32_t kConnectTimeoutMs = 60000;
+const std::uint8_t kDiscriminator[] = {'m', 'p', 'i'};
+
+std::size_t round_up(std::size_t n, std::size_t to) { return (n + to - 1) / to * to; }
+
+void check(via::Result r, const char* what) {
+  if (r == via::Result::success) return;
+  std::string why = what;
+  why += ": ";
+  why += via::describe(r);
+  abort_job("VIA transport", why);
+}
+
+}  // namespace
+
+Transport::Transport(int rank, int size, std::size_t eager_limit, TransportClient& client)
+    : client_(client), rank_(rank), eager_limit_(eager_limit),
+      slot_bytes_(round_up(sizeof(WireHeader) + eager_limit, 64)), peers_(std::size_t(size)) {
+  check(via::Nic::open("", nic_), "opening the NIC");
+  nic_->set_error_handler([this](const via::AsyncError& e) { on_async_error(e); });
+  check(nic_->create_ptag(ptag_), "creating a protection tag");
+  check(nic_->create_cq(std::size_t(size) * (kReceivesPerPeer + kSendDescriptors), cq_), "creating a completion queue");
+
+  receive_descriptors_ = std::size_t(size) * kReceivesPerPeer;
+  const std::size_t descriptors = receive_descriptors_ + kSendDescriptors;
+  arena_bytes_ = descriptors * kDescriptorBytes + (receive_descriptors_ + kBounceBuffers) * slot_bytes_;
+  arena_bytes_ = round_up(arena_bytes_, 4096);
+  arena_ = static_cast<std::byte*>(std::aligned_alloc(4096, arena_bytes_));
+  if (!arena_) abort_job("VIA transport", "out of memory for the message buffers");
+  std::memset(arena_, 0, arena_bytes_);
+  check(nic_->register_memory(arena_, arena_bytes_, via::MemAttributes{ptag_, false, false}, arena_handle_),
+        "registering the message buffers");
+  registrations_ = std::make_unique<RegistrationCache>(*nic_, ptag_, 64);
+
+  send_slots_.resize(kSendDescriptors);
+  for (int i = kSendDescriptors - 1; i >= 0; --i) free_send_descriptors_.push_back(i);
+  for (int i = kBounceBuffers - 1; i >= 0; --i) free_bounces_.push_back(i);
+  connect_all(rank, size);
+}
+
+Transport::~Transport() {
+  registrations_.reset();
+  nic_.reset();
+  std::free(arena_);
+}
+
+VIP_DESCRIPTOR* Transport::descriptor(std::size_t index) {
+  return reinterpret_cast<VIP_DESCRIPTOR*>(arena_ + index * kDescriptorBytes);
+}
+
+std::byte* Transport::receive_buffer(int peer, int slot) {
+  const std::size_t descriptors = receive_descriptors_ + kSendDescriptors;
+  return arena_ + descriptors * kDescriptorBytes + (std::size_t(peer) * kReceivesPerPeer + std::size_t(slot)) * slot_bytes_;
+}
+
+std::byte* Transport::bounce_buffer(int index) {
+  return receive_buffer(0, 0) + (receive_descriptors_ + std::size_t(index)) * slot_bytes_;
+}
+
+void Transport::connect_all(int rank, int size) {
+  via::ViAttributes attrs;
+  attrs.reliability = VIP_SERVICE_RELIABLE_DELIVERY;
+  attrs.ptag = ptag_;
+  attrs.rdma_read = true;  // peers read rendezvous messages from our buffers
+  for (int p = 0; p < size; ++p) {
+    if (p == rank) continue;
+    Peer& peer = peers_[std::size_t(p)];
+    check(nic_->create_vi(attrs, cq_, cq_, peer.vi), "creating a VI");
+    peer.vi->user_handle = reinterpret_cast<void*>(std::intptr_t(p));
+    peer.send_credits = kCreditWindow;
+    for (int slot = 0; slot < kReceivesPerPeer; ++slot) post_receive(p, slot);
+    via::NetAddress local{{}, {std::begin(kDiscriminator), std::end(kDiscriminator)}};
+    via::NetAddress remote{{}, local.discriminator};
+    std::string name = "rank";
+    name += std::to_string(p);
+    check(nic_->resolve(name, 0, remote.host), "resolving a peer's address");
+    check(peer.vi->connect_peer_request(local, remote, kConnectTimeoutMs), "requesting a connection");
+  }
+  for (int p = 0; p < size; ++p)
+    if (p != rank) check(peers_[std::size_t(p)].vi->connect_peer_wait(), "connecting to a peer");
+}
+
+void Transport::post_receive(int peer, int slot) {
+  VIP_DESCRIPTOR* d = descriptor(std::size_t(peer) * kReceivesPerPeer + std::size_t(slot));
+  std::memset(d, 0, kDescriptorBytes);
+  d->CS.SegCount = 1;
+  d->CS.Length = std::uint32_t(slot_bytes_);
+  d->DS[0].Local.Data.Address = receive_buffer(peer, slot);
+  d->DS[0].Local.Handle = arena_handle_;
+  d->DS[0].Local.Length = std::uint32_t(slot_bytes_);
+  via::Result r = peers_[std::size_t(peer)].vi->post_recv(d, arena_handle_);
+  if (r != via::Result::success && !peers_[std::size_t(peer)].closed) check(r, "posting a receive");
+}
+
+void Transport::send(int peer, WireHeader header, std::span<const std::byte> payload) {
+  Peer& p = peers_[std::size_t(peer)];
+  if (p.backlog.empty() && try_post(peer, header, payload)) return;
+  p.backlog.push_back(Queued{header, std::vector<std::byte>(payload.begin(), payload.end())});
+  backlogged_ = true;
+}
+
+bool Transport::try_post(int peer, const WireHeader& header, std::span<const std::byte> payload) {
+  Peer& p = peers_[std::size_t(peer)];
+  const bool needs_credit = header.type != WireType::credit;
+  if ((needs_credit && p.send_credits == 0) || free_send_descriptors_.empty() || free_bounces_.empty()) return false;
+  if (p.closed) return true;  // the peer finalized; nothing it could still want
+  const int index = free_send_descriptors_.back();
+  free_send_descriptors_.pop_back();
+  const int bounce = free_bounces_.back();
+  free_bounces_.pop_back();
+  send_slots_[std::size_t(index)] = SendSlot{bounce, 0, false, 0};
+
+  WireHeader h = header;
+  h.credits = std::uint16_t(std::min(p.owed_credits, 0xFFFF));
+  p.owed_credits -= h.credits;
+  if (needs_credit) --p.send_credits;
+  std::byte* buf = bounce_buffer(bounce);
+  std::memcpy(buf, &h, sizeof h);
+  if (!payload.empty()) std::memcpy(buf + sizeof h, payload.data(), payload.size());
+
+  VIP_DESCRIPTOR* d = descriptor(receive_descriptors_ + std::size_t(index));
+  std::memset(d, 0, kDescriptorBytes);
+  const auto length = std::uint32_t(sizeof h + payload.size());
+  d->CS.SegCount = 1;
+  d->CS.Length = length;
+  d->DS[0].Local.Data.Address = buf;
+  d->DS[0].Local.Handle = arena_handle_;
+  d->DS[0].Local.Length = length;
+  check(p.vi->post_send(d, arena_handle_), "posting a send");
+  return true;
+}
+
+void Transport::read(int peer, void* local, std::size_t len, std::uint64_t remote_address, via::MemHandle remote_handle,
+                     std::uint64_t read_id) {
+  Peer& p = peers_[std::size_t(peer)];
+  PendingRead read{local, len, remote_address, remote_handle, read_id};
+  if (p.reads.empty() && try_read(peer, read)) return;
+  p.reads.push_back(read);
+  backlogged_ = true;
+}
+
+// One descriptor per chunk, all taken at once, or none.
+bool Transport::try_read(int peer, const PendingRead& read) {
+  const std::size_t chunks = (read.len + kReadChunk - 1) / kReadChunk;
+  if (free_send_descriptors_.size() < chunks) return false;
+  Peer& p = peers_[std::size_t(peer)];
+  const via::MemHandle local_handle = registrations_->acquire(read.local, read.len);
+  for (std::size_t done = 0; done < read.len; done += kReadChunk) {
+    const std::size_t chunk = std::min(kReadChunk, read.len - done);
+    const bool last = done + chunk == read.len;
+    const int index = free_send_descriptors_.back();
+    free_send_descriptors_.pop_back();
+    send_slots_[std::size_t(index)] = SendSlot{-1, read.read_id, last, local_handle};
+    VIP_DESCRIPTOR* d = descriptor(receive_descriptors_ + std::size_t(index));
+    std::memset(d, 0, kDescriptorBytes);
+    d->CS.Control = VIP_CONTROL_OP_RDMAREAD;
+    d->CS.SegCount = 2;
+    d->CS.Length = std::uint32_t(chunk);
+    d->DS[0].Remote.Data.AddressBits = read.remote_address + done;
+    d->DS[0].Remote.Handle = read.remote_handle;
+    d->DS[1].Local.Data.Address = static_cast<std::byte*>(read.local) + done;
+    d->DS[1].Local.Handle = local_handle;
+    d->DS[1].Local.Length = std::uint32_t(chunk);
+    check(p.vi->post_send(d, arena_handle_), "posting an RDMA read");
+  }
+  return true;
+}
+
+void Transport::poll() {
+  nic_->progress();
+  drain();
+}
+
+void Transport::drain() {
+  via::Cq::Entry e;
+  while (cq_->size() > 0 && cq_->done(e) == via::Result::success) {
+    if (e.recv_queue)
+      on_receive(e.vi);
+    else
+      on_send_complete(e.vi);
+  }
+  if (backlogged_) flush_backlogs();
+}
+
+void Transport::flush_backlogs() {
+  backlogged_ = false;
+  for (std::size_t peer = 0; peer < peers_.size(); ++peer) {
+    Peer& p = peers_[peer];
+    while (!p.backlog.empty() && try_post(int(peer), p.backlog.front().header, p.backlog.front().payload))
+      p.backlog.pop_front();
+    while (!p.reads.empty() && try_read(int(peer), p.reads.front())) p.reads.pop_front();
+    if (p.owed_credits >= kCreditReturnThreshold && !try_post(int(peer), WireHeader{WireType::credit}, {}))
+      backlogged_ = true;
+    if (!p.backlog.empty() || !p.reads.empty()) backlogged_ = true;
+  }
+}
+
+void Transport::on_send_complete(via::Vi* vi) {
+  VIP_DESCRIPTOR* d;
+  if (vi->send_done(d) != via::Result::success) return;
+  const auto peer = int(reinterpret_cast<std::intptr_t>(vi->user_handle));
+  if ((d->CS.Status & VIP_STATUS_ERROR_MASK) && !peers_[std::size_t(peer)].closed) {
+    std::string why = "a transfer to rank ";
+    why += std::to_string(peer);
+    why += " failed (VIA status 0x";
+    char hex[16];
+    std::snprintf(hex, sizeof hex, "%x", d->CS.Status);
+    why += hex;
+    why += ")";
+    abort_job("progress", why);
+  }
+  const auto index = std::size_t((reinterpret_cast<std::byte*>(d) - arena_) / kDescriptorBytes) - receive_descriptors_;
+  SendSlot slot = send_slots_[index];
+  free_send_descriptors_.push_back(int(index));
+  if (slot.bounce >= 0) free_bounces_.push_back(slot.bounce);
+  if (slot.reports_read) {
+    registrations_->release(slot.local_handle);
+    client_.on_read_complete(slot.read_id);
+  }
+  if (!backlogged_) return;
+  flush_backlogs();
+}
+
+void Transport::on_receive(via::Vi* vi) {
+  VIP_DESCRIPTOR* d;
+  if (vi->recv_done(d) != via::Result::success) return;
+  const auto peer = int(reinterpret_cast<std::intptr_t>(vi->user_handle));
+  Peer& p = peers_[std::size_t(peer)];
+  if (d->CS.Status & VIP_STATUS_ERROR_MASK) {
+    if (p.closed) return;  // flushed by the peer's orderly disconnect
+    std::string why = "a receive from rank ";
+    why += std::to_string(peer);
+    why += " failed";
+    abort_job("progress", why);
+  }
+  const auto slot = int(std::size_t((reinterpret_cast<std::byte*>(d) - arena_) / kDescriptorBytes) % kReceivesPerPeer);
+  const std::byte* buf = receive_buffer(peer, slot);
+  WireHeader h;
+  if (d->CS.Length < sizeof h) {
+    std::string why = "a message from rank ";
+    why += std::to_string(peer);
+    why += " is shorter than a header";
+    abort_job("progress", why);
+  }
+  std::memcpy(&h, buf, sizeof h);
+  p.send_credits += h.credits;
+  if (h.type != WireType::credit) client_.on_message(peer, h, {buf + sizeof h, d->CS.Length - sizeof h});
+  post_receive(peer, slot);
+  if (h.type != WireType::credit) ++p.owed_credits;
+  if (h.credits > 0 || p.owed_credits >= kCreditReturnThreshold) backlogged_ = true;
+  if (backlogged_) flush_backlogs();
+}
+
+void Transport::on_async_error(const via::AsyncError& error) {
+  const auto peer = error.vi ? int(reinterpret_cast<std::intptr_t>(error.vi->user_handle)) : -1;
+  if (error.orderly && peer >= 0) {
+    peers_[std::size_t(peer)].closed = true;
+    return;
+  }
+  std::string why = "connection to rank ";
+  why += std::to_string(peer);
+  why += " lost: ";
+  why += error.cause;
+  abort_job("progress", why);
+}
+
+void Transport::shutdown() {
+  auto quiet = [&] {
+    if (backlogged_) return false;
+    for (const Peer& p : peers_)
+      if (p.vi && !p.closed && !p.vi->send_queue_empty()) return false;
+    return true;
+  };
+  wait_until(quiet);
+  for (Peer& p : peers_)
+    if (p.vi) {
+      p.closed = true;
+      p.vi->disconnect();
+    }
+}
+
+}  // namespace viastack::mpi

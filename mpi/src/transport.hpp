@@ -1,0 +1,148 @@
+// The byte mover under the MPI protocol: one reliable-delivery VI per peer,
+// connected peer to peer at start-up, with pre-posted receive buffers and
+// credit-based flow control (a sender never sends into a peer that has no
+// receive posted), eager messages copied through registered bounce buffers,
+// and RDMA reads for rendezvous transfers.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "reg_cache.hpp"
+#include "via/via.hpp"
+
+namespace viastack::mpi {
+
+enum class WireType : std::uint8_t {
+  eager,   // header + the whole message
+  rts,     // ready to send: the receiver reads the message from (address, handle)
+  fin,     // the receiver has read the message of `token`
+  credit,  // only returns credits
+};
+
+struct WireHeader {
+  WireType type;
+  std::uint8_t reserved = 0;
+  std::uint16_t credits = 0;  // receive buffers the sender has re-posted for the destination
+  std::uint32_t context = 0;
+  std::int32_t source = 0;  // the sender's rank in the communicator
+  std::int32_t tag = 0;
+  std::uint64_t size = 0;   // message bytes
+  std::uint64_t token = 0;  // rts / fin: names the sender's request
+  std::uint64_t address = 0;
+  std::uint32_t handle = 0;
+  std::uint32_t reserved2 = 0;
+};
+static_assert(sizeof(WireHeader) == 48);
+
+class TransportClient {
+ public:
+  virtual void on_message(int peer, const WireHeader& header, std::span<const std::byte> payload) = 0;
+  virtual void on_read_complete(std::uint64_t read_id) = 0;
+
+ protected:
+  ~TransportClient() = default;
+};
+
+class Transport {
+ public:
+  // Opens the NIC and connects to every other rank of the job.
+  Transport(int rank, int size, std::size_t eager_limit, TransportClient& client);
+  ~Transport();
+  Transport(const Transport&) = delete;
+  Transport& operator=(const Transport&) = delete;
+
+  std::size_t eager_limit() const { return eager_limit_; }
+  // Queues a message for `peer` (header + payload copy); never blocks.
+  void send(int peer, WireHeader header, std::span<const std::byte> payload);
+  // Reads len bytes at (remote_address, remote_handle) of `peer` into local;
+  // on_read_complete(read_id) follows.
+  void read(int peer, void* local, std::size_t len, std::uint64_t remote_address, via::MemHandle remote_handle,
+            std::uint64_t read_id);
+  RegistrationCache& registrations() { return *registrations_; }
+
+  // Progress: the engine's, then every completion.
+  void poll();
+  // Blocks (spinning, then sleeping) until done() holds.
+  template <class Done>
+  void wait_until(Done&& done);
+  // Waits until everything queued has left, then disconnects from every peer.
+  void shutdown();
+
+ private:
+  struct Queued {
+    WireHeader header;
+    std::vector<std::byte> payload;
+  };
+  struct PendingRead {
+    void* local;
+    std::size_t len;
+    std::uint64_t remote_address;
+    via::MemHandle remote_handle;
+    std::uint64_t read_id;
+  };
+  struct Peer {
+    via::Vi* vi = nullptr;
+    int send_credits = 0;
+    int owed_credits = 0;  // receive buffers re-posted since we last told the peer
+    bool closed = false;   // the peer disconnected (it finalized)
+    std::deque<Queued> backlog;  // waiting for credits, a bounce buffer or a descriptor
+    std::deque<PendingRead> reads;  // waiting for descriptors
+  };
+  // What a posted send-queue descriptor is doing.
+  struct SendSlot {
+    int bounce = -1;            // eager: the bounce buffer it sends from
+    std::uint64_t read_id = 0;  // RDMA read: reported when the last chunk completes
+    bool reports_read = false;
+    via::MemHandle local_handle = 0;  // RDMA read: released with the report
+  };
+
+  void connect_all(int rank, int size);
+  VIP_DESCRIPTOR* descriptor(std::size_t index);
+  std::byte* receive_buffer(int peer, int slot);
+  std::byte* bounce_buffer(int index);
+  void post_receive(int peer, int slot);
+  bool try_post(int peer, const WireHeader& header, std::span<const std::byte> payload);
+  bool try_read(int peer, const PendingRead& read);
+  void flush_backlogs();
+  void drain();
+  void on_send_complete(via::Vi* vi);
+  void on_receive(via::Vi* vi);
+  void on_async_error(const via::AsyncError& error);
+
+  TransportClient& client_;
+  int rank_;
+  std::size_t eager_limit_;
+  std::size_t slot_bytes_;
+  std::unique_ptr<via::Nic> nic_;
+  via::Ptag ptag_ = 0;
+  via::Cq* cq_ = nullptr;
+  std::vector<Peer> peers_;  // by world rank; peers_[rank_] is unused
+  std::byte* arena_ = nullptr;  // descriptors, receive buffers, bounce buffers
+  std::size_t arena_bytes_ = 0;
+  via::MemHandle arena_handle_ = 0;
+  std::size_t receive_descriptors_ = 0;  // first send descriptor index
+  std::vector<int> free_send_descriptors_;
+  std::vector<int> free_bounces_;
+  std::vector<SendSlot> send_slots_;
+  std::unique_ptr<RegistrationCache> registrations_;
+  bool backlogged_ = false;
+};
+
+template <class Done>
+void Transport::wait_until(Done&& done) {
+  poll();
+  if (done()) return;
+  nic_->wait(
+      [&] {
+        drain();
+        return done();
+      },
+      via::kInfinite);
+}
+
+}  // namespace viastack::mpi

@@ -1,0 +1,241 @@
+/* Point-to-point semantics: ordering, wildcards, sizes across the eager /
+ * rendezvous threshold (0 bytes included), truncation, PROC_NULL, self
+ * sends, probe, non-blocking completion calls, cancel, derived datatypes. */
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+
+static int rank, size;
+
+static unsigned char pattern(size_t i, int seed) { return (unsigned char)(i * 7 + seed * 13 + (i >> 9)); }
+
+static void ordering(void) {
+  if (size < 2) return;
+  enum { n = 200 };
+  if (rank == 0) {
+    for (int i = 0; i < n; ++i) MPI_Send(&i, 1, MPI_INT, 1, i % 3, MPI_COMM_WORLD);
+  } else if (rank == 1) {
+    for (int i = 0; i < n; ++i) {
+      int v = -1;
+      MPI_Status st;
+      MPI_Recv(&v, 1, MPI_INT, 0, MPI_ANY_TAG, MPI_COMM_WORLD, &st);
+      CHECK(v == i);
+      CHECK(st.MPI_TAG == i % 3 && st.MPI_SOURCE == 0);
+    }
+  }
+  /* A specific tag overtakes earlier messages with other tags. */
+  if (rank == 0) {
+    int a = 1, b = 2;
+    MPI_Send(&a, 1, MPI_INT, 1, 10, MPI_COMM_WORLD);
+    MPI_Send(&b, 1, MPI_INT, 1, 11, MPI_COMM_WORLD);
+  } else if (rank == 1) {
+    int a = 0, b = 0;
+    MPI_Recv(&b, 1, MPI_INT, 0, 11, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    MPI_Recv(&a, 1, MPI_INT, 0, 10, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    CHECK(a == 1 && b == 2);
+  }
+}
+
+static void any_source(void) {
+  if (rank == 0) {
+    int seen = 0;
+    for (int i = 1; i < size; ++i) {
+      int v;
+      MPI_Status st;
+      MPI_Recv(&v, 1, MPI_INT, MPI_ANY_SOURCE, 7, MPI_COMM_WORLD, &st);
+      CHECK(v == st.MPI_SOURCE * 100);
+      seen |= 1 << st.MPI_SOURCE;
+    }
+    CHECK(seen == ((1 << size) - 2));
+  } else {
+    int v = rank * 100;
+    MPI_Send(&v, 1, MPI_INT, 0, 7, MPI_COMM_WORLD);
+  }
+}
+
+static void sizes(void) {
+  const size_t list[] = {0, 1, 100, 16383, 16384, 16385, 65536, 1 << 20, (4 << 20) + 3};
+  const int next = (rank + 1) % size, prev = (rank + size - 1) % size;
+  unsigned char* out = malloc((4 << 20) + 3);
+  unsigned char* in = malloc((4 << 20) + 3);
+  for (size_t k = 0; k < sizeof list / sizeof list[0]; ++k) {
+    const size_t n = list[k];
+    for (size_t i = 0; i < n; ++i) out[i] = pattern(i, rank);
+    memset(in, 0, n);
+    MPI_Status st;
+    MPI_Sendrecv(out, (int)n, MPI_BYTE, next, 3, in, (int)n, MPI_BYTE, prev, 3, MPI_COMM_WORLD, &st);
+    int count = -1;
+    MPI_Get_count(&st, MPI_BYTE, &count);
+    CHECK(count == (int)n);
+    size_t bad = n;
+    for (size_t i = 0; i < n && bad == n; ++i)
+      if (in[i] != pattern(i, prev)) bad = i;
+    CHECK(bad == n);
+    /* Synchronous mode too. */
+    MPI_Request r;
+    MPI_Irecv(in, (int)n, MPI_BYTE, prev, 4, MPI_COMM_WORLD, &r);
+    MPI_Ssend(out, (int)n, MPI_BYTE, next, 4, MPI_COMM_WORLD);
+    MPI_Wait(&r, MPI_STATUS_IGNORE);
+    CHECK(n == 0 || in[n - 1] == pattern(n - 1, prev));
+  }
+  free(out);
+  free(in);
+}
+
+static void truncation(void) {
+  if (size < 2) return;
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  const int lengths[] = {100, 100000};
+  for (int k = 0; k < 2; ++k) {
+    const int n = lengths[k];
+    int* buf = calloc((size_t)n, sizeof(int));
+    if (rank == 0) {
+      MPI_Send(buf, n, MPI_INT, 1, 20, MPI_COMM_WORLD);
+    } else if (rank == 1) {
+      MPI_Status st;
+      int rc = MPI_Recv(buf, 10, MPI_INT, 0, 20, MPI_COMM_WORLD, &st);
+      int cls = -1;
+      MPI_Error_class(rc, &cls);
+      CHECK(cls == MPI_ERR_TRUNCATE);
+    }
+    free(buf);
+  }
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
+}
+
+static void proc_null_and_self(void) {
+  int v = 5;
+  MPI_Status st;
+  CHECK(MPI_Send(&v, 1, MPI_INT, MPI_PROC_NULL, 0, MPI_COMM_WORLD) == MPI_SUCCESS);
+  CHECK(MPI_Recv(&v, 1, MPI_INT, MPI_PROC_NULL, 0, MPI_COMM_WORLD, &st) == MPI_SUCCESS);
+  CHECK(st.MPI_SOURCE == MPI_PROC_NULL && v == 5);
+  int count = -1;
+  MPI_Get_count(&st, MPI_INT, &count);
+  CHECK(count == 0);
+
+  /* To self: large, synchronous, and unexpected before the receive. */
+  const int n = 300000;
+  int* out = malloc(n * sizeof(int));
+  int* in = calloc(n, sizeof(int));
+  for (int i = 0; i < n; ++i) out[i] = i ^ rank;
+  MPI_Request r;
+  MPI_Isend(out, n, MPI_INT, rank, 9, MPI_COMM_WORLD, &r);
+  MPI_Recv(in, n, MPI_INT, rank, 9, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+  MPI_Wait(&r, MPI_STATUS_IGNORE);
+  CHECK(in[n - 1] == ((n - 1) ^ rank));
+  MPI_Issend(out, 1, MPI_INT, rank, 10, MPI_COMM_WORLD, &r);
+  int flag = 1;
+  MPI_Test(&r, &flag, MPI_STATUS_IGNORE);
+  CHECK(!flag); /* synchronous: not before the receive matched */
+  MPI_Recv(in, 1, MPI_INT, rank, 10, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+  MPI_Wait(&r, MPI_STATUS_IGNORE);
+  CHECK(r == MPI_REQUEST_NULL);
+  free(out);
+  free(in);
+}
+
+static void probe_and_nonblocking(void) {
+  if (size < 2) return;
+  if (rank == 0) {
+    double d[37];
+    for (int i = 0; i < 37; ++i) d[i] = i * 0.5;
+    MPI_Send(d, 37, MPI_DOUBLE, 1, 30, MPI_COMM_WORLD);
+    int vals[4] = {1, 2, 3, 4};
+    MPI_Request rs[4];
+    for (int i = 0; i < 4; ++i) MPI_Isend(&vals[i], 1, MPI_INT, 1, 40 + i, MPI_COMM_WORLD, &rs[i]);
+    MPI_Waitall(4, rs, MPI_STATUSES_IGNORE);
+  } else if (rank == 1) {
+    MPI_Status st;
+    MPI_Probe(0, 30, MPI_COMM_WORLD, &st);
+    int count;
+    MPI_Get_count(&st, MPI_DOUBLE, &count);
+    CHECK(count == 37);
+    double* d = malloc(count * sizeof(double));
+    MPI_Recv(d, count, MPI_DOUBLE, 0, 30, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    CHECK(d[36] == 18.0);
+    free(d);
+
+    int got[4] = {0};
+    MPI_Request rs[4];
+    for (int i = 3; i >= 0; --i) MPI_Irecv(&got[i], 1, MPI_INT, 0, 40 + i, MPI_COMM_WORLD, &rs[i]);
+    int index, done = 0;
+    MPI_Waitany(4, rs, &index, MPI_STATUS_IGNORE);
+    CHECK(index >= 0 && index < 4 && rs[index] == MPI_REQUEST_NULL);
+    ++done;
+    while (done < 4) {
+      int outcount, indices[4];
+      MPI_Status sts[4];
+      MPI_Waitsome(4, rs, &outcount, indices, sts);
+      CHECK(outcount >= 1);
+      for (int k = 0; k < outcount; ++k) CHECK(sts[k].MPI_TAG == 40 + indices[k]);
+      done += outcount;
+    }
+    CHECK(got[0] == 1 && got[1] == 2 && got[2] == 3 && got[3] == 4);
+    int flag = 0;
+    MPI_Testall(4, rs, &flag, MPI_STATUSES_IGNORE);
+    CHECK(flag);
+  }
+  /* A receive that never matches can be cancelled. */
+  MPI_Request r;
+  int v;
+  MPI_Irecv(&v, 1, MPI_INT, MPI_ANY_SOURCE, 999, MPI_COMM_WORLD, &r);
+  MPI_Cancel(&r);
+  MPI_Status st;
+  MPI_Wait(&r, &st);
+  int cancelled = 0;
+  MPI_Test_cancelled(&st, &cancelled);
+  CHECK(cancelled);
+}
+
+static void derived(void) {
+  /* A column of a 6x5 matrix (vector), and a struct {int; double}. */
+  enum { rows = 6, cols = 5 };
+  MPI_Datatype column, pair;
+  MPI_Type_vector(rows, 1, cols, MPI_INT, &column);
+  MPI_Type_commit(&column);
+  int size_bytes;
+  MPI_Type_size(column, &size_bytes);
+  CHECK(size_bytes == rows * (int)sizeof(int));
+  struct item { int a; double b; };
+  int lens[2] = {1, 1};
+  MPI_Aint displs[2] = {offsetof(struct item, a), offsetof(struct item, b)};
+  MPI_Datatype types[2] = {MPI_INT, MPI_DOUBLE};
+  MPI_Type_create_struct(2, lens, displs, types, &pair);
+  MPI_Type_commit(&pair);
+  MPI_Aint lb, extent;
+  MPI_Type_get_extent(pair, &lb, &extent);
+  CHECK(lb == 0 && extent == sizeof(struct item));
+
+  const int next = (rank + 1) % size, prev = (rank + size - 1) % size;
+  int m[rows][cols], got[rows][cols];
+  for (int r = 0; r < rows; ++r)
+    for (int c = 0; c < cols; ++c) m[r][c] = 100 * r + c + rank, got[r][c] = -1;
+  MPI_Sendrecv(&m[0][2], 1, column, next, 50, &got[0][3], 1, column, prev, 50, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+  for (int r = 0; r < rows; ++r) {
+    CHECK(got[r][3] == 100 * r + 2 + prev);
+    CHECK(got[r][2] == -1);
+  }
+  struct item items[3] = {{1, 1.5}, {2, 2.5}, {3, 3.5}}, back[3];
+  memset(back, 0, sizeof back);
+  MPI_Sendrecv(items, 3, pair, next, 51, back, 3, pair, prev, 51, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+  CHECK(back[2].a == 3 && back[2].b == 3.5);
+  MPI_Type_free(&column);
+  MPI_Type_free(&pair);
+  CHECK(column == MPI_DATATYPE_NULL);
+}
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  ordering();
+  any_source();
+  sizes();
+  truncation();
+  proc_null_and_self();
+  probe_and_nonblocking();
+  derived();
+  return finish("p2p_test");
+}
