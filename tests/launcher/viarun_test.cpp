@@ -243,6 +243,43 @@ TEST(Viarun, GivesEveryRankItsEnvironment) {
     EXPECT_EQ(fields["job"], job);
     EXPECT_EQ(fields["provider"], "shm");
     EXPECT_EQ(fields["launcher"], "viarun");
+    // The job's secret and the directory where the ranks' NICs meet.
+    EXPECT_EQ(fields["key"], ranks[0]["key"]);
+    EXPECT_EQ(fields["key"].size(), 64u);
+    EXPECT_EQ(fields["directory"].rfind("127.0.0.1:", 0), 0u) << fields["directory"];
+  }
+}
+
+TEST(Viarun, HostsAreFilledRoundRobinThroughTheLauncherTemplate) {
+  // A launcher that only marks which host it was asked for.
+  RunResult result = run_viarun({"-n", "5", "--hosts", "alpha,beta", "--launcher", "env VIARUN_TEST_HOST={host}",
+                                 "--listen-address", "127.0.0.1", kRankProgram, "env"});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  auto ranks = env_by_rank(result.out);
+  ASSERT_EQ(ranks.size(), 5u) << result.out;
+  for (int rank = 0; rank < 5; ++rank) {
+    auto& fields = ranks[rank];
+    EXPECT_EQ(fields["host"], rank % 2 == 0 ? "alpha" : "beta");
+    EXPECT_EQ(fields["local_rank"], std::to_string(rank / 2));
+    EXPECT_EQ(fields["local_size"], rank % 2 == 0 ? "3" : "2");
+    EXPECT_EQ(fields["size"], "5");
+    EXPECT_EQ(fields["key"], ranks[0]["key"]);
+  }
+}
+
+TEST(Viarun, ALauncherTemplateWithoutHostIsRefused) {
+  RunResult result = run_viarun({"-n", "2", "--hosts", "a", "--launcher", "ssh", kRankProgram, "env"});
+  EXPECT_EQ(result.exit_code, 2);
+  EXPECT_NE(result.err.find("{host}"), std::string::npos) << result.err;
+}
+
+// Regression: the directory's thread once took SIGCHLD away from viarun's
+// signalfd, and jobs whose ranks had exited lasted until the timeout.
+TEST(Viarun, ShortJobsEndAsSoonAsTheirRanksExit) {
+  for (int i = 0; i < 10; ++i) {
+    RunResult result = run_viarun({"-n", "2", kRankProgram, "env"});
+    ASSERT_EQ(result.exit_code, 0) << result.err;
+    EXPECT_LT(result.seconds, 2.0);
   }
 }
 

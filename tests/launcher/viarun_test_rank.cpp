@@ -1,5 +1,5 @@
 // A rank program for testing viarun. Usage: viarun_test_rank MODE [ARGS...]
-//   env                 print the VIASTACK_* variables on one line
+//   env                 print the VIASTACK_* variables (and VIARUN_TEST_HOST) on one line
 //   args ARGS...        print each argument on its own line
 //   exit-on RANK CODE   rank RANK exits with CODE, the others sleep forever
 //   kill-on RANK        rank RANK raises SIGKILL, the others sleep forever
@@ -50,7 +50,8 @@ int print_env() {
             << " local_rank=" << env("VIASTACK_LOCAL_RANK")
             << " local_size=" << env("VIASTACK_LOCAL_SIZE") << " job=" << env("VIASTACK_JOB")
             << " provider=" << env("VIASTACK_PROVIDER") << " launcher=" << env("VIASTACK_LAUNCHER")
-            << std::endl;
+            << " key=" << env("VIASTACK_JOB_KEY") << " directory=" << env("VIASTACK_DIRECTORY")
+            << " host=" << env("VIARUN_TEST_HOST") << std::endl;
   return 0;
 }
 
