@@ -8,11 +8,6 @@
 //   "get <key>\n"         -> "=<value>\n", or "-\n" while nobody put it
 #pragma once
 
-// A standard header first: Asio picks aligned_alloc or operator new for its
-// handler memory by whether libstdc++'s configuration was already included,
-// and every translation unit must pick the same (memory allocated in one is
-// freed in another).
-#include <cstddef>
 #include <asio.hpp>
 
 #include <chrono>

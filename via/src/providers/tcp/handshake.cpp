@@ -1,5 +1,6 @@
 #include "providers/tcp/handshake.hpp"
 
+#include <cstdio>
 #include <cstdlib>
 
 namespace via::tcp {
@@ -11,9 +12,22 @@ std::string describe_endpoint(const asio::ip::tcp::endpoint& e) {
   return s;
 }
 
+std::chrono::milliseconds env_milliseconds(const char* name, std::chrono::milliseconds fallback) {
+  const char* env = std::getenv(name);
+  if (!env || !*env) return fallback;
+  char* end = nullptr;
+  const unsigned long value = std::strtoul(env, &end, 10);
+  if (*end != '\0' || env[0] == '-') {
+    std::fprintf(stderr, "viastack: %s='%s' is not a number of milliseconds; using %lld\n", name, env,
+                 static_cast<long long>(fallback.count()));
+    return fallback;
+  }
+  return std::chrono::milliseconds(value);
+}
+
 std::chrono::milliseconds auth_timeout() {
-  const char* env = std::getenv("VIASTACK_TCP_AUTH_TIMEOUT_MS");
-  return std::chrono::milliseconds(env && *env ? std::strtoul(env, nullptr, 10) : 3000);
+  static const auto value = env_milliseconds("VIASTACK_TCP_AUTH_TIMEOUT_MS", std::chrono::milliseconds(3000));
+  return value;
 }
 
 Handshake::Handshake(asio::ip::tcp::socket s) : socket(std::move(s)) {

@@ -2,11 +2,6 @@
 // the tcp provider for VI connections and by viarun's directory service.
 #pragma once
 
-// A standard header first: Asio picks aligned_alloc or operator new for its
-// handler memory by whether libstdc++'s configuration was already included,
-// and every translation unit must pick the same (memory allocated in one is
-// freed in another).
-#include <cstddef>
 #include <asio.hpp>
 
 #include <functional>
@@ -40,6 +35,9 @@ void read_exactly(const std::shared_ptr<Handshake>& h, std::size_t n, HandshakeD
 void write_all(const std::shared_ptr<Handshake>& h, std::vector<std::uint8_t> bytes, HandshakeDone done);
 
 std::string describe_endpoint(const asio::ip::tcp::endpoint& e);
+// A duration in milliseconds from the environment; `fallback` when unset or
+// not a number (with a warning).
+std::chrono::milliseconds env_milliseconds(const char* name, std::chrono::milliseconds fallback);
 // How long a connection may take to prove itself: VIASTACK_TCP_AUTH_TIMEOUT_MS, default 3 s.
 std::chrono::milliseconds auth_timeout();
 

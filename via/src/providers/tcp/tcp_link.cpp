@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "engine/clock.hpp"
+#include "providers/tcp/handshake.hpp"
 
 namespace via::tcp {
 
@@ -24,8 +25,7 @@ constexpr std::uint8_t kPadding[8] = {};
 // A connection whose peer stops acknowledging (host down, cable cut) is given
 // up after this long: VIASTACK_TCP_TIMEOUT_MS, default 10 s.
 unsigned connection_timeout_ms() {
-  const char* env = std::getenv("VIASTACK_TCP_TIMEOUT_MS");
-  return env && *env ? unsigned(std::strtoul(env, nullptr, 10)) : 10000;
+  return unsigned(env_milliseconds("VIASTACK_TCP_TIMEOUT_MS", std::chrono::milliseconds(10000)).count());
 }
 
 void set_int_option(int fd, int level, int name, int value) { setsockopt(fd, level, name, &value, sizeof value); }
@@ -126,7 +126,7 @@ bool TcpLink::frame_buffered() const {
 }
 
 void TcpLink::receive() {
-  if (rx_eof_ || state_ == State::broken) return;
+  if (rx_eof_ || state_ != State::up) return;  // nothing is read after a close frame or a failure
   if (rx_begin_ == rx_end_) {
     rx_begin_ = rx_end_ = 0;
   } else if (kRxBytes - rx_end_ < sizeof(FrameHeader) + kMaxFramePayload + 8) {

@@ -5,11 +5,6 @@
 // the unsent tail of a frame for the next call.
 #pragma once
 
-// A standard header first: Asio picks aligned_alloc or operator new for its
-// handler memory by whether libstdc++'s configuration was already included,
-// and every translation unit must pick the same (memory allocated in one is
-// freed in another).
-#include <cstddef>
 #include <asio.hpp>
 
 #include <functional>

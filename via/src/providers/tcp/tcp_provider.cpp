@@ -27,6 +27,9 @@ namespace {
 
 constexpr std::uint32_t kMaxVi = 1024;
 constexpr std::size_t kMaxHeldRequests = 1024;
+// Connections still proving themselves; beyond this, new ones are closed at
+// once, so strangers cannot pile up sockets for the length of the auth timeout.
+constexpr std::size_t kMaxUnproven = 64;
 constexpr std::uint64_t kRetryNs = 20'000'000;  // a refused connection is tried again this much later
 
 std::vector<std::uint8_t> host_bytes(const asio::ip::tcp::endpoint& e) {
@@ -46,8 +49,7 @@ std::optional<std::uint32_t> parse_number(std::string_view s) {
 }
 
 std::chrono::milliseconds resolve_timeout() {
-  const char* env = std::getenv("VIASTACK_TCP_RESOLVE_TIMEOUT_MS");
-  return std::chrono::milliseconds(env && *env ? std::strtoul(env, nullptr, 10) : 60000);
+  return env_milliseconds("VIASTACK_TCP_RESOLVE_TIMEOUT_MS", std::chrono::milliseconds(60000));
 }
 
 ViAttributes attributes_of(const ConnectRequest& r) {
@@ -451,32 +453,52 @@ class TcpProvider final : public Provider {
   }
 
   // Nothing but the handshake is read from a new stream until it proved
-  // itself, and it has auth_timeout() to do so.
+  // itself, and it has auth_timeout() to prove itself and ask for a VI.
   void admit(asio::ip::tcp::socket socket) {
     auto conn = std::make_shared<Handshake>(std::move(socket));
+    if (unproven_ >= kMaxUnproven) {
+      std::fprintf(stderr, "viastack: tcp: refused a connection from %s: %zu connections are still proving themselves\n",
+                   conn->peer.c_str(), unproven_);
+      return;  // the socket closes with `conn`
+    }
+    ++unproven_;
     watch(conn->socket.native_handle(), EPOLLIN);
+    struct Admission {
+      bool timed_out = false, proven = false, settled = false;
+    };
+    auto state = std::make_shared<Admission>();
     auto deadline = std::make_shared<asio::steady_timer>(io_, auth_timeout());
-    auto timed_out = std::make_shared<bool>(false);
-    deadline->async_wait([conn, timed_out](const asio::error_code& ec) {
+    deadline->async_wait([conn, state](const asio::error_code& ec) {
       if (ec) return;
-      *timed_out = true;
+      state->timed_out = true;
       asio::error_code ignored;
       conn->socket.close(ignored);
     });
-    auto refuse = [conn, timed_out](const std::string& error) {
-      std::fprintf(stderr, "viastack: tcp: refused a connection from %s: %s\n", conn->peer.c_str(),
-                   *timed_out ? "it did not prove it belongs to the job in time" : error.c_str());
+    // Ends the admission either way, exactly once.
+    auto settle = [this, state, deadline] {
+      if (state->settled) return;
+      state->settled = true;
+      --unproven_;
+      deadline->cancel();
+    };
+    auto refuse = [conn, state, settle](const std::string& error) {
+      settle();
+      const char* why = !state->timed_out ? error.c_str()
+                        : state->proven   ? "it proved it belongs to the job but sent no request in time"
+                                          : "it did not prove it belongs to the job in time";
+      std::fprintf(stderr, "viastack: tcp: refused a connection from %s: %s\n", conn->peer.c_str(), why);
       asio::error_code ignored;
       conn->socket.close(ignored);
     };
-    run_server_handshake(conn, key_, [this, conn, deadline, refuse](const std::string& error) {
+    run_server_handshake(conn, key_, [this, conn, state, settle, refuse](const std::string& error) {
       if (!error.empty()) return refuse(error);
       if (conn->purpose != Purpose::vi) return refuse("not a VI connection");
-      read_exactly(conn, ConnectRequest::kBytes, [this, conn, deadline, refuse](const std::string& error) {
-        deadline->cancel();
+      state->proven = true;
+      read_exactly(conn, ConnectRequest::kBytes, [this, conn, settle, refuse](const std::string& error) {
         std::string why = error;
         auto request = why.empty() ? decode_request(conn->buffer, why) : std::nullopt;
         if (!request) return refuse(why);
+        settle();
         auto& held = request->mode == tcp::ConnectMode::client ? held_connects_ : held_peers_;
         if (held.size() >= kMaxHeldRequests) held.pop_front();
         held.push_back(Incoming{conn, std::move(*request)});
@@ -498,6 +520,7 @@ class TcpProvider final : public Provider {
   std::map<std::uint64_t, Incoming> accepted_;  // requests handed out by take_request
   std::uint64_t last_cookie_ = 0;
   std::vector<TcpLink*> links_;
+  std::size_t unproven_ = 0;  // connections admitted but not yet settled
 };
 
 std::optional<std::uint32_t> nic_number(std::string_view device) {

@@ -1,0 +1,780 @@
+// The tcp provider against strangers and bad peers (issue 3, "Nobody else
+// gets in" and "Bad input"). A raw POSIX socket plays the other end: it may
+// speak garbage, prove the wrong key, say nothing, or run the real handshake
+// with the job's key and then send malformed requests and frames. Each time
+// the NIC must refuse, log why, break at most the one VI involved, never touch
+// memory outside registered regions, and go on serving.
+#include <gtest/gtest.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "engine/frame.hpp"
+#include "providers/provider.hpp"
+#include "providers/tcp/tcp_link.hpp"
+#include "providers/tcp/wire.hpp"
+#include "support/endpoint.hpp"
+#include "support/job_directory.hpp"
+
+using namespace testing_support;
+using namespace std::chrono_literals;
+namespace tcp = via::tcp;
+
+namespace {
+
+using Bytes = std::vector<std::uint8_t>;
+using Clock = std::chrono::steady_clock;
+
+Bytes text(const std::string& s) { return Bytes(s.begin(), s.end()); }
+
+std::string local_name(int fd) {
+  sockaddr_in a{};
+  socklen_t len = sizeof a;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  char ip[INET_ADDRSTRLEN] = {};
+  inet_ntop(AF_INET, &a.sin_addr, ip, sizeof ip);
+  std::string s = ip;
+  s += ':';
+  s += std::to_string(ntohs(a.sin_port));
+  return s;
+}
+
+// A plain TCP connection to a NIC's listening address (IPv4 and port, network
+// order, as host_address() gives them). Blocking, with 5 s time limits.
+class RawPeer {
+ public:
+  explicit RawPeer(const std::vector<std::uint8_t>& host) {
+    if (host.size() != tcp::kHostBytes) throw std::runtime_error("not a tcp NIC address");
+    fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    std::memcpy(&a.sin_addr, host.data(), 4);
+    std::memcpy(&a.sin_port, host.data() + 4, 2);
+    if (fd_ < 0 || ::connect(fd_, reinterpret_cast<const sockaddr*>(&a), sizeof a) != 0) {
+      std::string why = "connect: ";
+      why += std::strerror(errno);
+      if (fd_ >= 0) ::close(fd_);
+      throw std::runtime_error(why);
+    }
+    timeval limit{5, 0};
+    setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof limit);
+    setsockopt(fd_, SOL_SOCKET, SO_SNDTIMEO, &limit, sizeof limit);
+    int one = 1;
+    setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    name_ = local_name(fd_);
+  }
+  ~RawPeer() { ::close(fd_); }
+  RawPeer(const RawPeer&) = delete;
+  RawPeer& operator=(const RawPeer&) = delete;
+
+  // "127.0.0.1:port": how the NIC names this connection in its logs.
+  const std::string& name() const { return name_; }
+
+  bool send_all(const Bytes& bytes) {
+    for (std::size_t at = 0; at < bytes.size();) {
+      const ssize_t n = ::send(fd_, bytes.data() + at, bytes.size() - at, MSG_NOSIGNAL);
+      if (n <= 0) return false;
+      at += std::size_t(n);
+    }
+    return true;
+  }
+
+  // Exactly n bytes, or nothing (closed, reset or timed out).
+  std::optional<Bytes> recv_exact(std::size_t n) {
+    Bytes out(n);
+    for (std::size_t at = 0; at < n;) {
+      const ssize_t got = ::recv(fd_, out.data() + at, n - at, 0);
+      if (got <= 0) return std::nullopt;
+      at += std::size_t(got);
+    }
+    return out;
+  }
+
+  // The client's side of the job-key handshake, proving `key`. Returns whether
+  // the server proved it knows `key` too; throws if the exchange itself fails.
+  bool handshake(const tcp::JobKey& key, tcp::Purpose purpose = tcp::Purpose::vi) {
+    const tcp::Nonce mine = tcp::random_nonce();
+    if (!send_all(tcp::encode(tcp::Hello{purpose, mine}))) throw std::runtime_error("sending hello failed");
+    auto bytes = recv_exact(tcp::Challenge::kBytes);
+    if (!bytes) throw std::runtime_error("no challenge from the NIC");
+    std::string error;
+    auto challenge = tcp::decode_challenge(*bytes, error);
+    if (!challenge) throw std::runtime_error("bad challenge: " + error);
+    const bool server_proved = tcp::proof_matches(
+        challenge->proof, tcp::make_proof(key, tcp::Role::server, purpose, mine, challenge->nonce));
+    const tcp::ProofMac proof = tcp::make_proof(key, tcp::Role::client, purpose, mine, challenge->nonce);
+    if (!send_all(Bytes(proof.begin(), proof.end()))) throw std::runtime_error("sending proof failed");
+    return server_proved;
+  }
+
+  // Everything the NIC sends until it closes the connection; false if it is
+  // still open after `limit`. A reset counts as closed.
+  bool wait_closed(std::chrono::milliseconds limit, Bytes* received = nullptr) {
+    const auto deadline = Clock::now() + limit;
+    for (;;) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+      if (left <= 0) return false;
+      pollfd p{fd_, POLLIN, 0};
+      if (poll(&p, 1, int(left)) <= 0) continue;
+      std::uint8_t buffer[4096];
+      const ssize_t got = ::recv(fd_, buffer, sizeof buffer, MSG_DONTWAIT);
+      if (got == 0 || (got < 0 && errno == ECONNRESET)) return true;
+      if (got > 0 && received) received->insert(received->end(), buffer, buffer + got);
+    }
+  }
+
+  void shutdown_send() { ::shutdown(fd_, SHUT_WR); }
+
+ private:
+  int fd_ = -1;
+  std::string name_;
+};
+
+// One frame as a peer's TcpLink writes it: header, payload, zero padding to 8.
+Bytes frame(const via::FrameHeader& h, const Bytes& payload = {}) {
+  Bytes out(tcp::padded_frame_bytes(payload.size()), 0);
+  std::memcpy(out.data(), &h, sizeof h);
+  if (!payload.empty()) std::memcpy(out.data() + sizeof h, payload.data(), payload.size());
+  return out;
+}
+
+via::FrameHeader header_of(const Bytes& bytes) {
+  via::FrameHeader h{};
+  std::memcpy(&h, bytes.data(), sizeof h);
+  return h;
+}
+
+Bytes patterned(std::size_t n, std::uint64_t seed) {
+  Bytes b(n);
+  for (std::size_t i = 0; i < n; ++i) b[i] = pattern(seed, i);
+  return b;
+}
+
+// Drives every NIC, including connection set-up and the checks for closed or
+// broken connections (the NIC's wait does those), until done() holds.
+bool drive(std::initializer_list<via::Nic*> nics, const std::function<bool()>& done, int timeout_ms = 5000) {
+  const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
+  for (unsigned i = 0;; ++i) {
+    for (via::Nic* n : nics) n->progress();
+    if (i % 32 == 0)
+      for (via::Nic* n : nics) n->wait([] { return false; }, 0);
+    if (done()) return true;
+    if (i % 64 == 0 && Clock::now() > deadline) return false;
+  }
+}
+
+// Stderr of this process from construction to take(); stops capturing on
+// destruction too, so that a failed assertion leaves the next test alone.
+class StderrCapture {
+ public:
+  StderrCapture() { testing::internal::CaptureStderr(); }
+  ~StderrCapture() {
+    if (!taken_) take();
+  }
+  std::string take() {
+    taken_ = true;
+    return testing::internal::GetCapturedStderr();
+  }
+
+ private:
+  bool taken_ = false;
+};
+
+std::size_t count_lines(const std::string& log, const std::string& needle) {
+  std::size_t n = 0;
+  for (std::size_t at = log.find(needle); at != std::string::npos; at = log.find(needle, at + 1)) ++n;
+  return n;
+}
+
+std::uint32_t status_err(const VIP_DESCRIPTOR* d) { return d->CS.Status & VIP_STATUS_ERROR_MASK; }
+
+class TcpProviderTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    use_job_directory();
+    std::string error;
+    auto k = tcp::job_key_from_environment(error);
+    ASSERT_TRUE(k) << error;
+    key = *k;
+  }
+
+  // The request a client VI sends to reach discriminator `target` on a NIC.
+  static tcp::ConnectRequest client_request(const std::string& target) {
+    tcp::ConnectRequest r;
+    r.mode = tcp::ConnectMode::client;
+    r.reliability = VIP_SERVICE_RELIABLE_DELIVERY;
+    r.rdma_write = true;
+    r.rdma_read = true;
+    r.from_host = {127, 0, 0, 1, 0, 9};
+    r.local_disc = text("raw");
+    r.target_disc = text(target);
+    return r;
+  }
+
+  // A raw client that proved the job key and asked for "srv" on `server`,
+  // which accepted it onto a new VI (returned in `vi`).
+  std::unique_ptr<RawPeer> accepted_raw_client(Endpoint& server, via::Vi*& vi) {
+    vi = server.create_vi();
+    std::unique_ptr<RawPeer> peer;
+    std::optional<tcp::ConnectResponse> response;
+    std::string client_error;
+    std::thread client([&] {
+      try {
+        peer = std::make_unique<RawPeer>(server.nic->host_address());
+        if (!peer->handshake(key)) throw std::runtime_error("the NIC did not prove the job key");
+        if (!peer->send_all(tcp::encode(client_request("srv")))) throw std::runtime_error("sending request failed");
+        auto bytes = peer->recv_exact(tcp::ConnectResponse::kBytes);
+        if (!bytes) throw std::runtime_error("no connect response");
+        response = tcp::decode_response(*bytes, client_error);
+      } catch (const std::exception& e) {
+        client_error = e.what();
+      }
+    });
+    via::ConnRequest* request = nullptr;
+    const via::Result waited = server.nic->connect_wait(via::NetAddress{server.nic->host_address(), text("srv")},
+                                                       5000, request);
+    via::Result accepted = via::Result::not_done;
+    if (waited == via::Result::success) {
+      EXPECT_EQ(request->remote.discriminator, text("raw"));
+      EXPECT_EQ(request->remote.host, Bytes({127, 0, 0, 1, 0, 9}));
+      accepted = server.nic->connect_accept(request, *vi);
+    }
+    client.join();
+    EXPECT_EQ(waited, via::Result::success);
+    EXPECT_EQ(accepted, via::Result::success);
+    EXPECT_EQ(client_error, "");
+    if (!response) return nullptr;
+    EXPECT_EQ(response->status, tcp::ConnectStatus::accepted);
+    EXPECT_EQ(vi->state(), via::ViState::connected);
+    return peer;
+  }
+
+  tcp::JobKey key{};
+};
+
+// ---- nobody else gets in ----
+
+struct IntruderOutcome {
+  std::string name;   // its address, as the NIC logs it
+  bool closed = false;
+  std::chrono::milliseconds took{0};
+  std::string error;  // what went wrong in the intruder itself
+};
+
+// Runs `act` on a fresh raw connection to `host` in its own thread, then waits for the NIC to close it.
+std::thread intruder(const std::vector<std::uint8_t>& host, IntruderOutcome& out, std::atomic<int>& finished,
+                     std::function<void(RawPeer&)> act) {
+  return std::thread([&host, &out, &finished, act = std::move(act)] {
+    try {
+      RawPeer peer(host);
+      out.name = peer.name();
+      const auto start = Clock::now();
+      act(peer);
+      out.closed = peer.wait_closed(5s);
+      out.took = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start);
+    } catch (const std::exception& e) {
+      out.error = e.what();
+    }
+    ++finished;
+  });
+}
+
+TEST_F(TcpProviderTest, IntrudersAreRefusedAndLoggedWhileTheJobStreamsIntact) {
+  Endpoint a, b;
+  constexpr std::size_t kSlot = 8192, kWindow = 64;
+  a.open("tcp:0", kSlot * kWindow);
+  b.open("tcp:1", kSlot * kWindow);
+  std::vector<std::string> job_errors;
+  for (Endpoint* e : {&a, &b}) e->nic->set_error_handler([&](const via::AsyncError& err) { job_errors.push_back(err.cause); });
+  via::Vi* va = a.create_vi();
+  via::Vi* vb = b.create_vi();
+  ASSERT_EQ(connect_peers(a, "rank0", va, b, "rank1", vb, "stream"),
+            std::make_pair(via::Result::success, via::Result::success));
+
+  StderrCapture stderr_log;
+  const std::vector<std::uint8_t> target = b.nic->host_address();  // the receiving NIC
+  IntruderOutcome garbage, wrong_key, silent;
+  bool wrong_key_server_proved = true;
+  std::atomic<int> finished{0};
+  std::vector<std::thread> intruders;
+  intruders.push_back(intruder(target, garbage, finished, [](RawPeer& p) {
+    Bytes junk = text("GET / HTTP/1.1\r\nHost: viastack\r\n\r\n");
+    for (int i = 0; i < 200; ++i) junk.push_back(std::uint8_t(i * 37 + 11));
+    p.send_all(junk);
+  }));
+  intruders.push_back(intruder(target, wrong_key, finished, [&](RawPeer& p) {
+    wrong_key_server_proved = p.handshake(tcp::random_key());
+  }));
+  intruders.push_back(intruder(target, silent, finished, [](RawPeer&) {}));
+
+  // Meanwhile a streams messages of varying sizes to b; every byte is checked.
+  constexpr std::uint64_t kMessages = 3000;
+  auto size_of = [](std::uint64_t i) { return std::size_t(1 + (i * 997) % kSlot); };
+  std::uint64_t posted = 0, sent = 0, sends_done = 0, received = 0, corrupt = 0, send_errors = 0;
+  auto post_receives = [&] {
+    while (posted < kMessages && posted - received < kWindow) {
+      expect_ok(vb->post_recv(b.message(std::size_t(posted % kWindow) * kSlot, kSlot), b.arena.handle), "post recv");
+      ++posted;
+    }
+  };
+  post_receives();
+  const bool streamed = drive({a.nic.get(), b.nic.get()}, [&] {
+    VIP_DESCRIPTOR* d;
+    // Never more sends in flight than receives posted: a reliable VI breaks otherwise.
+    while (sent < posted && sent - received < kWindow && sent - sends_done < kWindow) {
+      a.fill(std::size_t(sent % kWindow) * kSlot, size_of(sent), sent);
+      expect_ok(va->post_send(a.message(std::size_t(sent % kWindow) * kSlot, size_of(sent)), a.arena.handle), "send");
+      ++sent;
+    }
+    while (va->send_done(d) == via::Result::success) {
+      send_errors += status_err(d) != 0;
+      ++sends_done;
+    }
+    while (vb->recv_done(d) == via::Result::success) {
+      const std::size_t offset = std::size_t(received % kWindow) * kSlot;
+      if (status_err(d) != 0 || d->CS.Length != size_of(received) || b.mismatch(offset, size_of(received), received) != -1)
+        ++corrupt;
+      ++received;
+    }
+    post_receives();
+    return received == kMessages && sends_done == kMessages && finished == 3;
+  }, 20000);
+  for (std::thread& t : intruders) t.join();
+  const std::string log = stderr_log.take();
+
+  EXPECT_TRUE(streamed);
+  EXPECT_EQ(received, kMessages);
+  EXPECT_EQ(corrupt, 0u);
+  EXPECT_EQ(send_errors, 0u);
+  EXPECT_EQ(va->state(), via::ViState::connected);
+  EXPECT_EQ(vb->state(), via::ViState::connected);
+  EXPECT_TRUE(job_errors.empty()) << job_errors.front();
+
+  for (const IntruderOutcome* o : {&garbage, &wrong_key, &silent}) {
+    EXPECT_EQ(o->error, "") << o->name;
+    EXPECT_TRUE(o->closed) << o->name << " was not disconnected";
+  }
+  EXPECT_FALSE(wrong_key_server_proved) << "the NIC's proof matched a key it does not have";
+  // The silent one is cut off at the auth deadline (300 ms, from main()), not before.
+  EXPECT_GE(silent.took, 290ms);
+  EXPECT_LT(silent.took, 2000ms);
+
+  EXPECT_EQ(count_lines(log, "viastack: tcp: refused a connection from "), 3u) << log;
+  auto refused = [](const IntruderOutcome& o, const char* cause) {
+    std::string line = "viastack: tcp: refused a connection from ";
+    line += o.name;
+    line += ": ";
+    line += cause;
+    line += '\n';
+    return line;
+  };
+  EXPECT_NE(log.find(refused(garbage, "not a viastack peer (bad magic)")), std::string::npos) << log;
+  EXPECT_NE(log.find(refused(wrong_key, "wrong job key")), std::string::npos) << log;
+  EXPECT_NE(log.find(refused(silent, "it did not prove it belongs to the job in time")), std::string::npos) << log;
+
+  // The NICs still make new connections.
+  via::Vi* va2 = a.create_vi();
+  via::Vi* vb2 = b.create_vi();
+  ASSERT_EQ(connect_peers(a, "rank0", va2, b, "rank1", vb2, "after"),
+            std::make_pair(via::Result::success, via::Result::success));
+  a.fill(0, 1000, 4242);
+  expect_ok(vb2->post_recv(b.message(0, 1000), b.arena.handle), "post recv");
+  expect_ok(va2->post_send(a.message(0, 1000), a.arena.handle), "send");
+  VIP_DESCRIPTOR* d = nullptr;
+  ASSERT_TRUE(drive({a.nic.get(), b.nic.get()}, [&] { return vb2->recv_done(d) == via::Result::success; }));
+  EXPECT_EQ(status_err(d), 0u);
+  EXPECT_EQ(b.mismatch(0, 1000, 4242), -1);
+}
+
+TEST_F(TcpProviderTest, MalformedConnectRequestAfterTheRightProofIsRefused) {
+  Endpoint b;
+  b.open("tcp:1", 4096);
+  StderrCapture stderr_log;
+  std::string client_name, client_error;
+  bool server_proved = false, closed = false;
+  std::thread client([&] {
+    try {
+      RawPeer peer(b.nic->host_address());
+      client_name = peer.name();
+      server_proved = peer.handshake(key);
+      Bytes request = tcp::encode(client_request("srv"));
+      request[0] = 7;  // no such connect mode
+      peer.send_all(request);
+      closed = peer.wait_closed(3s);
+    } catch (const std::exception& e) {
+      client_error = e.what();
+    }
+  });
+  via::ConnRequest* request = nullptr;
+  const via::NetAddress srv{b.nic->host_address(), text("srv")};
+  EXPECT_EQ(b.nic->connect_wait(srv, 700, request), via::Result::timeout);
+  client.join();
+  EXPECT_EQ(b.nic->provider().take_request(srv), nullptr) << "a refused request is held for the server";
+  const std::string log = stderr_log.take();
+  EXPECT_EQ(client_error, "");
+  EXPECT_TRUE(server_proved);
+  EXPECT_TRUE(closed) << "the NIC kept the connection open";
+  std::string line = "viastack: tcp: refused a connection from ";
+  line += client_name;
+  line += ": malformed connect request\n";
+  EXPECT_NE(log.find(line), std::string::npos) << log;
+
+  // A well-formed request on a new connection is still heard.
+  via::Vi* vi = nullptr;
+  EXPECT_NE(accepted_raw_client(b, vi), nullptr);
+}
+
+TEST_F(TcpProviderTest, ProvenButSilentConnectionsAreToldApartFromUnprovenOnes) {
+  Endpoint b;
+  b.open("tcp:1", 4096);
+  StderrCapture stderr_log;
+  bool closed = false;
+  std::string name, client_error;
+  std::thread client([&] {
+    try {
+      RawPeer peer(b.nic->host_address());
+      name = peer.name();
+      if (!peer.handshake(key)) throw std::runtime_error("the NIC did not prove the job key");
+      closed = peer.wait_closed(3s);  // and never sends its request
+    } catch (const std::exception& e) {
+      client_error = e.what();
+    }
+  });
+  drive({b.nic.get()}, [&] { return closed; }, 3000);
+  client.join();
+  EXPECT_EQ(client_error, "");
+  EXPECT_TRUE(closed);
+  std::string line = "viastack: tcp: refused a connection from ";
+  line += name;
+  line += ": it proved it belongs to the job but sent no request in time\n";
+  const std::string log = stderr_log.take();
+  EXPECT_NE(log.find(line), std::string::npos) << log;
+}
+
+TEST_F(TcpProviderTest, StrangersCannotPileUpConnections) {
+  Endpoint b;
+  b.open("tcp:1", 4096);
+  StderrCapture stderr_log;
+  constexpr int kStrangers = 80;  // more than the NIC lets prove themselves at once
+  std::vector<std::unique_ptr<RawPeer>> strangers;
+  for (int i = 0; i < kStrangers; ++i) strangers.push_back(std::make_unique<RawPeer>(b.nic->host_address()));
+  // The NIC takes them in as it polls; the ones beyond its limit are closed at once.
+  drive({b.nic.get()}, [] { return false; }, 150);
+  int closed_early = 0;
+  for (auto& s : strangers) closed_early += s->wait_closed(20ms);
+  EXPECT_GE(closed_early, kStrangers - 64);
+  EXPECT_LT(closed_early, kStrangers);
+  const std::string log = stderr_log.take();
+  EXPECT_EQ(count_lines(log, "connections are still proving themselves"), std::size_t(closed_early)) << log;
+  // Once the silent ones time out, a member of the job gets in again.
+  strangers.clear();
+  drive({b.nic.get()}, [] { return false; }, 400);
+  via::Vi* vi = nullptr;
+  EXPECT_NE(accepted_raw_client(b, vi), nullptr);
+}
+
+// ---- bad frames on an accepted connection ----
+
+// Memory on the server NIC: a region registered for RDMA write and read,
+// between two unregistered guard areas that nothing may touch.
+struct GuardedRegion {
+  static constexpr std::size_t kGuard = 4096, kRegion = 4096;
+  static constexpr std::uint8_t kGuardByte = 0xA5, kRegionByte = 0x3C;
+  std::unique_ptr<std::uint64_t[]> words{new std::uint64_t[(2 * kGuard + kRegion) / 8]};
+  std::uint8_t* base = reinterpret_cast<std::uint8_t*>(words.get());
+  std::uint8_t* region = base + kGuard;
+  via::MemHandle handle = 0;
+
+  explicit GuardedRegion(Endpoint& e) {
+    std::memset(base, kGuardByte, kGuard);
+    std::memset(region, kRegionByte, kRegion);
+    std::memset(region + kRegion, kGuardByte, kGuard);
+    expect_ok(e.nic->register_memory(region, kRegion, via::MemAttributes{e.ptag, true, true}, handle), "register region");
+  }
+  std::uint64_t address(std::ptrdiff_t offset_from_region) const { return std::uintptr_t(region + offset_from_region); }
+  // The first byte that changed, or -1.
+  long first_change() const {
+    for (std::size_t i = 0; i < 2 * kGuard + kRegion; ++i) {
+      const bool in_region = i >= kGuard && i < kGuard + kRegion;
+      if (base[i] != (in_region ? kRegionByte : kGuardByte)) return long(i);
+    }
+    return -1;
+  }
+};
+
+struct BadFrame {
+  const char* name;
+  // The bytes the misbehaving peer sends.
+  Bytes (*bytes)(const GuardedRegion& target);
+  bool then_close;           // the peer ends its stream after them
+  VIP_ERROR_CODE code;       // what the error handler hears
+  const char* cause;         // ... and words in its cause
+  const char* logged;        // words the provider logs on stderr ("" for none)
+  bool peer_told;            // the NIC sends a link close frame flagged as an error
+};
+
+constexpr via::FrameHeader send_header(std::uint32_t length) {
+  return via::FrameHeader{via::kFrameSend, via::kFlagLast, 0, length, length, 0, 0, 0, 0};
+}
+
+constexpr via::FrameHeader rdma_write_header(std::uint64_t raddr, via::MemHandle handle, std::uint32_t length) {
+  return via::FrameHeader{via::kFrameRdmaWrite, via::kFlagLast, 0, length, length, 0, raddr, handle, 0};
+}
+
+const BadFrame kBadFrames[] = {
+    {"OversizedLength",
+     [](const GuardedRegion&) { return frame(send_header(std::uint32_t(tcp::kMaxFramePayload + 1))); },  // header only
+     false, VIP_ERROR_CATASTROPHIC, "malformed frame", "sent a frame of 131073 bytes (limit 131072)", true},
+    {"LengthNearFourGigabytes",
+     [](const GuardedRegion&) { return frame(send_header(0xFFFFFFF8u)); }, false, VIP_ERROR_CATASTROPHIC,
+     "malformed frame", "sent a frame of 4294967288 bytes", true},
+    {"UnknownFrameType",
+     [](const GuardedRegion&) {
+       via::FrameHeader h = send_header(8);
+       h.type = 0x7E;
+       return frame(h, Bytes(8, 1));
+     },
+     false, VIP_ERROR_CATASTROPHIC, "malformed frame", "", true},
+    {"TypeZero",
+     [](const GuardedRegion&) {
+       via::FrameHeader h = send_header(0);
+       h.type = 0;
+       return frame(h);
+     },
+     false, VIP_ERROR_CATASTROPHIC, "malformed frame", "", true},
+    {"TruncatedFrameThenClose",
+     [](const GuardedRegion&) {
+       Bytes b = frame(send_header(1000), patterned(1000, 5));
+       b.resize(sizeof(via::FrameHeader) + 100);
+       return b;
+     },
+     true, VIP_ERROR_CONN_LOST, "connection closed in the middle of a frame",
+     "connection closed in the middle of a frame", false},
+    {"TruncatedHeaderThenClose", [](const GuardedRegion&) { return Bytes(17, 0x01); }, true, VIP_ERROR_CONN_LOST,
+     "connection closed in the middle of a frame", "connection closed in the middle of a frame", false},
+    {"GarbageBytes",
+     [](const GuardedRegion&) {
+       Bytes b = text("GET / HTTP/1.1\r\nHost: viastack\r\nAccept: */*\r\n\r\n");
+       for (int i = 0; i < 64; ++i) b.push_back(std::uint8_t(i * 73 + 5));
+       return b;
+     },
+     false, VIP_ERROR_CATASTROPHIC, "malformed frame", "sent a frame of", true},
+    {"FragmentBeyondItsMessage",
+     [](const GuardedRegion&) {
+       via::FrameHeader h = send_header(64);
+       h.offset = 32;  // [32, 96) of a 64-byte message
+       return frame(h, Bytes(64, 2));
+     },
+     false, VIP_ERROR_CATASTROPHIC, "malformed frame", "", true},
+    {"RdmaWriteOutsideAnyRegion",
+     [](const GuardedRegion& t) { return frame(rdma_write_header(t.address(-1024), t.handle, 64), Bytes(64, 0xEE)); },
+     false, VIP_ERROR_RDMAW_PROT, "not registered for RDMA write", "", true},
+    {"RdmaWriteAcrossTheRegionsEnd",
+     [](const GuardedRegion& t) {
+       return frame(rdma_write_header(t.address(GuardedRegion::kRegion - 32), t.handle, 64), Bytes(64, 0xEE));
+     },
+     false, VIP_ERROR_RDMAW_PROT, "not registered for RDMA write", "", true},
+    {"RdmaWriteWithAWrongHandle",
+     [](const GuardedRegion& t) {
+       return frame(rdma_write_header(t.address(0), t.handle + 0x10000, 64), Bytes(64, 0xEE));  // another generation
+     },
+     false, VIP_ERROR_RDMAW_PROT, "not registered for RDMA write", "", true},
+    {"RdmaWriteWhoseOffsetWrapsTheAddress",
+     [](const GuardedRegion& t) {
+       via::FrameHeader h = rdma_write_header(t.address(0), t.handle, 64);
+       h.total = ~std::uint64_t(0);
+       h.offset = t.address(-2048) - t.address(0);  // modulo 2^64: raddr + offset lands in the low guard
+       return frame(h, Bytes(64, 0xEE));
+     },
+     false, VIP_ERROR_RDMAW_PROT, "not registered for RDMA write", "", true},
+};
+
+void PrintTo(const BadFrame& bad, std::ostream* os) { *os << bad.name; }
+
+class TcpBadFrameTest : public TcpProviderTest, public ::testing::WithParamInterface<BadFrame> {};
+
+TEST_P(TcpBadFrameTest, BreaksOnlyThatViAndTouchesNothing) {
+  const BadFrame& bad = GetParam();
+  Endpoint b;
+  b.open("tcp:1", 1 << 16);
+  GuardedRegion target(b);
+  std::vector<via::AsyncError> errors;
+  b.nic->set_error_handler([&](const via::AsyncError& e) { errors.push_back(e); });
+
+  via::Vi* vi = nullptr;
+  std::unique_ptr<RawPeer> peer = accepted_raw_client(b, vi);
+  ASSERT_NE(peer, nullptr);
+  std::memset(b.arena.data(), 0x77, 3 * 1024);
+  std::vector<VIP_DESCRIPTOR*> receives;
+  for (std::size_t i = 0; i < 3; ++i) {
+    receives.push_back(b.message(i * 1024, 1024));
+    expect_ok(vi->post_recv(receives.back(), b.arena.handle), "post recv");
+  }
+
+  StderrCapture stderr_log;
+  ASSERT_TRUE(peer->send_all(bad.bytes(target)));
+  if (bad.then_close) peer->shutdown_send();
+  std::vector<VIP_DESCRIPTOR*> completed;
+  const bool failed = drive({b.nic.get()}, [&] {
+    VIP_DESCRIPTOR* d;
+    while (vi->recv_done(d) == via::Result::success) completed.push_back(d);
+    return vi->state() == via::ViState::error && completed.size() == receives.size();
+  });
+  const std::string log = stderr_log.take();
+
+  EXPECT_TRUE(failed) << "state " << int(vi->state()) << ", " << completed.size() << " receives completed";
+  EXPECT_EQ(vi->state(), via::ViState::error);
+  ASSERT_EQ(errors.size(), 1u) << log;
+  EXPECT_EQ(errors[0].vi, vi);
+  EXPECT_EQ(errors[0].code, bad.code);
+  EXPECT_NE(errors[0].cause.find(bad.cause), std::string::npos) << errors[0].cause;
+  EXPECT_FALSE(errors[0].orderly);
+  EXPECT_NE(log.find(bad.logged), std::string::npos) << log;
+  ASSERT_EQ(completed, receives);  // in order, each exactly once
+  for (VIP_DESCRIPTOR* d : completed) EXPECT_EQ(d->CS.Status, std::uint32_t(VIP_STATUS_DONE | VIP_STATUS_OP_RECEIVE |
+                                                                           VIP_STATUS_DESC_FLUSHED_ERROR));
+  for (std::size_t i = 0; i < 3 * 1024; ++i) ASSERT_EQ(std::to_integer<int>(b.arena.data()[i]), 0x77) << "byte " << i;
+  EXPECT_EQ(target.first_change(), -1);
+
+  // The NIC drops the connection, telling the peer why when the stream still allows it.
+  Bytes after;
+  EXPECT_TRUE(peer->wait_closed(3s, &after));
+  if (bad.peer_told) {
+    ASSERT_GE(after.size(), sizeof(via::FrameHeader));
+    const via::FrameHeader bye = header_of(after);
+    EXPECT_EQ(bye.type, tcp::kFrameLinkClose);
+    EXPECT_TRUE(bye.flags & via::kFlagError);
+  }
+
+  // The NIC goes on: a fresh connection carries a message and an RDMA write, intact.
+  via::Vi* fresh = nullptr;
+  std::unique_ptr<RawPeer> good = accepted_raw_client(b, fresh);
+  ASSERT_NE(good, nullptr);
+  VIP_DESCRIPTOR* recv = b.message(4096, 1024);
+  expect_ok(fresh->post_recv(recv, b.arena.handle), "post recv");
+  Bytes stream = frame(send_header(300), patterned(300, 9));
+  const Bytes write = frame(rdma_write_header(target.address(100), target.handle, 50), patterned(50, 10));
+  stream.insert(stream.end(), write.begin(), write.end());
+  ASSERT_TRUE(good->send_all(stream));
+  VIP_DESCRIPTOR* d = nullptr;
+  ASSERT_TRUE(drive({b.nic.get()}, [&] {
+    VIP_DESCRIPTOR* got = nullptr;
+    if (!d && fresh->recv_done(got) == via::Result::success) d = got;
+    return d && std::memcmp(target.region + 100, patterned(50, 10).data(), 50) == 0;
+  }));
+  EXPECT_EQ(d, recv);
+  EXPECT_EQ(d->CS.Status, std::uint32_t(VIP_STATUS_DONE | VIP_STATUS_OP_RECEIVE));
+  EXPECT_EQ(d->CS.Length, 300u);
+  EXPECT_EQ(b.mismatch(4096, 300, 9), -1);
+  EXPECT_EQ(fresh->state(), via::ViState::connected);
+  EXPECT_EQ(errors.size(), 1u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Frames, TcpBadFrameTest, ::testing::ValuesIn(kBadFrames),
+                         [](const auto& info) { return std::string(info.param.name); });
+
+TEST_F(TcpProviderTest, RdmaReadRequestOutsideRegisteredMemoryIsRefusedWithoutAByte) {
+  Endpoint b;
+  b.open("tcp:1", 1 << 16);
+  GuardedRegion target(b);
+  via::Vi* vi = nullptr;
+  std::unique_ptr<RawPeer> peer = accepted_raw_client(b, vi);
+  ASSERT_NE(peer, nullptr);
+  // A read of the guard area below the region, then one of the region itself.
+  const via::FrameHeader refused{via::kFrameReadRequest, 0, 0, 0, 64, 0, target.address(-256), target.handle, 0};
+  const via::FrameHeader allowed{via::kFrameReadRequest, 0, 0, 0, 64, 0, target.address(64), target.handle, 0};
+  Bytes requests = frame(refused);
+  const Bytes second = frame(allowed);
+  requests.insert(requests.end(), second.begin(), second.end());
+  ASSERT_TRUE(peer->send_all(requests));
+  Bytes got;
+  std::atomic<bool> done{false};
+  std::thread reader([&] {
+    // The refusal: a header alone; then the 64 bytes of the region.
+    if (auto r = peer->recv_exact(sizeof(via::FrameHeader) + tcp::padded_frame_bytes(64))) got = *r;
+    done = true;
+  });
+  drive({b.nic.get()}, [&] { return done.load(); });
+  reader.join();
+  ASSERT_EQ(got.size(), sizeof(via::FrameHeader) + tcp::padded_frame_bytes(64));
+  const via::FrameHeader no = header_of(got);
+  EXPECT_EQ(no.type, via::kFrameReadResponse);
+  EXPECT_EQ(no.flags, via::kFlagLast | via::kFlagError);
+  EXPECT_EQ(no.length, 0u);
+  EXPECT_EQ(no.imm, std::uint32_t(VIP_STATUS_RDMA_PROT_ERROR));
+  const via::FrameHeader yes = header_of(Bytes(got.begin() + sizeof(via::FrameHeader), got.end()));
+  EXPECT_EQ(yes.type, via::kFrameReadResponse);
+  EXPECT_EQ(yes.flags, via::kFlagLast);
+  EXPECT_EQ(yes.length, 64u);
+  EXPECT_EQ(Bytes(got.begin() + 2 * sizeof(via::FrameHeader), got.end()), Bytes(64, GuardedRegion::kRegionByte));
+  EXPECT_EQ(vi->state(), via::ViState::connected) << "the target of a refused read keeps its VI";
+}
+
+// A link close ends the stream: a frame the peer sends after it (read by a
+// later recv than the close) is never delivered; the VI ends as disconnected.
+TEST_F(TcpProviderTest, NothingAfterALinkCloseIsDelivered) {
+  Endpoint b;
+  b.open("tcp:1", 4096);
+  via::Vi* vi = nullptr;
+  std::unique_ptr<RawPeer> peer = accepted_raw_client(b, vi);
+  ASSERT_NE(peer, nullptr);
+  std::memset(b.arena.data(), 0x77, 64);
+  expect_ok(vi->post_recv(b.message(0, 64), b.arena.handle), "post recv");
+  ASSERT_TRUE(peer->send_all(frame(via::FrameHeader{tcp::kFrameLinkClose, 0, 0, 0, 0, 0, 0, 0, 0})));
+  std::this_thread::sleep_for(20ms);
+  b.nic->progress();  // reads the close
+  ASSERT_TRUE(peer->send_all(frame(send_header(8), Bytes(8, 0x42))));
+  std::this_thread::sleep_for(20ms);
+  for (int i = 0; i < 10; ++i) b.nic->progress();
+  VIP_DESCRIPTOR* d = nullptr;
+  drive({b.nic.get()}, [&] { return vi->recv_done(d) == via::Result::success; });
+  ASSERT_NE(d, nullptr);
+  EXPECT_EQ(d->CS.Status, std::uint32_t(VIP_STATUS_DONE | VIP_STATUS_OP_RECEIVE | VIP_STATUS_DESC_FLUSHED_ERROR));
+  EXPECT_EQ(std::to_integer<int>(b.arena.data()[0]), 0x77);
+  EXPECT_EQ(vi->state(), via::ViState::error);
+}
+
+// With the NIC's default error handler, the reason a VI broke reaches stderr.
+TEST_F(TcpProviderTest, DefaultErrorHandlerLogsWhyTheViBroke) {
+  Endpoint b;
+  b.open("tcp:1", 4096);
+  via::Vi* vi = nullptr;
+  std::unique_ptr<RawPeer> peer = accepted_raw_client(b, vi);
+  ASSERT_NE(peer, nullptr);
+  StderrCapture stderr_log;
+  via::FrameHeader h = send_header(0);
+  h.type = 0x55;
+  ASSERT_TRUE(peer->send_all(frame(h)));
+  EXPECT_TRUE(drive({b.nic.get()}, [&] { return vi->state() == via::ViState::error; }));
+  const std::string log = stderr_log.take();
+  std::string line = "viastack: asynchronous VIA error (code ";
+  line += std::to_string(int(VIP_ERROR_CATASTROPHIC));
+  line += "): malformed frame from the peer\n";
+  EXPECT_NE(log.find(line), std::string::npos) << log;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Short enough that the silent intruder is cut off quickly; set before any NIC is opened.
+  setenv("VIASTACK_TCP_AUTH_TIMEOUT_MS", "300", 1);
+  setenv("VIASTACK_SPIN_US", "5", 1);
+  ::testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}
