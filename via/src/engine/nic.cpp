@@ -70,9 +70,7 @@ const char* describe(Result r) {
 
 Result Nic::open(std::string_view device, std::unique_ptr<Nic>& out) {
   std::unique_ptr<Nic> nic(new Nic());
-  Result r = open_provider(device, nic->provider_);
-  if (r != Result::success) return r;
-  nic->regions_ = &nic->provider_->regions();
+  // A bad fault plan is refused before any provider resource exists.
   if (const char* faults = std::getenv("VIASTACK_FAULTS"); faults && *faults) {
     auto plan = std::make_unique<FaultPlan>();
     std::string error;
@@ -82,6 +80,9 @@ Result Nic::open(std::string_view device, std::unique_ptr<Nic>& out) {
     }
     if (plan->any()) nic->fault_plan_ = std::move(plan);
   }
+  Result r = open_provider(device, nic->provider_);
+  if (r != Result::success) return r;
+  nic->regions_ = &nic->provider_->regions();
   nic->error_handler_ = default_error_handler;
   out = std::move(nic);
   return Result::success;
