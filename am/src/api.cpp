@@ -1,0 +1,125 @@
+// The C++ API (am/am.hpp) over the runtime.
+#include <cstdio>
+#include <cstdlib>
+
+#include "runtime.hpp"
+
+namespace am {
+
+using detail::Runtime;
+
+namespace {
+
+Status not_enabled() { return detail::error(Status::not_init, "AM is not enabled (call am_enable first)"); }
+
+template <class T>
+void read_env(const char* name, T& out, T min, T max) {
+  const char* text = std::getenv(name);
+  if (!text || !*text) return;
+  char* end = nullptr;
+  const unsigned long long v = std::strtoull(text, &end, 10);
+  if (*end != '\0' || v < min || v > max) {
+    std::fprintf(stderr, "am: ignoring %s=%s (expected a whole number %llu..%llu)\n", name, text,
+                 static_cast<unsigned long long>(min), static_cast<unsigned long long>(max));
+    return;
+  }
+  out = T(v);
+}
+
+}  // namespace
+
+const char* describe(Status s) {
+  switch (s) {
+    case Status::ok: return "ok";
+    case Status::not_init: return "AM is not enabled";
+    case Status::bad_arg: return "bad argument";
+    case Status::resource: return "out of resources";
+    case Status::not_in_handler: return "reply outside a request handler";
+    case Status::unreachable: return "destination unreachable";
+    case Status::too_large: return "payload larger than am_max_size()";
+    case Status::enable_failed: return "am_enable failed";
+  }
+  return "unknown status";
+}
+
+Config Config::from_env() {
+  Config c;
+  if (const char* r = std::getenv("VIASTACK_AM_RELIABILITY"); r && *r) {
+    const std::string text = r;
+    if (text == "unreliable")
+      c.reliability = Reliability::unreliable;
+    else if (text != "reliable")
+      std::fprintf(stderr, "am: ignoring VIASTACK_AM_RELIABILITY=%s (expected reliable or unreliable)\n", r);
+  }
+  read_env("VIASTACK_AM_DEPTH", c.depth, 1u, 1024u);
+  read_env("VIASTACK_AM_TIMEOUT_MS", c.timeout_ms, std::uint64_t(0), std::uint64_t(1) << 40);
+  read_env("VIASTACK_AM_RETRANSMIT_MS", c.retransmit_ms, std::uint64_t(1), std::uint64_t(1) << 30);
+  read_env("VIASTACK_AM_SEGMENT", c.segment_bytes, std::size_t(64), std::size_t(1) << 40);
+  return c;
+}
+
+namespace detail {
+
+Status set_handler(int index, HandlerKind kind, std::function<void(const Delivery&)> fn) {
+  if (index < 0 || index >= AM_MAX_HANDLERS) return error(Status::bad_arg, "handler index out of range");
+  HandlerEntry& e = handler_table()[index];
+  e = HandlerEntry{};
+  e.type = kind == HandlerKind::words ? HandlerEntry::Type::words : HandlerEntry::Type::payload;
+  e.message = std::move(fn);
+  return Status::ok;
+}
+
+Status send(bool reply, int dest, int handler, const Word* args, unsigned nargs, const void* payload, std::size_t bytes) {
+  Runtime* rt = Runtime::get();
+  return rt ? rt->send(reply, dest, handler, args, nargs, payload, bytes) : not_enabled();
+}
+
+Status wait(const Completion& c) {
+  Runtime* rt = Runtime::get();
+  if (c.done) return c.status;
+  return rt ? rt->wait(c) : not_enabled();
+}
+
+}  // namespace detail
+
+Status set_mem_handler(int index, std::function<void(int, void*, std::size_t, Word)> fn) {
+  if (index < 0 || index >= AM_MAX_HANDLERS) return detail::error(Status::bad_arg, "handler index out of range");
+  detail::HandlerEntry& e = detail::handler_table()[index];
+  e = detail::HandlerEntry{};
+  e.type = detail::HandlerEntry::Type::memory;
+  e.memory = std::move(fn);
+  return Status::ok;
+}
+
+void set_error_handler(std::function<void(const Returned&)> fn) { detail::set_error_handler_fn(std::move(fn)); }
+
+Status enable(const Config& config) { return Runtime::enable(config); }
+Status disable() { return Runtime::disable(); }
+int procs() { return Runtime::get() ? Runtime::get()->procs() : 0; }
+int my_proc() { return Runtime::get() ? Runtime::get()->my_proc() : -1; }
+std::size_t max_size() { return wire::kMaxPayload; }
+void* segment(int proc) { return Runtime::get() ? Runtime::get()->segment(proc) : nullptr; }
+std::size_t segment_size(int proc) { return Runtime::get() ? Runtime::get()->segment_size(proc) : 0; }
+
+Future store(int dest, const void* local, void* remote, std::size_t bytes, int handler, Word arg) {
+  Runtime* rt = Runtime::get();
+  if (!rt) return Future(not_enabled());
+  auto state = std::make_shared<detail::Completion>();
+  const Status s = rt->store(dest, local, remote, bytes, handler, arg, nullptr, nullptr, state);
+  return s == Status::ok ? Future(std::move(state)) : Future(s);
+}
+
+Future get(int dest, const void* remote, void* local, std::size_t bytes, int handler, Word arg) {
+  Runtime* rt = Runtime::get();
+  if (!rt) return Future(not_enabled());
+  auto state = std::make_shared<detail::Completion>();
+  const Status s = rt->get(dest, remote, local, bytes, handler, arg, state);
+  return s == Status::ok ? Future(std::move(state)) : Future(s);
+}
+
+int poll() { return Runtime::get() ? Runtime::get()->poll() : 0; }
+Status barrier() { return Runtime::get() ? Runtime::get()->barrier() : not_enabled(); }
+Counters counters() { return Runtime::get() ? Runtime::get()->counters() : Counters{}; }
+const char* last_error() { return detail::last_error_message(); }
+
+}  // namespace am

@@ -1,0 +1,145 @@
+// The UAM/AMUDP reliability state machine, per peer, apart from any I/O and
+// with time passed in (no clock reads here), so that it can be driven packet
+// by packet on virtual time in tests.
+//
+// Credits are request instances ("slots"): a requester holds at most `depth`
+// requests to one peer, and a slot is busy until the request's reply arrives.
+// Every use of a slot carries the next sequence number of that slot. The
+// receiver remembers, per slot, the last sequence number it handled: a copy of
+// that request is a duplicate (its cached reply is sent again), an older one
+// is stale (dropped). Replies are never acknowledged: a lost reply shows up as
+// a retransmitted request. Retransmission backs off exponentially; a request
+// unanswered for longer than the timeout expires.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+namespace am {
+
+struct RetryPolicy {
+  bool retransmit = true;                    // false on reliable VIs: the engine delivers
+  std::uint64_t first_ns = 20'000'000;       // first retransmission after this long
+  std::uint64_t max_interval_ns = 1'000'000'000;
+  std::uint64_t timeout_ns = 10'000'000'000;  // unanswered this long: expired (0: never)
+};
+
+inline constexpr std::uint64_t kNever = UINT64_MAX;
+
+class SendWindow {
+ public:
+  SendWindow(std::uint16_t depth, const RetryPolicy& policy) : policy_(policy), slots_(depth) {
+    for (std::uint16_t i = depth; i > 0; --i) free_.push_back(std::uint16_t(i - 1));
+  }
+  std::uint16_t depth() const { return std::uint16_t(slots_.size()); }
+  bool has_credit() const { return !free_.empty(); }
+  unsigned outstanding() const { return unsigned(slots_.size() - free_.size()); }
+  bool is_open(std::uint16_t slot) const { return slot < slots_.size() && slots_[slot].open; }
+  std::uint32_t seq(std::uint16_t slot) const { return slots_[slot].seq; }
+
+  // Opens a request instance sent at `now`; returns its slot. Needs a credit.
+  std::uint16_t open(std::uint64_t now_ns) {
+    const std::uint16_t slot = free_.back();
+    free_.pop_back();
+    Slot& s = slots_[slot];
+    ++s.seq;
+    s.open = true;
+    s.sent_ns = now_ns;
+    s.interval_ns = policy_.first_ns;
+    s.next_ns = due(s);
+    next_deadline_ = std::min(next_deadline_, s.next_ns);
+    return slot;
+  }
+
+  // A reply for (slot, seq): true if it answers an open instance, which
+  // closes; false for a duplicate or stale reply.
+  bool close(std::uint16_t slot, std::uint32_t seq) {
+    if (!is_open(slot) || slots_[slot].seq != seq) return false;
+    release(slot);
+    return true;
+  }
+
+  // Earliest time advance() has something to do (kNever if nothing).
+  std::uint64_t next_deadline() const { return next_deadline_; }
+
+  // Calls retransmit(slot) for every instance whose retransmission is due
+  // (the next one is scheduled at twice the interval, capped), and
+  // expire(slot) for every instance past the timeout (it closes first).
+  template <class Retransmit, class Expire>
+  void advance(std::uint64_t now_ns, Retransmit&& retransmit, Expire&& expire) {
+    if (now_ns < next_deadline_) return;
+    next_deadline_ = kNever;
+    for (std::uint16_t slot = 0; slot < slots_.size(); ++slot) {
+      Slot& s = slots_[slot];
+      if (!s.open) continue;
+      if (policy_.timeout_ns && now_ns - s.sent_ns >= policy_.timeout_ns) {
+        release(slot);
+        expire(slot);
+        continue;
+      }
+      if (now_ns >= s.next_ns && policy_.retransmit) {
+        s.interval_ns = std::min(s.interval_ns * 2, policy_.max_interval_ns);
+        s.next_ns = due(s, now_ns);
+        retransmit(slot);
+      }
+      next_deadline_ = std::min(next_deadline_, s.next_ns);
+    }
+  }
+
+  // Closes every open instance (the peer is gone), calling f(slot) for each.
+  template <class F>
+  void close_all(F&& f) {
+    for (std::uint16_t slot = 0; slot < slots_.size(); ++slot)
+      if (slots_[slot].open) {
+        release(slot);
+        f(slot);
+      }
+  }
+
+ private:
+  struct Slot {
+    std::uint32_t seq = 0;
+    bool open = false;
+    std::uint64_t sent_ns = 0;      // first transmission
+    std::uint64_t next_ns = kNever;  // next retransmission or expiry
+    std::uint64_t interval_ns = 0;
+  };
+  // Next event for a slot: a retransmission, or else its expiry.
+  std::uint64_t due(const Slot& s, std::uint64_t now_ns) const {
+    const std::uint64_t expiry = policy_.timeout_ns ? s.sent_ns + policy_.timeout_ns : kNever;
+    return policy_.retransmit ? std::min(now_ns + s.interval_ns, expiry) : expiry;
+  }
+  std::uint64_t due(const Slot& s) const { return due(s, s.sent_ns); }
+  void release(std::uint16_t slot) {
+    slots_[slot].open = false;
+    free_.push_back(slot);
+  }
+
+  RetryPolicy policy_;
+  std::vector<Slot> slots_;
+  std::vector<std::uint16_t> free_;  // LIFO: recently used slots (and their buffers) come back first
+  std::uint64_t next_deadline_ = kNever;
+};
+
+enum class Admission { fresh, duplicate, stale, bad_slot };
+
+class ReceiveFilter {
+ public:
+  explicit ReceiveFilter(std::uint16_t depth) : last_(depth, 0) {}
+  // Classifies request (slot, seq); a fresh one is recorded as handled.
+  Admission admit(std::uint16_t slot, std::uint32_t seq) {
+    if (slot >= last_.size()) return Admission::bad_slot;
+    std::uint32_t& last = last_[slot];
+    if (seq == last) return Admission::duplicate;
+    // Wrap-around comparison: a requester moves a slot on by one per reply.
+    if (std::int32_t(seq - last) < 0) return Admission::stale;
+    last = seq;
+    return Admission::fresh;
+  }
+
+ private:
+  std::vector<std::uint32_t> last_;  // last sequence number handled per slot (0: none yet)
+};
+
+}  // namespace am

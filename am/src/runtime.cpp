@@ -1,0 +1,916 @@
+#include "runtime.hpp"
+
+#include <time.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+namespace am::detail {
+
+namespace {
+
+constexpr std::size_t kBufBytes = (wire::kMaxMessage + 63) / 64 * 64;
+constexpr std::size_t kDescStride = (sizeof(VIP_DESCRIPTOR) + 63) / 64 * 64;
+constexpr std::uint32_t kRdmaDescs = 64;
+constexpr std::uint64_t kRdmaPiece = 64u << 20;  // largest single RDMA descriptor
+constexpr std::uint32_t kConnectTimeoutMs = 60000;
+constexpr std::uint16_t kBarrierArrive = 0, kBarrierRelease = 1;
+
+std::string last_error_text;
+HandlerEntry handlers[AM_MAX_HANDLERS];
+
+void print_returned(const Returned& r) {
+  std::fprintf(stderr, "am: message to rank %d (handler %d) returned: %s\n", r.dest, r.handler, r.description);
+}
+std::function<void(const Returned&)> error_handler = print_returned;
+
+const char* cause_text(int cause) {
+  switch (cause) {
+    case AM_E_BADHANDLER: return "no handler of that kind is registered at that index on the destination";
+    case AM_E_BADSEGOFF: return "the remote range lies outside the destination's segment";
+    case AM_E_BADLENGTH: return "the destination refused the message's length";
+    case AM_E_TIMEOUT: return "the destination did not answer within the peer timeout";
+    default: return "the destination is unreachable (its VI broke: the process died or left)";
+  }
+}
+
+}  // namespace
+
+Status error(Status s, std::string why) {
+  last_error_text = std::move(why);
+  return s;
+}
+const char* last_error_message() { return last_error_text.c_str(); }
+
+HandlerEntry* handler_table() { return handlers; }
+void set_error_handler_fn(std::function<void(const Returned&)> fn) {
+  error_handler = fn ? std::move(fn) : std::function<void(const Returned&)>(print_returned);
+}
+
+std::unique_ptr<Runtime> Runtime::instance_;
+
+Runtime::Runtime(const Config& config) : config_(config), depth_(std::uint16_t(std::clamp(config.depth, 1u, 1024u))) {
+  policy_.retransmit = config.reliability == Reliability::unreliable;
+  policy_.first_ns = std::max<std::uint64_t>(config.retransmit_ms, 1) * 1'000'000;
+  policy_.timeout_ns = config.timeout_ms * 1'000'000;
+}
+
+Runtime::~Runtime() {
+  if (nic_) {
+    for (auto& p : peers_)
+      if (p->vi) {
+        if (p->vi->state() == via::ViState::connected) p->vi->disconnect();
+        nic_->destroy_vi(p->vi);
+      }
+    for (Operation& op : ops_)
+      if (op.registered) nic_->deregister_memory(op.local, op.local_handle);
+    if (segment_handle_) nic_->deregister_memory(segment_, segment_handle_);
+    if (arena_handle_) nic_->deregister_memory(arena_, arena_handle_);
+    if (send_cq_) nic_->destroy_cq(send_cq_);
+    if (recv_cq_) nic_->destroy_cq(recv_cq_);
+  }
+  nic_.reset();
+  std::free(arena_);
+  if (own_segment_) std::free(segment_);
+}
+
+std::uint64_t Runtime::now_ns() const {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return std::uint64_t(ts.tv_sec) * 1'000'000'000ull + std::uint64_t(ts.tv_nsec);
+}
+
+VIP_DESCRIPTOR* Runtime::desc(std::uint32_t i) const {
+  return reinterpret_cast<VIP_DESCRIPTOR*>(descs_ + std::size_t(i) * kDescStride);
+}
+std::byte* Runtime::buffer(std::uint32_t i) const { return buffers_ + std::size_t(i) * kBufBytes; }
+
+// ---- set-up and tear-down ----
+
+Status Runtime::enable(const Config& config) {
+  if (instance_) return error(Status::bad_arg, "am_enable: already enabled");
+  // Installed first: peers' first requests may arrive while we wait for their hellos.
+  instance_.reset(new Runtime(config));
+  const Status s = instance_->start();
+  if (s != Status::ok) instance_.reset();
+  return s;
+}
+
+Status Runtime::start() {
+  const char* rank_env = std::getenv("VIASTACK_RANK");
+  const char* size_env = std::getenv("VIASTACK_SIZE");
+  const int size = size_env ? std::atoi(size_env) : 1;
+  me_ = rank_env ? std::atoi(rank_env) : 0;
+  if (size < 1 || size > 4096 || me_ < 0 || me_ >= size)
+    return error(Status::enable_failed, "am_enable: bad VIASTACK_RANK/VIASTACK_SIZE");
+  auto check = [](via::Result r, const char* what) {
+    std::string why = "am_enable: ";
+    why += what;
+    why += ": ";
+    why += via::describe(r);
+    return r == via::Result::success ? Status::ok : error(Status::enable_failed, why);
+  };
+  Status s;
+  if ((s = check(via::Nic::open("", nic_), "open NIC")) != Status::ok) return s;
+  nic_->set_error_handler([this](const via::AsyncError&) { vi_error_ = true; });
+  if ((s = check(nic_->create_ptag(ptag_), "create protection tag")) != Status::ok) return s;
+
+  // Segment: the target of stores and the source of gets, open to the peers' RDMA.
+  segment_bytes_ = config_.segment ? config_.segment_bytes : std::max<std::size_t>(config_.segment_bytes, 64);
+  if (config_.segment) {
+    segment_ = static_cast<std::byte*>(config_.segment);
+  } else {
+    segment_ = static_cast<std::byte*>(std::aligned_alloc(4096, (segment_bytes_ + 4095) / 4096 * 4096));
+    own_segment_ = true;
+    if (!segment_) return error(Status::resource, "am_enable: cannot allocate the segment");
+  }
+  if (segment_bytes_ &&
+      (s = check(nic_->register_memory(segment_, segment_bytes_, via::MemAttributes{ptag_, true, true}, segment_handle_),
+                 "register the segment")) != Status::ok)
+    return s;
+
+  // Arena: per peer `depth` request buffers, `depth` reply buffers and
+  // 2 x depth receive buffers (a peer has at most depth requests and depth
+  // replies on the way to us), plus RDMA descriptors.
+  const std::uint32_t per_peer = 4u * depth_;
+  const std::uint32_t buffers = per_peer * std::uint32_t(size);
+  const std::uint32_t descs = buffers + kRdmaDescs;
+  arena_bytes_ = (std::size_t(descs) * kDescStride + std::size_t(buffers) * kBufBytes + 4095) / 4096 * 4096;
+  arena_ = static_cast<std::byte*>(std::aligned_alloc(4096, arena_bytes_));
+  if (!arena_) return error(Status::resource, "am_enable: cannot allocate message buffers");
+  std::memset(arena_, 0, arena_bytes_);
+  descs_ = arena_;
+  buffers_ = arena_ + std::size_t(descs) * kDescStride;
+  if ((s = check(nic_->register_memory(arena_, arena_bytes_, via::MemAttributes{ptag_, false, false}, arena_handle_),
+                 "register message buffers")) != Status::ok)
+    return s;
+  desc_info_.resize(descs);
+  first_rdma_ = buffers;
+  rdma_op_.resize(kRdmaDescs);
+  for (std::uint32_t i = 0; i < kRdmaDescs; ++i) {
+    desc_info_[first_rdma_ + i] = DescInfo{Role::rdma, 0, std::uint16_t(i)};
+    rdma_free_.push_back(first_rdma_ + i);
+  }
+  if ((s = check(nic_->create_cq(buffers + kRdmaDescs, send_cq_), "create send CQ")) != Status::ok) return s;
+  if ((s = check(nic_->create_cq(buffers, recv_cq_), "create receive CQ")) != Status::ok) return s;
+
+  via::ViAttributes attrs;
+  attrs.reliability = config_.reliability == Reliability::reliable ? VIP_SERVICE_RELIABLE_DELIVERY : VIP_SERVICE_UNRELIABLE;
+  attrs.ptag = ptag_;
+  attrs.rdma_write = true;
+  attrs.rdma_read = config_.reliability == Reliability::reliable;
+  const via::NetAddress local{{}, {'a', 'm'}};
+  for (int r = 0; r < size; ++r) {
+    peers_.push_back(std::make_unique<Peer>(r, depth_, policy_));
+    Peer& p = *peers_.back();
+    p.first_desc = per_peer * std::uint32_t(r);
+    for (std::uint32_t i = 0; i < per_peer; ++i) {
+      const Role role = i < depth_ ? Role::request : i < 2u * depth_ ? Role::reply : Role::receive;
+      desc_info_[p.first_desc + i] = DescInfo{role, std::uint16_t(r), std::uint16_t(i % depth_)};
+    }
+    if (r == me_) {
+      p.seg_base = std::uintptr_t(segment_);
+      p.seg_bytes = segment_bytes_;
+      p.hello_received = true;
+      continue;
+    }
+    if ((s = check(nic_->create_vi(attrs, send_cq_, recv_cq_, p.vi), "create VI")) != Status::ok) return s;
+    for (std::uint32_t i = 2u * depth_; i < per_peer; ++i)
+      if (!post_recv(p, p.first_desc + i)) return error(Status::enable_failed, "am_enable: cannot post receives");
+    via::NetAddress remote{{}, {'a', 'm'}};
+    if ((s = check(nic_->resolve("rank" + std::to_string(r), 0, remote.host), "resolve a peer")) != Status::ok) return s;
+    if ((s = check(p.vi->connect_peer_request(local, remote, kConnectTimeoutMs), "connect request")) != Status::ok)
+      return s;
+  }
+  for (auto& p : peers_)
+    if (p->vi && (s = check(p->vi->connect_peer_wait(), "connect to a peer")) != Status::ok) return s;
+
+  // Hello: tell every peer where our segment is (and check we agree on the depth).
+  for (auto& p : peers_) {
+    if (!p->vi) continue;
+    const Word args[4] = {std::uintptr_t(segment_), segment_bytes_, segment_handle_, depth_};
+    Sent sent;
+    sent.purpose = Purpose::hello;
+    if ((s = send_request(*p, wire::Kind::hello, wire::kNoHandler, args, 4, nullptr, 0, sent)) != Status::ok)
+      return error(Status::enable_failed, "am_enable: a peer is unreachable");
+  }
+  auto everyone = [&] {
+    return std::all_of(peers_.begin(), peers_.end(), [](auto& p) { return p->failed || p->hello_received; }) &&
+           hellos_acked_ + 1 >= peers_.size();
+  };
+  block_until([&] { return everyone() || std::any_of(peers_.begin(), peers_.end(), [](auto& p) { return p->failed; }); });
+  if (!everyone() || std::any_of(peers_.begin(), peers_.end(), [](auto& p) { return p->failed; }))
+    return error(Status::enable_failed, "am_enable: a peer failed during set-up");
+  return Status::ok;
+}
+
+Status Runtime::disable() {
+  if (!instance_) return error(Status::not_init, "am_disable: AM is not enabled");
+  Runtime& rt = *instance_;
+  rt.disabling_ = true;
+  const Status s = rt.barrier();
+  rt.block_until([&] {
+    bool idle = rt.posted_sends_ == 0;
+    for (auto& p : rt.peers_) idle = idle && (p->failed || p->window.outstanding() == 0);
+    return idle;
+  });
+  instance_.reset();
+  return s;
+}
+
+void* Runtime::segment(int proc) const {
+  return proc >= 0 && proc < procs() ? reinterpret_cast<void*>(peers_[proc]->seg_base) : nullptr;
+}
+std::size_t Runtime::segment_size(int proc) const { return proc >= 0 && proc < procs() ? peers_[proc]->seg_bytes : 0; }
+
+// ---- I/O ----
+
+bool Runtime::post_send(Peer& p, std::uint32_t di, std::uint32_t length) {
+  std::byte* buf = buffer(di);
+  if (!p.vi) {
+    loopback_.emplace_back(buf, buf + length);
+    return true;
+  }
+  if (p.failed) return false;
+  VIP_DESCRIPTOR* d = desc(di);
+  std::memset(&d->CS, 0, sizeof d->CS);
+  d->CS.SegCount = 1;
+  d->CS.Length = length;
+  d->DS[0].Local.Data.Address = buf;
+  d->DS[0].Local.Handle = arena_handle_;
+  d->DS[0].Local.Length = length;
+  if (p.vi->post_send(d, arena_handle_) != via::Result::success) {
+    fail_peer(p, AM_E_UNREACHABLE, "cannot post a send to the peer (its VI is broken)");
+    return false;
+  }
+  desc_info_[di].posted = true;
+  ++posted_sends_;
+  return true;
+}
+
+bool Runtime::post_recv(Peer& p, std::uint32_t di) {
+  VIP_DESCRIPTOR* d = desc(di);
+  std::memset(&d->CS, 0, sizeof d->CS);
+  d->CS.SegCount = 1;
+  d->CS.Length = kBufBytes;
+  d->DS[0].Local.Data.Address = buffer(di);
+  d->DS[0].Local.Handle = arena_handle_;
+  d->DS[0].Local.Length = kBufBytes;
+  return p.vi->post_recv(d, arena_handle_) == via::Result::success;
+}
+
+// Cq::done runs the NIC's progress when the queue is empty: checking size()
+// first keeps it to the one progress call per service().
+bool Runtime::reap_sends() {
+  bool any = false;
+  via::Cq::Entry e;
+  while (send_cq_->size() && send_cq_->done(e) == via::Result::success) {
+    VIP_DESCRIPTOR* d;
+    if (e.vi->send_done(d) != via::Result::success) continue;
+    on_send_complete(std::uint32_t((reinterpret_cast<std::byte*>(d) - descs_) / kDescStride), d);
+    any = true;
+  }
+  return any;
+}
+
+// A buffer is rewritten only once the NIC is done with its last send. A send
+// to a dead peer may never finish: the timers (in block_until) end the wait.
+void Runtime::wait_send_free(Peer& p, std::uint32_t di) {
+  if (!desc_info_[di].posted || p.failed) return;
+  block_until([&] { return !desc_info_[di].posted || p.failed; });
+}
+
+int Runtime::service() {
+  int handled = 0;
+  nic_->progress();
+  reap_sends();
+  via::Cq::Entry e;
+  while (recv_cq_->size() && recv_cq_->done(e) == via::Result::success) {
+    VIP_DESCRIPTOR* d;
+    if (e.vi->recv_done(d) != via::Result::success) continue;
+    on_receive(std::uint32_t((reinterpret_cast<std::byte*>(d) - descs_) / kDescStride), d);
+    ++handled;
+  }
+  for (std::size_t n = loopback_.size(); n > 0 && !loopback_.empty(); --n) {
+    std::vector<std::byte> msg = std::move(loopback_.front());
+    loopback_.pop_front();
+    dispatch(*peers_[me_], msg.data(), msg.size());
+    ++handled;
+  }
+  if (vi_error_) {
+    vi_error_ = false;
+    for (auto& p : peers_)
+      if (p->vi && p->vi->state() == via::ViState::error) fail_peer(*p, AM_E_UNREACHABLE, cause_text(AM_E_UNREACHABLE));
+  }
+  if ((++services_ & 15) == 0) check_timers();
+  return handled;
+}
+
+template <class Pred>
+void Runtime::block_until(Pred&& pred) {
+  while (!pred()) {
+    if (service() > 0) continue;
+    if (pred()) return;
+    check_timers();
+    nic_->wait([&] { return service() > 0 || pred(); }, 20);
+  }
+}
+
+void Runtime::on_send_complete(std::uint32_t di, VIP_DESCRIPTOR* d) {
+  DescInfo& info = desc_info_[di];
+  if (info.posted) {
+    info.posted = false;
+    --posted_sends_;
+  }
+  if (info.role != Role::rdma) return;
+  const std::uint32_t op_index = rdma_op_[info.index];
+  rdma_free_.push_back(di);
+  Operation& op = ops_[op_index];
+  --op.pending;
+  if (d->CS.Status & VIP_STATUS_ERROR_MASK) {
+    op_local_done(op);
+    op_finish(op, error(Status::unreachable, "RDMA to the peer failed (its VI broke)"));
+    return;
+  }
+  if (op.is_store) {
+    if (op.pending == 1) op_local_done(op);  // only the store_done message is left
+    op_release_if_done(op);
+  } else if (op.pending == 0) {
+    finish_get(op);
+  }
+}
+
+void Runtime::on_receive(std::uint32_t di, VIP_DESCRIPTOR* d) {
+  Peer& p = *peers_[desc_info_[di].peer];
+  if (d->CS.Status & VIP_STATUS_ERROR_MASK) return;  // flushed by a broken VI, or a failed receive
+  ++counters_.messages_received;
+  dispatch(p, buffer(di), d->CS.Length);
+  if (p.vi->state() == via::ViState::connected && !post_recv(p, di))
+    fail_peer(p, AM_E_UNREACHABLE, "cannot re-post a receive to the peer's VI");
+}
+
+void Runtime::dispatch(Peer& p, std::byte* data, std::size_t length) {
+  wire::Message m;
+  if (wire::ParseError e = wire::parse(data, length, m); e != wire::ParseError::none) {
+    std::fprintf(stderr, "am: rank %d: dropped a malformed message from rank %d: %s\n", me_, p.rank, wire::describe(e));
+    return;
+  }
+  if (m.header.kind == wire::Kind::reply)
+    handle_reply(p, m);
+  else
+    handle_request(p, m);
+}
+
+// ---- sending ----
+
+Status Runtime::send_request(Peer& p, wire::Kind kind, std::uint16_t handler, const Word* args, unsigned nargs,
+                             const void* payload, std::size_t bytes, const Sent& sent) {
+  if (p.failed) return error(Status::unreachable, "rank " + std::to_string(p.rank) + " is unreachable");
+  if (!p.window.has_credit()) {
+    ++counters_.credit_stalls;
+    block_until([&] { return p.window.has_credit() || p.failed; });
+    if (p.failed) return error(Status::unreachable, "rank " + std::to_string(p.rank) + " is unreachable");
+  }
+  const std::uint16_t slot = p.window.open(now_ns());
+  const std::uint32_t di = request_desc(p, slot);
+  wait_send_free(p, di);
+  const wire::Header h{kind, std::uint8_t(nargs), 0, 0, handler, slot, p.window.seq(slot), std::uint32_t(bytes)};
+  Sent& s = p.sent[slot];
+  s = sent;
+  s.length = std::uint32_t(wire::encode(buffer(di), h, args, payload));
+  ++counters_.requests_sent;
+  post_send(p, di, s.length);
+  return Status::ok;
+}
+
+void Runtime::send_reply(Peer& p, std::uint16_t slot, std::uint32_t seq, std::uint8_t status, std::uint16_t handler,
+                         const Word* args, unsigned nargs, const void* payload, std::size_t bytes) {
+  const std::uint32_t di = reply_desc(p, slot);
+  wait_send_free(p, di);
+  const wire::Header h{wire::Kind::reply, std::uint8_t(nargs), status, 0, handler, slot, seq, std::uint32_t(bytes)};
+  p.reply_length[slot] = std::uint32_t(wire::encode(buffer(di), h, args, payload));
+  ++counters_.replies_sent;
+  post_send(p, di, p.reply_length[slot]);
+  p.reply_ready[slot] = 1;
+}
+
+Status Runtime::send(bool reply, int dest, int handler, const Word* args, unsigned nargs, const void* payload,
+                     std::size_t bytes) {
+  if (dest < 0 || dest >= procs()) return error(Status::bad_arg, "no rank " + std::to_string(dest));
+  if (handler < 0 || handler >= AM_MAX_HANDLERS) return error(Status::bad_arg, "handler index out of range");
+  if (nargs > wire::kMaxArgs) return error(Status::bad_arg, "more than 4 arguments");
+  if (bytes > wire::kMaxPayload) return error(Status::too_large, "payload larger than am_max_size()");
+  if (bytes && !payload) return error(Status::bad_arg, "payload is null");
+  if (reply) {
+    HandlerContext* ctx = context_;
+    if (!ctx || !ctx->may_reply) return error(Status::not_in_handler, "a reply is allowed only inside a request handler");
+    if (ctx->replied) return error(Status::not_in_handler, "a request handler may reply only once");
+    if (dest != ctx->peer->rank) return error(Status::bad_arg, "a reply goes only to the requester");
+    ctx->replied = true;
+    send_reply(*ctx->peer, ctx->slot, ctx->seq, 0, std::uint16_t(handler), args, nargs, payload, bytes);
+    return Status::ok;
+  }
+  service();  // every request polls, so that a sender also makes progress
+  return send_request(*peers_[dest], wire::Kind::request, std::uint16_t(handler), args, nargs, payload, bytes, Sent{});
+}
+
+// ---- receiving ----
+
+void Runtime::handle_request(Peer& p, const wire::Message& m) {
+  const wire::Header& h = m.header;
+  switch (p.filter.admit(h.slot, h.seq)) {
+    case Admission::bad_slot:
+      std::fprintf(stderr, "am: rank %d: dropped a request from rank %d naming slot %u (depth %u)\n", me_, p.rank,
+                   h.slot, depth_);
+      return;
+    case Admission::duplicate:
+      ++counters_.duplicates_dropped;
+      // Our reply was lost (or is slow): send the cached one again.
+      if (p.reply_ready[h.slot] && !desc_info_[reply_desc(p, h.slot)].posted)
+        post_send(p, reply_desc(p, h.slot), p.reply_length[h.slot]);
+      return;
+    case Admission::stale:
+      ++counters_.duplicates_dropped;
+      return;
+    case Admission::fresh:
+      break;
+  }
+  p.reply_ready[h.slot] = 0;
+  HandlerContext ctx{&p, h.slot, h.seq, true, false};
+  HandlerContext* outer = context_;
+  context_ = &ctx;
+  const std::uint8_t status = run_request(p, m, ctx);
+  context_ = outer;
+  // The reply is the acknowledgement (and returns the credit): a handler
+  // that did not reply gets a bare one sent for it.
+  if (!ctx.replied) send_reply(p, h.slot, h.seq, status, wire::kNoHandler, nullptr, 0, nullptr, 0);
+}
+
+// Runs one fresh request; returns the AM_E_* cause if it is refused.
+std::uint8_t Runtime::run_request(Peer& p, const wire::Message& m, HandlerContext& ctx) {
+  const wire::Header& h = m.header;
+  std::byte* payload = const_cast<std::byte*>(m.payload);
+  switch (h.kind) {
+    case wire::Kind::request: {
+      const HandlerEntry* entry = h.handler < AM_MAX_HANDLERS ? &handlers[h.handler] : nullptr;
+      if (!entry || !(entry->type == HandlerEntry::Type::payload ||
+                      (entry->type == HandlerEntry::Type::words && h.payload_bytes == 0)))
+        return AM_E_BADHANDLER;
+      entry->message(Delivery{p.rank, h.nargs, m.args, payload, h.payload_bytes});
+      return 0;
+    }
+    case wire::Kind::store_data:
+    case wire::Kind::store_done: {
+      const std::uint64_t addr = m.args[0];
+      const std::uint64_t bytes = h.kind == wire::Kind::store_data ? h.payload_bytes : m.args[1];
+      if (!in_my_segment(addr, bytes)) return AM_E_BADSEGOFF;
+      if (h.payload_bytes > bytes) return AM_E_BADLENGTH;
+      if (h.payload_bytes)
+        std::memcpy(reinterpret_cast<std::byte*>(addr + bytes - h.payload_bytes), payload, h.payload_bytes);
+      if (h.kind == wire::Kind::store_data || h.handler == wire::kNoHandler) return 0;
+      const HandlerEntry* entry = h.handler < AM_MAX_HANDLERS ? &handlers[h.handler] : nullptr;
+      if (!entry || entry->type != HandlerEntry::Type::memory) return AM_E_BADHANDLER;
+      ctx.may_reply = false;  // a store handler answers nobody
+      entry->memory(p.rank, reinterpret_cast<void*>(addr), bytes, m.args[2]);
+      return 0;
+    }
+    case wire::Kind::get: {
+      const std::uint64_t addr = m.args[0], bytes = m.args[1];
+      if (bytes > wire::kMaxPayload) return AM_E_BADLENGTH;
+      if (!in_my_segment(addr, bytes)) return AM_E_BADSEGOFF;
+      ctx.replied = true;
+      send_reply(p, h.slot, h.seq, 0, wire::kNoHandler, nullptr, 0, reinterpret_cast<const void*>(addr), bytes);
+      return 0;
+    }
+    case wire::Kind::hello:
+      if (m.args[3] != depth_) {
+        std::fprintf(stderr, "am: rank %d: rank %d runs with VIASTACK_AM_DEPTH=%llu, we with %u\n", me_, p.rank,
+                     static_cast<unsigned long long>(m.args[3]), depth_);
+        fail_peer(p, AM_E_UNREACHABLE, "the peer's AM configuration differs");
+        return AM_E_BADLENGTH;
+      }
+      p.seg_base = m.args[0];
+      p.seg_bytes = m.args[1];
+      p.seg_handle = via::MemHandle(m.args[2]);
+      p.hello_received = true;
+      return 0;
+    case wire::Kind::barrier:
+      if (h.handler == kBarrierArrive)
+        ++arrived_[m.args[0] & 1];
+      else
+        released_epoch_ = std::max(released_epoch_, std::uint32_t(m.args[0]));
+      return 0;
+    case wire::Kind::reply:
+      break;
+  }
+  return AM_E_BADLENGTH;
+}
+
+void Runtime::handle_reply(Peer& p, const wire::Message& m) {
+  const wire::Header& h = m.header;
+  if (!p.window.close(h.slot, h.seq)) {
+    ++counters_.duplicates_dropped;
+    return;
+  }
+  if (h.status) return returned(p, h.slot, h.status, cause_text(h.status));
+  const Sent& s = p.sent[h.slot];
+  switch (s.purpose) {
+    case Purpose::user: {
+      if (h.handler == wire::kNoHandler) return;
+      const HandlerEntry* entry = h.handler < AM_MAX_HANDLERS ? &handlers[h.handler] : nullptr;
+      if (!entry || !(entry->type == HandlerEntry::Type::payload ||
+                      (entry->type == HandlerEntry::Type::words && h.payload_bytes == 0))) {
+        std::fprintf(stderr, "am: rank %d: a reply from rank %d names handler %u, not registered here for it\n", me_,
+                     p.rank, h.handler);
+        return;
+      }
+      HandlerContext ctx{&p, h.slot, h.seq, false, false};  // a reply handler may not reply
+      HandlerContext* outer = context_;
+      context_ = &ctx;
+      entry->message(Delivery{p.rank, h.nargs, m.args, const_cast<std::byte*>(m.payload), h.payload_bytes});
+      context_ = outer;
+      return;
+    }
+    case Purpose::store_chunk: {
+      Operation& op = ops_[s.op];
+      --op.pending;
+      if (op.pending == 1 && !op.finished) send_last_store_chunk(s.op);  // only the last chunk is left
+      op_release_if_done(ops_[s.op]);
+      return;
+    }
+    case Purpose::store_done: {
+      Operation& op = ops_[s.op];
+      --op.pending;
+      op_local_done(op);
+      op_finish(op, Status::ok);
+      return;
+    }
+    case Purpose::get_chunk: {
+      Operation& op = ops_[s.op];
+      --op.pending;
+      if (!op.finished && s.chunk && h.payload_bytes)
+        std::memcpy(op.local + s.offset, m.payload, std::min<std::size_t>(s.chunk, h.payload_bytes));
+      if (op.pending == 0) finish_get(op);
+      op_release_if_done(op);
+      return;
+    }
+    case Purpose::hello:
+      ++hellos_acked_;
+      return;
+    case Purpose::barrier:
+      return;
+  }
+}
+
+// A request came back (refused, timed out, or its peer is gone): the
+// returned-message handler hears of it, and its operation fails.
+void Runtime::returned(Peer& p, std::uint16_t slot, int cause, const char* why) {
+  ++counters_.returned;
+  const Sent& s = p.sent[slot];
+  wire::Message original;
+  wire::parse(buffer(request_desc(p, slot)), s.length, original);
+  Returned r{};
+  r.cause = cause;
+  r.description = why;
+  r.dest = p.rank;
+  r.handler = original.header.handler == wire::kNoHandler ? -1 : original.header.handler;
+  r.nargs = original.header.nargs;
+  std::memcpy(r.args, original.args, sizeof r.args);
+  switch (s.purpose) {
+    case Purpose::user:
+      r.op = AM_OP_REQUEST;
+      break;
+    case Purpose::store_chunk:
+    case Purpose::store_done:
+    case Purpose::get_chunk: {
+      Operation& op = ops_[s.op];
+      --op.pending;
+      const bool first = !op.finished;
+      op_local_done(op);
+      op_finish(op, cause == AM_E_BADSEGOFF || cause == AM_E_BADHANDLER || cause == AM_E_BADLENGTH
+                        ? error(Status::bad_arg, why)
+                        : error(Status::unreachable, why));
+      op_release_if_done(op);
+      if (!first) return;  // one report per operation
+      r.op = op.is_store ? AM_OP_STORE : AM_OP_GET;
+      r.handler = op.handler;
+      r.nargs = 3;
+      const Word args[4] = {op.remote, op.bytes, op.arg, 0};
+      std::memcpy(r.args, args, sizeof r.args);
+      break;
+    }
+    case Purpose::hello:
+      return;
+    case Purpose::barrier:
+      if (disabling_) return;  // peers leaving after the last barrier
+      r.op = AM_OP_BARRIER;
+      break;
+  }
+  error_handler(r);
+}
+
+void Runtime::fail_peer(Peer& p, int cause, const std::string& why) {
+  if (p.failed) return;
+  p.failed = true;
+  p.window.close_all([&](std::uint16_t slot) { returned(p, slot, cause, why.c_str()); });
+}
+
+void Runtime::check_timers() {
+  const std::uint64_t now = now_ns();
+  for (auto& pp : peers_) {
+    Peer& p = *pp;
+    if (p.failed || !p.vi || now < p.window.next_deadline()) continue;
+    bool expired = false;
+    p.window.advance(
+        now,
+        [&](std::uint16_t slot) {
+          const std::uint32_t di = request_desc(p, slot);
+          if (desc_info_[di].posted) return;  // still queued: nothing to resend yet
+          ++counters_.retransmitted;
+          post_send(p, di, p.sent[slot].length);
+        },
+        [&](std::uint16_t slot) {
+          returned(p, slot, AM_E_TIMEOUT, cause_text(AM_E_TIMEOUT));
+          expired = true;
+        });
+    // A peer that left a request unanswered for the whole timeout is taken
+    // for dead: what else is outstanding comes back at once.
+    if (expired) fail_peer(p, AM_E_TIMEOUT, cause_text(AM_E_TIMEOUT));
+  }
+}
+
+bool Runtime::in_my_segment(std::uint64_t addr, std::uint64_t bytes) const {
+  const std::uint64_t base = std::uintptr_t(segment_);
+  return addr >= base && bytes <= segment_bytes_ && addr - base <= segment_bytes_ - bytes;
+}
+
+Status Runtime::check_remote_range(const Peer& p, std::uint64_t addr, std::size_t bytes) const {
+  if (addr >= p.seg_base && bytes <= p.seg_bytes && addr - p.seg_base <= p.seg_bytes - bytes) return Status::ok;
+  return error(Status::bad_arg, "remote range [" + std::to_string(addr) + ", +" + std::to_string(bytes) +
+                                    ") lies outside rank " + std::to_string(p.rank) + "'s segment");
+}
+
+// ---- store and get ----
+
+std::uint32_t Runtime::new_op() {
+  if (free_ops_.empty()) {
+    ops_.emplace_back();
+    free_ops_.push_back(std::uint32_t(ops_.size() - 1));
+  }
+  const std::uint32_t i = free_ops_.back();
+  free_ops_.pop_back();
+  ops_[i] = Operation{};
+  ops_[i].in_use = true;
+  return i;
+}
+
+Status Runtime::local_handle(Operation& op) {
+  if (in_my_segment(std::uintptr_t(op.local), op.bytes)) {
+    op.local_handle = segment_handle_;
+    return Status::ok;
+  }
+  if (nic_->register_memory(op.local, op.bytes, via::MemAttributes{ptag_, false, false}, op.local_handle) !=
+      via::Result::success)
+    return error(Status::resource, "cannot register the local buffer");
+  op.registered = true;
+  return Status::ok;
+}
+
+Status Runtime::post_rdma(Peer& p, std::uint32_t op_index, bool write) {
+  for (std::uint64_t offset = 0; offset < ops_[op_index].bytes; offset += kRdmaPiece) {
+    if (rdma_free_.empty()) block_until([&] { return !rdma_free_.empty() || p.failed; });
+    Operation& op = ops_[op_index];
+    if (p.failed) return error(Status::unreachable, "rank " + std::to_string(p.rank) + " is unreachable");
+    const std::uint32_t di = rdma_free_.back();
+    rdma_free_.pop_back();
+    rdma_op_[di - first_rdma_] = op_index;
+    const std::uint32_t piece = std::uint32_t(std::min(kRdmaPiece, op.bytes - offset));
+    VIP_DESCRIPTOR* d = desc(di);
+    std::memset(d, 0, kDescStride);
+    d->CS.Control = write ? VIP_CONTROL_OP_RDMAWRITE : VIP_CONTROL_OP_RDMAREAD;
+    d->CS.SegCount = 2;
+    d->CS.Length = piece;
+    d->DS[0].Remote.Data.AddressBits = op.remote + offset;
+    d->DS[0].Remote.Handle = p.seg_handle;
+    d->DS[1].Local.Data.Address = op.local + offset;
+    d->DS[1].Local.Handle = op.local_handle;
+    d->DS[1].Local.Length = piece;
+    if (p.vi->post_send(d, arena_handle_) != via::Result::success) {
+      rdma_free_.push_back(di);
+      fail_peer(p, AM_E_UNREACHABLE, "cannot post RDMA to the peer (its VI is broken)");
+      return error(Status::unreachable, "rank " + std::to_string(p.rank) + " is unreachable");
+    }
+    desc_info_[di].posted = true;
+    ++posted_sends_;
+    ++op.pending;
+    ++(write ? counters_.rdma_writes : counters_.rdma_reads);
+  }
+  return Status::ok;
+}
+
+Status Runtime::store(int dest, const void* local, void* remote, std::size_t bytes, int handler, Word arg,
+                      am_completion_t on_local, void* on_local_arg, std::shared_ptr<Completion> completion) {
+  if (dest < 0 || dest >= procs()) return error(Status::bad_arg, "no rank " + std::to_string(dest));
+  if (handler != kNoHandler && (handler < 0 || handler >= AM_MAX_HANDLERS))
+    return error(Status::bad_arg, "handler index out of range");
+  if (bytes && !local) return error(Status::bad_arg, "local buffer is null");
+  Peer& p = *peers_[dest];
+  if (p.failed) return error(Status::unreachable, "rank " + std::to_string(dest) + " is unreachable");
+  if (Status s = check_remote_range(p, std::uintptr_t(remote), bytes); s != Status::ok) return s;
+  service();
+  const std::uint32_t oi = new_op();
+  {
+    Operation& op = ops_[oi];
+    op.is_store = true;
+    op.peer = dest;
+    op.local = static_cast<std::byte*>(const_cast<void*>(local));
+    op.remote = std::uintptr_t(remote);
+    op.bytes = bytes;
+    op.handler = handler;
+    op.arg = arg;
+    op.on_local = on_local;
+    op.on_local_arg = on_local_arg;
+    op.completion = std::move(completion);
+    op.pending = 1;  // the store_done message, sent last
+  }
+  counters_.bytes_stored += bytes;
+  Status s = Status::ok;
+  if (bytes > wire::kMaxPayload && p.vi && config_.reliability == Reliability::reliable) {
+    // RDMA write, then the store_done request: a VI's send queue is ordered.
+    if ((s = local_handle(ops_[oi])) == Status::ok && (s = post_rdma(p, oi, true)) == Status::ok) {
+      const Word args[4] = {ops_[oi].remote, bytes, arg, 0};
+      Sent sent{Purpose::store_done, oi, 0, 0, 0};
+      s = send_request(p, wire::Kind::store_done, std::uint16_t(handler), args, 3, nullptr, 0, sent);
+    }
+  } else {
+    ops_[oi].unsent = bytes;
+    send_store_chunks(oi);
+  }
+  Operation& op = ops_[oi];
+  if (s != Status::ok && !op.finished) {
+    --op.pending;
+    op_local_done(op);
+    op_finish(op, s);
+  }
+  op_release_if_done(op);
+  return s;
+}
+
+// Chunked store: every chunk but the last as store_data; the last one goes
+// in the store_done message once the others are acknowledged, so the handler
+// runs after all the data landed.
+void Runtime::send_store_chunks(std::uint32_t oi) {
+  Peer& p = *peers_[ops_[oi].peer];
+  while (ops_[oi].unsent > wire::kMaxPayload && !ops_[oi].finished) {
+    Operation& op = ops_[oi];
+    const std::uint64_t offset = op.bytes - op.unsent;
+    const Word args[4] = {op.remote + offset, 0, 0, 0};
+    Sent sent{Purpose::store_chunk, oi, offset, std::uint32_t(wire::kMaxPayload), 0};
+    op.unsent -= wire::kMaxPayload;
+    ++op.pending;
+    if (send_request(p, wire::Kind::store_data, wire::kNoHandler, args, 1, op.local + offset, wire::kMaxPayload,
+                     sent) != Status::ok) {
+      --ops_[oi].pending;
+      return;  // the peer failed: the operation already completed with its error
+    }
+  }
+  if (ops_[oi].pending == 1 && !ops_[oi].finished) send_last_store_chunk(oi);
+}
+
+void Runtime::send_last_store_chunk(std::uint32_t oi) {
+  Operation& op = ops_[oi];
+  if (op.last_sent) return;
+  op.last_sent = true;
+  const Word args[4] = {op.remote, op.bytes, op.arg, 0};
+  Sent sent{Purpose::store_done, oi, 0, 0, 0};
+  const std::uint64_t last = op.unsent;
+  op.unsent = 0;
+  Status s = send_request(*peers_[op.peer], wire::Kind::store_done, std::uint16_t(op.handler), args, 3,
+                          op.local + op.bytes - last, last, sent);
+  Operation& again = ops_[oi];  // send_request may have polled and grown ops_
+  op_local_done(again);  // the last bytes are copied into the request buffer
+  if (s != Status::ok && !again.finished) {
+    --again.pending;
+    op_finish(again, s);
+  }
+}
+
+Status Runtime::get(int dest, const void* remote, void* local, std::size_t bytes, int handler, Word arg,
+                    std::shared_ptr<Completion> completion) {
+  if (dest < 0 || dest >= procs()) return error(Status::bad_arg, "no rank " + std::to_string(dest));
+  if (handler != kNoHandler && (handler < 0 || handler >= AM_MAX_HANDLERS || handlers[handler].type != HandlerEntry::Type::memory))
+    return error(Status::bad_arg, "no mem handler registered at that index");
+  if (bytes && !local) return error(Status::bad_arg, "local buffer is null");
+  Peer& p = *peers_[dest];
+  if (p.failed) return error(Status::unreachable, "rank " + std::to_string(dest) + " is unreachable");
+  if (Status s = check_remote_range(p, std::uintptr_t(remote), bytes); s != Status::ok) return s;
+  service();
+  const std::uint32_t oi = new_op();
+  {
+    Operation& op = ops_[oi];
+    op.peer = dest;
+    op.local = static_cast<std::byte*>(local);
+    op.remote = std::uintptr_t(remote);
+    op.bytes = bytes;
+    op.handler = handler;
+    op.arg = arg;
+    op.local_done = true;
+    op.completion = std::move(completion);
+    op.pending = 1;  // until every piece is asked for
+  }
+  counters_.bytes_got += bytes;
+  Status s = Status::ok;
+  if (bytes > wire::kMaxPayload && p.vi && config_.reliability == Reliability::reliable) {
+    if ((s = local_handle(ops_[oi])) == Status::ok) s = post_rdma(p, oi, false);
+  } else {
+    for (std::uint64_t offset = 0; s == Status::ok && (offset < bytes || offset == 0);) {
+      const std::uint64_t chunk = std::min<std::uint64_t>(wire::kMaxPayload, bytes - offset);
+      const Word args[4] = {ops_[oi].remote + offset, chunk, 0, 0};
+      Sent sent{Purpose::get_chunk, oi, offset, std::uint32_t(chunk), 0};
+      ++ops_[oi].pending;
+      s = send_request(p, wire::Kind::get, wire::kNoHandler, args, 2, nullptr, 0, sent);
+      if (s != Status::ok) --ops_[oi].pending;
+      offset += chunk;
+      if (chunk == 0) break;
+    }
+  }
+  Operation& op = ops_[oi];
+  --op.pending;
+  if (s != Status::ok && !op.finished) op_finish(op, s);
+  if (op.pending == 0 && !op.finished) finish_get(op);
+  op_release_if_done(op);
+  return s;
+}
+
+void Runtime::finish_get(Operation& op) {
+  if (op.finished) return;
+  if (op.handler != kNoHandler) handlers[op.handler].memory(op.peer, op.local, op.bytes, op.arg);
+  op_finish(op, Status::ok);
+}
+
+void Runtime::op_local_done(Operation& op) {
+  if (op.local_done) return;
+  op.local_done = true;
+  if (op.on_local) op.on_local(op.on_local_arg);
+}
+
+void Runtime::op_finish(Operation& op, Status s) {
+  if (op.finished) return;
+  op.finished = true;
+  op.status = s;
+  if (op.completion) {
+    op.completion->status = s;
+    op.completion->done = true;
+  }
+  op_release_if_done(op);
+}
+
+void Runtime::op_release_if_done(Operation& op) {
+  if (!op.in_use || !op.finished || !op.local_done || op.pending) return;
+  if (op.registered) nic_->deregister_memory(op.local, op.local_handle);
+  op.in_use = false;
+  op.completion.reset();
+  free_ops_.push_back(std::uint32_t(&op - ops_.data()));
+}
+
+// ---- progress and synchronisation ----
+
+int Runtime::poll() { return service(); }
+
+Status Runtime::wait(const Completion& c) {
+  block_until([&] { return c.done; });
+  return c.status;
+}
+
+void Runtime::wait_local(const bool& flag) {
+  block_until([&] { return flag; });
+}
+
+// Central barrier: everyone tells rank 0, rank 0 releases everyone.
+Status Runtime::barrier() {
+  const std::uint32_t epoch = ++barrier_epoch_;
+  const Word args[4] = {epoch, 0, 0, 0};
+  Sent sent;
+  sent.purpose = Purpose::barrier;
+  auto unreachable = [&] { return error(Status::unreachable, "am_barrier: a rank is unreachable"); };
+  if (me_ == 0) {
+    const unsigned others = unsigned(procs() - 1);
+    auto any_failed = [&] { return std::any_of(peers_.begin(), peers_.end(), [](auto& p) { return p->failed; }); };
+    block_until([&] { return arrived_[epoch & 1] >= others || any_failed(); });
+    if (arrived_[epoch & 1] < others) return unreachable();
+    arrived_[epoch & 1] -= others;
+    for (auto& p : peers_)
+      if (p->vi && send_request(*p, wire::Kind::barrier, kBarrierRelease, args, 1, nullptr, 0, sent) != Status::ok)
+        return unreachable();
+    return Status::ok;
+  }
+  Peer& root = *peers_[0];
+  if (send_request(root, wire::Kind::barrier, kBarrierArrive, args, 1, nullptr, 0, sent) != Status::ok)
+    return unreachable();
+  block_until([&] { return released_epoch_ >= epoch || root.failed; });
+  return released_epoch_ >= epoch ? Status::ok : unreachable();
+}
+
+}  // namespace am::detail

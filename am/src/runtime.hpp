@@ -1,0 +1,200 @@
+// The one AM runtime of a process: VIA I/O, handler dispatch, store/get.
+// Both APIs (am.h, am/am.hpp) are thin layers over it.
+#pragma once
+
+#include <deque>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "am/am.hpp"
+#include "reliability.hpp"
+#include "via/via.hpp"
+#include "wire.hpp"
+
+namespace am::detail {
+
+// Records `why` as the last error (am_last_error) and returns `s`.
+Status error(Status s, std::string why);
+const char* last_error_message();
+
+struct HandlerEntry {
+  enum class Type : std::uint8_t { none, words, payload, memory } type = Type::none;
+  std::function<void(const Delivery&)> message;
+  std::function<void(int, void*, std::size_t, Word)> memory;
+};
+// Shared by every rank the same way; may be filled before am_enable.
+HandlerEntry* handler_table();
+void set_error_handler_fn(std::function<void(const Returned&)> fn);
+
+class Runtime {
+ public:
+  static Runtime* get() { return instance_.get(); }
+  static Status enable(const Config& config);
+  // Collective: a barrier, the last answers, then the connections close.
+  static Status disable();
+  ~Runtime();
+
+  int procs() const { return int(peers_.size()); }
+  int my_proc() const { return me_; }
+  void* segment(int proc) const;
+  std::size_t segment_size(int proc) const;
+  const Counters& counters() const { return counters_; }
+
+  Status send(bool reply, int dest, int handler, const Word* args, unsigned nargs, const void* payload,
+              std::size_t bytes);
+  // on_local: the source buffer may be reused (C am_store_async).
+  Status store(int dest, const void* local, void* remote, std::size_t bytes, int handler, Word arg,
+               am_completion_t on_local, void* on_local_arg, std::shared_ptr<Completion> completion);
+  Status get(int dest, const void* remote, void* local, std::size_t bytes, int handler, Word arg,
+             std::shared_ptr<Completion> completion);
+  int poll();
+  Status barrier();
+  Status wait(const Completion& c);
+  // Polls until `flag` is set (by a completion callback).
+  void wait_local(const bool& flag);
+
+ private:
+  // What a request slot is waiting for: what to do with its reply.
+  enum class Purpose : std::uint8_t { user, store_chunk, store_done, get_chunk, hello, barrier };
+  struct Sent {
+    Purpose purpose = Purpose::user;
+    std::uint32_t op = 0;
+    std::uint64_t offset = 0;  // get chunks: where the bytes go in the local buffer
+    std::uint32_t chunk = 0;
+    std::uint32_t length = 0;  // encoded message length, for retransmission
+  };
+  struct Peer {
+    Peer(int r, std::uint16_t depth, const RetryPolicy& policy)
+        : rank(r), window(depth, policy), filter(depth), sent(depth), reply_ready(depth), reply_length(depth) {}
+    int rank;
+    via::Vi* vi = nullptr;  // null for this rank itself: messages go through the loopback queue
+    SendWindow window;
+    ReceiveFilter filter;
+    std::vector<Sent> sent;
+    std::vector<std::uint8_t> reply_ready;  // per slot: the cached reply may be sent again
+    std::vector<std::uint32_t> reply_length;
+    std::uint32_t first_desc = 0;  // requests, then replies, then receives
+    bool failed = false;
+    bool hello_received = false;
+    std::uint64_t seg_base = 0, seg_bytes = 0;
+    via::MemHandle seg_handle = 0;
+  };
+  enum class Role : std::uint8_t { request, reply, receive, rdma };
+  struct DescInfo {
+    Role role;
+    std::uint16_t peer;
+    std::uint16_t index;
+    bool posted = false;
+  };
+  struct Operation {
+    bool is_store = false;
+    bool in_use = false;
+    int peer = 0;
+    std::byte* local = nullptr;
+    std::uint64_t remote = 0;
+    std::size_t bytes = 0;
+    int handler = kNoHandler;
+    Word arg = 0;
+    unsigned pending = 0;     // messages and RDMA descriptors not yet answered
+    std::uint64_t unsent = 0;  // chunked store: the last chunk, sent once the others are acknowledged
+    bool last_sent = false;   // chunked store: the store_done message went out
+    bool local_done = false;
+    bool finished = false;
+    Status status = Status::ok;
+    bool registered = false;  // local buffer registered for this operation alone
+    via::MemHandle local_handle = 0;
+    am_completion_t on_local = nullptr;
+    void* on_local_arg = nullptr;
+    std::shared_ptr<Completion> completion;
+  };
+  struct HandlerContext {
+    Peer* peer;
+    std::uint16_t slot;
+    std::uint32_t seq;
+    bool may_reply;
+    bool replied;
+  };
+
+  explicit Runtime(const Config& config);
+  Status start();
+
+  std::uint64_t now_ns() const;
+  VIP_DESCRIPTOR* desc(std::uint32_t i) const;
+  std::byte* buffer(std::uint32_t i) const;
+  std::uint32_t request_desc(const Peer& p, std::uint16_t slot) const { return p.first_desc + slot; }
+  std::uint32_t reply_desc(const Peer& p, std::uint16_t slot) const { return p.first_desc + depth_ + slot; }
+  bool post_send(Peer& p, std::uint32_t di, std::uint32_t length);
+  bool post_recv(Peer& p, std::uint32_t di);
+  void wait_send_free(Peer& p, std::uint32_t di);
+  bool reap_sends();
+  int service();
+  template <class Pred>
+  void block_until(Pred&& pred);
+
+  Status send_request(Peer& p, wire::Kind kind, std::uint16_t handler, const Word* args, unsigned nargs,
+                      const void* payload, std::size_t bytes, const Sent& sent);
+  void send_reply(Peer& p, std::uint16_t slot, std::uint32_t seq, std::uint8_t status, std::uint16_t handler,
+                  const Word* args, unsigned nargs, const void* payload, std::size_t bytes);
+  void on_receive(std::uint32_t di, VIP_DESCRIPTOR* d);
+  void on_send_complete(std::uint32_t di, VIP_DESCRIPTOR* d);
+  void dispatch(Peer& p, std::byte* data, std::size_t length);
+  void handle_request(Peer& p, const wire::Message& m);
+  std::uint8_t run_request(Peer& p, const wire::Message& m, HandlerContext& ctx);
+  void handle_reply(Peer& p, const wire::Message& m);
+  void returned(Peer& p, std::uint16_t slot, int cause, const char* why);
+  void fail_peer(Peer& p, int cause, const std::string& why);
+  void check_timers();
+  bool in_my_segment(std::uint64_t addr, std::uint64_t bytes) const;
+  Status check_remote_range(const Peer& p, std::uint64_t addr, std::size_t bytes) const;
+
+  std::uint32_t new_op();
+  Status local_handle(Operation& op);
+  Status post_rdma(Peer& p, std::uint32_t op_index, bool write);
+  void send_store_chunks(std::uint32_t op_index);
+  void send_last_store_chunk(std::uint32_t op_index);
+  void op_local_done(Operation& op);
+  void op_finish(Operation& op, Status s);
+  void op_release_if_done(Operation& op);
+  void finish_get(Operation& op);
+
+  static std::unique_ptr<Runtime> instance_;
+
+  Config config_;
+  std::uint16_t depth_;
+  RetryPolicy policy_;
+  int me_ = 0;
+  std::unique_ptr<via::Nic> nic_;
+  via::Ptag ptag_ = 0;
+  via::Cq* send_cq_ = nullptr;
+  via::Cq* recv_cq_ = nullptr;
+  std::byte* arena_ = nullptr;
+  std::size_t arena_bytes_ = 0;
+  via::MemHandle arena_handle_ = 0;
+  std::byte* descs_ = nullptr;
+  std::byte* buffers_ = nullptr;
+  std::vector<DescInfo> desc_info_;
+  std::vector<std::uint32_t> rdma_free_;     // free RDMA descriptor indices
+  std::vector<std::uint32_t> rdma_op_;       // operation of each RDMA descriptor (by index - first rdma)
+  std::uint32_t first_rdma_ = 0;
+  std::byte* segment_ = nullptr;
+  std::size_t segment_bytes_ = 0;
+  bool own_segment_ = false;
+  via::MemHandle segment_handle_ = 0;
+  std::vector<std::unique_ptr<Peer>> peers_;
+  std::deque<std::vector<std::byte>> loopback_;
+  std::vector<Operation> ops_;
+  std::vector<std::uint32_t> free_ops_;
+  HandlerContext* context_ = nullptr;
+  Counters counters_{};
+  unsigned posted_sends_ = 0;
+  unsigned services_ = 0;
+  bool vi_error_ = false;
+  bool disabling_ = false;
+  std::uint32_t barrier_epoch_ = 0;
+  std::uint32_t released_epoch_ = 0;
+  unsigned arrived_[2] = {0, 0};
+  unsigned hellos_acked_ = 0;
+};
+
+}  // namespace am::detail

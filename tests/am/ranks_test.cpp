@@ -1,0 +1,295 @@
+// AM across forked ranks: handlers for every argument count (C and C++
+// APIs), replies only inside handlers, store/get at every size class on
+// reliable and unreliable VIs, bad input, and a peer killed mid-run.
+#include <gtest/gtest.h>
+
+#include <am/am.hpp>
+#include <chrono>
+#include <cstring>
+#include <vector>
+
+#include "ranks.hpp"
+
+namespace {
+
+using am_test::run_ranks;
+using Clock = std::chrono::steady_clock;
+
+// Each body returns 0 on success, or the number of the first failed check.
+#define CHECK_OR_RETURN(cond, code)                                                 \
+  do {                                                                              \
+    if (!(cond)) {                                                                  \
+      std::fprintf(stderr, "rank %d: check failed: %s (%s)\n", am::my_proc(), #cond, \
+                   am::last_error());                                               \
+      return code;                                                                  \
+    }                                                                               \
+  } while (0)
+
+void set_reliability(bool reliable) {
+  setenv("VIASTACK_AM_RELIABILITY", reliable ? "reliable" : "unreliable", 1);
+}
+
+void expect_all_zero(const std::vector<int>& status) {
+  for (std::size_t r = 0; r < status.size(); ++r) EXPECT_EQ(status[r], 0) << "rank " << r;
+}
+
+// ---- handlers for every argument count, C API ----
+
+am_word_t c_sum = 0;
+int c_replies = 0;
+int c_reply_outside = 0;
+void c_reply_handler(int, am_word_t a0, am_word_t a1, am_word_t a2, am_word_t a3) {
+  c_sum += a0 + a1 + a2 + a3;
+  ++c_replies;
+  // A reply handler may not reply.
+  if (am_reply_0(0, 0) == AM_ERR_NOT_IN_HANDLER) ++c_reply_outside;
+}
+// Request handler k replies with k arguments: each argument + 1.
+void c_request_handler(int src, am_word_t a0, am_word_t a1, am_word_t a2, am_word_t a3) {
+  int rc = AM_OK;
+  if (a0 == 0)
+    rc = am_reply_0(src, 10);
+  else if (a1 == 0)
+    rc = am_reply_1(src, 10, a0 + 1);
+  else if (a2 == 0)
+    rc = am_reply_2(src, 10, a0 + 1, a1 + 1);
+  else if (a3 == 0)
+    rc = am_reply_3(src, 10, a0 + 1, a1 + 1, a2 + 1);
+  else
+    rc = am_reply_4(src, 10, a0 + 1, a1 + 1, a2 + 1, a3 + 1);
+  if (rc != AM_OK) std::abort();
+  if (am_reply_0(src, 10) != AM_ERR_NOT_IN_HANDLER) std::abort();  // only one reply
+}
+
+TEST(AmRanks, CHandlersForEveryArgumentCount) {
+  auto status = run_ranks(2, [](int rank) -> int {
+    am_set_handler(9, c_request_handler);
+    am_set_handler(10, c_reply_handler);
+    CHECK_OR_RETURN(am_enable() == AM_OK, 1);
+    CHECK_OR_RETURN(am_procs() == 2 && am_my_proc() == rank, 2);
+    // Outside any handler a reply is an error.
+    CHECK_OR_RETURN(am_reply_1(1 - rank, 10, 5) == AM_ERR_NOT_IN_HANDLER, 3);
+    const int peer = 1 - rank;
+    CHECK_OR_RETURN(am_request_0(peer, 9) == AM_OK, 4);
+    CHECK_OR_RETURN(am_request_1(peer, 9, 1) == AM_OK, 5);
+    CHECK_OR_RETURN(am_request_2(peer, 9, 1, 2) == AM_OK, 6);
+    CHECK_OR_RETURN(am_request_3(peer, 9, 1, 2, 3) == AM_OK, 7);
+    CHECK_OR_RETURN(am_request_4(peer, 9, 1, 2, 3, 4) == AM_OK, 8);
+    while (c_replies < 5) am_poll();
+    // Replies: 0 | 2 | 2+3 | 2+3+4 | 2+3+4+5
+    CHECK_OR_RETURN(c_sum == 0 + 2 + 5 + 9 + 14, 9);
+    CHECK_OR_RETURN(c_reply_outside == 5, 10);
+    CHECK_OR_RETURN(am_barrier() == AM_OK, 11);
+    CHECK_OR_RETURN(am_disable() == AM_OK, 12);
+    CHECK_OR_RETURN(am_request_0(peer, 9) == AM_ERR_NOT_INIT, 13);
+    return 0;
+  });
+  expect_all_zero(status);
+}
+
+// ---- the same through the C++ API, typed handlers and payloads ----
+
+TEST(AmRanks, CxxTypedHandlersAndPayloads) {
+  auto status = run_ranks(2, [](int rank) -> int {
+    int replies = 0;
+    long total = 0;
+    std::vector<std::byte> echoed;
+    am::set_handler(1, [](am::Token t) { t.reply(2, 100); });
+    am::set_handler(2, [&](am::Token, int v) { total += v; ++replies; });
+    am::set_handler(3, [](am::Token t, int a, long b, unsigned c, double d) {
+      t.reply(2, int(a + b + long(c) + long(d)));
+    });
+    am::set_handler(4, [](am::Token t, std::span<std::byte> payload, int tag) {
+      for (auto& b : payload) b = std::byte(int(b) + tag);
+      t.reply_payload(5, payload, int(payload.size()));
+    });
+    am::set_handler(5, [&](am::Token, std::span<std::byte> payload, int size) {
+      if (int(payload.size()) == size) echoed.assign(payload.begin(), payload.end());
+      ++replies;
+    });
+    CHECK_OR_RETURN(am::enable() == am::Status::ok, 1);
+    const int peer = 1 - rank;
+    CHECK_OR_RETURN(am::request(peer, 1) == am::Status::ok, 2);
+    CHECK_OR_RETURN(am::request(peer, 3, 1, 2L, 3u, 4.0) == am::Status::ok, 3);
+    std::vector<std::byte> data(am::max_size());
+    for (std::size_t i = 0; i < data.size(); ++i) data[i] = std::byte(i * 13);
+    CHECK_OR_RETURN(am::request_payload(peer, 4, data, 1) == am::Status::ok, 4);
+    while (replies < 3) am::poll();
+    CHECK_OR_RETURN(total == 110, 5);
+    CHECK_OR_RETURN(echoed.size() == data.size(), 6);
+    for (std::size_t i = 0; i < data.size(); ++i) CHECK_OR_RETURN(echoed[i] == std::byte(int(i * 13 + 1) & 0xFF), 7);
+    CHECK_OR_RETURN(am::disable() == am::Status::ok, 8);
+    return 0;
+  });
+  expect_all_zero(status);
+}
+
+// ---- store and get at every size class ----
+
+int store_handler_calls = 0;
+std::size_t store_handler_bytes = 0;
+
+int store_get_body(int rank) {
+  am::set_mem_handler(20, [](int, void*, std::size_t n, am::Word arg) {
+    ++store_handler_calls;
+    store_handler_bytes += n;
+    if (arg != 77) std::abort();
+  });
+  int gets_done = 0;
+  am::set_mem_handler(21, [&](int, void*, std::size_t, am::Word) { ++gets_done; });
+  CHECK_OR_RETURN(am::enable() == am::Status::ok, 1);
+  const int peer = 1 - rank;
+  const std::size_t max = am::max_size();
+  const std::size_t sizes[] = {0, 1, 8, 63, max - 1, max, max + 1, 3 * max + 5, 65536, (1u << 20) + 3};
+  std::vector<std::byte> out((2u << 20)), in((2u << 20));
+  auto* mine = static_cast<std::byte*>(am::segment(rank));
+  auto* theirs = static_cast<std::byte*>(am::segment(peer));
+  CHECK_OR_RETURN(mine && theirs && am::segment_size(peer) >= (4u << 20), 2);
+  int expected_calls = 0;
+  std::size_t expected_bytes = 0;
+  std::uint64_t seed = 1;
+  for (std::size_t n : sizes) {
+    for (std::size_t i = 0; i < n; ++i) out[i] = std::byte(testing_support::pattern(seed + rank, i));
+    // Store into the peer's segment at an odd offset, from a buffer outside ours (and from inside).
+    const std::size_t at = 17 + seed * 64;
+    am::Future f = am::store(peer, out.data(), theirs + at, n, 20, 77);
+    CHECK_OR_RETURN(f.wait() == am::Status::ok, 3);
+    std::memcpy(mine + (8u << 20), out.data(), n);  // a source inside our segment (registered already)
+    CHECK_OR_RETURN(am::store(peer, mine + (8u << 20), theirs + (2u << 20) + at, n, 20, 77).wait() == am::Status::ok, 4);
+    expected_calls += 2;
+    expected_bytes += 2 * n;
+    CHECK_OR_RETURN(am::barrier() == am::Status::ok, 5);
+    // The peer stored into us: check its pattern.
+    for (std::size_t i = 0; i < n; ++i) {
+      CHECK_OR_RETURN(mine[at + i] == std::byte(testing_support::pattern(seed + peer, i)), 6);
+      CHECK_OR_RETURN(mine[(2u << 20) + at + i] == std::byte(testing_support::pattern(seed + peer, i)), 7);
+    }
+    // Get it back from the peer's segment (what we stored there).
+    std::memset(in.data(), 0, n + 1);
+    const int before = gets_done;
+    CHECK_OR_RETURN(am::get(peer, theirs + at, in.data(), n, 21, 0).wait() == am::Status::ok, 8);
+    CHECK_OR_RETURN(gets_done == before + 1, 9);
+    CHECK_OR_RETURN(std::memcmp(in.data(), out.data(), n) == 0 && in[n] == std::byte{0}, 10);
+    // Blocking C store and get into our own segment.
+    CHECK_OR_RETURN(am_store(peer, out.data(), theirs + at, n, 20, 77) == AM_OK, 11);
+    ++expected_calls;
+    expected_bytes += n;
+    // am_store returns once the source may be reused, not once the data is
+    // there: the peer's store handler count says when its stores landed here.
+    while (store_handler_calls < expected_calls) am::poll();
+    CHECK_OR_RETURN(am::barrier() == am::Status::ok, 12);
+    ++seed;
+  }
+  CHECK_OR_RETURN(store_handler_calls == expected_calls && store_handler_bytes == expected_bytes, 13);
+  // Stores to ourselves go through the loopback path.
+  CHECK_OR_RETURN(am::store(rank, out.data(), mine + 5, 100000, 20, 77).wait() == am::Status::ok, 14);
+  CHECK_OR_RETURN(std::memcmp(mine + 5, out.data(), 100000) == 0, 15);
+  const am::Counters c = am::counters();
+  std::printf("rank %d: rdma writes %llu reads %llu, requests %llu, retransmitted %llu\n", rank,
+              static_cast<unsigned long long>(c.rdma_writes), static_cast<unsigned long long>(c.rdma_reads),
+              static_cast<unsigned long long>(c.requests_sent), static_cast<unsigned long long>(c.retransmitted));
+  CHECK_OR_RETURN(am::disable() == am::Status::ok, 16);
+  return 0;
+}
+
+TEST(AmRanks, StoreGetEverySizeReliable) {
+  set_reliability(true);
+  expect_all_zero(run_ranks(2, store_get_body));
+}
+
+TEST(AmRanks, StoreGetEverySizeUnreliableWithFaults) {
+  set_reliability(false);
+  setenv("VIASTACK_FAULTS", "drop=0.05,dup=0.02,reorder=0.05,seed=3", 1);
+  auto status = run_ranks(2, store_get_body);
+  unsetenv("VIASTACK_FAULTS");
+  set_reliability(true);
+  expect_all_zero(status);
+}
+
+// ---- bad input: a clear error, and the receiver goes on ----
+
+TEST(AmRanks, BadInputIsAClearErrorAndTheReceiverGoesOn) {
+  auto status = run_ranks(2, [](int rank) -> int {
+    std::vector<am::Returned> returned;
+    am::set_error_handler([&](const am::Returned& r) { returned.push_back(r); });
+    int pongs = 0;
+    am::set_handler(1, [](am::Token t) { t.reply(2); });
+    am::set_handler(2, [&](am::Token) { ++pongs; });
+    CHECK_OR_RETURN(am::enable() == am::Status::ok, 1);
+    const int peer = 1 - rank;
+    // An unregistered handler comes back to the error handler with the cause.
+    CHECK_OR_RETURN(am::request(peer, 200, 5) == am::Status::ok, 2);
+    // A payload larger than am_max_size: refused at once.
+    std::vector<std::byte> big(am::max_size() + 1);
+    CHECK_OR_RETURN(am::request_payload(peer, 1, big) == am::Status::too_large, 3);
+    // A store outside the remote segment, and a bad rank or handler index.
+    auto* theirs = static_cast<std::byte*>(am::segment(peer));
+    CHECK_OR_RETURN(am::store(peer, big.data(), theirs + am::segment_size(peer) - 10, 11).wait() == am::Status::bad_arg, 4);
+    CHECK_OR_RETURN(am::store(peer, big.data(), big.data(), 8).wait() == am::Status::bad_arg, 5);
+    CHECK_OR_RETURN(am::get(peer, theirs - 1, big.data(), 8).wait() == am::Status::bad_arg, 6);
+    CHECK_OR_RETURN(am::request(7, 1) == am::Status::bad_arg, 7);
+    CHECK_OR_RETURN(am::request(peer, 256) == am::Status::bad_arg, 8);
+    CHECK_OR_RETURN(am_request_medium(peer, 1, nullptr, 0, 5, nullptr) == AM_ERR_BAD_ARG, 9);
+    // The peer still works.
+    CHECK_OR_RETURN(am::request(peer, 1) == am::Status::ok, 10);
+    while (pongs < 1 || returned.empty()) am::poll();
+    CHECK_OR_RETURN(returned.size() == 1 && returned[0].cause == AM_E_BADHANDLER && returned[0].dest == peer &&
+                        returned[0].handler == 200 && returned[0].nargs == 1 && returned[0].args[0] == 5,
+                    11);
+    CHECK_OR_RETURN(am::disable() == am::Status::ok, 12);
+    return 0;
+  });
+  expect_all_zero(status);
+}
+
+// ---- a peer killed mid-run ----
+
+int killed_peer_body(int rank) {
+  constexpr int kVictim = 3;
+  Clock::time_point last_answer = Clock::now(), reported{};
+  int cause = 0;
+  am::set_error_handler([&](const am::Returned& r) {
+    if (r.dest == kVictim && reported == Clock::time_point{}) {
+      reported = Clock::now();
+      cause = r.cause;
+    }
+  });
+  long handled = 0;
+  am::set_handler(1, [&](am::Token) { ++handled; });
+  am::set_handler(2, [&](am::Token t) { t.reply(3); });
+  am::set_handler(3, [&](am::Token t) {
+    if (t.src() == kVictim) last_answer = Clock::now();
+  });
+  CHECK_OR_RETURN(am::enable() == am::Status::ok, 1);
+  const int procs = am::procs();
+  for (long i = 0;; ++i) {
+    if (rank == kVictim && handled > 3000) raise(SIGKILL);
+    for (int k = 1; k < procs; ++k) {
+      const int dest = (rank + k) % procs;
+      am::Status s = am::request(dest, i % 2 ? 1 : 2);
+      if (dest == kVictim && s != am::Status::ok) CHECK_OR_RETURN(s == am::Status::unreachable, 2);
+    }
+    if (reported != Clock::time_point{}) break;
+    CHECK_OR_RETURN(Clock::now() - last_answer < std::chrono::seconds(20), 3);  // no hang
+  }
+  // The error came within the peer timeout (set to 2 s) of the victim's last answer.
+  CHECK_OR_RETURN(reported - last_answer < std::chrono::seconds(4), 4);
+  CHECK_OR_RETURN(cause == AM_E_UNREACHABLE || cause == AM_E_TIMEOUT, 5);
+  am::disable();  // the barrier fails (a rank is gone); it must still return
+  return 0;
+}
+
+void killed_peer(bool reliable) {
+  set_reliability(reliable);
+  setenv("VIASTACK_AM_TIMEOUT_MS", "2000", 1);
+  auto status = run_ranks(4, killed_peer_body);
+  unsetenv("VIASTACK_AM_TIMEOUT_MS");
+  set_reliability(true);
+  EXPECT_EQ(status[3], 128 + SIGKILL);
+  for (int r = 0; r < 3; ++r) EXPECT_EQ(status[r], 0) << "rank " << r;
+}
+
+TEST(AmRanks, PeerKilledMidRunReliable) { killed_peer(true); }
+TEST(AmRanks, PeerKilledMidRunUnreliable) { killed_peer(false); }
+
+}  // namespace
