@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <cstdio>
 #include <filesystem>
 #include <functional>
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include "support/endpoint.hpp"
+#include "support/job_directory.hpp"
 
 namespace am_test {
 
@@ -23,6 +25,10 @@ namespace am_test {
 // after `timeout_s` is killed and reported as 124.
 inline std::vector<int> run_ranks(int n, const std::function<int(int rank)>& body, int timeout_s = 60) {
   const std::string job = testing_support::use_unique_job("amtest");
+  // The suite runs once per provider (VIASTACK_PROVIDER, set by ctest); tcp
+  // ranks find each other through a directory in this process, as under viarun.
+  if (const char* provider = std::getenv("VIASTACK_PROVIDER"); provider && std::string(provider) == "tcp")
+    testing_support::use_job_directory();
   std::vector<pid_t> pids;
   for (int r = 0; r < n; ++r) {
     pid_t pid = fork();
