@@ -444,7 +444,7 @@ TEST_F(TcpProviderTest, ProvenButSilentConnectionsAreToldApartFromUnprovenOnes) 
   Endpoint b;
   b.open("tcp:1", 4096);
   StderrCapture stderr_log;
-  bool closed = false;
+  std::atomic<bool> closed{false};  // the client thread sets it while this one drives the NIC
   std::string name, client_error;
   std::thread client([&] {
     try {
@@ -456,7 +456,7 @@ TEST_F(TcpProviderTest, ProvenButSilentConnectionsAreToldApartFromUnprovenOnes) 
       client_error = e.what();
     }
   });
-  drive({b.nic.get()}, [&] { return closed; }, 3000);
+  drive({b.nic.get()}, [&] { return closed.load(); }, 3000);
   client.join();
   EXPECT_EQ(client_error, "");
   EXPECT_TRUE(closed);
