@@ -101,6 +101,15 @@ Nic::~Nic() {
 void Nic::query(VIP_NIC_ATTRIBUTES& out) const {
   out = VIP_NIC_ATTRIBUTES{};
   provider_->fill_attributes(out);
+  // What the engine gives on every provider.
+  out.NicAddressLen = VIP_ULONG(provider_->host_address().size());
+  out.LocalNicAddress = provider_->host_address().data();
+  out.MaxRegisterBytes = ~0ul >> 1;
+  out.MaxRegisterBlockBytes = ~0ul >> 1;
+  out.MaxSegmentsPerDesc = 252;
+  out.MaxTransferSize = 1ul << 30;
+  out.ReliabilityLevelSupport = VIP_SERVICE_UNRELIABLE | VIP_SERVICE_RELIABLE_DELIVERY | VIP_SERVICE_RELIABLE_RECEPTION;
+  out.RDMAReadSupport = VIP_SERVICE_RELIABLE_DELIVERY | VIP_SERVICE_RELIABLE_RECEPTION;
   out.ThreadSafe = VIP_FALSE;
   out.MaxRegisterRegions = RegionTable::kMaxRegions - 1;
   out.MaxVI = provider_->max_vis();

@@ -63,6 +63,7 @@ class Provider {
   virtual std::uint32_t nic_number() const = 0;
   virtual Result resolve(std::string_view name, std::uint32_t index, std::vector<std::uint8_t>& host) const = 0;
   virtual std::string describe_address(const std::vector<std::uint8_t>& host) const = 0;
+  // The provider's own NIC attributes: name, versions, discriminator length, MTU.
   virtual void fill_attributes(VIP_NIC_ATTRIBUTES& attrs) const = 0;
   virtual RegionTable& regions() = 0;
   virtual std::uint32_t max_vis() const = 0;

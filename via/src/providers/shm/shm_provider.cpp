@@ -91,16 +91,8 @@ class ShmProvider final : public Provider {
     std::snprintf(a.Name, sizeof a.Name, "viastack-shm:%u", nic_);
     a.HardwareVersion = 1;
     a.ProviderVersion = kVersion;
-    a.NicAddressLen = 4;
-    a.LocalNicAddress = host_.data();
     a.MaxDiscriminatorLen = kMaxDiscriminator;
-    a.MaxRegisterBytes = ~0ul >> 1;
-    a.MaxRegisterBlockBytes = ~0ul >> 1;
-    a.MaxSegmentsPerDesc = 252;
-    a.MaxTransferSize = 1ul << 30;
     a.NativeMTU = kMaxFramePayload;
-    a.ReliabilityLevelSupport = VIP_SERVICE_UNRELIABLE | VIP_SERVICE_RELIABLE_DELIVERY | VIP_SERVICE_RELIABLE_RECEPTION;
-    a.RDMAReadSupport = VIP_SERVICE_RELIABLE_DELIVERY | VIP_SERVICE_RELIABLE_RECEPTION;
   }
 
   RegionTable& regions() override { return self_->regions; }

@@ -162,16 +162,8 @@ class TcpProvider final : public Provider {
     std::snprintf(a.Name, sizeof a.Name, "viastack-tcp:%u", nic_);
     a.HardwareVersion = 1;
     a.ProviderVersion = kWireVersion;
-    a.NicAddressLen = kHostBytes;
-    a.LocalNicAddress = host_.data();
     a.MaxDiscriminatorLen = kMaxDiscriminator;
-    a.MaxRegisterBytes = ~0ul >> 1;
-    a.MaxRegisterBlockBytes = ~0ul >> 1;
-    a.MaxSegmentsPerDesc = 252;
-    a.MaxTransferSize = 1ul << 30;
     a.NativeMTU = kMaxFramePayload;
-    a.ReliabilityLevelSupport = VIP_SERVICE_UNRELIABLE | VIP_SERVICE_RELIABLE_DELIVERY | VIP_SERVICE_RELIABLE_RECEPTION;
-    a.RDMAReadSupport = VIP_SERVICE_RELIABLE_DELIVERY | VIP_SERVICE_RELIABLE_RECEPTION;
   }
 
   RegionTable& regions() override { return *regions_; }
