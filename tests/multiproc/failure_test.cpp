@@ -104,6 +104,42 @@ TEST_P(PeerFailure, PeerKilledMidTransferBreaksTheViWithoutAHang) {
   EXPECT_GE(failed, 2);
 }
 
+// A peer that disconnects and exits at once (as ranks do at the end of a
+// job) is an orderly disconnect, never a death: regression for a check that
+// read "not closed", then found the process gone in between.
+TEST_P(PeerFailure, APeerThatDisconnectsAndExitsIsAnOrderlyDisconnect) {
+  for (int round = 0; round < 20; ++round) {
+    // Fresh NIC numbers each round: a tcp directory entry outlives its NIC.
+    const std::string me = "rank" + std::to_string(2 * round), peer = "rank" + std::to_string(2 * round + 1);
+    Endpoint parent;
+    parent.open(nic(2 * round), 1 << 16);
+    std::vector<via::AsyncError> errors;
+    parent.nic->set_error_handler([&](const via::AsyncError& e) { errors.push_back(e); });
+    via::Vi* vi = parent.create_vi();
+    expect_ok(vi->post_recv(parent.message(0, 64), parent.arena.handle), "recv");
+    pid_t child = spawn([&]() -> int {
+      Endpoint ep;
+      ep.open(nic(2 * round + 1), 1 << 16);
+      via::Vi* v = ep.create_vi();
+      expect_ok(v->post_recv(ep.message(0, 64), ep.arena.handle), "recv");
+      expect_ok(v->connect_peer_request(address(*ep.nic, peer, "k"), address(*ep.nic, me, "k"), 10000), "req");
+      expect_ok(v->connect_peer_wait(), "connect");
+      VIP_DESCRIPTOR* d = nullptr;
+      expect_ok(v->recv_wait(10000, d), "the parent's hello");  // both ends are connected now
+      expect_ok(v->disconnect(), "disconnect");
+      _exit(0);  // at once, without closing the NIC
+    });
+    expect_ok(vi->connect_peer_request(address(*parent.nic, me, "k"), address(*parent.nic, peer, "k"), 10000), "req");
+    expect_ok(vi->connect_peer_wait(), "connect");
+    expect_ok(vi->post_send(parent.message(1024, 8), parent.arena.handle), "hello");
+    VIP_DESCRIPTOR* d = nullptr;
+    vi->recv_wait(5000, d);
+    EXPECT_EQ(wait_child(child), 0);
+    ASSERT_EQ(errors.size(), 1u) << "round " << round;
+    EXPECT_TRUE(errors[0].orderly) << "round " << round << ": " << errors[0].cause;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Providers, PeerFailure, ::testing::Values("shm", "tcp"),
                          [](const auto& info) { return std::string(info.param); });
 

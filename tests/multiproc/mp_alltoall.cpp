@@ -92,8 +92,9 @@ int main(int argc, char** argv) {
   try {
     Endpoint ep;
     ep.open("", kSlot * kSlotsPerPeer * std::size_t(size), false, false);
+    // A peer that finished and left disconnects in order; anything else is a lost connection.
     ep.nic->set_error_handler([&](const via::AsyncError& e) {
-      if (lost_cause.empty()) lost_cause = e.cause;
+      if (!e.orderly && lost_cause.empty()) lost_cause = e.cause;
     });
     std::map<int, Peer> peers;
     for (int p = 0; p < size; ++p) {

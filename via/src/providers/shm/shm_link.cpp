@@ -7,6 +7,7 @@
 
 #include <climits>
 #include <cstring>
+#include <optional>
 
 namespace via::shm {
 
@@ -154,12 +155,17 @@ std::uint32_t ShmLink::check_peer_region(std::uint64_t addr, std::uint64_t len, 
 }
 
 Link::PeerState ShmLink::peer_state() {
-  switch (mine_.closed_by.load(std::memory_order_acquire)) {
-    case kPeerDisconnected: return PeerState::closed;
-    case kPeerFailed: return PeerState::failed;
-    default: break;
-  }
-  if (!process_alive(peer_.header.owner_pid, peer_.header.owner_start_time)) return PeerState::dead;
+  auto closed = [&]() -> std::optional<PeerState> {
+    switch (mine_.closed_by.load(std::memory_order_acquire)) {
+      case kPeerDisconnected: return PeerState::closed;
+      case kPeerFailed: return PeerState::failed;
+      default: return std::nullopt;
+    }
+  };
+  if (auto state = closed()) return *state;
+  // A peer closes before it exits: one that closed and exited since the first
+  // look is a closed peer, not a dead one.
+  if (!process_alive(peer_.header.owner_pid, peer_.header.owner_start_time)) return closed().value_or(PeerState::dead);
   return PeerState::up;
 }
 
