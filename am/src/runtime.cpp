@@ -654,6 +654,15 @@ Status Runtime::check_remote_range(const Peer& p, std::uint64_t addr, std::size_
 
 // ---- store and get ----
 
+// What store and get both require of their arguments.
+Status Runtime::check_bulk(int dest, const void* local, const void* remote, std::size_t bytes) const {
+  if (dest < 0 || dest >= procs()) return error(Status::bad_arg, "no rank " + std::to_string(dest));
+  if (bytes && !local) return error(Status::bad_arg, "local buffer is null");
+  const Peer& p = *peers_[dest];
+  if (p.failed) return error(Status::unreachable, "rank " + std::to_string(dest) + " is unreachable");
+  return check_remote_range(p, std::uintptr_t(remote), bytes);
+}
+
 std::uint32_t Runtime::new_op() {
   if (free_ops_.empty()) {
     ops_.emplace_back();
@@ -712,13 +721,10 @@ Status Runtime::post_rdma(Peer& p, std::uint32_t op_index, bool write) {
 
 Status Runtime::store(int dest, const void* local, void* remote, std::size_t bytes, int handler, Word arg,
                       am_completion_t on_local, void* on_local_arg, std::shared_ptr<Completion> completion) {
-  if (dest < 0 || dest >= procs()) return error(Status::bad_arg, "no rank " + std::to_string(dest));
   if (handler != kNoHandler && (handler < 0 || handler >= AM_MAX_HANDLERS))
     return error(Status::bad_arg, "handler index out of range");
-  if (bytes && !local) return error(Status::bad_arg, "local buffer is null");
+  if (Status s = check_bulk(dest, local, remote, bytes); s != Status::ok) return s;
   Peer& p = *peers_[dest];
-  if (p.failed) return error(Status::unreachable, "rank " + std::to_string(dest) + " is unreachable");
-  if (Status s = check_remote_range(p, std::uintptr_t(remote), bytes); s != Status::ok) return s;
   service();
   const std::uint32_t oi = new_op();
   {
@@ -799,13 +805,10 @@ void Runtime::send_last_store_chunk(std::uint32_t oi) {
 
 Status Runtime::get(int dest, const void* remote, void* local, std::size_t bytes, int handler, Word arg,
                     std::shared_ptr<Completion> completion) {
-  if (dest < 0 || dest >= procs()) return error(Status::bad_arg, "no rank " + std::to_string(dest));
   if (handler != kNoHandler && (handler < 0 || handler >= AM_MAX_HANDLERS || handlers[handler].type != HandlerEntry::Type::memory))
     return error(Status::bad_arg, "no mem handler registered at that index");
-  if (bytes && !local) return error(Status::bad_arg, "local buffer is null");
+  if (Status s = check_bulk(dest, local, remote, bytes); s != Status::ok) return s;
   Peer& p = *peers_[dest];
-  if (p.failed) return error(Status::unreachable, "rank " + std::to_string(dest) + " is unreachable");
-  if (Status s = check_remote_range(p, std::uintptr_t(remote), bytes); s != Status::ok) return s;
   service();
   const std::uint32_t oi = new_op();
   {

@@ -147,6 +147,7 @@ class Runtime {
   void check_timers();
   bool in_my_segment(std::uint64_t addr, std::uint64_t bytes) const;
   Status check_remote_range(const Peer& p, std::uint64_t addr, std::size_t bytes) const;
+  Status check_bulk(int dest, const void* local, const void* remote, std::size_t bytes) const;
 
   std::uint32_t new_op();
   Status local_handle(Operation& op);
