@@ -1,0 +1,454 @@
+// The Split-C runtime over Active Messages, the way Split-C ran over GAM:
+// get = request -> reply carrying the value; put = request carrying the
+// value -> acknowledging reply; store = the same, and the owner counts the
+// bytes; bulk operations are AM stores and gets; reductions gather at rank 0
+// and come back as one request per rank.
+#include <link.h>
+
+#include <algorithm>
+#include <bit>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "heap.hpp"
+#include "splitc/splitc.hpp"
+
+namespace splitc {
+namespace detail {
+namespace {
+
+using am::Word;
+
+// Handler indices; the range 224..239 is Split-C's (user AM handlers stay below).
+enum : int {
+  kGet = 224,
+  kGetReply,
+  kPut,
+  kStore,
+  kAck,
+  kBulkStored,
+  kAtomic,
+  kAtomicReply,
+  kReduce,
+  kReduceResult,
+};
+
+constexpr std::size_t kDefaultSegment = 64u << 20;
+constexpr std::size_t kPruneFutures = 256;  // completed bulk operations are dropped past this many
+constexpr int kModuleShift = 48;             // code addresses: module index above, offset below
+
+// A module (executable or shared object) as loaded here. Every rank runs the
+// same program with the same libraries in the same order, so the index names
+// the same module everywhere, whatever address it was loaded at.
+struct Module {
+  std::uintptr_t bias, low, high;
+};
+
+struct AtomicWait {
+  bool done = false;
+  void* result = nullptr;
+  std::size_t result_bytes = 0;
+};
+
+// What travels in an atomic request's payload before the arguments.
+struct AtomicHeader {
+  Word call, fn, target, result_bytes;
+};
+
+struct State {
+  bool enabled = false;
+  int me = 0, procs = 1;
+  std::byte* segment = nullptr;
+  Heap local_heap, symmetric_heap;
+  std::size_t in_flight = 0;             // small gets, puts and stores not yet answered
+  std::vector<am::Future> bulk_in_flight;
+  std::uint64_t stored_bytes = 0;        // store bytes arrived here, not yet taken by store_sync
+  am::detail::Completion* waiting = nullptr;
+  std::string failure;                   // a returned message: the next wait throws it
+  unsigned contributions = 0;            // rank 0: reduction inputs received
+  Word accumulator = 0;
+  bool result_ready = false;             // ranks > 0: the reduction's result arrived
+  Word result = 0;
+  std::vector<Module> modules;
+};
+State state;
+
+// A handler changed something a waiter may be waiting for.
+void wake() {
+  if (state.waiting) state.waiting->done = true;
+}
+
+[[noreturn]] void fail(const std::string& what) { throw error("splitc: " + what); }
+
+void check(am::Status s, const char* what) {
+  if (s == am::Status::ok) return;
+  std::string why = what;
+  why += ": ";
+  why += am::last_error();
+  fail(why);
+}
+
+void check_failure() {
+  if (!state.failure.empty()) fail(std::exchange(state.failure, {}));
+}
+
+void check_enabled() {
+  if (!state.enabled) fail("not initialised (call splitc::init)");
+}
+
+// Polls until pred() holds, sleeping in AM's wait between messages. AM's
+// public API can block only on a store/get Future, so this borrows its
+// Completion: every Split-C handler marks it done (wake) and the wait ends.
+template <class Pred>
+void wait_until(Pred pred) {
+  while (!pred()) {
+    check_failure();
+    am::detail::Completion c;
+    state.waiting = &c;
+    am::poll();
+    if (!pred()) am::detail::wait(c);
+    state.waiting = nullptr;
+  }
+  check_failure();
+}
+
+int load_modules(dl_phdr_info* info, std::size_t, void* out) {
+  Module m{info->dlpi_addr, UINTPTR_MAX, 0};
+  for (int i = 0; i < info->dlpi_phnum; ++i) {
+    const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+    if (ph.p_type != PT_LOAD) continue;
+    m.low = std::min<std::uintptr_t>(m.low, info->dlpi_addr + ph.p_vaddr);
+    m.high = std::max<std::uintptr_t>(m.high, info->dlpi_addr + ph.p_vaddr + ph.p_memsz);
+  }
+  static_cast<std::vector<Module>*>(out)->push_back(m);
+  return 0;
+}
+
+void refresh_modules() {
+  state.modules.clear();
+  dl_iterate_phdr(load_modules, &state.modules);
+}
+
+Word encode_code(std::uintptr_t address) {
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    for (std::size_t i = 0; i < state.modules.size(); ++i) {
+      const Module& m = state.modules[i];
+      if (address >= m.low && address < m.high) return Word(i) << kModuleShift | Word(address - m.bias);
+    }
+    refresh_modules();  // loaded since init
+  }
+  fail("atomic: the function lies in no loaded module");
+}
+
+std::uintptr_t decode_code(Word code) {
+  const std::size_t index = std::size_t(code >> kModuleShift);
+  if (index >= state.modules.size()) refresh_modules();
+  if (index >= state.modules.size()) fail("atomic: a rank named a module not loaded here");
+  return state.modules[index].bias + std::uintptr_t(code & ((Word(1) << kModuleShift) - 1));
+}
+
+Word combine(Kind kind, Op op, Word a, Word b) {
+  if (kind == Kind::i64 && op == Op::sum) kind = Kind::u64;  // the same bits, without signed overflow
+  auto apply = [op](auto x, auto y) {
+    switch (op) {
+      case Op::sum: return x + y;
+      case Op::min: return std::min(x, y);
+      default: return std::max(x, y);
+    }
+  };
+  switch (kind) {
+    case Kind::i64: return Word(apply(std::int64_t(a), std::int64_t(b)));
+    case Kind::u64: return apply(a, b);
+    case Kind::f64: return std::bit_cast<Word>(apply(std::bit_cast<double>(a), std::bit_cast<double>(b)));
+  }
+  return a;
+}
+
+// Rank 0 folds one rank's input into the reduction in progress.
+void contribute(int src, Word code, Word value) {
+  const auto kind = Kind(code & 0xff);
+  const auto op = Op((code >> 8) & 0xff);
+  const int root = int(code >> 16);
+  if (op == Op::bcast) {
+    if (src == root) state.accumulator = value;
+  } else {
+    state.accumulator = state.contributions == 0 ? value : combine(kind, op, state.accumulator, value);
+  }
+  ++state.contributions;
+  wake();
+}
+
+void install_handlers() {
+  am::set_handler(kGet, [](am::Token t, std::uintptr_t address, Word bytes, std::uintptr_t local) {
+    Word value[2] = {0, 0};
+    std::memcpy(value, reinterpret_cast<const void*>(address), std::min<Word>(bytes, sizeof value));
+    t.reply(kGetReply, local, bytes, value[0], value[1]);
+  });
+  am::set_handler(kGetReply, [](am::Token, std::uintptr_t local, Word bytes, Word v0, Word v1) {
+    const Word value[2] = {v0, v1};
+    std::memcpy(reinterpret_cast<void*>(local), value, std::min<Word>(bytes, sizeof value));
+    --state.in_flight;
+    wake();
+  });
+  am::set_handler(kPut, [](am::Token t, std::uintptr_t address, Word bytes, Word v0, Word v1) {
+    const Word value[2] = {v0, v1};
+    std::memcpy(reinterpret_cast<void*>(address), value, std::min<Word>(bytes, sizeof value));
+    t.reply(kAck);
+  });
+  am::set_handler(kStore, [](am::Token t, std::uintptr_t address, Word bytes, Word v0, Word v1) {
+    const Word value[2] = {v0, v1};
+    std::memcpy(reinterpret_cast<void*>(address), value, std::min<Word>(bytes, sizeof value));
+    state.stored_bytes += bytes;
+    t.reply(kAck);
+    wake();
+  });
+  am::set_handler(kAck, [](am::Token) {
+    --state.in_flight;
+    wake();
+  });
+  am::set_mem_handler(kBulkStored, [](int, void*, std::size_t bytes, Word) {
+    state.stored_bytes += bytes;
+    wake();
+  });
+  am::set_handler(kAtomic, [](am::Token t, std::span<std::byte> payload, std::uintptr_t waiter) {
+    AtomicHeader h;
+    std::memcpy(&h, payload.data(), sizeof h);
+    std::vector<std::byte> result(std::min<std::size_t>(h.result_bytes, am::max_size()));
+    const auto call = reinterpret_cast<AtomicCall>(decode_code(h.call));
+    call(decode_code(h.fn), std::uintptr_t(h.target), payload.data() + sizeof h, result.data());
+    t.reply_payload(kAtomicReply, result, waiter);
+  });
+  am::set_handler(kAtomicReply, [](am::Token, std::span<std::byte> payload, std::uintptr_t waiter) {
+    auto* w = reinterpret_cast<AtomicWait*>(waiter);
+    if (w->result_bytes) std::memcpy(w->result, payload.data(), std::min(payload.size(), w->result_bytes));
+    w->done = true;
+    wake();
+  });
+  am::set_handler(kReduce, [](am::Token t, Word code, Word value) { contribute(t.src(), code, value); });
+  am::set_handler(kReduceResult, [](am::Token, Word value) {
+    state.result = value;
+    state.result_ready = true;
+    wake();
+  });
+  am::set_error_handler([](const am::Returned& r) {
+    std::string why = "a message to rank " + std::to_string(r.dest);
+    why += " came back: ";
+    why += r.description;
+    if (state.failure.empty()) state.failure = why;
+    wake();
+  });
+}
+
+am::Future start_bulk(Bulk kind, int proc, std::uintptr_t remote, void* local, std::size_t bytes) {
+  check_enabled();
+  if (bytes == 0) return am::Future();
+  if (proc == state.me) {
+    // The same rule as for other ranks: bulk transfers reach global memory only.
+    const auto base = reinterpret_cast<std::uintptr_t>(state.segment);
+    if (remote < base || bytes > am::segment_size(proc) || remote - base > am::segment_size(proc) - bytes)
+      fail("bulk transfer: the range lies outside this rank's global memory");
+    auto* mine = reinterpret_cast<void*>(remote);
+    if (kind == Bulk::get)
+      std::memmove(local, mine, bytes);
+    else
+      std::memmove(mine, local, bytes);
+    if (kind == Bulk::store) state.stored_bytes += bytes;
+    return am::Future();
+  }
+  am::Future f = kind == Bulk::get ? am::get(proc, reinterpret_cast<const void*>(remote), local, bytes)
+                                   : am::store(proc, local, reinterpret_cast<void*>(remote), bytes,
+                                               kind == Bulk::store ? kBulkStored : am::kNoHandler);
+  if (f.ready()) check(f.status(), kind == Bulk::get ? "bulk get" : "bulk put/store");
+  return f;
+}
+
+}  // namespace
+
+void* allocate(std::size_t bytes) {
+  check_enabled();
+  void* p = state.local_heap.allocate(bytes);
+  if (!p) fail("out of global memory (" + std::to_string(bytes) + " bytes wanted; raise VIASTACK_AM_SEGMENT)");
+  return p;
+}
+
+void deallocate(void* p) {
+  if (!state.local_heap.release(p)) fail("deallocate: not memory from splitc::allocate");
+}
+
+void* all_allocate(std::size_t bytes) {
+  check_enabled();
+  void* p = state.symmetric_heap.allocate(bytes);
+  if (!p) fail("out of symmetric memory (" + std::to_string(bytes) + " bytes wanted; raise VIASTACK_AM_SEGMENT)");
+  return p;
+}
+
+void all_deallocate(void* p) {
+  if (!state.symmetric_heap.release(p)) fail("all_deallocate: not memory from splitc::all_allocate");
+}
+
+void* symmetric_address(int proc, void* mine) {
+  check_enabled();
+  if (proc < 0 || proc >= state.procs) fail("no rank " + std::to_string(proc));
+  const std::uintptr_t offset = reinterpret_cast<std::uintptr_t>(mine) - reinterpret_cast<std::uintptr_t>(state.segment);
+  return static_cast<std::byte*>(am::segment(proc)) + offset;
+}
+
+void get(int proc, std::uintptr_t remote, void* local, std::size_t bytes) {
+  check_enabled();
+  if (proc == state.me) {
+    std::memcpy(local, reinterpret_cast<const void*>(remote), bytes);
+    return;
+  }
+  ++state.in_flight;
+  check(am::request(proc, kGet, remote, Word(bytes), reinterpret_cast<std::uintptr_t>(local)), "get");
+}
+
+namespace {
+void send_value(int handler, int proc, std::uintptr_t remote, const void* value, std::size_t bytes) {
+  Word words[2] = {0, 0};
+  std::memcpy(words, value, bytes);
+  ++state.in_flight;
+  check(am::request(proc, handler, remote, Word(bytes), words[0], words[1]), handler == kPut ? "put" : "store");
+}
+}  // namespace
+
+void put(int proc, std::uintptr_t remote, const void* value, std::size_t bytes) {
+  check_enabled();
+  if (proc == state.me)
+    std::memcpy(reinterpret_cast<void*>(remote), value, bytes);
+  else
+    send_value(kPut, proc, remote, value, bytes);
+}
+
+void store(int proc, std::uintptr_t remote, const void* value, std::size_t bytes) {
+  check_enabled();
+  if (proc == state.me) {
+    std::memcpy(reinterpret_cast<void*>(remote), value, bytes);
+    state.stored_bytes += bytes;
+  } else {
+    send_value(kStore, proc, remote, value, bytes);
+  }
+}
+
+void bulk(Bulk kind, int proc, std::uintptr_t remote, void* local, std::size_t bytes) {
+  am::Future f = start_bulk(kind, proc, remote, local, bytes);
+  if (f.ready()) return;
+  auto& pending = state.bulk_in_flight;
+  if (pending.size() >= kPruneFutures) {
+    for (const am::Future& done : pending)
+      if (done.ready()) check(done.status(), "bulk operation");
+    std::erase_if(pending, [](const am::Future& p) { return p.ready(); });
+  }
+  pending.push_back(std::move(f));
+}
+
+void bulk_wait(Bulk kind, int proc, std::uintptr_t remote, void* local, std::size_t bytes) {
+  check(start_bulk(kind, proc, remote, local, bytes).wait(), kind == Bulk::get ? "bulk read" : "bulk write");
+  check_failure();
+}
+
+void atomic(int proc, AtomicCall call, std::uintptr_t fn, std::uintptr_t target, const std::byte* args,
+            std::size_t args_bytes, void* result, std::size_t result_bytes) {
+  check_enabled();
+  if (proc == state.me) {
+    call(fn, target, args, result);
+    return;
+  }
+  const AtomicHeader h{encode_code(reinterpret_cast<std::uintptr_t>(call)), encode_code(fn), target, result_bytes};
+  if (sizeof h + args_bytes > am::max_size() || result_bytes > am::max_size())
+    fail("atomic: arguments or result larger than one Active Message");
+  std::vector<std::byte> payload(sizeof h + args_bytes);
+  std::memcpy(payload.data(), &h, sizeof h);
+  if (args_bytes) std::memcpy(payload.data() + sizeof h, args, args_bytes);
+  AtomicWait w{false, result, result_bytes};
+  check(am::request_payload(proc, kAtomic, payload, reinterpret_cast<std::uintptr_t>(&w)), "atomic");
+  wait_until([&] { return w.done; });
+}
+
+Word all_reduce(Word value, Kind kind, Op op, int root) {
+  check_enabled();
+  if (root < 0 || root >= state.procs) fail("all_bcast: no rank " + std::to_string(root));
+  const Word code = Word(kind) | Word(op) << 8 | Word(root) << 16;
+  if (state.me != 0) {
+    check(am::request(0, kReduce, code, value), "reduction");
+    wait_until([] { return state.result_ready; });
+    state.result_ready = false;
+    return state.result;
+  }
+  contribute(0, code, value);
+  wait_until([] { return state.contributions == unsigned(state.procs); });
+  // Reset before releasing anyone: the next reduction's inputs may follow at once.
+  const Word result = state.accumulator;
+  state.contributions = 0;
+  for (int r = 1; r < state.procs; ++r) check(am::request(r, kReduceResult, result), "reduction");
+  return result;
+}
+
+}  // namespace detail
+
+using detail::state;
+
+void init() {
+  if (state.enabled) throw error("splitc: init called twice");
+  am::Config config = am::Config::from_env();
+  if (!std::getenv("VIASTACK_AM_SEGMENT")) config.segment_bytes = detail::kDefaultSegment;
+  // Reset first: faster ranks' first requests may arrive while am::enable waits for the slower ones.
+  state = detail::State{};
+  detail::install_handlers();
+  detail::check(am::enable(config), "init");
+  state.enabled = true;
+  state.me = am::my_proc();
+  state.procs = am::procs();
+  state.segment = static_cast<std::byte*>(am::segment(state.me));
+  // A quarter for memory of one rank, the rest for symmetric (collective) memory.
+  const std::size_t bytes = am::segment_size(state.me);
+  const std::size_t local = bytes / 4 / detail::Heap::kAlign * detail::Heap::kAlign;
+  state.local_heap.reset(state.segment, local);
+  state.symmetric_heap.reset(state.segment + local, bytes - local);
+  detail::refresh_modules();
+}
+
+void finalize() {
+  if (!state.enabled) return;
+  sync();
+  detail::check(am::disable(), "finalize");
+  state = detail::State{};
+}
+
+int my_proc() { return state.me; }
+int procs() { return state.procs; }
+
+void sync() {
+  detail::check_enabled();
+  for (const am::Future& f : state.bulk_in_flight) detail::check(f.wait(), "bulk operation");
+  state.bulk_in_flight.clear();
+  detail::wait_until([] { return state.in_flight == 0; });
+}
+
+void store_sync(std::size_t bytes) {
+  detail::check_enabled();
+  detail::wait_until([bytes] { return state.stored_bytes >= bytes; });
+  state.stored_bytes -= bytes;
+}
+
+void all_store_sync() {
+  sync();
+  barrier();  // every store issued so far has arrived everywhere
+  state.stored_bytes = 0;
+  barrier();  // nobody stores anew before everyone has cleared its count
+}
+
+void barrier() {
+  detail::check_enabled();
+  detail::check(am::barrier(), "barrier");
+  detail::check_failure();
+}
+
+void poll() {
+  detail::check_enabled();
+  am::poll();
+  detail::check_failure();
+}
+
+}  // namespace splitc

@@ -1,0 +1,115 @@
+// splitc_suite: the Split-C benchmark suite (U-Net's Split-C table).
+//
+//   viarun -n 4 -- splitc_suite [--bench mm,ssort_sm,...] [--size test|paper] [--json]
+//
+// Each benchmark checks its own answer; the exit status is 1 if any fails.
+// Problem sizes are totals over the job (strong scaling), so times at
+// different rank counts give the speed-up.
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "suite.hpp"
+
+namespace {
+
+struct Benchmark {
+  const char* name;
+  std::function<suite::Outcome(suite::Size)> run;
+};
+
+const std::vector<Benchmark>& benchmarks() {
+  static const std::vector<Benchmark> all = {
+      {"mm", suite::matrix_multiply},
+      {"ssort_sm", [](suite::Size s) { return suite::sample_sort(s, false); }},
+      {"ssort_bulk", [](suite::Size s) { return suite::sample_sort(s, true); }},
+      {"rsort_sm", [](suite::Size s) { return suite::radix_sort(s, false); }},
+      {"rsort_bulk", [](suite::Size s) { return suite::radix_sort(s, true); }},
+      {"cc", suite::connected_components},
+      {"cg", suite::conjugate_gradient},
+  };
+  return all;
+}
+
+[[noreturn]] void usage(const std::string& why) {
+  std::fprintf(stderr,
+               "splitc_suite: %s\n"
+               "usage: viarun -n N -- splitc_suite [--bench mm,ssort_sm,ssort_bulk,rsort_sm,rsort_bulk,cc,cg]"
+               " [--size test|paper] [--json]\n",
+               why.c_str());
+  std::exit(2);
+}
+
+std::vector<const Benchmark*> select(const std::string& list) {
+  std::vector<const Benchmark*> chosen;
+  std::size_t pos = 0;
+  while (pos <= list.size()) {
+    const std::size_t comma = list.find(',', pos);
+    const std::string name = list.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    const Benchmark* found = nullptr;
+    for (const Benchmark& b : benchmarks())
+      if (name == b.name) found = &b;
+    if (!found) usage("no benchmark '" + name + "'");
+    chosen.push_back(found);
+    if (comma == std::string::npos) break;
+    pos = comma + 1;
+  }
+  return chosen;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<const Benchmark*> chosen;
+  for (const Benchmark& b : benchmarks()) chosen.push_back(&b);
+  suite::Size size = suite::Size::test;
+  bool json = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) usage(arg + " needs a value");
+      return argv[++i];
+    };
+    if (arg == "--bench") {
+      chosen = select(value());
+    } else if (arg == "--size") {
+      const std::string s = value();
+      if (s != "test" && s != "paper") usage("--size is test or paper");
+      size = s == "test" ? suite::Size::test : suite::Size::paper;
+    } else if (arg == "--json") {
+      json = true;
+    } else {
+      usage("unknown option " + arg);
+    }
+  }
+  if (!std::getenv("VIASTACK_RANK")) usage("not started by a launcher (run it as: viarun -n 4 -- splitc_suite)");
+
+  bool all_verified = true;
+  try {
+    splitc::session session;
+    const bool talk = MYPROC == 0;
+    const char* size_name = size == suite::Size::test ? "test" : "paper";
+    const char* provider = std::getenv("VIASTACK_PROVIDER");
+    if (talk && !json)
+      std::printf("Split-C suite: %d ranks, provider %s, size %s\n%-12s %12s  %s\n", PROCS, provider ? provider : "shm",
+                  size_name, "benchmark", "seconds", "verified");
+    for (const Benchmark* b : chosen) {
+      const suite::Outcome out = b->run(size);
+      all_verified = all_verified && out.verified;
+      if (!talk) continue;
+      if (json)
+        std::printf("{\"bench\":\"splitc\",\"name\":\"%s\",\"ranks\":%d,\"size\":\"%s\",\"seconds\":%.6f,\"verified\":%s}\n",
+                    b->name, PROCS, size_name, out.seconds, out.verified ? "true" : "false");
+      else
+        std::printf("%-12s %12.4f  %s\n", b->name, out.seconds, out.verified ? "yes" : "NO");
+      std::fflush(stdout);
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "splitc_suite: %s\n", e.what());
+    return 1;
+  }
+  return all_verified ? 0 : 1;
+}

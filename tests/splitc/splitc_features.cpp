@@ -1,0 +1,270 @@
+// Every Split-C operation across the ranks of a viarun job (run it on 3, so
+// that neighbours differ on each side). Exit 0 only if every check passes
+// on every rank.
+//
+//   viarun -n 3 -- splitc_features
+#include <splitc/splitc.hpp>
+
+#include <algorithm>
+#include <cstdio>
+#include <numeric>
+#include <string>
+#include <vector>
+
+namespace {
+
+int failures = 0;
+
+#define CHECK(cond)                                                                         \
+  do {                                                                                      \
+    if (!(cond)) {                                                                          \
+      std::fprintf(stderr, "rank %d: %s:%d: check failed: %s\n", MYPROC, __FILE__, __LINE__, #cond); \
+      ++failures;                                                                           \
+    }                                                                                       \
+  } while (0)
+
+int me, procs, right, left;
+
+struct Pair {  // two words: the largest value a small operation carries
+  long a;
+  double b;
+  bool operator==(const Pair&) const = default;
+};
+struct Triple {  // 12 bytes: not a whole number of words
+  int x, y, z;
+  bool operator==(const Triple&) const = default;
+};
+
+long value_of(std::size_t i) { return long(i) * 31 + 7; }
+
+void global_pointers() {
+  splitc::spread_array<long> a(10 * std::size_t(procs));
+  const splitc::global_ptr<long> p = a.base(me);
+  CHECK(p.where() == me && p.is_local());
+  CHECK((p + 3) - p == 3);
+  CHECK((p + 3).where() == me);  // arithmetic stays on the processor
+  splitc::global_ptr<long> q = p;
+  ++q;
+  CHECK(q == p + 1 && q != p && p < q && q > p);
+  --q;
+  CHECK(q == p);
+  CHECK((p + 5) - 5 == p);
+  CHECK(p.local() == a.local().data());
+  const splitc::global_ptr<long> r = a.base(right);
+  CHECK((p < r) == (me < right));  // processors order first
+  if (procs > 1) {
+    CHECK(!r.is_local());
+    bool threw = false;
+    try {
+      (void)r.local();
+    } catch (const splitc::error&) {
+      threw = true;
+    }
+    CHECK(threw);
+  }
+  CHECK(!splitc::global_ptr<long>() && bool(p));
+}
+
+void layouts() {
+  const std::size_t n = 7 * std::size_t(procs) + 2;
+  splitc::spread_array<long> cyclic(n), blocked(n, splitc::layout::blocked), chunks(n, std::size_t(3));
+  for (std::size_t i = 0; i < n; ++i) {
+    CHECK(cyclic.owner(i) == int(i % std::size_t(procs)));
+    CHECK(cyclic[i] == cyclic.base(cyclic.owner(i)) + std::ptrdiff_t(i / std::size_t(procs)));
+    CHECK(blocked.owner(i) == int(i / blocked.block()));
+    CHECK(chunks.owner(i) == int((i / 3) % std::size_t(procs)));
+  }
+  // Everyone writes the elements its right neighbour owns; each checks its own.
+  for (auto* array : {&cyclic, &blocked, &chunks})
+    for (std::size_t i = 0; i < n; ++i)
+      if (array->owner(i) == right) splitc::put((*array)[i], value_of(i));
+  splitc::sync();
+  splitc::barrier();
+  for (auto* array : {&cyclic, &blocked, &chunks})
+    for (std::size_t i = 0; i < n; ++i)
+      if (array->owner(i) == me) CHECK(*(*array)[i].local() == value_of(i));
+}
+
+void get_put_sync() {
+  constexpr std::size_t kPer = 500;
+  splitc::spread_array<long> src(kPer * std::size_t(procs), kPer), dst(kPer * std::size_t(procs), kPer);
+  for (std::size_t i = 0; i < kPer; ++i) src.local()[i] = value_of(std::size_t(me) * kPer + i);
+  splitc::barrier();
+  // Gets from the right neighbour race with puts to the left one's other array.
+  std::vector<long> got(kPer, -1);
+  for (std::size_t i = 0; i < kPer; ++i) {
+    splitc::get(got[i], src.base(right) + std::ptrdiff_t(i));
+    splitc::put(dst.base(left) + std::ptrdiff_t(i), long(me) * 1000 + long(i));
+  }
+  splitc::sync();
+  for (std::size_t i = 0; i < kPer; ++i) CHECK(got[i] == value_of(std::size_t(right) * kPer + i));
+  splitc::barrier();
+  for (std::size_t i = 0; i < kPer; ++i) CHECK(dst.local()[i] == long(right) * 1000 + long(i));
+
+  // Values of two words and of an odd size.
+  splitc::spread_array<Pair> pairs{std::size_t(procs)};
+  splitc::spread_array<Triple> triples{std::size_t(procs)};
+  splitc::put(pairs[std::size_t(right)], Pair{me, me + 0.5});
+  splitc::put(triples[std::size_t(right)], Triple{me, -me, 3 * me});
+  splitc::sync();
+  splitc::barrier();
+  CHECK(*pairs[std::size_t(me)].local() == (Pair{left, left + 0.5}));
+  CHECK(*triples[std::size_t(me)].local() == (Triple{left, -left, 3 * left}));
+  Pair p{};
+  splitc::get(p, pairs[std::size_t(right)]);
+  splitc::sync();
+  CHECK(p == (Pair{me, me + 0.5}));
+
+  // Blocking read and write.
+  splitc::write(src.base(right), -5L);
+  splitc::barrier();
+  CHECK(src.local()[0] == -5);
+  CHECK(splitc::read(src.base(left)) == -5);
+  splitc::barrier();
+}
+
+void stores() {
+  constexpr std::size_t kPer = 300;
+  splitc::spread_array<int> box(kPer * std::size_t(procs), kPer);
+  // Small stores to the right; the receiver knows how many bytes to expect.
+  for (std::size_t i = 0; i < kPer; ++i) splitc::store(box.base(right) + std::ptrdiff_t(i), int(i) + me);
+  splitc::store_sync(kPer * sizeof(int));
+  for (std::size_t i = 0; i < kPer; ++i) CHECK(box.local()[i] == int(i) + left);
+  splitc::sync();
+  splitc::barrier();
+
+  // A bulk store counts its bytes too; halves arriving separately are taken separately.
+  std::vector<int> mine(kPer);
+  std::iota(mine.begin(), mine.end(), 100 * me);
+  splitc::bulk_store(box.base(right), mine.data(), kPer / 2);
+  splitc::store_sync(kPer / 2 * sizeof(int));
+  splitc::bulk_store(box.base(right) + std::ptrdiff_t(kPer / 2), mine.data() + kPer / 2, kPer - kPer / 2);
+  splitc::store_sync((kPer - kPer / 2) * sizeof(int));
+  for (std::size_t i = 0; i < kPer; ++i) CHECK(box.local()[i] == 100 * left + int(i));
+
+  // all_store_sync: everybody to everybody, then the count starts from zero.
+  splitc::spread_array<int> all(std::size_t(procs * procs), std::size_t(procs));
+  for (int q = 0; q < procs; ++q) splitc::store(all[std::size_t(q * procs + me)], q * 10 + me);
+  splitc::all_store_sync();
+  for (int p = 0; p < procs; ++p) CHECK(all.local()[std::size_t(p)] == me * 10 + p);
+  splitc::store(box.base(right), 1);
+  splitc::store_sync(sizeof(int));  // only the store after all_store_sync counts
+  CHECK(box.local()[0] == 1);
+  splitc::all_store_sync();
+}
+
+void bulk() {
+  // Large enough for RDMA on reliable VIs, and chunked messages otherwise.
+  constexpr std::size_t kCount = 40000;
+  splitc::spread_array<double> a(kCount * std::size_t(procs), kCount);
+  for (std::size_t i = 0; i < kCount; ++i) a.local()[i] = double(me) * 1e6 + double(i);
+  splitc::barrier();
+  std::vector<double> from_right(kCount), from_left(kCount);
+  splitc::bulk_get(from_right.data(), a.base(right), kCount);
+  splitc::bulk_read(from_left.data(), a.base(left), kCount);
+  splitc::sync();
+  for (std::size_t i = 0; i < kCount; i += 997) {
+    CHECK(from_right[i] == double(right) * 1e6 + double(i));
+    CHECK(from_left[i] == double(left) * 1e6 + double(i));
+  }
+  CHECK(from_right.back() == double(right) * 1e6 + double(kCount - 1));
+  splitc::barrier();
+
+  std::vector<double> mine(kCount, double(me) + 0.25);
+  splitc::bulk_put(a.base(right), mine.data(), kCount / 2);
+  splitc::bulk_write(a.base(right) + std::ptrdiff_t(kCount / 2), mine.data(), kCount - kCount / 2);
+  splitc::sync();
+  splitc::barrier();
+  CHECK(std::all_of(a.local().begin(), a.local().end(), [](double v) { return v == double(left) + 0.25; }));
+
+  // A remote range outside global memory is refused, not followed.
+  bool threw = false;
+  try {
+    double x;
+    splitc::bulk_read(&x, splitc::global_ptr<double>(right, reinterpret_cast<double*>(64)), 1);
+  } catch (const splitc::error&) {
+    threw = true;
+  }
+  CHECK(threw);
+  splitc::barrier();
+}
+
+long fetch_add(long& x, long d) {
+  const long old = x;
+  x += d;
+  return old;
+}
+void scale_add(double& x, double m, Triple t) { x = x * m + t.x + t.y + t.z; }
+
+void atomics() {
+  constexpr long kRounds = 50;
+  splitc::spread_array<long> counter{std::size_t(procs)};
+  splitc::spread_array<double> cell{std::size_t(procs)};
+  std::vector<long> seen;
+  for (long i = 0; i < kRounds; ++i) seen.push_back(splitc::atomic(fetch_add, counter[0], 1L));
+  CHECK(std::is_sorted(seen.begin(), seen.end()));
+  splitc::barrier();
+  if (me == 0) CHECK(*counter[0].local() == kRounds * procs);
+  // Every value 0 .. kRounds*procs-1 handed out exactly once.
+  const long sum = splitc::all_reduce_to_all(std::accumulate(seen.begin(), seen.end(), 0L), splitc::reduce_op::sum);
+  const long n = kRounds * procs;
+  CHECK(sum == n * (n - 1) / 2);
+
+  splitc::atomic(scale_add, cell[std::size_t(right)], 2.0, Triple{1, 2, 3});
+  splitc::atomic(+[](double& x) { x += 0.5; }, cell[std::size_t(right)]);
+  splitc::barrier();
+  CHECK(*cell[std::size_t(me)].local() == 6.5);
+  splitc::barrier();
+}
+
+void collectives() {
+  CHECK(splitc::all_reduce_to_all(me + 1, splitc::reduce_op::sum) == procs * (procs + 1) / 2);
+  CHECK(splitc::all_reduce_to_all(long(me) - 5, splitc::reduce_op::min) == -5L);
+  CHECK(splitc::all_reduce_to_all(-me, splitc::reduce_op::max) == 0);
+  CHECK(splitc::all_reduce_to_all(me * 0.5, splitc::reduce_op::max) == (procs - 1) * 0.5);
+  CHECK(splitc::all_reduce_to_all(-1.5 * me, splitc::reduce_op::min) == -1.5 * (procs - 1));
+  CHECK(splitc::all_reduce_to_all(0.25, splitc::reduce_op::sum) == 0.25 * procs);
+  const std::uint64_t top = std::uint64_t(1) << 63;  // unsigned sums wrap
+  CHECK(splitc::all_reduce_to_all_add(top) == (procs % 2 ? top : 0));
+  CHECK(splitc::all_reduce_to_all_max(std::uint64_t(me) << 40) == std::uint64_t(procs - 1) << 40);
+  for (int root = 0; root < procs; ++root) {
+    CHECK(splitc::all_bcast(me * 100 + 1, root) == root * 100 + 1);
+    CHECK(splitc::all_bcast(me + 0.5, root) == root + 0.5);
+  }
+  // Memory of one rank, found by everyone through a broadcast address.
+  splitc::global_ptr<long> mine = splitc::allocate<long>(procs);
+  std::fill_n(mine.local(), procs, 0L);
+  const auto address = splitc::all_bcast(reinterpret_cast<std::uintptr_t>(mine.raw()), 0);
+  splitc::global_ptr<long> on_zero(0, reinterpret_cast<long*>(address));
+  splitc::store(on_zero + me, long(me) + 1);
+  splitc::all_store_sync();
+  if (me == 0)
+    for (int r = 0; r < procs; ++r) CHECK(mine.local()[r] == r + 1);
+  splitc::barrier();
+  splitc::deallocate(mine);
+}
+
+}  // namespace
+
+int main() {
+  try {
+    splitc::session session;
+    me = MYPROC;
+    procs = PROCS;
+    right = (me + 1) % procs;
+    left = (me + procs - 1) % procs;
+    global_pointers();
+    layouts();
+    get_put_sync();
+    stores();
+    bulk();
+    atomics();
+    collectives();
+    const int all = splitc::all_reduce_to_all(failures, splitc::reduce_op::sum);
+    if (me == 0) std::printf("splitc_features: %d ranks, %s\n", procs, all ? "FAILED" : "all checks passed");
+    return all ? 1 : 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "rank %d: %s\n", me, e.what());
+    return 1;
+  }
+}
