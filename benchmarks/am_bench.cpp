@@ -140,8 +140,7 @@ int main(int argc, char** argv) {
     auto* local = static_cast<std::byte*>(am::segment(0));
     auto* remote = static_cast<std::byte*>(am::segment(1));
     std::memset(local, 1, 2 * max_bytes);
-    const char* provider = std::getenv("VIASTACK_PROVIDER");
-    if (!json) std::printf("%-6s %10s %10s %12s %12s\n", "test", "bytes", "iters", "lat_us", "bw_MBps");
+    if (!json) bench::table_header("test");
     for (std::size_t bytes : sizes) {
       const long n = iters ? iters : default_iters(test, bytes);
       double lat_us, bw;
@@ -152,13 +151,7 @@ int main(int argc, char** argv) {
         bw = run_bandwidth(test == "store", 1, bytes, n, local, remote);
         lat_us = bw > 0 ? double(bytes) / bw : 0;
       }
-      if (json)
-        std::printf("{\"bench\":\"am_bench\",\"provider\":\"%s\",\"test\":\"%s\",\"bytes\":%zu,\"iters\":%ld,"
-                    "\"lat_us\":%.4f,\"bw_MBps\":%.2f}\n",
-                    provider && *provider ? provider : "shm", test.c_str(), bytes, n, lat_us, bw);
-      else
-        std::printf("%-6s %10zu %10ld %12.3f %12.1f\n", test.c_str(), bytes, n, lat_us, bw);
-      std::fflush(stdout);
+      bench::print_result({"am_bench", bench::provider_from_env(), "test", test, bytes, n, lat_us, bw}, json);
     }
     if (am::request(1, kStop) != am::Status::ok) die("stop");
   } else if (job.rank == 1) {

@@ -1,5 +1,5 @@
 // Small helpers shared by the benchmark programs: option parsing, the job's
-// rank and size, medians.
+// rank and size, medians, the output format.
 #pragma once
 
 #include <algorithm>
@@ -67,6 +67,40 @@ inline Job job_from_env(const char* prog) {
   job.rank = std::atoi(rank);
   job.size = std::atoi(size);
   return job;
+}
+
+// One measurement, as CONTRACTS.md gives it: a JSON object per line with
+// --json, else a row under table_header(). `kind_key` names the column that
+// says what was measured ("mode" for ping-pongs, "test" for am_bench).
+struct Result {
+  const char* bench;
+  const char* provider;
+  const char* kind_key;
+  std::string kind;
+  std::size_t bytes;
+  long iters;
+  double lat_us;
+  double bw_MBps;
+};
+
+inline void table_header(const char* kind_key) {
+  std::printf("%-6s %10s %10s %12s %12s\n", kind_key, "bytes", "iters", "lat_us", "bw_MBps");
+}
+
+inline void print_result(const Result& r, bool json) {
+  if (json)
+    std::printf("{\"bench\":\"%s\",\"provider\":\"%s\",\"%s\":\"%s\",\"bytes\":%zu,\"iters\":%ld,"
+                "\"lat_us\":%.4f,\"bw_MBps\":%.2f}\n",
+                r.bench, r.provider, r.kind_key, r.kind.c_str(), r.bytes, r.iters, r.lat_us, r.bw_MBps);
+  else
+    std::printf("%-6s %10zu %10ld %12.3f %12.1f\n", r.kind.c_str(), r.bytes, r.iters, r.lat_us, r.bw_MBps);
+  std::fflush(stdout);
+}
+
+// The provider a rank runs on, as viarun names it (shm when unset).
+inline const char* provider_from_env() {
+  const char* provider = std::getenv("VIASTACK_PROVIDER");
+  return provider && *provider ? provider : "shm";
 }
 
 inline double median(std::vector<double> v) {

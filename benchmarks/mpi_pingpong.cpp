@@ -103,8 +103,7 @@ int main(int argc, char** argv) {
   if (size < 2) bench::usage_error("mpi_pingpong", "needs at least 2 ranks (run it under viarun -n 2)");
   if (sizes.empty()) sizes = bench::default_sizes();
   std::vector<char> buf(std::max<std::size_t>(*std::max_element(sizes.begin(), sizes.end()), 1), 'x');
-  const char* provider = std::getenv("VIASTACK_PROVIDER");
-  if (rank == 0 && !json) std::printf("%-6s %10s %10s %12s %12s\n", "mode", "bytes", "iters", "lat_us", "bw_MBps");
+  if (rank == 0 && !json) bench::table_header("mode");
   for (std::size_t bytes : sizes) {
     const long n = iters ? iters : default_iters(mode, bytes);
     double lat_us = 0, bw = 0;
@@ -118,13 +117,7 @@ int main(int argc, char** argv) {
       }
     }
     if (rank != 0) continue;
-    if (json)
-      std::printf("{\"bench\":\"mpi_pingpong\",\"provider\":\"%s\",\"mode\":\"%s\",\"bytes\":%zu,\"iters\":%ld,"
-                  "\"lat_us\":%.4f,\"bw_MBps\":%.2f}\n",
-                  provider && *provider ? provider : "shm", mode.c_str(), bytes, n, lat_us, bw);
-    else
-      std::printf("%-6s %10zu %10ld %12.3f %12.1f\n", mode.c_str(), bytes, n, lat_us, bw);
-    std::fflush(stdout);
+    bench::print_result({"mpi_pingpong", bench::provider_from_env(), "mode", mode, bytes, n, lat_us, bw}, json);
   }
   MPI_Finalize();
   return 0;

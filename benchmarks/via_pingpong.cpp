@@ -227,8 +227,7 @@ int main(int argc, char** argv) {
   const std::size_t max_bytes = *std::max_element(opt.sizes.begin(), opt.sizes.end());
   Endpoint ep(job.rank, max_bytes);
 
-  if (job.rank == 0 && !opt.json)
-    std::printf("%-6s %10s %10s %12s %12s\n", "mode", "bytes", "iters", "lat_us", "bw_MBps");
+  if (job.rank == 0 && !opt.json) bench::table_header("mode");
   for (const std::string& mode : modes) {
     for (std::size_t bytes : opt.sizes) {
       const long iters = opt.iters ? opt.iters : default_iters(mode, bytes, opt.summary);
@@ -241,14 +240,7 @@ int main(int argc, char** argv) {
         lat_us = bw > 0 ? double(bytes) / bw : 0;
       }
       if (job.rank != 0) continue;
-      if (opt.json)
-        std::printf(
-            "{\"bench\":\"via_pingpong\",\"provider\":\"%s\",\"mode\":\"%s\",\"bytes\":%zu,\"iters\":%ld,"
-            "\"lat_us\":%.4f,\"bw_MBps\":%.2f}\n",
-            ep.nic->provider_name(), mode.c_str(), bytes, iters, lat_us, bw);
-      else
-        std::printf("%-6s %10zu %10ld %12.3f %12.1f\n", mode.c_str(), bytes, iters, lat_us, bw);
-      std::fflush(stdout);
+      bench::print_result({"via_pingpong", ep.nic->provider_name(), "mode", mode, bytes, iters, lat_us, bw}, opt.json);
     }
   }
   ep.vi->disconnect();
