@@ -7,6 +7,8 @@ JOBS=${JOBS:-$(nproc)}
 # libasio-dev and libssl-dev (libcrypto): the tcp provider; iproute2: the
 # network-namespace test.
 REQUIRED_PACKAGES=(cmake ninja-build g++ libgtest-dev libgmock-dev pkg-config libasio-dev libssl-dev iproute2)
+# tshark: the user-level TCP/IP's pcap files are checked by Wireshark's decoder.
+TRACE_PACKAGES=(tshark)
 # libFuzzer comes with clang's runtime.
 FUZZ_PACKAGES=(clang libclang-rt-14-dev)
 # Open MPI's mpi.h (the MPI layer is compiled against it), its libmpi.so.40

@@ -1,0 +1,148 @@
+#include "utcp/tcp_header.hpp"
+
+#include "utcp/checksum.hpp"
+#include "utcp/ipv4.hpp"
+#include "wire/bytes.hpp"
+
+namespace utcp::wire {
+namespace {
+
+constexpr std::uint8_t kind_end_of_list = 0;
+constexpr std::uint8_t kind_no_operation = 1;
+constexpr std::uint8_t kind_max_segment_size = 2;
+constexpr std::uint8_t kind_window_scale = 3;
+constexpr std::uint8_t kind_sack_permitted = 4;
+constexpr std::uint8_t kind_sack = 5;
+constexpr std::uint8_t kind_timestamps = 8;
+
+// Lengths of the option data, after kind and length.
+constexpr std::size_t max_segment_size_data = 2;
+constexpr std::size_t window_scale_data = 1;
+constexpr std::size_t timestamps_data = 8;
+constexpr std::size_t sack_block_data = 8;  // RFC 2018 §3; the 40 option bytes bound the count at 4
+
+std::optional<Error> read_option(std::uint8_t kind, std::span<const std::uint8_t> data, TcpOptions& options) {
+  switch (kind) {
+    case kind_max_segment_size:
+      if (data.size() != max_segment_size_data) return Error::bad_option_length;
+      options.max_segment_size = detail::load16(data.data());
+      break;
+    case kind_window_scale:
+      if (data.size() != window_scale_data) return Error::bad_option_length;
+      options.window_scale = data[0];
+      break;
+    case kind_sack_permitted:
+      if (!data.empty()) return Error::bad_option_length;
+      options.sack_permitted = true;
+      break;
+    case kind_timestamps:
+      if (data.size() != timestamps_data) return Error::bad_option_length;
+      options.timestamps = TcpTimestamps{detail::load32(data.data()), detail::load32(data.data() + 4)};
+      break;
+    case kind_sack:
+      if (data.empty() || data.size() % sack_block_data != 0) return Error::bad_option_length;
+      break;
+    default:
+      break;  // unknown kinds are skipped (RFC 9293 §3.1: length-bounded)
+  }
+  return std::nullopt;
+}
+
+// Options in the order and alignment Linux gives its SYN, so that ours read
+// the same in a capture: MSS; SACK-permitted, or two no-operations, in front
+// of timestamps to align them on 4 bytes (RFC 7323 Appendix A); a
+// no-operation and window scale.
+std::size_t write_options(const TcpOptions& options, std::uint8_t* out) {
+  std::uint8_t* p = out;
+  if (options.max_segment_size) {
+    *p++ = kind_max_segment_size;
+    *p++ = 2 + max_segment_size_data;
+    detail::store16(p, *options.max_segment_size);
+    p += max_segment_size_data;
+  }
+  if (options.sack_permitted) {
+    *p++ = kind_sack_permitted;
+    *p++ = 2;
+  }
+  if (options.timestamps) {
+    if (!options.sack_permitted) {
+      *p++ = kind_no_operation;
+      *p++ = kind_no_operation;
+    }
+    *p++ = kind_timestamps;
+    *p++ = 2 + timestamps_data;
+    detail::store32(p, options.timestamps->value);
+    detail::store32(p + 4, options.timestamps->echo_reply);
+    p += timestamps_data;
+  }
+  if (options.window_scale) {
+    *p++ = kind_no_operation;
+    *p++ = kind_window_scale;
+    *p++ = 2 + window_scale_data;
+    *p++ = *options.window_scale;
+  }
+  // RFC 9293 §3.1: the header is padded with zeros to a 32-bit boundary.
+  while ((p - out) % 4 != 0) *p++ = kind_end_of_list;
+  return static_cast<std::size_t>(p - out);
+}
+
+}  // namespace
+
+Result<TcpSegment> parse_tcp(std::span<const std::uint8_t> segment, Ipv4Address source, Ipv4Address destination) {
+  if (segment.size() < tcp_min_header_length) return Error::truncated;
+  const std::size_t header_length = (segment[12] >> 4) * 4u;
+  if (header_length < tcp_min_header_length || header_length > segment.size()) return Error::bad_data_offset;
+  if (segment.size() > ipv4_max_total_length) return Error::bad_length;
+  Checksum checksum =
+      pseudo_header_checksum(source, destination, ip_protocol::tcp, static_cast<std::uint16_t>(segment.size()));
+  checksum.add(segment);
+  if (checksum.finish() != 0) return Error::bad_checksum;
+
+  TcpSegment parsed;
+  TcpHeader& header = parsed.header;
+  header.source_port = detail::load16(&segment[0]);
+  header.destination_port = detail::load16(&segment[2]);
+  header.sequence = SeqNumber(detail::load32(&segment[4]));
+  header.acknowledgment = SeqNumber(detail::load32(&segment[8]));
+  header.flags = segment[13];  // the reserved bits in byte 12 are ignored on receipt
+  header.window = detail::load16(&segment[14]);
+  header.urgent_pointer = detail::load16(&segment[18]);
+  const auto read = [&header](std::uint8_t kind, std::span<const std::uint8_t> data) {
+    return read_option(kind, data, header.options);
+  };
+  const std::span<const std::uint8_t> options =
+      segment.subspan(tcp_min_header_length, header_length - tcp_min_header_length);
+  if (const std::optional<Error> error = detail::walk_options(options, read)) return *error;
+  parsed.payload = segment.subspan(header_length);
+  return parsed;
+}
+
+std::size_t tcp_header_length(const TcpHeader& header) {
+  std::uint8_t scratch[tcp_max_header_length - tcp_min_header_length];
+  return tcp_min_header_length + write_options(header.options, scratch);
+}
+
+std::size_t emit_tcp(const TcpHeader& header, Ipv4Address source, Ipv4Address destination,
+                     std::span<const std::uint8_t> payload, std::span<std::uint8_t> out) {
+  const std::size_t header_length = tcp_header_length(header);
+  const std::size_t length = detail::place_payload(header_length, payload, out,
+                                                   ipv4_max_total_length - ipv4_min_header_length, "emit_tcp");
+  std::uint8_t* bytes = out.data();
+  detail::store16(bytes, header.source_port);
+  detail::store16(bytes + 2, header.destination_port);
+  detail::store32(bytes + 4, header.sequence.value());
+  detail::store32(bytes + 8, header.acknowledgment.value());
+  bytes[12] = static_cast<std::uint8_t>(header_length / 4 << 4);
+  bytes[13] = header.flags;
+  detail::store16(bytes + 14, header.window);
+  detail::store16(bytes + 16, 0);
+  detail::store16(bytes + 18, header.urgent_pointer);
+  write_options(header.options, bytes + tcp_min_header_length);
+  Checksum checksum =
+      pseudo_header_checksum(source, destination, ip_protocol::tcp, static_cast<std::uint16_t>(length));
+  checksum.add(out.first(length));
+  detail::store16(bytes + 16, checksum.finish());
+  return length;
+}
+
+}  // namespace utcp::wire

@@ -1,0 +1,136 @@
+// libFuzzer target for utcp's wire parsers: IPv4, ICMP, UDP and TCP headers
+// from any bytes must parse or be rejected with an error, never crash or read
+// outside the buffer; whatever parses must build back into bytes that parse
+// to the same header and payload.
+//
+// The first input byte picks the parser. Random bytes almost never carry a
+// valid checksum, so most modes first write the right checksum into the
+// input, letting the fuzzer reach the checks behind it (options, lengths).
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <vector>
+
+#include "utcp/wire.hpp"
+
+namespace {
+
+using namespace utcp::wire;
+
+constexpr Ipv4Address source = Ipv4Address::from_octets(10, 0, 0, 1);
+constexpr Ipv4Address destination = Ipv4Address::from_octets(10, 0, 0, 2);
+
+void require(bool condition) {
+  if (!condition) std::abort();
+}
+
+bool same_bytes(std::span<const std::uint8_t> a, std::span<const std::uint8_t> b) {
+  return std::equal(a.begin(), a.end(), b.begin(), b.end());
+}
+
+void store_checksum(std::vector<std::uint8_t>& bytes, std::size_t at, std::uint16_t checksum) {
+  bytes[at] = static_cast<std::uint8_t>(checksum >> 8);
+  bytes[at + 1] = static_cast<std::uint8_t>(checksum);
+}
+
+// Writes the checksum a transport header at offset `at` would need, over the
+// bytes the protocol covers (`covered` of them, capped at the input).
+void fix_transport_checksum(std::vector<std::uint8_t>& bytes, std::size_t at, std::uint8_t protocol,
+                            std::size_t covered) {
+  if (bytes.size() < at + 2) return;
+  covered = std::min(covered, bytes.size());
+  store_checksum(bytes, at, 0);
+  Checksum checksum;
+  if (protocol != ip_protocol::icmp)
+    checksum = pseudo_header_checksum(source, destination, protocol, static_cast<std::uint16_t>(covered));
+  checksum.add(std::span(bytes).first(covered));
+  store_checksum(bytes, at, checksum.finish());
+}
+
+void round_trip_ipv4(const Ipv4Packet& packet) {
+  std::vector<std::uint8_t> out(ipv4_min_header_length + packet.payload.size());
+  emit_ipv4(packet.header, packet.payload, out);
+  const auto again = parse_ipv4(out);
+  require(again.has_value() && again->header == packet.header && same_bytes(again->payload, packet.payload));
+}
+
+void round_trip_icmp(const IcmpMessage& message) {
+  std::vector<std::uint8_t> out(icmp_header_length + message.data.size());
+  emit_icmp(message.header, message.data, out);
+  const auto again = parse_icmp(out);
+  require(again.has_value() && again->header == message.header && same_bytes(again->data, message.data));
+  if (std::holds_alternative<IcmpDestinationUnreachable>(message.header))
+    require(parse_quoted_datagram(message.data).has_value());
+}
+
+void round_trip_udp(const UdpDatagram& datagram, Ipv4Address from, Ipv4Address to) {
+  std::vector<std::uint8_t> out(udp_header_length + datagram.payload.size());
+  emit_udp(datagram.header, from, to, datagram.payload, out);
+  const auto again = parse_udp(out, from, to);
+  require(again.has_value() && again->header == datagram.header && again->checksummed &&
+          same_bytes(again->payload, datagram.payload));
+}
+
+void round_trip_tcp(const TcpSegment& segment, Ipv4Address from, Ipv4Address to) {
+  std::vector<std::uint8_t> out(tcp_header_length(segment.header) + segment.payload.size());
+  if (out.size() > ipv4_max_total_length - ipv4_min_header_length) return;  // options re-laid out larger
+  emit_tcp(segment.header, from, to, segment.payload, out);
+  const auto again = parse_tcp(out, from, to);
+  require(again.has_value() && again->header == segment.header && same_bytes(again->payload, segment.payload));
+}
+
+// Every parser over the same bytes, with checksums as they are.
+void parse_everything(std::span<const std::uint8_t> bytes) {
+  if (const auto packet = parse_ipv4(bytes)) {
+    round_trip_ipv4(*packet);
+    const Ipv4Header& header = packet->header;
+    if (header.protocol == ip_protocol::icmp) {
+      if (const auto message = parse_icmp(packet->payload)) round_trip_icmp(*message);
+    } else if (header.protocol == ip_protocol::udp) {
+      if (const auto datagram = parse_udp(packet->payload, header.source, header.destination))
+        round_trip_udp(*datagram, header.source, header.destination);
+    } else if (header.protocol == ip_protocol::tcp) {
+      if (const auto segment = parse_tcp(packet->payload, header.source, header.destination))
+        round_trip_tcp(*segment, header.source, header.destination);
+    }
+  }
+  (void)icmp_error_quote(bytes);
+  (void)parse_quoted_datagram(bytes);
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  if (size == 0) return 0;
+  const std::uint8_t mode = data[0] % 5;
+  std::vector<std::uint8_t> bytes(data + 1, data + size);
+  switch (mode) {
+    case 0:
+      parse_everything(bytes);
+      break;
+    case 1: {  // IPv4 with a valid header checksum
+      if (bytes.size() >= ipv4_min_header_length) {
+        const std::size_t header_length = std::min<std::size_t>((bytes[0] & 0x0f) * 4u, bytes.size());
+        store_checksum(bytes, 10, 0);
+        store_checksum(bytes, 10, internet_checksum(std::span(bytes).first(header_length)));
+      }
+      if (const auto packet = parse_ipv4(bytes)) round_trip_ipv4(*packet);
+      break;
+    }
+    case 2:
+      fix_transport_checksum(bytes, 2, ip_protocol::icmp, bytes.size());
+      if (const auto message = parse_icmp(bytes)) round_trip_icmp(*message);
+      break;
+    case 3: {
+      const std::size_t length = bytes.size() >= udp_header_length ? (bytes[4] << 8 | bytes[5]) : 0;
+      fix_transport_checksum(bytes, 6, ip_protocol::udp, length);
+      if (const auto datagram = parse_udp(bytes, source, destination)) round_trip_udp(*datagram, source, destination);
+      break;
+    }
+    case 4:
+      if (bytes.size() <= ipv4_max_total_length) fix_transport_checksum(bytes, 16, ip_protocol::tcp, bytes.size());
+      if (const auto segment = parse_tcp(bytes, source, destination)) round_trip_tcp(*segment, source, destination);
+      break;
+  }
+  return 0;
+}

@@ -1,0 +1,100 @@
+#include "utcp/checksum.hpp"
+
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "packets.hpp"
+
+namespace utcp::wire {
+namespace {
+
+using test::from_hex;
+
+TEST(Checksum, Rfc1071Example) {
+  // RFC 1071 §3: the words 0001 f203 f4f5 f6f7 sum to ddf2 (after folding the carry 2).
+  const auto bytes = from_hex("0001f203f4f5f6f7");
+  Checksum checksum;
+  checksum.add(bytes);
+  EXPECT_EQ(checksum.folded_sum(), 0xddf2);
+  EXPECT_EQ(checksum.finish(), 0x220d);
+}
+
+TEST(Checksum, KnownIpv4Header) {
+  // The header of Wikipedia's "IPv4 header checksum" example: b861.
+  auto header = from_hex("450000730000400040110000c0a80001c0a800c7");
+  EXPECT_EQ(internet_checksum(header), 0xb861);
+  header[10] = 0xb8;
+  header[11] = 0x61;
+  EXPECT_EQ(internet_checksum(header), 0);
+}
+
+TEST(Checksum, OddLengthPadsWithZero) {
+  EXPECT_EQ(internet_checksum(from_hex("abcdef")), internet_checksum(from_hex("abcdef00")));
+  EXPECT_EQ(internet_checksum({}), 0xffff);
+}
+
+TEST(Checksum, MatchesReferenceOverEverySplit) {
+  std::mt19937 random(1071);
+  for (std::size_t length = 0; length < 70; ++length) {
+    std::vector<std::uint8_t> bytes(length);
+    for (auto& byte : bytes) byte = static_cast<std::uint8_t>(random());
+    const std::uint16_t expected = test::reference_checksum(bytes);
+    EXPECT_EQ(internet_checksum(bytes), expected) << "length " << length;
+    for (std::size_t first = 0; first <= length; ++first) {
+      for (std::size_t second = first; second <= length; ++second) {
+        Checksum pieces;
+        const std::span<const std::uint8_t> all(bytes);
+        pieces.add(all.subspan(0, first));
+        pieces.add(all.subspan(first, second - first));
+        pieces.add(all.subspan(second));
+        ASSERT_EQ(pieces.finish(), expected) << "length " << length << " split " << first << "," << second;
+      }
+    }
+  }
+}
+
+TEST(Checksum, WordsAfterAnOddPieceKeepTheirPlace) {
+  Checksum words;
+  words.add(from_hex("11"));
+  words.add_u16(0x2233);
+  words.add_u32(0x44556677);
+  EXPECT_EQ(words.finish(), internet_checksum(from_hex("11223344556677")));
+}
+
+TEST(Checksum, IncrementalUpdateMatchesRecomputation) {
+  // RFC 1624 §4's example, then random words: the update equals summing again.
+  EXPECT_EQ(update_checksum(0xdd2f, 0x5555, 0x3285), 0x0000);
+  std::mt19937 random(1624);
+  for (int trial = 0; trial < 10000; ++trial) {
+    std::vector<std::uint8_t> bytes(20);
+    for (auto& byte : bytes) byte = static_cast<std::uint8_t>(random());
+    const std::uint16_t before = internet_checksum(bytes);
+    const std::size_t word = random() % 10 * 2;
+    const auto old_word = static_cast<std::uint16_t>(bytes[word] << 8 | bytes[word + 1]);
+    const auto new_word = static_cast<std::uint16_t>(random());
+    bytes[word] = static_cast<std::uint8_t>(new_word >> 8);
+    bytes[word + 1] = static_cast<std::uint8_t>(new_word);
+    // Both are ones' complement sums; they may differ only as +0 (ffff) and -0 (0000).
+    const std::uint16_t updated = update_checksum(before, old_word, new_word);
+    const std::uint16_t recomputed = internet_checksum(bytes);
+    ASSERT_TRUE(updated == recomputed || (updated | recomputed) == 0xffff) << updated << " vs " << recomputed;
+  }
+}
+
+TEST(Checksum, PseudoHeaderOfALinuxSegment) {
+  const auto packet = from_hex(test::linux_syn);
+  const std::span<const std::uint8_t> segment = std::span(packet).subspan(20);
+  Checksum checksum = pseudo_header_checksum(test::kernel, test::peer, 6, static_cast<std::uint16_t>(segment.size()));
+  checksum.add(segment);
+  EXPECT_EQ(checksum.finish(), 0);
+  EXPECT_EQ(test::reference_checksum(test::with_pseudo_header(test::kernel, test::peer, 6, segment)), 0);
+}
+
+TEST(Ipv4Address, Text) {
+  EXPECT_EQ(Ipv4Address::from_octets(10, 9, 0, 255).to_string(), "10.9.0.255");
+  EXPECT_EQ(Ipv4Address::from_octets(10, 9, 0, 1).value, 0x0a090001u);
+}
+
+}  // namespace
+}  // namespace utcp::wire
