@@ -18,6 +18,7 @@ class Datatype;
 class Group;
 class Op;
 class Request;
+class Window;
 
 // Distinct non-trivial values, so that zeroed or foreign memory is not mistaken for a handle.
 enum class HandleKind : std::uint32_t {
@@ -66,6 +67,7 @@ struct ompi_info_t {
 };
 struct ompi_win_t {
   viastack::mpi::HandleKind kind;
+  viastack::mpi::Window* impl;  // null for MPI_WIN_NULL
 };
 struct ompi_file_t {
   viastack::mpi::HandleKind kind;

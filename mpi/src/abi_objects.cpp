@@ -72,7 +72,7 @@ ompi_predefined_errhandler_t ompi_mpi_errors_return{{HandleKind::errhandler, Err
 // The C++ bindings' MPI::ERRORS_THROW_EXCEPTIONS; C programs see it as "return".
 ompi_predefined_errhandler_t ompi_mpi_errors_throw_exceptions{{HandleKind::errhandler, ErrhandlerKind::returns}, {}};
 
-ompi_predefined_win_t ompi_mpi_win_null{{HandleKind::win}, {}};
+ompi_predefined_win_t ompi_mpi_win_null{{HandleKind::win, nullptr}, {}};
 ompi_predefined_file_t ompi_mpi_file_null{{HandleKind::file}, {}};
 ompi_predefined_info_t ompi_mpi_info_null{{HandleKind::info}, {}};
 ompi_predefined_info_t ompi_mpi_info_env{{HandleKind::info}, {}};

@@ -41,6 +41,16 @@ inline void check_recv_tag(int tag) {
 }
 inline void check_pointer(const void* p, const char* what) { require(p != nullptr, MPI_ERR_ARG, what); }
 
+// What an error-handler handle names, and back.
+inline ErrhandlerKind errhandler_kind(MPI_Errhandler handle) {
+  require(handle != nullptr && handle->kind == HandleKind::errhandler && handle->which != ErrhandlerKind::null,
+          MPI_ERR_ARG, "invalid error handler");
+  return handle->which;
+}
+inline MPI_Errhandler errhandler_handle(ErrhandlerKind kind) {
+  return kind == ErrhandlerKind::returns ? MPI_ERRORS_RETURN : MPI_ERRORS_ARE_FATAL;
+}
+
 // The request behind a handle; nullptr for MPI_REQUEST_NULL.
 inline Request* request_of(MPI_Request handle) {
   if (handle == MPI_REQUEST_NULL) return nullptr;

@@ -17,12 +17,6 @@ int init(const char* function) {
   });
 }
 
-ErrhandlerKind errhandler_kind(MPI_Errhandler handle) {
-  require(handle != nullptr && handle->kind == HandleKind::errhandler && handle->which != ErrhandlerKind::null,
-          MPI_ERR_ARG, "invalid error handler");
-  return handle->which;
-}
-
 }  // namespace
 
 int MPI_Init(int*, char***) { return init("MPI_Init"); }
@@ -138,7 +132,7 @@ int MPI_Comm_set_errhandler(MPI_Comm comm, MPI_Errhandler errhandler) {
 int MPI_Comm_get_errhandler(MPI_Comm comm, MPI_Errhandler* errhandler) {
   return guarded("MPI_Comm_get_errhandler", comm, [&] {
     check_pointer(errhandler, "null output pointer");
-    *errhandler = communicator_of(comm).errhandler() == ErrhandlerKind::returns ? MPI_ERRORS_RETURN : MPI_ERRORS_ARE_FATAL;
+    *errhandler = errhandler_handle(communicator_of(comm).errhandler());
   });
 }
 

@@ -40,7 +40,11 @@ constexpr ClassInfo kClasses[] = {
     VIASTACK_ERROR_CLASS(MPI_ERR_IN_STATUS, "error code is in status"),
     VIASTACK_ERROR_CLASS(MPI_ERR_PENDING, "pending request"),
     VIASTACK_ERROR_CLASS(MPI_ERR_NO_MEM, "out of memory"),
+    VIASTACK_ERROR_CLASS(MPI_ERR_RMA_SYNC, "RMA call outside an access epoch"),
+    VIASTACK_ERROR_CLASS(MPI_ERR_SIZE, "invalid size"),
+    VIASTACK_ERROR_CLASS(MPI_ERR_DISP, "invalid displacement unit"),
     VIASTACK_ERROR_CLASS(MPI_ERR_WIN, "invalid window"),
+    VIASTACK_ERROR_CLASS(MPI_ERR_RMA_RANGE, "target memory is outside the window"),
     VIASTACK_ERROR_CLASS(MPI_ERR_UNSUPPORTED_OPERATION, "operation not supported by viastack's MPI"),
 };
 #undef VIASTACK_ERROR_CLASS

@@ -18,6 +18,7 @@ class Op {
   constexpr Op(Builtin builtin, MPI_Op public_handle) : builtin_(builtin), public_handle_(public_handle) {}
   Op(MPI_User_function* function, bool commutative) : builtin_(Builtin::user), function_(function), commutative_(commutative) {}
 
+  Builtin builtin() const { return builtin_; }
   bool commutative() const { return commutative_; }
   bool predefined() const { return builtin_ != Builtin::user; }
   // inout[i] = in[i] op inout[i] for count elements of type laid out in memory.

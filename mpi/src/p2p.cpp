@@ -175,9 +175,9 @@ void P2P::start_read(Request& recv, const Message& message) {
   transport_->read(recv.peer, landing, recv.bytes, message.address, message.handle, read_id);
 }
 
-void P2P::on_read_complete(std::uint64_t read_id) {
-  auto it = reads_.find(read_id);
-  if (it == reads_.end()) return;
+void P2P::on_rdma_complete(std::uint64_t id) {
+  auto it = reads_.find(id);
+  if (it == reads_.end()) return rma_->on_rdma_complete(id);
   Request& recv = *it->second;
   reads_.erase(it);
   if (!recv.datatype->contiguous()) recv.datatype->unpack(recv.staging.data(), recv.bytes, recv.buffer);
@@ -188,6 +188,7 @@ void P2P::on_read_complete(std::uint64_t read_id) {
 }
 
 void P2P::on_message(int peer, const WireHeader& h, std::span<const std::byte> payload) {
+  if (h.type == WireType::accumulate) return rma_->on_accumulate(peer, h, payload);
   if (h.type == WireType::fin) {
     auto it = rendezvous_sends_.find(h.token);
     if (it == rendezvous_sends_.end()) return;

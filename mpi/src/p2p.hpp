@@ -22,6 +22,17 @@ class Datatype;
 
 enum class SendMode : std::uint8_t { standard, synchronous };
 
+// Where one-sided communication (window.cpp) learns of its accumulate
+// messages and of the completion of its RDMA operations.
+class RmaClient {
+ public:
+  virtual void on_accumulate(int peer, const WireHeader& header, std::span<const std::byte> payload) = 0;
+  virtual void on_rdma_complete(std::uint64_t id) = 0;
+
+ protected:
+  ~RmaClient() = default;
+};
+
 // A message that arrived (or was sent to self) before its receive was posted.
 struct Incoming {
   std::uint32_t context;
@@ -71,9 +82,15 @@ class P2P final : public TransportClient {
   void shutdown();
   std::size_t eager_limit() const { return eager_limit_; }
 
+  // One-sided communication shares the transport (which exists only with more
+  // than one process) and the ids of RDMA operations.
+  void set_rma_client(RmaClient& client) { rma_ = &client; }
+  Transport& transport() { return *transport_; }
+  std::uint64_t new_rdma_id() { return next_token_++; }
+
   // TransportClient
   void on_message(int peer, const WireHeader& header, std::span<const std::byte> payload) override;
-  void on_read_complete(std::uint64_t read_id) override;
+  void on_rdma_complete(std::uint64_t id) override;
 
  private:
   struct Message {  // an incoming message as matching sees it
@@ -97,11 +114,12 @@ class P2P final : public TransportClient {
   int world_rank_;
   std::size_t eager_limit_;
   std::unique_ptr<Transport> transport_;
+  RmaClient* rma_ = nullptr;
   std::list<Request*> posted_;
   std::list<Incoming> unexpected_;
   std::unordered_map<std::uint64_t, Request*> rendezvous_sends_;  // by token, until the FIN
   std::unordered_map<std::uint64_t, Request*> reads_;             // receives whose RDMA read is running
-  std::uint64_t next_token_ = 1;
+  std::uint64_t next_token_ = 1;  // rendezvous tokens and RDMA ids, one-sided ones included
 };
 
 bool matches(std::uint32_t context, int source, int tag, std::uint32_t want_context, int want_source, int want_tag);

@@ -22,6 +22,7 @@ int env_number(const char* name, int fallback) {
 
 Runtime::Runtime(int world_rank, int world_size)
     : world_rank_(world_rank), world_size_(world_size), p2p_(world_rank, world_size) {
+  p2p_.set_rma_client(windows_);
   std::vector<int> everyone(static_cast<std::size_t>(world_size));
   for (int r = 0; r < world_size; ++r) everyone[std::size_t(r)] = r;
   world_ = std::make_unique<Communicator>(std::make_shared<Group>(std::move(everyone), world_rank), kWorldContext,

@@ -1,11 +1,12 @@
 // The library's state between MPI_Init and MPI_Finalize: the job, the
-// point-to-point engine, MPI_COMM_WORLD and MPI_COMM_SELF.
+// point-to-point engine, the windows, MPI_COMM_WORLD and MPI_COMM_SELF.
 #pragma once
 
 #include <memory>
 
 #include "comm.hpp"
 #include "p2p.hpp"
+#include "window.hpp"
 
 namespace viastack::mpi {
 
@@ -17,6 +18,7 @@ class Runtime {
   int world_rank() const { return world_rank_; }
   int world_size() const { return world_size_; }
   P2P& p2p() { return p2p_; }
+  Windows& windows() { return windows_; }
   Communicator& world() { return *world_; }
   // A fresh context pair for a communicator made collectively over `parent`.
   std::uint32_t agree_on_context(const Communicator& parent);
@@ -24,6 +26,7 @@ class Runtime {
  private:
   int world_rank_, world_size_;
   P2P p2p_;
+  Windows windows_{p2p_};
   std::unique_ptr<Communicator> world_, self_;
   std::uint32_t next_context_ = kFirstFreeContext;
 };

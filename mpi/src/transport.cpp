@@ -18,7 +18,7 @@ constexpr int kCreditReturnThreshold = kCreditWindow / 2;
 constexpr int kSendDescriptors = 512;
 constexpr int kBounceBuffers = 128;
 constexpr std::size_t kDescriptorBytes = 64;  // VIP_DESCRIPTOR_ALIGNMENT; a descriptor with two segments fits
-constexpr std::size_t kReadChunk = 256u << 20;  // below the VI's maximum transfer
+constexpr std::size_t kRdmaChunk = 256u << 20;  // below the VI's maximum transfer
 constexpr std::uint32_t kConnectTimeoutMs = 60000;
 const std::uint8_t kDiscriminator[] = {'m', 'p', 'i'};
 
@@ -82,7 +82,8 @@ void Transport::connect_all(int rank, int size) {
   via::ViAttributes attrs;
   attrs.reliability = VIP_SERVICE_RELIABLE_DELIVERY;
   attrs.ptag = ptag_;
-  attrs.rdma_read = true;  // peers read rendezvous messages from our buffers
+  attrs.rdma_read = true;   // peers read rendezvous messages from our buffers, and windows
+  attrs.rdma_write = true;  // peers write into windows
   for (int p = 0; p < size; ++p) {
     if (p == rank) continue;
     Peer& peer = peers_[std::size_t(p)];
@@ -152,40 +153,61 @@ bool Transport::try_post(int peer, const WireHeader& header, std::span<const std
 }
 
 void Transport::read(int peer, void* local, std::size_t len, std::uint64_t remote_address, via::MemHandle remote_handle,
-                     std::uint64_t read_id) {
+                     std::uint64_t id) {
+  rdma(peer, PendingRdma{false, local, len, remote_address, remote_handle, id});
+}
+
+void Transport::write(int peer, const void* local, std::size_t len, std::uint64_t remote_address,
+                      via::MemHandle remote_handle, std::uint64_t id) {
+  rdma(peer, PendingRdma{true, const_cast<void*>(local), len, remote_address, remote_handle, id});
+}
+
+void Transport::rdma(int peer, const PendingRdma& op) {
   Peer& p = peers_[std::size_t(peer)];
-  PendingRead read{local, len, remote_address, remote_handle, read_id};
-  if (p.reads.empty() && try_read(peer, read)) return;
-  p.reads.push_back(read);
+  if (p.rdma.empty() && try_rdma(peer, op)) return;
+  p.rdma.push_back(op);
   backlogged_ = true;
 }
 
 // One descriptor per chunk, all taken at once, or none.
-bool Transport::try_read(int peer, const PendingRead& read) {
-  const std::size_t chunks = (read.len + kReadChunk - 1) / kReadChunk;
+bool Transport::try_rdma(int peer, const PendingRdma& op) {
+  const std::size_t chunks = (op.len + kRdmaChunk - 1) / kRdmaChunk;
   if (free_send_descriptors_.size() < chunks) return false;
   Peer& p = peers_[std::size_t(peer)];
-  const via::MemHandle local_handle = registrations_->acquire(read.local, read.len);
-  for (std::size_t done = 0; done < read.len; done += kReadChunk) {
-    const std::size_t chunk = std::min(kReadChunk, read.len - done);
-    const bool last = done + chunk == read.len;
+  const via::MemHandle local_handle = registrations_->acquire(op.local, op.len);
+  for (std::size_t done = 0; done < op.len; done += kRdmaChunk) {
+    const std::size_t chunk = std::min(kRdmaChunk, op.len - done);
+    const bool last = done + chunk == op.len;
     const int index = free_send_descriptors_.back();
     free_send_descriptors_.pop_back();
-    send_slots_[std::size_t(index)] = SendSlot{-1, read.read_id, last, local_handle};
+    send_slots_[std::size_t(index)] = SendSlot{-1, op.id, last, local_handle};
     VIP_DESCRIPTOR* d = descriptor(receive_descriptors_ + std::size_t(index));
     std::memset(d, 0, kDescriptorBytes);
-    d->CS.Control = VIP_CONTROL_OP_RDMAREAD;
+    d->CS.Control = op.write ? VIP_CONTROL_OP_RDMAWRITE : VIP_CONTROL_OP_RDMAREAD;
     d->CS.SegCount = 2;
     d->CS.Length = std::uint32_t(chunk);
-    d->DS[0].Remote.Data.AddressBits = read.remote_address + done;
-    d->DS[0].Remote.Handle = read.remote_handle;
-    d->DS[1].Local.Data.Address = static_cast<std::byte*>(read.local) + done;
+    d->DS[0].Remote.Data.AddressBits = op.remote_address + done;
+    d->DS[0].Remote.Handle = op.remote_handle;
+    d->DS[1].Local.Data.Address = static_cast<std::byte*>(op.local) + done;
     d->DS[1].Local.Handle = local_handle;
     d->DS[1].Local.Length = std::uint32_t(chunk);
-    check(p.vi->post_send(d, arena_handle_), "posting an RDMA read");
+    check(p.vi->post_send(d, arena_handle_), op.write ? "posting an RDMA write" : "posting an RDMA read");
   }
   return true;
 }
+
+via::MemHandle Transport::register_window(void* addr, std::size_t len) {
+  via::MemHandle handle = 0;
+  via::Result r = nic_->register_memory(addr, len, via::MemAttributes{ptag_, true, true}, handle);
+  if (r != via::Result::success) {
+    std::string why = "registering the window failed: ";
+    why += via::describe(r);
+    fail(MPI_ERR_NO_MEM, why);
+  }
+  return handle;
+}
+
+void Transport::deregister_window(void* addr, via::MemHandle handle) { nic_->deregister_memory(addr, handle); }
 
 void Transport::poll() {
   nic_->progress();
@@ -209,10 +231,10 @@ void Transport::flush_backlogs() {
     Peer& p = peers_[peer];
     while (!p.backlog.empty() && try_post(int(peer), p.backlog.front().header, p.backlog.front().payload))
       p.backlog.pop_front();
-    while (!p.reads.empty() && try_read(int(peer), p.reads.front())) p.reads.pop_front();
+    while (!p.rdma.empty() && try_rdma(int(peer), p.rdma.front())) p.rdma.pop_front();
     if (p.owed_credits >= kCreditReturnThreshold && !try_post(int(peer), WireHeader{WireType::credit}, {}))
       backlogged_ = true;
-    if (!p.backlog.empty() || !p.reads.empty()) backlogged_ = true;
+    if (!p.backlog.empty() || !p.rdma.empty()) backlogged_ = true;
   }
 }
 
@@ -234,9 +256,9 @@ void Transport::on_send_complete(via::Vi* vi) {
   SendSlot slot = send_slots_[index];
   free_send_descriptors_.push_back(int(index));
   if (slot.bounce >= 0) free_bounces_.push_back(slot.bounce);
-  if (slot.reports_read) {
+  if (slot.reports_rdma) {
     registrations_->release(slot.local_handle);
-    client_.on_read_complete(slot.read_id);
+    client_.on_rdma_complete(slot.rdma_id);
   }
   if (!backlogged_) return;
   flush_backlogs();

@@ -2,7 +2,7 @@
 // connected peer to peer at start-up, with pre-posted receive buffers and
 // credit-based flow control (a sender never sends into a peer that has no
 // receive posted), eager messages copied through registered bounce buffers,
-// and RDMA reads for rendezvous transfers.
+// RDMA reads for rendezvous transfers, and RDMA reads and writes on windows.
 #pragma once
 
 #include <cstddef>
@@ -22,6 +22,10 @@ enum class WireType : std::uint8_t {
   rts,     // ready to send: the receiver reads the message from (address, handle)
   fin,     // the receiver has read the message of `token`
   credit,  // only returns credits
+  // A window update (window.cpp), applied by the target when it arrives: `size`
+  // payload bytes combined by op `tag` (a Builtin) as elements of kind `handle`
+  // (a Basic) into the window of `context`, `address` bytes from its base.
+  accumulate,
 };
 
 struct WireHeader {
@@ -42,7 +46,7 @@ static_assert(sizeof(WireHeader) == 48);
 class TransportClient {
  public:
   virtual void on_message(int peer, const WireHeader& header, std::span<const std::byte> payload) = 0;
-  virtual void on_read_complete(std::uint64_t read_id) = 0;
+  virtual void on_rdma_complete(std::uint64_t id) = 0;
 
  protected:
   ~TransportClient() = default;
@@ -60,10 +64,18 @@ class Transport {
   // Queues a message for `peer` (header + payload copy); never blocks.
   void send(int peer, WireHeader header, std::span<const std::byte> payload);
   // Reads len bytes at (remote_address, remote_handle) of `peer` into local;
-  // on_read_complete(read_id) follows.
+  // on_rdma_complete(id) follows once they are here.
   void read(int peer, void* local, std::size_t len, std::uint64_t remote_address, via::MemHandle remote_handle,
-            std::uint64_t read_id);
+            std::uint64_t id);
+  // Writes len bytes from local to (remote_address, remote_handle) of `peer`;
+  // on_rdma_complete(id) follows once they are handed to the VI (a later send
+  // to `peer` arrives after them), and local may be reused.
+  void write(int peer, const void* local, std::size_t len, std::uint64_t remote_address, via::MemHandle remote_handle,
+             std::uint64_t id);
   RegistrationCache& registrations() { return *registrations_; }
+  // Registers memory that peers read and write with RDMA (a window), until deregister_window().
+  via::MemHandle register_window(void* addr, std::size_t len);
+  void deregister_window(void* addr, via::MemHandle handle);
 
   // Progress: the engine's, then every completion.
   void poll();
@@ -78,12 +90,13 @@ class Transport {
     WireHeader header;
     std::vector<std::byte> payload;
   };
-  struct PendingRead {
+  struct PendingRdma {
+    bool write;
     void* local;
     std::size_t len;
     std::uint64_t remote_address;
     via::MemHandle remote_handle;
-    std::uint64_t read_id;
+    std::uint64_t id;
   };
   struct Peer {
     via::Vi* vi = nullptr;
@@ -91,14 +104,14 @@ class Transport {
     int owed_credits = 0;  // receive buffers re-posted since we last told the peer
     bool closed = false;   // the peer disconnected (it finalized)
     std::deque<Queued> backlog;  // waiting for credits, a bounce buffer or a descriptor
-    std::deque<PendingRead> reads;  // waiting for descriptors
+    std::deque<PendingRdma> rdma;  // waiting for descriptors
   };
   // What a posted send-queue descriptor is doing.
   struct SendSlot {
-    int bounce = -1;            // eager: the bounce buffer it sends from
-    std::uint64_t read_id = 0;  // RDMA read: reported when the last chunk completes
-    bool reports_read = false;
-    via::MemHandle local_handle = 0;  // RDMA read: released with the report
+    int bounce = -1;             // eager: the bounce buffer it sends from
+    std::uint64_t rdma_id = 0;   // RDMA: reported when the last chunk completes
+    bool reports_rdma = false;
+    via::MemHandle local_handle = 0;  // RDMA: released with the report
   };
 
   void connect_all(int rank, int size);
@@ -107,7 +120,8 @@ class Transport {
   std::byte* bounce_buffer(int index);
   void post_receive(int peer, int slot);
   bool try_post(int peer, const WireHeader& header, std::span<const std::byte> payload);
-  bool try_read(int peer, const PendingRead& read);
+  void rdma(int peer, const PendingRdma& op);
+  bool try_rdma(int peer, const PendingRdma& op);
   void flush_backlogs();
   void drain();
   void on_send_complete(via::Vi* vi);
