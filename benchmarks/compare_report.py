@@ -6,7 +6,9 @@
   compare_report.py fipingpong FILE         fi_pingpong client output -> one JSON line
   compare_report.py summary OUTDIR [PROV]   raw runs -> OUTDIR/summary.json, table.txt, table.md;
                                             prints the table; PROV: shm (default) or tcp,
-                                            as benchmarks/compare --provider
+                                            as benchmarks/compare --provider; with shm, rows
+                                            np_* compare raw/r*_npvia_*.out (NPopenmpi on
+                                            viastack) with raw/r*_netpipe_*.out (on Open MPI)
 
 Units, everywhere in the JSON this writes:
   lat_us   one-way latency in microseconds (half a round trip)
@@ -281,6 +283,10 @@ def summary(outdir, provider="shm"):
         else:
             targets["bw1m"] = {"text": "1 MiB streaming bandwidth target", "met": None}
 
+        # (d) The same NPopenmpi binary on viastack's libmpi.so.40 and on Open MPI (issue 6).
+        if glob.glob(os.path.join(outdir, "raw", "r*_npvia_*.out")):
+            summary_npvia(outdir, row, targets)
+
         ucx_p50 = med(runs(outdir, "r*_ucx_tag_lat_8.txt", ucx_field("tag_lat", 8, "lat_us_p50"))[0])
 
     machine = {}
@@ -336,6 +342,25 @@ def summary(outdir, provider="shm"):
     with open(os.path.join(outdir, "table.md"), "w") as f:
         f.write("\n".join(md) + "\n")
     sys.stdout.write(text)
+
+
+def summary_npvia(outdir, row, targets):
+    """The rows and targets of (d): NPopenmpi on viastack vs NPopenmpi on Open MPI (shm)."""
+    anchor = "NetPIPE NPopenmpi, Open MPI ob1 + vader (same binary)"
+    for key, metric, unit, tag, nbytes, field, better, text, ok in (
+            ("np_lat8", "NPopenmpi on viastack: 8 B one-way latency", "us", "8", 8, "lat_us", "lower",
+             "NPopenmpi on viastack: 8 B latency <= 1.2 x on Open MPI", lambda x: x <= 1.2),
+            ("np_bw1m", "NPopenmpi on viastack: 1 MiB ping-pong bandwidth", "MB/s", "1M", 1048576, "bw_MBps",
+             "higher", "NPopenmpi on viastack: 1 MiB bandwidth >= 0.9 x on Open MPI", lambda x: x >= 0.9),
+            ("np_bw4m", "NPopenmpi on viastack: 4 MiB ping-pong bandwidth", "MB/s", "4M", 4194304, "bw_MBps",
+             "higher", "NPopenmpi on viastack: 4 MiB bandwidth >= 0.9 x on Open MPI", lambda x: x >= 0.9)):
+        target_text = ("ours <= 1.2 x anchor" if better == "lower" else "ours >= 0.9 x anchor")
+        r = row(key, metric, unit,
+                runs(outdir, f"r*_npvia_{tag}.out", netpipe_at(nbytes, field)),
+                anchor, runs(outdir, f"r*_netpipe_{tag}.out", netpipe_at(nbytes, field)),
+                better, target_text)
+        ratio = r["ratio_ours_over_anchor"]
+        targets[key] = {"text": text, "met": None if ratio is None else ok(ratio)}
 
 
 def summary_tcp(outdir, row, rows, targets):

@@ -13,7 +13,7 @@ TRACE_PACKAGES=(tshark)
 FUZZ_PACKAGES=(clang libclang-rt-14-dev)
 # Open MPI's mpi.h (the MPI layer is compiled against it), its libmpi.so.40
 # (the ABI check compares against it) and mpicc (the binary-compatibility test).
-MPI_PACKAGES=(libopenmpi-dev openmpi-bin)
+MPI_PACKAGES=(libopenmpi-dev openmpi-bin netpipe-openmpi)
 
 install_missing_packages() {
   local missing=()
