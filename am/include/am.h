@@ -118,6 +118,13 @@ int am_get(int dest, void* rva, void* lva, size_t n, int handler, am_word_t arg)
 
 /* Handles what has arrived; returns the number of messages handled (>= 0). */
 int am_poll(void);
+/* Handles messages until pred(arg) returns nonzero: polls, and between
+ * messages sleeps in the NIC's wait rather than spinning. pred usually reads
+ * what handlers set. Returns AM_OK once it holds; AM_ERR_BAD_ARG for a null
+ * pred or a call from inside a handler. Returned messages reach the error
+ * handler during the wait: for the wait to end on such a failure, let the
+ * error handler set something pred reads. */
+int am_wait_until(int (*pred)(void* arg), void* arg);
 int am_barrier(void);
 
 typedef struct {

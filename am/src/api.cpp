@@ -118,6 +118,12 @@ Future get(int dest, const void* remote, void* local, std::size_t bytes, int han
 }
 
 int poll() { return Runtime::get() ? Runtime::get()->poll() : 0; }
+Status wait_until(const std::function<bool()>& pred) {
+  Runtime* rt = Runtime::get();
+  if (!rt) return not_enabled();
+  if (!pred) return detail::error(Status::bad_arg, "am_wait_until: no predicate");
+  return rt->wait_until(pred);
+}
 Status barrier() { return Runtime::get() ? Runtime::get()->barrier() : not_enabled(); }
 Counters counters() { return Runtime::get() ? Runtime::get()->counters() : Counters{}; }
 const char* last_error() { return detail::last_error_message(); }

@@ -108,6 +108,10 @@ int am_get(int dest, void* rva, void* lva, size_t n, int handler, am_word_t arg)
 }
 
 int am_poll(void) { return am::poll(); }
+int am_wait_until(int (*pred)(void*), void* arg) {
+  if (!pred) return code(am::detail::error(Status::bad_arg, "am_wait_until: no predicate"));
+  return code(am::wait_until([pred, arg] { return pred(arg) != 0; }));
+}
 int am_barrier(void) { return code(am::barrier()); }
 void am_get_counters(am_counters_t* out) {
   if (out) *out = am::counters();

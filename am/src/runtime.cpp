@@ -887,6 +887,12 @@ Status Runtime::wait(const Completion& c) {
   return c.status;
 }
 
+Status Runtime::wait_until(const std::function<bool()>& pred) {
+  if (context_) return error(Status::bad_arg, "am_wait_until inside a handler (a handler may not block)");
+  block_until(pred);
+  return Status::ok;
+}
+
 void Runtime::wait_local(const bool& flag) {
   block_until([&] { return flag; });
 }

@@ -51,6 +51,8 @@ class Runtime {
   int poll();
   Status barrier();
   Status wait(const Completion& c);
+  // am::wait_until: block_until for a predicate of the program's.
+  Status wait_until(const std::function<bool()>& pred);
   // Polls until `flag` is set (by a completion callback).
   void wait_local(const bool& flag);
 

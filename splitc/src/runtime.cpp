@@ -64,7 +64,6 @@ struct State {
   std::size_t in_flight = 0;             // small gets, puts and stores not yet answered
   std::vector<am::Future> bulk_in_flight;
   std::uint64_t stored_bytes = 0;        // store bytes arrived here, not yet taken by store_sync
-  am::detail::Completion* waiting = nullptr;
   std::string failure;                   // a returned message: the next wait throws it
   unsigned contributions = 0;            // rank 0: reduction inputs received
   Word accumulator = 0;
@@ -73,11 +72,6 @@ struct State {
   std::vector<Module> modules;
 };
 State state;
-
-// A handler changed something a waiter may be waiting for.
-void wake() {
-  if (state.waiting) state.waiting->done = true;
-}
 
 [[noreturn]] void fail(const std::string& what) { throw error("splitc: " + what); }
 
@@ -97,19 +91,11 @@ void check_enabled() {
   if (!state.enabled) fail("not initialised (call splitc::init)");
 }
 
-// Polls until pred() holds, sleeping in AM's wait between messages. AM's
-// public API can block only on a store/get Future, so this borrows its
-// Completion: every Split-C handler marks it done (wake) and the wait ends.
+// Handles messages until pred() holds or a message came back (then throws
+// why), sleeping in AM's wait between messages.
 template <class Pred>
 void wait_until(Pred pred) {
-  while (!pred()) {
-    check_failure();
-    am::detail::Completion c;
-    state.waiting = &c;
-    am::poll();
-    if (!pred()) am::detail::wait(c);
-    state.waiting = nullptr;
-  }
+  check(am::wait_until([&] { return pred() || !state.failure.empty(); }), "wait");
   check_failure();
 }
 
@@ -176,7 +162,6 @@ void contribute(int src, Word code, Word value) {
     state.accumulator = state.contributions == 0 ? value : combine(kind, op, state.accumulator, value);
   }
   ++state.contributions;
-  wake();
 }
 
 void install_handlers() {
@@ -189,7 +174,6 @@ void install_handlers() {
     const Word value[2] = {v0, v1};
     std::memcpy(reinterpret_cast<void*>(local), value, std::min<Word>(bytes, sizeof value));
     --state.in_flight;
-    wake();
   });
   am::set_handler(kPut, [](am::Token t, std::uintptr_t address, Word bytes, Word v0, Word v1) {
     const Word value[2] = {v0, v1};
@@ -201,15 +185,12 @@ void install_handlers() {
     std::memcpy(reinterpret_cast<void*>(address), value, std::min<Word>(bytes, sizeof value));
     state.stored_bytes += bytes;
     t.reply(kAck);
-    wake();
   });
   am::set_handler(kAck, [](am::Token) {
     --state.in_flight;
-    wake();
   });
   am::set_mem_handler(kBulkStored, [](int, void*, std::size_t bytes, Word) {
     state.stored_bytes += bytes;
-    wake();
   });
   am::set_handler(kAtomic, [](am::Token t, std::span<std::byte> payload, std::uintptr_t waiter) {
     AtomicHeader h;
@@ -223,20 +204,17 @@ void install_handlers() {
     auto* w = reinterpret_cast<AtomicWait*>(waiter);
     if (w->result_bytes) std::memcpy(w->result, payload.data(), std::min(payload.size(), w->result_bytes));
     w->done = true;
-    wake();
   });
   am::set_handler(kReduce, [](am::Token t, Word code, Word value) { contribute(t.src(), code, value); });
   am::set_handler(kReduceResult, [](am::Token, Word value) {
     state.result = value;
     state.result_ready = true;
-    wake();
   });
   am::set_error_handler([](const am::Returned& r) {
     std::string why = "a message to rank " + std::to_string(r.dest);
     why += " came back: ";
     why += r.description;
     if (state.failure.empty()) state.failure = why;
-    wake();
   });
 }
 

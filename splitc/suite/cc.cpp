@@ -53,7 +53,8 @@ std::vector<Vertex> expected_labels(std::size_t vertices, const std::vector<Edge
 }  // namespace
 
 Outcome connected_components(Size size) {
-  const std::size_t vertices = size == Size::test ? std::size_t(16) << 10 : std::size_t(256) << 10;
+  const std::size_t per_rank = size == Size::test ? std::size_t(4) << 10 : std::size_t(128) << 10;
+  const std::size_t vertices = per_rank * std::size_t(PROCS);
   const std::vector<Edge> edges = random_graph(vertices);
   splitc::spread_array<Vertex> label(vertices, splitc::layout::blocked);
   const std::size_t first = std::size_t(MYPROC) * label.block();
@@ -80,6 +81,7 @@ Outcome connected_components(Size size) {
 
   std::vector<Vertex> seen(neighbour.size()), best(mine.size()), jump(mine.size());
   Outcome out;
+  out.problem = std::to_string(vertices) + " vertices, " + std::to_string(edges.size()) + " edges";
   out.seconds = timed([&] {
     for (std::uint64_t changed = 1; changed;) {
       for (std::size_t k = 0; k < neighbour.size(); ++k) splitc::get(seen[k], label[std::size_t(neighbour[k])]);

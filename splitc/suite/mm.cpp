@@ -1,6 +1,8 @@
-// Blocked matrix multiply C = A B: matrices of 4 x 4 blocks, the blocks dealt
-// cyclically to the ranks; each rank computes its blocks of C, fetching the
-// next A and B blocks with bulk_get while it multiplies the current two.
+// Blocked matrix multiply C = A B with 4 x 4 blocks per processor: on P
+// ranks C and A have 4P x 4 blocks and B 4 x 4, the blocks dealt cyclically,
+// so that every rank owns 16 blocks of A and of C and computes its 16 blocks
+// of C (64 block products, whatever P). Each rank fetches the next A and B
+// blocks with bulk_get while it multiplies the current two.
 #include <vector>
 
 #include "suite.hpp"
@@ -8,7 +10,7 @@
 namespace suite {
 namespace {
 
-constexpr std::size_t kBlocks = 4;  // per side
+constexpr std::size_t kBlocks = 4;  // block columns of every matrix; block rows of B, and of A and C per rank
 
 // Small integers, so that every product and sum is exact in doubles.
 double a_entry(std::size_t r, std::size_t c) { return double(int((r * 7 + c * 13) % 11) - 5); }
@@ -30,22 +32,23 @@ void multiply_add(double* c, const double* a, const double* b, std::size_t n) {
 Outcome matrix_multiply(Size size) {
   const std::size_t n = size == Size::test ? 64 : 128;  // block side
   const std::size_t block = n * n;
-  // Block (i, j) is element range [(i * kBlocks + j) * block, +block).
-  splitc::spread_array<double> a(kBlocks * kBlocks * block, block), b(kBlocks * kBlocks * block, block),
-      c(kBlocks * kBlocks * block, block);
+  const std::size_t rows = kBlocks * std::size_t(PROCS);  // block rows of A and C
+  // Block (i, j) is element range [(i * kBlocks + j) * block, +block) of its matrix.
+  splitc::spread_array<double> a(rows * kBlocks * block, block), b(kBlocks * kBlocks * block, block),
+      c(rows * kBlocks * block, block);
   auto first = [&](std::size_t i, std::size_t j) { return (i * kBlocks + j) * block; };
-  auto mine = [&](std::size_t i, std::size_t j) { return a.owner(first(i, j)) == MYPROC; };
-  for (std::size_t i = 0; i < kBlocks; ++i)
-    for (std::size_t j = 0; j < kBlocks; ++j) {
-      if (!mine(i, j)) continue;
-      double* ab = a[first(i, j)].local();
-      double* bb = b[first(i, j)].local();
-      for (std::size_t r = 0; r < n; ++r)
-        for (std::size_t col = 0; col < n; ++col) {
-          ab[r * n + col] = a_entry(i * n + r, j * n + col);
-          bb[r * n + col] = b_entry(i * n + r, j * n + col);
-        }
-    }
+  auto mine = [&](std::size_t i, std::size_t j) { return c.owner(first(i, j)) == MYPROC; };
+  auto fill_blocks = [&](splitc::spread_array<double>& m, std::size_t block_rows, auto entry) {
+    for (std::size_t i = 0; i < block_rows; ++i)
+      for (std::size_t j = 0; j < kBlocks; ++j) {
+        if (m.owner(first(i, j)) != MYPROC) continue;
+        double* mb = m[first(i, j)].local();
+        for (std::size_t r = 0; r < n; ++r)
+          for (std::size_t col = 0; col < n; ++col) mb[r * n + col] = entry(i * n + r, j * n + col);
+      }
+  };
+  fill_blocks(a, rows, a_entry);
+  fill_blocks(b, kBlocks, b_entry);
   splitc::barrier();
 
   // Two A blocks and two B blocks: the current pair and the one in flight.
@@ -55,8 +58,9 @@ Outcome matrix_multiply(Size size) {
     splitc::bulk_get(b_buf.data() + slot * block, b[first(k, j)], block);
   };
   Outcome out;
+  out.problem = "A, C " + std::to_string(rows) + "x4, B 4x4 blocks of " + std::to_string(n) + "^2";
   out.seconds = timed([&] {
-    for (std::size_t i = 0; i < kBlocks; ++i)
+    for (std::size_t i = 0; i < rows; ++i)
       for (std::size_t j = 0; j < kBlocks; ++j) {
         if (!mine(i, j)) continue;
         double* cb = c[first(i, j)].local();
@@ -73,7 +77,7 @@ Outcome matrix_multiply(Size size) {
   std::string why;
   std::vector<double> x(n), bx(n), expect(n);
   for (std::size_t t = 0; t < n; ++t) x[t] = double(int(t % 5) - 2);
-  for (std::size_t i = 0; i < kBlocks && why.empty(); ++i)
+  for (std::size_t i = 0; i < rows && why.empty(); ++i)
     for (std::size_t j = 0; j < kBlocks && why.empty(); ++j) {
       if (!mine(i, j)) continue;
       std::fill(expect.begin(), expect.end(), 0.0);

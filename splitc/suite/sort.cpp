@@ -15,7 +15,9 @@ constexpr std::size_t kSamplesPerRank = 128;
 constexpr int kDigitBits = 8;
 constexpr std::size_t kBuckets = std::size_t(1) << kDigitBits;
 
-std::size_t total_keys(Size size) { return size == Size::test ? std::size_t(32) << 10 : std::size_t(1) << 20; }
+std::size_t keys_per_rank(Size size) { return size == Size::test ? std::size_t(8) << 10 : std::size_t(256) << 10; }
+
+std::string keys_problem(std::size_t keys) { return std::to_string(keys) + " keys"; }
 
 // A permutation-invariant fingerprint of a multiset of keys.
 std::uint64_t fingerprint(std::span<const Key> keys) {
@@ -65,12 +67,13 @@ bool verify(const char* name, std::span<const Key> sorted, const Input& input) {
 Outcome sample_sort(Size size, bool bulk) {
   const char* name = bulk ? "ssort_bulk" : "ssort_sm";
   const std::size_t procs = std::size_t(PROCS), me = std::size_t(MYPROC);
-  const Even share{total_keys(size), procs};
+  const Even share{keys_per_rank(size) * procs, procs};
   LocalArray<Key> keys(share.count(me));
   const Input input = generate(keys.span(), 1);
   std::vector<Key> result;
 
   Outcome out;
+  out.problem = keys_problem(share.total);
   out.seconds = timed([&] {
     // Samples gathered on rank 0 (one block of procs * S, all on rank 0).
     splitc::spread_array<Key> samples(procs * kSamplesPerRank, procs * kSamplesPerRank);
@@ -124,12 +127,13 @@ Outcome sample_sort(Size size, bool bulk) {
 Outcome radix_sort(Size size, bool bulk) {
   const char* name = bulk ? "rsort_bulk" : "rsort_sm";
   const std::size_t procs = std::size_t(PROCS), me = std::size_t(MYPROC);
-  const Even share{total_keys(size), procs};
+  const Even share{keys_per_rank(size) * procs, procs};
   const std::size_t n = share.count(me), capacity = share.count(0);
   splitc::spread_array<Key> buffer_a(procs * capacity, capacity), buffer_b(procs * capacity, capacity);
   const Input input = generate(buffer_a.local().first(n), 2);
 
   Outcome out;
+  out.problem = keys_problem(share.total);
   splitc::spread_array<Key>* from = &buffer_a;
   splitc::spread_array<Key>* to = &buffer_b;
   out.seconds = timed([&] {

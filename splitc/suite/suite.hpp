@@ -11,11 +11,14 @@
 
 namespace suite {
 
+// Problem sizes are per processor (weak scaling), at both sizes: a job of
+// P ranks solves a problem P times as large as a job of one rank.
 enum class Size { test, paper };
 
 struct Outcome {
   double seconds = 0;  // the slowest rank's time
   bool verified = false;
+  std::string problem;  // the whole job's problem, for the table
 };
 
 Outcome matrix_multiply(Size size);

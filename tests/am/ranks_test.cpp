@@ -2,10 +2,12 @@
 // APIs), replies only inside handlers, store/get at every size class on
 // reliable and unreliable VIs, bad input, and a peer killed mid-run.
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 
 #include <am/am.hpp>
 #include <chrono>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 #include "ranks.hpp"
@@ -119,6 +121,61 @@ TEST(AmRanks, CxxTypedHandlersAndPayloads) {
     CHECK_OR_RETURN(echoed.size() == data.size(), 6);
     for (std::size_t i = 0; i < data.size(); ++i) CHECK_OR_RETURN(echoed[i] == std::byte(int(i * 13 + 1) & 0xFF), 7);
     CHECK_OR_RETURN(am::disable() == am::Status::ok, 8);
+    return 0;
+  });
+  expect_all_zero(status);
+}
+
+// ---- waiting for what a handler sets ----
+
+double cpu_seconds() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) +
+         double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) * 1e-6;
+}
+
+int c_flag = 0;
+void c_set_flag(int, am_word_t value, am_word_t, am_word_t, am_word_t) { c_flag = int(value); }
+int c_flag_is_set(void* expected) { return c_flag == *static_cast<int*>(expected); }
+
+// Rank 1 sets a flag on rank 0 by a request after a pause; rank 0 waits for
+// it with am::wait_until (C++) and am_wait_until (C), sleeping, not spinning.
+TEST(AmRanks, WaitUntilAFlagAHandlerSets) {
+  auto status = run_ranks(2, [](int rank) -> int {
+    constexpr auto kPause = std::chrono::milliseconds(400);
+    int flag = 0;
+    am::Status in_handler = am::Status::ok;
+    am::set_handler(1, [&](am::Token, int value) { flag = value; });
+    am::set_handler(2, [&](am::Token) { in_handler = am::wait_until([] { return true; }); });
+    am_set_handler(3, c_set_flag);
+    CHECK_OR_RETURN(am::wait_until([] { return true; }) == am::Status::not_init, 1);
+    CHECK_OR_RETURN(am::enable() == am::Status::ok, 2);
+    CHECK_OR_RETURN(am_wait_until(nullptr, nullptr) == AM_ERR_BAD_ARG, 3);
+    if (rank == 1) {
+      std::this_thread::sleep_for(kPause);
+      CHECK_OR_RETURN(am::request(0, 1, 7) == am::Status::ok, 4);
+      CHECK_OR_RETURN(am::request(0, 2) == am::Status::ok, 5);
+      std::this_thread::sleep_for(kPause);
+      CHECK_OR_RETURN(am::request(0, 3, 9) == am::Status::ok, 6);
+    } else {
+      const auto wall_start = Clock::now();
+      const double cpu_start = cpu_seconds();
+      CHECK_OR_RETURN(am::wait_until([&] { return flag == 7; }) == am::Status::ok, 7);
+      // Waiting inside a handler is refused.
+      CHECK_OR_RETURN(am::wait_until([&] { return in_handler != am::Status::ok; }) == am::Status::ok, 8);
+      CHECK_OR_RETURN(in_handler == am::Status::bad_arg, 9);
+      int expected = 9;
+      CHECK_OR_RETURN(am_wait_until(c_flag_is_set, &expected) == AM_OK, 10);
+      const std::chrono::duration<double> wall = Clock::now() - wall_start;
+      const double cpu = cpu_seconds() - cpu_start;
+      CHECK_OR_RETURN(wall >= kPause, 11);
+      if (cpu > 0.5 * wall.count()) {
+        std::fprintf(stderr, "rank 0 used %.3f s of CPU waiting %.3f s\n", cpu, wall.count());
+        return 12;
+      }
+    }
+    CHECK_OR_RETURN(am::disable() == am::Status::ok, 13);
     return 0;
   });
   expect_all_zero(status);
@@ -262,19 +319,26 @@ int killed_peer_body(int rank) {
   });
   CHECK_OR_RETURN(am::enable() == am::Status::ok, 1);
   const int procs = am::procs();
+  // The death shows as messages returned to the error handler if some were
+  // in flight, and in any case as requests refused with `unreachable`.
+  bool refused = false;
   for (long i = 0;; ++i) {
     if (rank == kVictim && handled > 3000) raise(SIGKILL);
     for (int k = 1; k < procs; ++k) {
       const int dest = (rank + k) % procs;
       am::Status s = am::request(dest, i % 2 ? 1 : 2);
-      if (dest == kVictim && s != am::Status::ok) CHECK_OR_RETURN(s == am::Status::unreachable, 2);
+      if (dest == kVictim && s != am::Status::ok) {
+        CHECK_OR_RETURN(s == am::Status::unreachable, 2);
+        if (!refused && reported == Clock::time_point{}) reported = Clock::now();
+        refused = true;
+      }
     }
     if (reported != Clock::time_point{}) break;
     CHECK_OR_RETURN(Clock::now() - last_answer < std::chrono::seconds(20), 3);  // no hang
   }
   // The error came within the peer timeout (set to 2 s) of the victim's last answer.
   CHECK_OR_RETURN(reported - last_answer < std::chrono::seconds(4), 4);
-  CHECK_OR_RETURN(cause == AM_E_UNREACHABLE || cause == AM_E_TIMEOUT, 5);
+  CHECK_OR_RETURN(refused || cause == AM_E_UNREACHABLE || cause == AM_E_TIMEOUT, 5);
   am::disable();  // the barrier fails (a rank is gone); it must still return
   return 0;
 }

@@ -205,6 +205,13 @@ std::size_t segment_size(int proc);
 Future store(int dest, const void* local, void* remote, std::size_t bytes, int handler = kNoHandler, Word arg = 0);
 Future get(int dest, const void* remote, void* local, std::size_t bytes, int handler = kNoHandler, Word arg = 0);
 int poll();
+// Handles messages until pred() holds, as Future::wait does: polls, and
+// between messages sleeps in the NIC's wait rather than spinning. pred
+// usually reads what handlers set. Returns Status::ok once pred() holds;
+// not from inside a handler (Status::bad_arg). Messages that come back run
+// the error handler during the wait: for the wait to end on such a failure,
+// let the error handler set something pred reads.
+Status wait_until(const std::function<bool()>& pred);
 Status barrier();
 Counters counters();
 const char* last_error();

@@ -18,6 +18,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <compare>
 #include <cstddef>
 #include <cstdint>
@@ -160,6 +161,21 @@ constexpr Kind kind_of() {
     return Kind::i64;
   else
     return Kind::u64;
+}
+// A value of an arithmetic type as a word of its kind_of<T>(), and back.
+template <class T>
+am::Word to_word(T value) {
+  if constexpr (kind_of<T>() == Kind::f64)
+    return std::bit_cast<am::Word>(static_cast<double>(value));
+  else
+    return static_cast<am::Word>(value);
+}
+template <class T>
+T from_word(am::Word word) {
+  if constexpr (kind_of<T>() == Kind::f64)
+    return static_cast<T>(std::bit_cast<double>(word));
+  else
+    return static_cast<T>(word);
 }
 }  // namespace detail
 
@@ -320,7 +336,7 @@ template <class T>
 T all_reduce_to_all(T value, reduce_op op) {
   const auto kind = detail::kind_of<T>();
   const auto dop = op == reduce_op::sum ? detail::Op::sum : op == reduce_op::min ? detail::Op::min : detail::Op::max;
-  return am::detail::from_word<T>(detail::all_reduce(am::detail::to_word(value), kind, dop, 0));
+  return detail::from_word<T>(detail::all_reduce(detail::to_word(value), kind, dop, 0));
 }
 template <class T>
 T all_reduce_to_all_add(T v) { return all_reduce_to_all(v, reduce_op::sum); }

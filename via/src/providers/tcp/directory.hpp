@@ -1,6 +1,6 @@
 // The job's directory: a key-value store that viarun serves over TCP, where
 // each rank's tcp NIC publishes the address it listens on and looks up its
-// peers' ("tcp.<rank>" -> "a.b.c.d:port"). Connections prove their job
+// peers' ("tcp.<job>.<rank>" -> "a.b.c.d:port"). Connections prove their job
 // membership first (wire.hpp), like VI connections.
 //
 // Protocol after the handshake, one line each way:

@@ -104,7 +104,7 @@ class TcpProvider final : public Provider {
 
   // Tells the job's directory where this NIC listens.
   bool publish(std::string& error) {
-    return !directory_ || directory_->put("tcp." + std::to_string(nic_), describe_endpoint(*endpoint_of(host_)), error);
+    return !directory_ || directory_->put(directory_key(nic_), describe_endpoint(*endpoint_of(host_)), error);
   }
 
   const char* name() const override { return "tcp"; }
@@ -127,7 +127,7 @@ class TcpProvider final : public Provider {
         std::fprintf(stderr, "viastack: tcp: cannot look up NIC %u: no job directory (start the job with viarun)\n", *nic);
         return Result::error_nameservice;
       }
-      auto text = directory_->get("tcp." + std::to_string(*nic), resolve_timeout(), error);
+      auto text = directory_->get(directory_key(*nic), resolve_timeout(), error);
       auto endpoint = text ? parse_endpoint(*text) : std::nullopt;
       if (!endpoint) {
         std::fprintf(stderr, "viastack: tcp: cannot look up NIC %u: %s\n", *nic, error.c_str());
@@ -327,6 +327,17 @@ class TcpProvider final : public Provider {
     NetAddress local, remote;
     std::shared_ptr<Outgoing> out;  // null: waiting for the peer's stream
   };
+
+  // NIC n's entry in the directory, scoped by the job: jobs that share a
+  // directory (tests in one process) never see each other's NICs.
+  static std::string directory_key(std::uint32_t nic) {
+    const char* job = std::getenv("VIASTACK_JOB");
+    std::string key = "tcp.";
+    key += job ? job : "";
+    key += '.';
+    key += std::to_string(nic);
+    return key;
+  }
 
   void watch(int fd, std::uint32_t events) {
     epoll_event e{};
