@@ -663,15 +663,25 @@ Status Runtime::check_bulk(int dest, const void* local, const void* remote, std:
   return check_remote_range(p, std::uintptr_t(remote), bytes);
 }
 
-std::uint32_t Runtime::new_op() {
+// A fresh store or get operation with what both record; one step (pending) to go.
+std::uint32_t Runtime::new_op(int dest, std::byte* local, const void* remote, std::size_t bytes, int handler, Word arg,
+                              std::shared_ptr<Completion> completion) {
   if (free_ops_.empty()) {
     ops_.emplace_back();
     free_ops_.push_back(std::uint32_t(ops_.size() - 1));
   }
   const std::uint32_t i = free_ops_.back();
   free_ops_.pop_back();
-  ops_[i] = Operation{};
-  ops_[i].in_use = true;
+  Operation& op = ops_[i] = Operation{};
+  op.in_use = true;
+  op.peer = dest;
+  op.local = local;
+  op.remote = std::uintptr_t(remote);
+  op.bytes = bytes;
+  op.handler = handler;
+  op.arg = arg;
+  op.completion = std::move(completion);
+  op.pending = 1;
   return i;
 }
 
@@ -726,20 +736,14 @@ Status Runtime::store(int dest, const void* local, void* remote, std::size_t byt
   if (Status s = check_bulk(dest, local, remote, bytes); s != Status::ok) return s;
   Peer& p = *peers_[dest];
   service();
-  const std::uint32_t oi = new_op();
+  // Pending: the store_done message, sent last.
+  const std::uint32_t oi = new_op(dest, static_cast<std::byte*>(const_cast<void*>(local)), remote, bytes, handler, arg,
+                                  std::move(completion));
   {
     Operation& op = ops_[oi];
     op.is_store = true;
-    op.peer = dest;
-    op.local = static_cast<std::byte*>(const_cast<void*>(local));
-    op.remote = std::uintptr_t(remote);
-    op.bytes = bytes;
-    op.handler = handler;
-    op.arg = arg;
     op.on_local = on_local;
     op.on_local_arg = on_local_arg;
-    op.completion = std::move(completion);
-    op.pending = 1;  // the store_done message, sent last
   }
   counters_.bytes_stored += bytes;
   Status s = Status::ok;
@@ -810,19 +814,9 @@ Status Runtime::get(int dest, const void* remote, void* local, std::size_t bytes
   if (Status s = check_bulk(dest, local, remote, bytes); s != Status::ok) return s;
   Peer& p = *peers_[dest];
   service();
-  const std::uint32_t oi = new_op();
-  {
-    Operation& op = ops_[oi];
-    op.peer = dest;
-    op.local = static_cast<std::byte*>(local);
-    op.remote = std::uintptr_t(remote);
-    op.bytes = bytes;
-    op.handler = handler;
-    op.arg = arg;
-    op.local_done = true;
-    op.completion = std::move(completion);
-    op.pending = 1;  // until every piece is asked for
-  }
+  // Pending until every piece is asked for.
+  const std::uint32_t oi = new_op(dest, static_cast<std::byte*>(local), remote, bytes, handler, arg, std::move(completion));
+  ops_[oi].local_done = true;
   counters_.bytes_got += bytes;
   Status s = Status::ok;
   if (bytes > wire::kMaxPayload && p.vi && config_.reliability == Reliability::reliable) {

@@ -151,7 +151,8 @@ class Runtime {
   Status check_remote_range(const Peer& p, std::uint64_t addr, std::size_t bytes) const;
   Status check_bulk(int dest, const void* local, const void* remote, std::size_t bytes) const;
 
-  std::uint32_t new_op();
+  std::uint32_t new_op(int dest, std::byte* local, const void* remote, std::size_t bytes, int handler, Word arg,
+                       std::shared_ptr<Completion> completion);
   Status local_handle(Operation& op);
   Status post_rdma(Peer& p, std::uint32_t op_index, bool write);
   void send_store_chunks(std::uint32_t op_index);
