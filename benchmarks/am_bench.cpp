@@ -17,7 +17,7 @@
 
 #include <am/am.hpp>
 
-#include "bench_util.hpp"
+#include "bench_job.hpp"
 
 namespace {
 

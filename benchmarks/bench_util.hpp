@@ -54,21 +54,6 @@ inline std::vector<std::size_t> default_sizes() {
   return sizes;
 }
 
-struct Job {
-  int rank = 0;
-  int size = 1;
-};
-
-inline Job job_from_env(const char* prog) {
-  Job job;
-  const char* rank = std::getenv("VIASTACK_RANK");
-  const char* size = std::getenv("VIASTACK_SIZE");
-  if (!rank || !size) usage_error(prog, "not started by a launcher (run it as: viarun -n 2 " + std::string(prog) + ")");
-  job.rank = std::atoi(rank);
-  job.size = std::atoi(size);
-  return job;
-}
-
 // One measurement, as CONTRACTS.md gives it: a JSON object per line with
 // --json, else a row under table_header(). `kind_key` names the column that
 // says what was measured ("mode" for ping-pongs, "test" for am_bench).

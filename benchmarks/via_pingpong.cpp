@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "bench_util.hpp"
+#include "bench_job.hpp"
 #include "via/via.hpp"
 
 namespace {

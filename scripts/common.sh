@@ -4,9 +4,10 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 JOBS=${JOBS:-$(nproc)}
 
 # Debian packages the build and the tests need; installed only when missing.
-# libasio-dev and libssl-dev (libcrypto): the tcp provider; iproute2: the
+# libasio-dev and libssl-dev (libcrypto): the tcp provider; libpmix-dev: the
+# PMIx bootstrap (jobs started by mpirun or srun); iproute2: the
 # network-namespace test.
-REQUIRED_PACKAGES=(cmake ninja-build g++ libgtest-dev libgmock-dev pkg-config libasio-dev libssl-dev iproute2)
+REQUIRED_PACKAGES=(cmake ninja-build g++ libgtest-dev libgmock-dev pkg-config libasio-dev libssl-dev libpmix-dev iproute2)
 # tshark: the user-level TCP/IP's pcap files are checked by Wireshark's decoder.
 TRACE_PACKAGES=(tshark)
 # libFuzzer comes with clang's runtime.
@@ -14,6 +15,11 @@ FUZZ_PACKAGES=(clang libclang-rt-14-dev)
 # Open MPI's mpi.h (the MPI layer is compiled against it), its libmpi.so.40
 # (the ABI check compares against it) and mpicc (the binary-compatibility test).
 MPI_PACKAGES=(libopenmpi-dev openmpi-bin netpipe-openmpi)
+# The process managers the launcher tests start jobs under: MPICH's
+# mpiexec.hydra (PMI-1), and Slurm's slurmctld/slurmd/srun (PMIx, PMI-2)
+# with munge for a one-node cluster. mpich's alternatives have a lower
+# priority than Open MPI's, so mpicc and mpirun stay Open MPI's.
+LAUNCHER_PACKAGES=(mpich slurm-wlm munge)
 
 install_missing_packages() {
   local missing=()

@@ -3,7 +3,8 @@
 # in an AddressSanitizer+UndefinedBehaviorSanitizer build; the unit tests under
 # ThreadSanitizer; then the fuzz targets for a bounded time.
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
-install_missing_packages "${REQUIRED_PACKAGES[@]}" "${FUZZ_PACKAGES[@]}" "${MPI_PACKAGES[@]}" "${TRACE_PACKAGES[@]}"
+install_missing_packages "${REQUIRED_PACKAGES[@]}" "${FUZZ_PACKAGES[@]}" "${MPI_PACKAGES[@]}" "${TRACE_PACKAGES[@]}" \
+  "${LAUNCHER_PACKAGES[@]}"
 
 configure_and_build "$ROOT/build"
 (cd "$ROOT/build" && ctest --output-on-failure -j "$JOBS" --timeout 300)

@@ -1,5 +1,7 @@
 #include "runtime.hpp"
 
+#include <via/bootstrap.hpp>
+
 #include <time.h>
 
 #include <algorithm>
@@ -99,12 +101,12 @@ Status Runtime::enable(const Config& config) {
 }
 
 Status Runtime::start() {
-  const char* rank_env = std::getenv("VIASTACK_RANK");
-  const char* size_env = std::getenv("VIASTACK_SIZE");
-  const int size = size_env ? std::atoi(size_env) : 1;
-  me_ = rank_env ? std::atoi(rank_env) : 0;
-  if (size < 1 || size > 4096 || me_ < 0 || me_ >= size)
-    return error(Status::enable_failed, "am_enable: bad VIASTACK_RANK/VIASTACK_SIZE");
+  std::string why;
+  const auto job = via::job_bootstrap(why);
+  if (!job) return error(Status::enable_failed, "am_enable: " + why);
+  const int size = job->size();
+  me_ = job->rank();
+  if (size > 4096) return error(Status::enable_failed, "am_enable: more than 4096 ranks");
   auto check = [](via::Result r, const char* what) {
     std::string why = "am_enable: ";
     why += what;

@@ -91,8 +91,9 @@ int MPI_Reduce_scatter_block(const void* sendbuf, void* recvbuf, int recvcount, 
     runtime();
     Communicator& c = communicator_of(comm);
     Buffer b = checked_buffer(recvbuf, recvcount, datatype);
-    require(sendbuf != MPI_IN_PLACE, MPI_ERR_ARG, "MPI_IN_PLACE is not supported here");
-    reduce_scatter_block(sendbuf, recvbuf, std::size_t(recvcount), *b.type, op_of(op), c);
+    // In place, the input is the whole of recvbuf: it is read before the result lands at its start.
+    reduce_scatter_block(sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf, recvbuf, std::size_t(recvcount), *b.type,
+                         op_of(op), c);
   });
 }
 
@@ -163,13 +164,13 @@ int alltoall_common(const char* function, const void* sendbuf, const int* sendco
   return guarded(function, comm, [&] {
     runtime();
     Communicator& c = communicator_of(comm);
-    require(sendbuf != MPI_IN_PLACE, MPI_ERR_ARG, "MPI_IN_PLACE is not supported for all-to-all");
-    const Datatype& stype = datatype_of(sendtype);
     const Datatype& rtype = datatype_of(recvtype);
-    Layout slayout = sendcounts ? Layout(c.size(), sendcounts, sdispls) : Layout(c.size(), sendcount);
     Layout rlayout = recvcounts ? Layout(c.size(), recvcounts, rdispls) : Layout(c.size(), recvcount);
-    alltoallv(Blocks{sendbuf, slayout.counts, slayout.displs, &stype}, Blocks{recvbuf, rlayout.counts, rlayout.displs, &rtype},
-              c);
+    Blocks recv{recvbuf, rlayout.counts, rlayout.displs, &rtype};
+    if (sendbuf == MPI_IN_PLACE) return alltoallv_in_place(recv, c);
+    const Datatype& stype = datatype_of(sendtype);
+    Layout slayout = sendcounts ? Layout(c.size(), sendcounts, sdispls) : Layout(c.size(), sendcount);
+    alltoallv(Blocks{sendbuf, slayout.counts, slayout.displs, &stype}, recv, c);
   });
 }
 

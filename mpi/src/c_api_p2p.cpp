@@ -11,16 +11,27 @@ using namespace viastack::mpi;
 
 namespace {
 
-Request* start_send(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm,
-                    SendMode mode) {
-  Runtime& rt = runtime();
+// The checks every send makes; the communicator and the type they found.
+struct CheckedSend {
+  Communicator& comm;
+  const Datatype& type;
+};
+
+CheckedSend check_send(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm) {
+  runtime();
   Communicator& c = communicator_of(comm);
   check_count(count);
   const Datatype& type = datatype_of(datatype);
   check_buffer(buf, count, type);
   check_send_tag(tag);
   c.check_rank(dest, false, true);
-  return rt.p2p().isend(buf, std::size_t(count), type, dest, tag, c, c.p2p_context(), mode);
+  return {c, type};
+}
+
+Request* start_send(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm,
+                    SendMode mode) {
+  CheckedSend s = check_send(buf, count, datatype, dest, tag, comm);
+  return runtime().p2p().isend(buf, std::size_t(count), s.type, dest, tag, s.comm, s.comm.p2p_context(), mode);
 }
 
 Request* start_recv(void* buf, int count, MPI_Datatype datatype, int source, int tag, MPI_Comm comm) {
@@ -45,19 +56,11 @@ void finish_blocking(Request* r, MPI_Status* status) {
   if (int error = retire(&handle, status); error != MPI_SUCCESS) fail_request(error);
 }
 
-// Bsend: the message is copied out at once, so the call never waits for the receiver.
+// Bsend: the message is copied into the attached buffer, so the call never waits for the receiver.
 void buffered_send(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm) {
-  const Datatype& type = datatype_of(datatype);
-  check_count(count);
-  check_buffer(buf, count, type);
-  std::vector<std::byte> copy(std::size_t(count) * type.size());
-  type.pack(buf, std::size_t(count), copy.data());
-  Request* r = start_send(copy.data(), int(copy.size()), MPI_BYTE, dest, tag, comm, SendMode::standard);
-  r->staging = std::move(copy);  // the vector's storage (and so any registration of it) stays put
-  if (r->complete)
-    delete r;
-  else
-    r->detached = true;
+  CheckedSend s = check_send(buf, count, datatype, dest, tag, comm);
+  if (dest == MPI_PROC_NULL) return;  // nothing to send, so no buffer space needed (as Open MPI)
+  runtime().bsend().send(buf, std::size_t(count), s.type, dest, tag, s.comm);
 }
 
 // The communicator whose error handler reports the request's errors.
@@ -101,24 +104,26 @@ int MPI_Rsend(const void* buf, int count, MPI_Datatype datatype, int dest, int t
 }
 
 int MPI_Bsend(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm) {
-  return guarded("MPI_Bsend", comm, [&] {
-    runtime();
+  return guarded("MPI_Bsend", comm, [&] { buffered_send(buf, count, datatype, dest, tag, comm); });
+}
+
+// The request of a buffered send is complete as soon as the message is in the buffer.
+int MPI_Ibsend(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm,
+               MPI_Request* request) {
+  return guarded("MPI_Ibsend", comm, [&] {
+    check_pointer(request, "null request pointer");
     buffered_send(buf, count, datatype, dest, tag, comm);
+    auto* r = new Request(Request::Type::send, &communicator_of(comm));
+    r->complete = true;
+    *request = r;
   });
 }
 
-namespace {
-void* attached_buffer = nullptr;
-int attached_size = 0;
-}  // namespace
-
-// Bsend copies into memory of its own; the attached buffer is only kept for MPI_Buffer_detach.
 int MPI_Buffer_attach(void* buffer, int size) {
   return guarded("MPI_Buffer_attach", MPI_COMM_WORLD, [&] {
     require(size >= 0, MPI_ERR_ARG, "negative buffer size");
-    require(attached_buffer == nullptr, MPI_ERR_BUFFER, "a buffer is already attached");
-    attached_buffer = buffer;
-    attached_size = size;
+    check_buffer(buffer, size, datatype_of(MPI_BYTE));
+    runtime().bsend().attach(buffer, std::size_t(size));
   });
 }
 
@@ -126,10 +131,9 @@ int MPI_Buffer_detach(void* buffer_addr, int* size) {
   return guarded("MPI_Buffer_detach", MPI_COMM_WORLD, [&] {
     check_pointer(buffer_addr, "null output pointer");
     check_pointer(size, "null output pointer");
-    std::memcpy(buffer_addr, &attached_buffer, sizeof attached_buffer);
-    *size = attached_size;
-    attached_buffer = nullptr;
-    attached_size = 0;
+    auto [buffer, bytes] = runtime().bsend().detach();
+    std::memcpy(buffer_addr, &buffer, sizeof buffer);  // buffer_addr is really a void**
+    *size = int(bytes);
   });
 }
 

@@ -102,3 +102,15 @@ int MPI_Get_address(const void* location, MPI_Aint* address) {
     *address = reinterpret_cast<MPI_Aint>(location);
   });
 }
+
+// Packed data is the type's bytes without gaps (what MPI_Bsend puts in the attached buffer).
+int MPI_Pack_size(int incount, MPI_Datatype datatype, MPI_Comm comm, int* size) {
+  return guarded("MPI_Pack_size", comm, [&] {
+    communicator_of(comm);
+    check_count(incount);
+    check_pointer(size, "null output pointer");
+    const std::size_t bytes = std::size_t(incount) * datatype_of(datatype).size();
+    require(bytes <= std::size_t(INT_MAX), MPI_ERR_COUNT, "the packed size does not fit in an int");
+    *size = int(bytes);
+  });
+}

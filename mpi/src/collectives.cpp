@@ -1,6 +1,7 @@
 #include "collectives.hpp"
 
 #include <algorithm>
+#include <climits>
 #include <cstring>
 #include <vector>
 
@@ -103,6 +104,12 @@ void combine(const Op& op, const Datatype& type, std::size_t count, std::byte* a
 
 }  // namespace
 
+CollectiveTuning collective_tuning_from_env() {
+  return {bytes_from_env("VIASTACK_MPI_ALLREDUCE_RING_BYTES", 64 * 1024),
+          bytes_from_env("VIASTACK_MPI_ALLGATHER_RING_BYTES", 64 * 1024),
+          bytes_from_env("VIASTACK_MPI_ALLTOALL_PAIRWISE_BYTES", 64 * 1024)};
+}
+
 void copy_typed(const void* src, std::size_t src_count, const Datatype& src_type, void* dst, std::size_t dst_count,
                 const Datatype& dst_type) {
   const std::size_t bytes = std::min(src_count * src_type.size(), dst_count * dst_type.size());
@@ -168,9 +175,10 @@ void reduce(const void* send_buf, void* recv_buf, std::size_t count, const Datat
   if (me == root) recv(recv_buf, count, type, tree_root, reduce_tag, comm);
 }
 
-void allreduce(const void* send_buf, void* recv_buf, std::size_t count, const Datatype& type, const Op& op,
-               const Communicator& comm) {
-  op.check_applies_to(type);
+namespace {
+
+void recursive_doubling_allreduce(const void* send_buf, void* recv_buf, std::size_t count, const Datatype& type,
+                                  const Op& op, const Communicator& comm) {
   const int n = comm.size(), me = comm.rank();
   TempBuffer acc(count, type), incoming(count, type);
   copy_typed(send_buf, count, type, acc.data(), count, type);
@@ -206,18 +214,67 @@ void allreduce(const void* send_buf, void* recv_buf, std::size_t count, const Da
   copy_typed(acc.data(), count, type, recv_buf, count, type);
 }
 
+// The ring: the data is cut into one block per rank; in a reduce-scatter each
+// block travels once round the ring collecting every contribution, then the
+// reduced blocks travel round once more. Every rank sends 2(n-1)/n of the
+// data whatever n is, but blocks are combined in ring order, not rank order.
+void ring_allreduce(const void* send_buf, void* recv_buf, std::size_t count, const Datatype& type, const Op& op,
+                    const Communicator& comm) {
+  const int n = comm.size(), me = comm.rank();
+  const int next = (me + 1) % n, prev = (me + n - 1) % n;
+  const std::size_t base = count / std::size_t(n), extra = count % std::size_t(n);
+  const auto first = [&](int b) { return std::size_t(b) * base + std::min(std::size_t(b), extra); };
+  const auto length = [&](int b) { return base + (std::size_t(b) < extra ? 1 : 0); };
+  auto* acc = static_cast<std::byte*>(recv_buf);
+  const auto block = [&](int b) { return acc + std::ptrdiff_t(first(b)) * type.extent(); };
+  copy_typed(send_buf, count, type, recv_buf, count, type);
+  TempBuffer incoming(base + 1, type);
+  for (int step = 0; step < n - 1; ++step) {
+    const int out = (me - step + n) % n, in = (me - step - 1 + n) % n;
+    Batch b(comm);
+    b.recv(incoming.data(), length(in), type, prev, allreduce_tag);
+    b.send(block(out), length(out), type, next, allreduce_tag);
+    b.wait();
+    op.apply(incoming.data(), block(in), length(in), type);
+  }
+  // Rank me now holds block me+1 reduced.
+  for (int step = 0; step < n - 1; ++step) {
+    const int out = (me + 1 - step + n) % n, in = (me - step + n) % n;
+    Batch b(comm);
+    b.recv(block(in), length(in), type, prev, allreduce_tag);
+    b.send(block(out), length(out), type, next, allreduce_tag);
+    b.wait();
+  }
+}
+
+}  // namespace
+
+void allreduce(const void* send_buf, void* recv_buf, std::size_t count, const Datatype& type, const Op& op,
+               const Communicator& comm) {
+  op.check_applies_to(type);
+  const bool ring = op.commutative() && count >= std::size_t(comm.size()) &&
+                    count * type.size() >= runtime().collective_tuning().allreduce_ring_bytes;
+  (ring ? ring_allreduce : recursive_doubling_allreduce)(send_buf, recv_buf, count, type, op, comm);
+}
+
+// Recursive doubling: after the step with `mask`, `partial` holds the
+// reduction over the aligned block of 2*mask ranks around this one, and
+// recv_buf over the part of it up to this rank.
 void scan(const void* send_buf, void* recv_buf, std::size_t count, const Datatype& type, const Op& op,
           const Communicator& comm) {
   op.check_applies_to(type);
-  const int me = comm.rank();
-  TempBuffer acc(count, type), incoming(count, type);
-  copy_typed(send_buf, count, type, acc.data(), count, type);
-  if (me > 0) {
-    recv(incoming.data(), count, type, me - 1, scan_tag, comm);
-    combine(op, type, count, acc.data(), incoming.data(), true);
+  const int n = comm.size(), me = comm.rank();
+  TempBuffer partial(count, type), incoming(count, type);
+  copy_typed(send_buf, count, type, partial.data(), count, type);
+  copy_typed(send_buf, count, type, recv_buf, count, type);
+  auto* result = static_cast<std::byte*>(recv_buf);
+  for (int mask = 1; mask < n; mask <<= 1) {
+    const int peer = me ^ mask;
+    if (peer >= n) continue;
+    exchange(partial.data(), incoming.data(), count, type, peer, scan_tag, comm);
+    combine(op, type, count, partial.data(), incoming.data(), peer < me);
+    if (peer < me) combine(op, type, count, result, incoming.data(), true);
   }
-  if (me + 1 < comm.size()) send(acc.data(), count, type, me + 1, scan_tag, comm);
-  copy_typed(acc.data(), count, type, recv_buf, count, type);
 }
 
 void reduce_scatter_block(const void* send_buf, void* recv_buf, std::size_t count, const Datatype& type, const Op& op,
@@ -277,38 +334,98 @@ void scatterv(const Blocks& send_blocks, void* recv_buf, std::size_t recv_count,
   b.wait();
 }
 
+namespace {
+
+std::byte* writable_block(const Blocks& blocks, int rank) { return const_cast<std::byte*>(block_address(blocks, rank)); }
+std::size_t block_count(const Blocks& blocks, int rank) { return std::size_t(blocks.counts[std::size_t(rank)]); }
+
+// Each step passes on to the next rank the block received in the step before.
+void ring_allgatherv(const Blocks& blocks, const Communicator& comm) {
+  const int n = comm.size(), me = comm.rank();
+  const int next = (me + 1) % n, prev = (me + n - 1) % n;
+  for (int step = 0; step < n - 1; ++step) {
+    const int out = (me - step + n) % n, in = (me - step - 1 + n) % n;
+    Batch b(comm);
+    b.recv(writable_block(blocks, in), block_count(blocks, in), *blocks.type, prev, allgather_tag);
+    b.send(block_address(blocks, out), block_count(blocks, out), *blocks.type, next, allgather_tag);
+    b.wait();
+  }
+}
+
+// Bruck's dissemination allgather: ceil(log2 n) steps for any n. A packed
+// buffer holds the blocks of ranks me, me+1, …; in the step at distance d a
+// rank sends the first min(d, n-d) of them to me-d and appends as many from me+d.
+void bruck_allgatherv(const Blocks& blocks, const Communicator& comm) {
+  const int n = comm.size(), me = comm.rank();
+  const Datatype& type = *blocks.type;
+  std::vector<std::size_t> offset(std::size_t(n) + 1);  // of the i-th block from me
+  for (int i = 0; i < n; ++i)
+    offset[std::size_t(i) + 1] = offset[std::size_t(i)] + block_count(blocks, (me + i) % n) * type.size();
+  std::vector<std::byte> packed(offset.back());
+  type.pack(block_address(blocks, me), block_count(blocks, me), packed.data());
+  for (int d = 1; d < n; d *= 2) {
+    const auto k = std::size_t(std::min(d, n - d));
+    Batch b(comm);
+    b.recv(packed.data() + offset[std::size_t(d)], offset[std::size_t(d) + k] - offset[std::size_t(d)], bytes_type(),
+           (me + d) % n, allgather_tag);
+    b.send(packed.data(), offset[k], bytes_type(), (me - d + n) % n, allgather_tag);
+    b.wait();
+  }
+  for (int i = 1; i < n; ++i) {
+    const std::size_t bytes = offset[std::size_t(i) + 1] - offset[std::size_t(i)];
+    if (bytes > 0) type.unpack(packed.data() + offset[std::size_t(i)], bytes, writable_block(blocks, (me + i) % n));
+  }
+}
+
+}  // namespace
+
 void allgatherv(const void* send_buf, std::size_t send_count, const Datatype& send_type, const Blocks& recv_blocks,
                 const Communicator& comm) {
-  const int n = comm.size(), me = comm.rank();
-  Batch b(comm);
-  for (int i = 1; i < n; ++i) {
-    const int from = (me - i + n) % n;
-    b.recv(const_cast<std::byte*>(block_address(recv_blocks, from)), std::size_t(recv_blocks.counts[std::size_t(from)]),
-           *recv_blocks.type, from, allgather_tag);
-  }
-  for (int i = 1; i < n; ++i) b.send(send_buf, send_count, send_type, (me + i) % n, allgather_tag);
-  copy_typed(send_buf, send_count, send_type, const_cast<std::byte*>(block_address(recv_blocks, me)),
-             std::size_t(recv_blocks.counts[std::size_t(me)]), *recv_blocks.type);
-  b.wait();
+  const int me = comm.rank();
+  copy_typed(send_buf, send_count, send_type, writable_block(recv_blocks, me), block_count(recv_blocks, me),
+             *recv_blocks.type);
+  std::size_t total = 0;  // the same on every rank: all know every count
+  for (int r = 0; r < comm.size(); ++r) total += block_count(recv_blocks, r) * recv_blocks.type->size();
+  if (total >= runtime().collective_tuning().allgather_ring_bytes)
+    ring_allgatherv(recv_blocks, comm);
+  else
+    bruck_allgatherv(recv_blocks, comm);
 }
 
 void alltoallv(const Blocks& send_blocks, const Blocks& recv_blocks, const Communicator& comm) {
   const int n = comm.size(), me = comm.rank();
+  copy_typed(block_address(send_blocks, me), block_count(send_blocks, me), *send_blocks.type,
+             writable_block(recv_blocks, me), block_count(recv_blocks, me), *recv_blocks.type);
+  // Each rank may choose for itself: both ways send one message per pair of
+  // ranks with the same tag, so they match each other.
+  std::size_t largest = 0;
+  for (int r = 0; r < n; ++r) largest = std::max(largest, block_count(send_blocks, r) * send_blocks.type->size());
+  const bool pairwise = largest >= runtime().collective_tuning().alltoall_pairwise_bytes;
   Batch b(comm);
-  for (int i = 1; i < n; ++i) {
-    const int from = (me - i + n) % n;
-    b.recv(const_cast<std::byte*>(block_address(recv_blocks, from)), std::size_t(recv_blocks.counts[std::size_t(from)]),
-           *recv_blocks.type, from, alltoall_tag);
+  for (int step = 1; step < n; ++step) {
+    const int to = (me + step) % n, from = (me - step + n) % n;
+    b.recv(writable_block(recv_blocks, from), block_count(recv_blocks, from), *recv_blocks.type, from, alltoall_tag);
+    b.send(block_address(send_blocks, to), block_count(send_blocks, to), *send_blocks.type, to, alltoall_tag);
+    if (pairwise) b.wait();
   }
-  for (int i = 1; i < n; ++i) {
-    const int to = (me + i) % n;
-    b.send(block_address(send_blocks, to), std::size_t(send_blocks.counts[std::size_t(to)]), *send_blocks.type, to,
-           alltoall_tag);
-  }
-  copy_typed(block_address(send_blocks, me), std::size_t(send_blocks.counts[std::size_t(me)]), *send_blocks.type,
-             const_cast<std::byte*>(block_address(recv_blocks, me)), std::size_t(recv_blocks.counts[std::size_t(me)]),
-             *recv_blocks.type);
   b.wait();
+}
+
+void alltoallv_in_place(const Blocks& blocks, const Communicator& comm) {
+  const int n = comm.size();
+  std::vector<int> counts(static_cast<std::size_t>(n)), displs(static_cast<std::size_t>(n));
+  std::size_t total = 0;
+  for (int r = 0; r < n; ++r) {
+    const std::size_t bytes = block_count(blocks, r) * blocks.type->size();
+    require(total + bytes <= std::size_t(INT_MAX), MPI_ERR_COUNT, "more than INT_MAX bytes in place");
+    counts[std::size_t(r)] = int(bytes);
+    displs[std::size_t(r)] = int(total);
+    total += bytes;
+  }
+  std::vector<std::byte> packed(total);
+  for (int r = 0; r < n; ++r)
+    blocks.type->pack(block_address(blocks, r), block_count(blocks, r), packed.data() + displs[std::size_t(r)]);
+  alltoallv(Blocks{packed.data(), counts, displs, &bytes_type()}, blocks, comm);
 }
 
 void allreduce_max_u32(const Communicator& comm, std::uint32_t in, std::uint32_t& out) {

@@ -1,8 +1,24 @@
 // Collective operations over point-to-point messages in the communicator's
-// collective context: dissemination barrier, binomial-tree broadcast and
-// reduce, recursive-doubling allreduce, and linear/pairwise algorithms for
-// the gather/scatter/alltoall family. Buffers follow MPI's rules, with
-// MPI_IN_PLACE already resolved by the caller into `send == recv`.
+// collective context. Buffers follow MPI's rules, with MPI_IN_PLACE already
+// resolved by the caller into `send == recv`.
+//
+// Algorithms, and where they switch (bytes; environment variables read at MPI_Init):
+//   barrier          dissemination
+//   bcast            binomial tree
+//   reduce           binomial tree; a non-commutative op reduces over the tree
+//                    rooted at rank 0, which keeps rank order, and 0 forwards the result
+//   allreduce        recursive doubling (non-powers of two folded in first) below
+//                    VIASTACK_MPI_ALLREDUCE_RING_BYTES (default 64 KiB) of data, ring
+//                    (reduce-scatter then allgather) from there on; non-commutative ops,
+//                    and fewer elements than ranks, stay on recursive doubling
+//   scan             recursive doubling, order-preserving
+//   allgather(v)     Bruck's dissemination below VIASTACK_MPI_ALLGATHER_RING_BYTES
+//                    (default 64 KiB) gathered in all, ring from there on
+//   alltoall(v)      every message posted at once while each block is below
+//                    VIASTACK_MPI_ALLTOALL_PAIRWISE_BYTES (default 64 KiB), pairwise
+//                    exchange (one partner per step) from there on
+//   gather(v), scatter(v)  linear: the root posts every transfer at once
+//   reduce_scatter_block   reduce to rank 0, then scatter
 #pragma once
 
 #include <cstddef>
@@ -14,6 +30,11 @@ namespace viastack::mpi {
 class Communicator;
 class Datatype;
 class Op;
+
+struct CollectiveTuning {
+  std::size_t allreduce_ring_bytes, allgather_ring_bytes, alltoall_pairwise_bytes;
+};
+CollectiveTuning collective_tuning_from_env();
 
 void barrier(const Communicator& comm);
 void bcast(void* buf, std::size_t count, const Datatype& type, int root, const Communicator& comm);
@@ -41,6 +62,8 @@ void scatterv(const Blocks& send, void* recv, std::size_t recv_count, const Data
 void allgatherv(const void* send, std::size_t send_count, const Datatype& send_type, const Blocks& recv,
                 const Communicator& comm);
 void alltoallv(const Blocks& send, const Blocks& recv, const Communicator& comm);
+// MPI_IN_PLACE: every rank's blocks are both what it sends and where it receives.
+void alltoallv_in_place(const Blocks& blocks, const Communicator& comm);
 
 // Copies count elements between buffers of possibly different layouts.
 void copy_typed(const void* src, std::size_t src_count, const Datatype& src_type, void* dst, std::size_t dst_count,

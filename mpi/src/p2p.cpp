@@ -1,13 +1,13 @@
 #include "p2p.hpp"
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
 #include <string>
 
 #include "comm.hpp"
 #include "datatype.hpp"
 #include "errors.hpp"
+#include "runtime.hpp"
 
 namespace viastack::mpi {
 
@@ -15,19 +15,8 @@ namespace {
 
 // VIASTACK_MPI_EAGER_LIMIT: messages up to this many bytes go eagerly.
 std::size_t eager_limit_from_env() {
-  constexpr std::size_t kDefault = 16 * 1024;
   constexpr std::size_t kMax = 60 * 1024;  // a message plus its header stays within one shm frame
-  const char* env = std::getenv("VIASTACK_MPI_EAGER_LIMIT");
-  if (!env || !*env) return kDefault;
-  char* end = nullptr;
-  unsigned long long v = std::strtoull(env, &end, 10);
-  if (*end != '\0') {
-    std::string why = "VIASTACK_MPI_EAGER_LIMIT='";
-    why += env;
-    why += "' is not a byte count";
-    abort_job("MPI_Init", why);
-  }
-  return std::size_t(std::min<unsigned long long>(v, kMax));
+  return std::min(bytes_from_env("VIASTACK_MPI_EAGER_LIMIT", 16 * 1024), kMax);
 }
 
 }  // namespace

@@ -1,9 +1,10 @@
 #include "runtime.hpp"
 
+#include <via/bootstrap.hpp>
+
 #include <cstdlib>
 #include <string>
 
-#include "collectives.hpp"
 #include "errors.hpp"
 
 namespace viastack::mpi {
@@ -13,12 +14,22 @@ namespace {
 LifeStage stage = LifeStage::before_init;
 Runtime* running = nullptr;
 
-int env_number(const char* name, int fallback) {
-  const char* v = std::getenv(name);
-  return v && *v ? std::atoi(v) : fallback;
-}
-
 }  // namespace
+
+std::size_t bytes_from_env(const char* name, std::size_t fallback) {
+  const char* env = std::getenv(name);
+  if (!env || !*env) return fallback;
+  char* end = nullptr;
+  const unsigned long long v = std::strtoull(env, &end, 10);
+  if (*end != '\0' || *env == '-') {
+    std::string why = name;
+    why += "='";
+    why += env;
+    why += "' is not a byte count";
+    abort_job("MPI_Init", why);
+  }
+  return std::size_t(v);
+}
 
 Runtime::Runtime(int world_rank, int world_size)
     : world_rank_(world_rank), world_size_(world_size), p2p_(world_rank, world_size) {
@@ -61,22 +72,16 @@ Runtime& runtime() {
 
 void start_runtime() {
   if (stage != LifeStage::before_init) fail(MPI_ERR_OTHER, "MPI_Init was already called");
-  const int size = env_number("VIASTACK_SIZE", 1);
-  const int rank = env_number("VIASTACK_RANK", 0);
-  if (size < 1 || rank < 0 || rank >= size) {
-    std::string why = "VIASTACK_RANK/VIASTACK_SIZE do not describe a job (rank ";
-    why += std::to_string(rank);
-    why += " of ";
-    why += std::to_string(size);
-    why += ")";
-    abort_job("MPI_Init", why);
-  }
-  running = new Runtime(rank, size);
+  std::string why;
+  const auto job = via::job_bootstrap(why);
+  if (!job) abort_job("MPI_Init", why);
+  running = new Runtime(job->rank(), job->size());
   stage = LifeStage::running;
 }
 
 void stop_runtime() {
   Runtime& rt = runtime();
+  rt.bsend().flush();  // MPI_Finalize delivers buffered messages, as MPI_Buffer_detach would
   barrier(rt.world());
   rt.p2p().shutdown();
   delete running;

@@ -1,9 +1,13 @@
 // The library's state between MPI_Init and MPI_Finalize: the job, the
-// point-to-point engine, the windows, MPI_COMM_WORLD and MPI_COMM_SELF.
+// point-to-point engine, the windows, MPI_Bsend's attached buffer,
+// MPI_COMM_WORLD and MPI_COMM_SELF.
 #pragma once
 
+#include <cstddef>
 #include <memory>
 
+#include "bsend.hpp"
+#include "collectives.hpp"
 #include "comm.hpp"
 #include "p2p.hpp"
 #include "window.hpp"
@@ -19,6 +23,8 @@ class Runtime {
   int world_size() const { return world_size_; }
   P2P& p2p() { return p2p_; }
   Windows& windows() { return windows_; }
+  BsendBuffer& bsend() { return bsend_; }
+  const CollectiveTuning& collective_tuning() const { return tuning_; }
   Communicator& world() { return *world_; }
   // A fresh context pair for a communicator made collectively over `parent`.
   std::uint32_t agree_on_context(const Communicator& parent);
@@ -27,9 +33,15 @@ class Runtime {
   int world_rank_, world_size_;
   P2P p2p_;
   Windows windows_{p2p_};
+  BsendBuffer bsend_{p2p_};
+  CollectiveTuning tuning_ = collective_tuning_from_env();
   std::unique_ptr<Communicator> world_, self_;
   std::uint32_t next_context_ = kFirstFreeContext;
 };
+
+// A byte count from environment variable `name`, or `fallback` when it is
+// unset; a value that is not a byte count ends the job, naming the variable.
+std::size_t bytes_from_env(const char* name, std::size_t fallback);
 
 enum class LifeStage { before_init, running, finalized };
 LifeStage life_stage();

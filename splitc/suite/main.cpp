@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include <via/bootstrap.hpp>
+
 #include "suite.hpp"
 
 namespace {
@@ -85,7 +87,11 @@ int main(int argc, char** argv) {
       usage("unknown option " + arg);
     }
   }
-  if (!std::getenv("VIASTACK_RANK")) usage("not started by a launcher (run it as: viarun -n 4 -- splitc_suite)");
+  std::string why;
+  const auto job = via::job_bootstrap(why);
+  if (!job) usage(why);
+  if (std::string_view(job->name()) == "singleton")
+    usage("not started by a launcher (run it as: viarun -n 4 -- splitc_suite)");
 
   bool all_verified = true;
   try {

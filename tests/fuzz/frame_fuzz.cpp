@@ -19,6 +19,7 @@ namespace {
 class FuzzLink final : public via::Link {
  public:
   FuzzLink(const std::uint8_t* data, std::size_t size) : data_(data), size_(size) { parse(); }
+  const char* transport() const override { return "fuzz"; }
   std::size_t max_payload() const override { return 64 * 1024; }
   bool try_send(const via::FrameHeader&, const iovec*, std::size_t) override { return true; }
   bool peek(const via::FrameHeader*& header, const std::byte*& payload) override {

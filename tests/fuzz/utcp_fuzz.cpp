@@ -1,7 +1,9 @@
 // libFuzzer target for utcp's wire parsers: IPv4, ICMP, UDP and TCP headers
 // from any bytes must parse or be rejected with an error, never crash or read
 // outside the buffer; whatever parses must build back into bytes that parse
-// to the same header and payload.
+// to the same header and payload. The last mode feeds a sequence of packets
+// through a whole stack's input path (reassembly, ICMP, UDP sockets) on
+// virtual time.
 //
 // The first input byte picks the parser. Random bytes almost never carry a
 // valid checksum, so most modes first write the right checksum into the
@@ -11,6 +13,8 @@
 #include <cstdlib>
 #include <vector>
 
+#include "utcp/stack.hpp"
+#include "utcp/udp_socket.hpp"
 #include "utcp/wire.hpp"
 
 namespace {
@@ -98,11 +102,87 @@ void parse_everything(std::span<const std::uint8_t> bytes) {
   (void)parse_quoted_datagram(bytes);
 }
 
+constexpr Ipv4Address stack_address = destination;
+
+Ipv4Address address_at(const std::vector<std::uint8_t>& bytes, std::size_t at) {
+  return Ipv4Address::from_octets(bytes[at], bytes[at + 1], bytes[at + 2], bytes[at + 3]);
+}
+
+// The input as packets to a stack at 10.0.0.2: each is a 2-byte length, a
+// control byte and the bytes. Control bit 0 readdresses the packet to the
+// stack and bit 1 fixes its header checksum, so that most packets get past
+// the IPv4 checks; bit 2 fixes an unfragmented UDP or ICMP checksum; the high
+// five bits advance time by that many 100 ms (reassembly times out at 1 s).
+void feed_stack(std::span<const std::uint8_t> input) {
+  auto [near, far] = utcp::MemoryLink::make_pair(ipv4_max_total_length);
+  utcp::StackConfig config;
+  config.address = stack_address;
+  config.reassembly.timeout = std::chrono::seconds(1);
+  config.reassembly.max_bytes = 0;  // raised to one largest datagram: evictions are reached
+  config.udp_receive_queue_datagrams = 4;
+  utcp::Stack stack(*near, config);
+  utcp::UdpSocket bound(stack), connected(stack);
+  bound.bind({{}, 7});
+  connected.bind({{}, 8});
+  connected.connect({source, 9});
+  bound.set_nonblocking(true);
+  connected.set_nonblocking(true);
+
+  utcp::Instant now{};
+  std::uint8_t buffer[ipv4_max_total_length];
+  while (input.size() >= 3) {
+    const std::size_t length = std::min<std::size_t>(input[0] << 8 | input[1], input.size() - 3);
+    const std::uint8_t control = input[2];
+    std::vector<std::uint8_t> packet(input.begin() + 3, input.begin() + 3 + static_cast<std::ptrdiff_t>(length));
+    input = input.subspan(3 + length);
+    if (packet.size() >= ipv4_min_header_length) {
+      if (control & 1) {
+        packet[16] = static_cast<std::uint8_t>(stack_address.value >> 24);
+        packet[17] = static_cast<std::uint8_t>(stack_address.value >> 16);
+        packet[18] = static_cast<std::uint8_t>(stack_address.value >> 8);
+        packet[19] = static_cast<std::uint8_t>(stack_address.value);
+      }
+      const std::size_t header_length = std::min<std::size_t>((packet[0] & 0x0f) * 4u, packet.size());
+      const bool unfragmented = (packet[6] & 0x3f) == 0 && packet[7] == 0;
+      if ((control & 4) && unfragmented && header_length >= ipv4_min_header_length) {
+        std::vector<std::uint8_t> transport(packet.begin() + static_cast<std::ptrdiff_t>(header_length), packet.end());
+        if (packet[9] == ip_protocol::udp && transport.size() >= udp_header_length) {
+          const std::size_t covered = std::min<std::size_t>(transport[4] << 8 | transport[5], transport.size());
+          store_checksum(transport, 6, 0);
+          Checksum checksum = pseudo_header_checksum(address_at(packet, 12), address_at(packet, 16), ip_protocol::udp,
+                                                     static_cast<std::uint16_t>(covered));
+          checksum.add(std::span(transport).first(covered));
+          store_checksum(transport, 6, checksum.finish());
+        }
+        if (packet[9] == ip_protocol::icmp) fix_transport_checksum(transport, 2, ip_protocol::icmp, transport.size());
+        std::copy(transport.begin(), transport.end(), packet.begin() + static_cast<std::ptrdiff_t>(header_length));
+      }
+      if (control & 2) {
+        store_checksum(packet, 10, 0);
+        store_checksum(packet, 10, internet_checksum(std::span(packet).first(header_length)));
+      }
+    }
+    far->transmit(stack_address, packet);
+    now += std::chrono::milliseconds(100) * (control >> 3);
+    stack.poll(now);
+    while (bound.receive_from(buffer)) {
+    }
+    while (connected.receive_from(buffer)) {
+    }
+    while (stack.take_echo_reply()) {
+    }
+    (void)far->take_all();
+  }
+  // Whatever was left half reassembled times out.
+  stack.poll(now + std::chrono::seconds(2));
+  require(!stack.poll_at().has_value());
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   if (size == 0) return 0;
-  const std::uint8_t mode = data[0] % 5;
+  const std::uint8_t mode = data[0] % 6;
   std::vector<std::uint8_t> bytes(data + 1, data + size);
   switch (mode) {
     case 0:
@@ -130,6 +210,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     case 4:
       if (bytes.size() <= ipv4_max_total_length) fix_transport_checksum(bytes, 16, ip_protocol::tcp, bytes.size());
       if (const auto segment = parse_tcp(bytes, source, destination)) round_trip_tcp(*segment, source, destination);
+      break;
+    case 5:
+      feed_stack(bytes);
       break;
   }
   return 0;

@@ -1,6 +1,7 @@
 /* Point-to-point semantics: ordering, wildcards, sizes across the eager /
  * rendezvous threshold (0 bytes included), truncation, PROC_NULL, self
- * sends, probe, non-blocking completion calls, cancel, derived datatypes. */
+ * sends, probe, non-blocking completion calls, cancel, derived datatypes,
+ * buffered sends. */
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -226,6 +227,74 @@ static void derived(void) {
   CHECK(column == MPI_DATATYPE_NULL);
 }
 
+/* Buffered sends larger than the eager limit return before the receiver has
+ * posted its receive; a full buffer gives MPI_ERR_BUFFER; detaching waits
+ * until they have gone and gives the buffer back. */
+static void buffered(void) {
+  if (size < 2) return;
+  enum { n = 100000 };
+  int packed = 0;
+  MPI_Pack_size(n, MPI_INT, MPI_COMM_WORLD, &packed);
+  CHECK(packed == n * (int)sizeof(int));
+  if (rank == 0) {
+    const int bytes = 2 * (packed + MPI_BSEND_OVERHEAD);
+    char* attached = malloc(bytes);
+    int* data = malloc(n * sizeof(int));
+    MPI_Buffer_attach(attached, bytes);
+    for (int i = 0; i < n; ++i) data[i] = i * 3;
+    MPI_Bsend(data, n, MPI_INT, 1, 60, MPI_COMM_WORLD);
+    for (int i = 0; i < n; ++i) data[i] = i * 3 + 1;
+    MPI_Request r;
+    MPI_Ibsend(data, n, MPI_INT, 1, 61, MPI_COMM_WORLD, &r);
+    int flag = 0;
+    MPI_Test(&r, &flag, MPI_STATUS_IGNORE);
+    CHECK(flag); /* complete once the message is in the buffer */
+    memset(data, 0, n * sizeof(int));
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    int cls = -1;
+    MPI_Error_class(MPI_Bsend(data, 1, MPI_INT, 1, 62, MPI_COMM_WORLD), &cls);
+    CHECK(cls == MPI_ERR_BUFFER); /* both messages still wait for rank 1 */
+    int go = 1;
+    MPI_Send(&go, 1, MPI_INT, 1, 63, MPI_COMM_WORLD);
+    void* back = NULL;
+    int back_bytes = 0;
+    MPI_Buffer_detach(&back, &back_bytes);
+    CHECK(back == attached && back_bytes == bytes);
+    cls = -1;
+    MPI_Error_class(MPI_Bsend(data, 1, MPI_INT, 1, 62, MPI_COMM_WORLD), &cls);
+    CHECK(cls == MPI_ERR_BUFFER); /* nothing attached */
+    CHECK(MPI_Bsend(data, 1, MPI_INT, MPI_PROC_NULL, 62, MPI_COMM_WORLD) == MPI_SUCCESS);
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
+    free(attached);
+    free(data);
+  } else if (rank == 1) {
+    int go = 0;
+    MPI_Recv(&go, 1, MPI_INT, 0, 63, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    int* got = malloc(n * sizeof(int));
+    for (int k = 0; k < 2; ++k) {
+      MPI_Recv(got, n, MPI_INT, 0, 60 + k, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+      int bad = 0;
+      for (int i = 0; i < n; ++i) bad |= got[i] != i * 3 + k;
+      CHECK(!bad);
+    }
+    free(got);
+  }
+  /* A strided type is packed into the buffer; this one stays attached until MPI_Finalize delivers it. */
+  if (rank < 2) {
+    static char small[10 * sizeof(int) + MPI_BSEND_OVERHEAD];
+    MPI_Buffer_attach(small, sizeof small);
+    MPI_Datatype every_other;
+    MPI_Type_vector(10, 1, 2, MPI_INT, &every_other);
+    MPI_Type_commit(&every_other);
+    int strided[20], got[10];
+    for (int i = 0; i < 20; ++i) strided[i] = i + rank;
+    MPI_Bsend(strided, 1, every_other, 1 - rank, 64, MPI_COMM_WORLD);
+    MPI_Recv(got, 10, MPI_INT, 1 - rank, 64, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    for (int i = 0; i < 10; ++i) CHECK(got[i] == 2 * i + 1 - rank);
+    MPI_Type_free(&every_other);
+  }
+}
+
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -237,5 +306,6 @@ int main(int argc, char** argv) {
   proc_null_and_self();
   probe_and_nonblocking();
   derived();
+  buffered();
   return finish("p2p_test");
 }

@@ -2,7 +2,9 @@
 # Several hosts on one machine: three network namespaces joined by veth pairs
 # and a bridge, each its own host with its own address. viarun starts ranks in
 # them ("ip netns exec {host}") over the tcp provider and runs a ping-pong, an
-# all-to-all exchange and RDMA reads and writes across them; then a link is
+# all-to-all exchange and RDMA reads and writes across them; mixed jobs (shm
+# within a host, tcp between hosts), started by viarun and by MPICH's Hydra,
+# show by their per-VI counters which way their traffic went; then a link is
 # cut mid-transfer and the survivors must report the broken connection in
 # bounded time. Everything is removed afterwards, also on failure.
 #
@@ -60,10 +62,10 @@ if ! setup; then
 fi
 host_list=$(IFS=,; echo "${hosts[*]}")
 
-run() {  # run RANKS PROGRAM ARGS... : a job across the namespaces
+run() {  # run RANKS PROGRAM ARGS... : a job across the namespaces, over $PROVIDER (default tcp)
   local ranks=$1; shift
   "$BIN/viarun" --hosts "$host_list" --launcher "ip netns exec {host}" --listen-address "$net.254" \
-    --provider tcp --timeout 60 -n "$ranks" -- "$@"
+    --provider "${PROVIDER:-tcp}" --timeout 60 -n "$ranks" -- "$@"
 }
 
 echo "== ping-pong between $net.1 and $net.2"
@@ -74,6 +76,32 @@ echo "== all-to-all over 6 ranks, 2 per host"
 out=$(run 6 "$BIN/mp_alltoall" 2>&1) || fail "all-to-all: $out"
 echo "$out"
 [ "$(grep -c 'over tcp: all verified' <<<"$out")" -eq 6 ] || fail "not every rank verified its data"
+
+echo "== a mixed job: 6 ranks, 2 per host, shm within a host and tcp between hosts"
+out=$(PROVIDER=auto run 6 "$BIN/mp_alltoall" --provider mixed 2>&1) || fail "mixed all-to-all: $out"
+echo "$out"
+[ "$(grep -c 'over mixed: all verified' <<<"$out")" -eq 6 ] || fail "not every rank of the mixed job verified its data"
+[ "$(grep -cE 'traffic by provider: shm: 1 peers, [1-9][0-9]* frames; tcp: 4 peers, [1-9]' <<<"$out")" -eq 6 ] ||
+  fail "the mixed job's traffic did not split between shm and tcp as the hosts say"
+
+echo "== a mixed job started by MPICH's Hydra: 4 ranks, 2 on each of two hosts"
+if command -v mpiexec.hydra >/dev/null; then
+  # Hydra's ssh launcher runs "EXEC -x HOST COMMAND": here a host is a namespace.
+  launch=$(mktemp)
+  printf '#!/bin/sh\n[ "$1" = -x ] && shift\nhost=$1\nshift\nexec ip netns exec "$host" sh -c "$*"\n' >"$launch"
+  chmod +x "$launch"
+  out=$(timeout -k 5 60 mpiexec.hydra -launcher ssh -launcher-exec "$launch" -iface "$bridge" \
+    -hosts "${hosts[0]}:2,${hosts[1]}:2" -n 4 "$BIN/mp_alltoall" --provider mixed 2>&1 </dev/null)
+  status=$?
+  rm -f "$launch"
+  echo "$out"
+  [ "$status" -eq 0 ] || fail "the Hydra-started mixed job ended with status $status"
+  [ "$(grep -c 'over mixed: all verified' <<<"$out")" -eq 4 ] || fail "not every rank of the Hydra job verified its data"
+  [ "$(grep -cE 'traffic by provider: shm: 1 peers, [1-9][0-9]* frames; tcp: 2 peers, [1-9]' <<<"$out")" -eq 4 ] ||
+    fail "the Hydra job's traffic did not split between shm and tcp as its hosts say"
+else
+  echo "(skipped: mpiexec.hydra is not installed; apt-get install mpich)"
+fi
 
 echo "== send/receive, RDMA write with immediate data and RDMA read between hosts"
 out=$(run 2 "$BIN/mp_transfer" 2>&1) || fail "transfer: $out"

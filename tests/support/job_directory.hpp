@@ -16,7 +16,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "providers/tcp/directory.hpp"
+#include "bootstrap/directory.hpp"
 
 namespace testing_support {
 

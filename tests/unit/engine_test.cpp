@@ -25,6 +25,9 @@ struct Transport {
   const char* name;
   const char* provider;
   bool cma;
+  // For the mixed provider: how many nodes the job of 16 ranks spans (rank 0
+  // and rank 1 share a node only when it is 1).
+  int nodes = 0;
 };
 
 class Engine : public ::testing::TestWithParam<Transport> {
@@ -32,13 +35,21 @@ class Engine : public ::testing::TestWithParam<Transport> {
   void SetUp() override {
     use_unique_job("enginetest");
     setenv("VIASTACK_SHM_CMA", GetParam().cma ? "1" : "0", 1);
-    if (tcp()) use_job_directory();
+    if (GetParam().nodes) {
+      setenv("VIASTACK_SIZE", "16", 1);
+      setenv("VIASTACK_NODES", std::to_string(GetParam().nodes).c_str(), 1);
+    } else {
+      unsetenv("VIASTACK_SIZE");
+      unsetenv("VIASTACK_NODES");
+    }
+    if (tcp() || GetParam().nodes) use_job_directory();
     a.open(nic(0), kArena);
     b.open(nic(1), kArena);
   }
 
   bool cma() const { return GetParam().cma; }
-  bool tcp() const { return std::string(GetParam().provider) == "tcp"; }
+  // Whether NIC 0 reaches NIC 1 over tcp.
+  bool tcp() const { return std::string(GetParam().provider) == "tcp" || GetParam().nodes > 1; }
   std::string nic(int n) const { return std::string(GetParam().provider) + ":" + std::to_string(n); }
   // The name of a NIC that does not exist (on tcp: a port nobody listens on).
   std::string absent_nic() const { return tcp() ? "127.0.0.1:9" : "rank9"; }
@@ -633,7 +644,9 @@ TEST_P(Engine, RegistrationChecks) {
 
 INSTANTIATE_TEST_SUITE_P(Providers, Engine,
                          ::testing::Values(Transport{"ShmCma", "shm", true}, Transport{"ShmRingCopy", "shm", false},
-                                           Transport{"Tcp", "tcp", false}),
+                                           Transport{"Tcp", "tcp", false},
+                                           Transport{"MixedOneNode", "mixed", true, 1},
+                                           Transport{"MixedAcrossNodes", "mixed", false, 2}),
                          [](const auto& info) { return std::string(info.param.name); });
 
 }  // namespace

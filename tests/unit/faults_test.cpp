@@ -46,6 +46,7 @@ class RecordingLink final : public via::Link {
  public:
   std::function<bool()> has_room = [] { return true; };
   std::vector<std::uint32_t> ids;  // the `imm` of each frame, in the order sent
+  const char* transport() const override { return "recording"; }
   std::size_t max_payload() const override { return 1024; }
   bool try_send(const via::FrameHeader& h, const iovec*, std::size_t) override {
     if (!has_room()) return false;

@@ -84,7 +84,7 @@ Job::Job(const LaunchOptions& options, std::string program_path, std::string job
       read_buffer_(kReadChunk) {
   if (!dev_null_.is_open()) throw std::system_error(errno, std::generic_category(), "/dev/null");
   if (!options.hosts.empty()) {
-    RankIdentity any{0, options.ranks, 0, 1, job_id_, options.provider, contact_.key, contact_.directory};
+    RankIdentity any{0, options.ranks, 0, 1, 1, job_id_, options.provider, contact_.key, contact_.directory};
     launcher_path_ = resolve_program(remote_command(options.launcher, options.hosts[0], any, program_path_,
                                                     options.command).front());
   }
@@ -128,9 +128,14 @@ bool Job::start_rank(Rank& rank, const InheritedState& inherited) {
   // Round-robin over the hosts; local rank and size count the ranks on one host.
   const int hosts = options_.hosts.empty() ? 1 : int(options_.hosts.size());
   const int host = rank.index % hosts;
-  const RankIdentity identity{rank.index,        options_.ranks,   rank.index / hosts,
+  const RankIdentity identity{rank.index,
+                              options_.ranks,
+                              rank.index / hosts,
                               (options_.ranks - host + hosts - 1) / hosts,
-                              job_id_,           options_.provider, contact_.key,
+                              hosts,
+                              job_id_,
+                              options_.provider,
+                              contact_.key,
                               contact_.directory};
   const bool remote = !options_.hosts.empty();
   const RankLaunch launch{

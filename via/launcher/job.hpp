@@ -21,7 +21,7 @@
 namespace viarun {
 
 // How the ranks of a job find each other: the job's secret key and the
-// address of its directory (see via/src/providers/tcp/directory.hpp).
+// address of its directory (see via/src/bootstrap/directory.hpp).
 struct JobContact {
   std::string key;
   std::string directory;

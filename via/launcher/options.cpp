@@ -22,9 +22,9 @@ int parse_rank_count(std::string_view text) {
 }
 
 std::string checked_provider(const std::string& name, std::string_view source) {
-  if (name != "shm" && name != "tcp") {
+  if (name != "shm" && name != "tcp" && name != "auto") {
     throw UsageError(std::string(source) + ": unknown provider '" + name +
-                     "' (expected shm or tcp)");
+                     "' (expected shm, tcp or auto)");
   }
   return name;
 }
@@ -147,7 +147,9 @@ LaunchOptions parse_options(int argc, char** argv) {
     options.provider = checked_provider(*provider, "--provider");
   } else {
     std::string inherited = environment_value("VIASTACK_PROVIDER");
-    options.provider = inherited.empty() ? "shm" : checked_provider(inherited, "VIASTACK_PROVIDER");
+    // Across hosts, ranks on one host still talk through shared memory.
+    const char* fallback = options.hosts.empty() ? "shm" : "auto";
+    options.provider = inherited.empty() ? fallback : checked_provider(inherited, "VIASTACK_PROVIDER");
   }
   if (timeout) {
     options.timeout = parse_timeout(*timeout, "--timeout");
@@ -158,11 +160,12 @@ LaunchOptions parse_options(int argc, char** argv) {
 }
 
 const char* usage_text() {
-  return "usage: viarun -n N [--provider shm|tcp] [--hosts h1,h2,...] [--launcher TEMPLATE]\n"
+  return "usage: viarun -n N [--provider shm|tcp|auto] [--hosts h1,h2,...] [--launcher TEMPLATE]\n"
          "              [--listen-address A] [--timeout S] [--tag-output] [--] prog args...\n"
          "  -n N            number of ranks to start (1..1024)\n"
-         "  --provider P    VIA provider of the ranks: shm or tcp\n"
-         "                  (default: $VIASTACK_PROVIDER, else shm)\n"
+         "  --provider P    VIA provider of the ranks: shm, tcp, or auto: shm between\n"
+         "                  ranks on one host, tcp between hosts\n"
+         "                  (default: $VIASTACK_PROVIDER, else shm, with --hosts auto)\n"
          "  --hosts H,...   start the ranks round-robin on these hosts (same paths there)\n"
          "  --launcher T    command that runs a program on {host} (default: \"ssh {host}\";\n"
          "                  e.g. \"ip netns exec {host}\")\n"

@@ -100,6 +100,7 @@ std::vector<std::pair<std::string, std::string>> job_variables(const RankIdentit
       {"VIASTACK_SIZE", std::to_string(identity.size)},
       {"VIASTACK_LOCAL_RANK", std::to_string(identity.local_rank)},
       {"VIASTACK_LOCAL_SIZE", std::to_string(identity.local_size)},
+      {"VIASTACK_NODES", std::to_string(identity.nodes)},
       {"VIASTACK_JOB", identity.job_id},
       {"VIASTACK_PROVIDER", identity.provider},
       {"VIASTACK_LAUNCHER", "viarun"},

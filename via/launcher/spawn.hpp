@@ -29,6 +29,7 @@ struct RankIdentity {
   int size;
   int local_rank;  // among the ranks on its host
   int local_size;
+  int nodes;  // hosts the job's ranks go round-robin over
   std::string job_id;
   std::string provider;
   std::string job_key;    // the secret that proves membership of the job (hex)

@@ -1,5 +1,5 @@
 // viarun: the embedded launcher of viastack.
-//   viarun -n N [--provider shm|tcp] [--hosts ...] [--timeout S] [--tag-output] [--] prog args...
+//   viarun -n N [--provider shm|tcp|auto] [--hosts ...] [--timeout S] [--tag-output] [--] prog args...
 // Starts N ranks of prog (here, or on the given hosts), serves the job's
 // directory, forwards their output line by line and ends
 // the job with the first failing rank's status (see job.hpp).
@@ -13,7 +13,7 @@
 #include <system_error>
 
 #include "job.hpp"
-#include "providers/tcp/directory.hpp"
+#include "bootstrap/directory.hpp"
 #include "options.hpp"
 #include "posix_io.hpp"
 #include "signal_watcher.hpp"

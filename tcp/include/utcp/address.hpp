@@ -1,7 +1,9 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 
 namespace utcp::wire {
 
@@ -14,6 +16,8 @@ struct Ipv4Address {
     return {static_cast<std::uint32_t>(a) << 24 | static_cast<std::uint32_t>(b) << 16 |
             static_cast<std::uint32_t>(c) << 8 | d};
   }
+  // Dotted-quad text, "10.0.0.1"; none for anything else.
+  static std::optional<Ipv4Address> parse(std::string_view text);
   std::string to_string() const;
   friend bool operator==(Ipv4Address, Ipv4Address) = default;
 };

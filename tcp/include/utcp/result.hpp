@@ -1,8 +1,11 @@
-// A parse outcome: the value, or the one thing wrong with the bytes.
-// (std::expected is C++23; this is the part of it the wire layer needs.)
+// An outcome: the value, or what went wrong. The wire layer's parsers give
+// the one thing wrong with the bytes (Error); the stack's socket calls give an
+// errno-style std::error_code (utcp::Result, below).
+// (std::expected is C++23; this is the part of it utcp needs.)
 #pragma once
 
 #include <string_view>
+#include <system_error>
 #include <utility>
 #include <variant>
 
@@ -28,22 +31,31 @@ enum class Error {
 // The error's name, e.g. "bad_checksum", for counters and logs.
 std::string_view to_string(Error error);
 
-template <class T>
+template <class T, class E = Error>
 class [[nodiscard]] Result {
  public:
   Result(T value) : state_(std::move(value)) {}
-  Result(Error error) : state_(error) {}
+  Result(E error) : state_(std::move(error)) {}
 
   bool has_value() const { return state_.index() == 0; }
   explicit operator bool() const { return has_value(); }
   // Throw std::bad_variant_access when called on the other alternative.
   const T& value() const { return std::get<0>(state_); }
-  Error error() const { return std::get<1>(state_); }
+  const E& error() const { return std::get<1>(state_); }
   const T& operator*() const { return value(); }
   const T* operator->() const { return &value(); }
 
  private:
-  std::variant<T, Error> state_;
+  std::variant<T, E> state_;
 };
 
 }  // namespace utcp::wire
+
+namespace utcp {
+
+// What the stack's calls return: the value, or an errno-style error
+// (std::errc values in std::generic_category: ECONNREFUSED, EAGAIN, ...).
+template <class T>
+using Result = wire::Result<T, std::error_code>;
+
+}  // namespace utcp

@@ -12,6 +12,25 @@ std::string Ipv4Address::to_string() const {
   return text;
 }
 
+std::optional<Ipv4Address> Ipv4Address::parse(std::string_view text) {
+  std::uint32_t value = 0;
+  for (int octet = 0; octet < 4; ++octet) {
+    if (octet > 0) {
+      if (text.empty() || text.front() != '.') return std::nullopt;
+      text.remove_prefix(1);
+    }
+    std::size_t digits = 0;
+    std::uint32_t number = 0;
+    while (digits < text.size() && digits < 4 && text[digits] >= '0' && text[digits] <= '9')
+      number = number * 10 + static_cast<std::uint32_t>(text[digits++] - '0');
+    if (digits == 0 || digits > 3 || number > 255) return std::nullopt;
+    text.remove_prefix(digits);
+    value = value << 8 | number;
+  }
+  if (!text.empty()) return std::nullopt;
+  return Ipv4Address{value};
+}
+
 void Checksum::add(std::span<const std::uint8_t> bytes) {
   std::size_t i = 0;
   if (odd_ && !bytes.empty()) {

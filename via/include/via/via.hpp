@@ -110,6 +110,13 @@ struct NicCounters {
   std::uint64_t faults_delayed = 0;
 };
 
+// What one VI carried: with the provider that carries it (Vi::transport()),
+// these show which path a peer's traffic took.
+struct ViCounters {
+  std::uint64_t frames_sent = 0;
+  std::uint64_t frames_received = 0;
+};
+
 // One posted descriptor as the engine tracks it.
 struct WorkRequest {
   VIP_DESCRIPTOR* desc = nullptr;
@@ -190,6 +197,9 @@ class Vi {
   const ViAttributes& attributes() const { return attrs_; }
   Result set_attributes(const ViAttributes& attrs);
   const ViAttributes& remote_attributes() const { return remote_attrs_; }
+  // The provider the VI's connection runs on ("shm", "tcp"); null when unconnected.
+  const char* transport() const;
+  const ViCounters& counters() const { return counters_; }
   bool send_queue_empty() const { return sendq_.empty(); }
   bool recv_queue_empty() const { return recvq_.empty(); }
   Cq* send_cq() const { return send_cq_; }
@@ -275,6 +285,7 @@ class Vi {
   std::uint16_t rx_message_ = 0;  // message number of the one being received
   std::uint16_t tx_message_ = 0;  // number of the next message sent in frames
   std::unique_ptr<Link> link_;
+  ViCounters counters_;
   // What the link offers, read once when it is attached.
   std::uint64_t frame_payload_ = 0;  // largest payload of one frame
   bool direct_capable_ = false;      // single-copy access to the peer's memory

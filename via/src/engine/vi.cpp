@@ -392,6 +392,7 @@ bool Vi::progress() {
   const std::byte* payload;
   for (int n = 0; n < 64 && link_ && link_->peek(h, payload); ++n) {
     ++nic_.counters_.frames_received;
+    ++counters_.frames_received;
     moved = true;
     if (!handle_frame(*h, payload) || !link_) return true;  // the VI failed; its link is gone
     link_->pop();
@@ -407,9 +408,14 @@ bool Vi::send_frame(const FrameHeader& h, const iovec* iov, std::size_t iovcnt) 
   const bool sent = faults_ && (h.type == kFrameSend || h.type == kFrameRdmaWrite)
                         ? faults_->send(*link_, h, iov, iovcnt, now_ns())
                         : link_->try_send(h, iov, iovcnt);
-  if (sent) ++nic_.counters_.frames_sent;
+  if (sent) {
+    ++nic_.counters_.frames_sent;
+    ++counters_.frames_sent;
+  }
   return sent;
 }
+
+const char* Vi::transport() const { return link_ ? link_->transport() : nullptr; }
 
 bool Vi::transmit_pending() {
   const std::uint64_t sent_before = nic_.counters_.frames_sent;

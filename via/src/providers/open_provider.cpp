@@ -4,25 +4,39 @@
 #include <string>
 
 #include "providers/provider.hpp"
+#include "via/bootstrap.hpp"
 
 namespace via {
 namespace shm {
-Result open_shm_provider(std::string_view device, std::unique_ptr<Provider>& out);
+Result open_shm_provider(std::string_view device, Bootstrap& job, std::unique_ptr<Provider>& out);
 }
 namespace tcp {
-Result open_tcp_provider(std::string_view device, std::unique_ptr<Provider>& out);
+Result open_tcp_provider(std::string_view device, const std::shared_ptr<Bootstrap>& job, std::unique_ptr<Provider>& out);
+}
+namespace mixed {
+Result open_mixed_provider(std::string_view device, const std::shared_ptr<Bootstrap>& job,
+                           std::unique_ptr<Provider>& out);
 }
 
 Result open_provider(std::string_view device, std::unique_ptr<Provider>& out) {
+  std::string error;
+  const auto job = job_bootstrap(error);
+  if (!job) {
+    std::fprintf(stderr, "viastack: cannot join the job: %s\n", error.c_str());
+    return Result::error_resource;
+  }
   std::string_view kind = device.substr(0, device.find(':'));
   if (kind.empty() || kind == "via0") {
     const char* env = std::getenv("VIASTACK_PROVIDER");
-    kind = env && *env ? env : "shm";
+    kind = env && *env ? env : "auto";
   }
-  if (kind == "shm") return shm::open_shm_provider(device, out);
-  if (kind == "tcp") return tcp::open_tcp_provider(device, out);
-  std::fprintf(stderr, "viastack: unknown provider '%.*s' (available: shm, tcp)\n",
-               int(kind.size()), kind.data());
+  // auto: shared memory within a node, and tcp between nodes when the job spans several.
+  if (kind == "auto") kind = job->node_count() > 1 ? "mixed" : "shm";
+  if (kind == "shm") return shm::open_shm_provider(device, *job, out);
+  if (kind == "tcp") return tcp::open_tcp_provider(device, job, out);
+  if (kind == "mixed") return mixed::open_mixed_provider(device, job, out);
+  std::fprintf(stderr, "viastack: unknown provider '%.*s' (available: shm, tcp, mixed, auto)\n", int(kind.size()),
+               kind.data());
   return Result::error_resource;
 }
 

@@ -25,6 +25,8 @@ namespace via {
 class Link {
  public:
   virtual ~Link() = default;
+  // The name of the provider the link belongs to.
+  virtual const char* transport() const = 0;
   // Largest payload one frame may carry.
   virtual std::size_t max_payload() const = 0;
   // Appends a frame whose payload is gathered from iov; false when there is no room now.

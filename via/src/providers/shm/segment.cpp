@@ -67,17 +67,9 @@ bool segment_is_stale(const std::string& name) {
 
 }  // namespace
 
-std::string segment_name(std::uint32_t nic) {
-  const char* job = std::getenv("VIASTACK_JOB");
-  std::string job_id = "u";
-  if (job && *job)
-    job_id = job;
-  else
-    job_id += std::to_string(getuid());
-  for (char& c : job_id)
-    if (c == '/' || c == '.') c = '_';
+std::string segment_name(const std::string& job, std::uint32_t nic) {
   std::string name = "/viastack.";
-  name += job_id;
+  name += job;
   name += '.';
   name += std::to_string(nic);
   return name;
@@ -107,8 +99,8 @@ bool process_alive(int pid, std::uint64_t start_time) {
   return now != 0 && now == start_time;
 }
 
-Segment* create_segment(std::uint32_t nic, std::string& error) {
-  const std::string name = segment_name(nic);
+Segment* create_segment(const std::string& job, std::uint32_t nic, std::string& error) {
+  const std::string name = segment_name(job, nic);
   int fd = -1;
   for (int attempt = 0; attempt < 2 && fd < 0; ++attempt) {
     fd = shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
@@ -159,8 +151,8 @@ Segment* create_segment(std::uint32_t nic, std::string& error) {
   return s;
 }
 
-std::uint64_t segment_inode(std::uint32_t nic) {
-  int fd = shm_open(segment_name(nic).c_str(), O_RDONLY, 0);
+std::uint64_t segment_inode(const std::string& job, std::uint32_t nic) {
+  int fd = shm_open(segment_name(job, nic).c_str(), O_RDONLY, 0);
   if (fd < 0) return 0;
   struct stat st;
   std::uint64_t inode = fstat(fd, &st) == 0 ? std::uint64_t(st.st_ino) : 0;
@@ -168,8 +160,8 @@ std::uint64_t segment_inode(std::uint32_t nic) {
   return inode;
 }
 
-Segment* open_segment(std::uint32_t nic, std::uint64_t& inode) {
-  const std::string name = segment_name(nic);
+Segment* open_segment(const std::string& job, std::uint32_t nic, std::uint64_t& inode) {
+  const std::string name = segment_name(job, nic);
   int fd = shm_open(name.c_str(), O_RDWR, 0);
   if (fd < 0) return nullptr;
   struct stat st;
@@ -194,8 +186,8 @@ void unmap_segment(Segment* s) {
   if (s) munmap(s, sizeof(Segment));
 }
 
-void remove_segment(std::uint32_t nic) {
-  const std::string name = segment_name(nic);
+void remove_segment(const std::string& job, std::uint32_t nic) {
+  const std::string name = segment_name(job, nic);
   if (owner_pid == getpid()) shm_unlink(name.c_str());
   std::lock_guard lock(owned_mutex);
   owned_names().erase(name);

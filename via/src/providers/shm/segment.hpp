@@ -116,20 +116,20 @@ struct Segment {
   ViSlot slots[kMaxVi];
 };
 
-// "/viastack.<job>.<nic>"; job from VIASTACK_JOB (set by viarun) or per user.
-std::string segment_name(std::uint32_t nic);
+// "/viastack.<job>.<nic>", job being the bootstrap's job id.
+std::string segment_name(const std::string& job, std::uint32_t nic);
 // The start time of a process (from /proc), 0 if it does not exist.
 std::uint64_t process_start_time(int pid);
 bool process_alive(int pid, std::uint64_t start_time);
 
 // Maps of segments: create this NIC's own (replacing a stale one), or open a peer's.
-Segment* create_segment(std::uint32_t nic, std::string& error);
+Segment* create_segment(const std::string& job, std::uint32_t nic, std::string& error);
 // Maps a live peer's segment; `inode` identifies this incarnation of the name.
-Segment* open_segment(std::uint32_t nic, std::uint64_t& inode);
+Segment* open_segment(const std::string& job, std::uint32_t nic, std::uint64_t& inode);
 // The inode currently behind a NIC's segment name, 0 if there is none: a NIC
 // closed and opened again keeps its name but gets a new file.
-std::uint64_t segment_inode(std::uint32_t nic);
+std::uint64_t segment_inode(const std::string& job, std::uint32_t nic);
 void unmap_segment(Segment* s);
-void remove_segment(std::uint32_t nic);
+void remove_segment(const std::string& job, std::uint32_t nic);
 
 }  // namespace via::shm

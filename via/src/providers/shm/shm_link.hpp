@@ -14,6 +14,7 @@ class ShmLink final : public Link {
   // `mine`: this VI's slot in our segment; `theirs`: the peer VI's slot in the
   // peer's segment, which the link keeps mapped for as long as it lives.
   ShmLink(ViSlot& mine, std::shared_ptr<Segment> peer, ViSlot& theirs, bool cma);
+  const char* transport() const override { return "shm"; }
   std::size_t max_payload() const override { return kMaxFramePayload; }
   bool try_send(const FrameHeader& header, const iovec* iov, std::size_t iovcnt) override;
   bool peek(const FrameHeader*& header, const std::byte*& payload) override;

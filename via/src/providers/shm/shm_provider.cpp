@@ -15,6 +15,7 @@
 #include <optional>
 
 #include "providers/shm/shm_link.hpp"
+#include "via/bootstrap.hpp"
 
 namespace via::shm {
 
@@ -53,14 +54,14 @@ bool disc_equal(const std::uint8_t* a, std::uint8_t alen, const std::vector<std:
 
 class ShmProvider final : public Provider {
  public:
-  ShmProvider(std::uint32_t nic, Segment* self)
-      : nic_(nic), self_(self), self_mapping_(self, [](Segment*) {}), host_(host_of(nic)) {}
+  ShmProvider(std::string job, std::uint32_t nic, Segment* self)
+      : job_(std::move(job)), nic_(nic), self_(self), self_mapping_(self, [](Segment*) {}), host_(host_of(nic)) {}
 
   ~ShmProvider() override {
     peers_.clear();
     self_->header.magic.store(0, std::memory_order_release);  // no peer maps a closing NIC anew
     unmap_segment(self_);
-    remove_segment(nic_);
+    remove_segment(job_, nic_);
   }
 
   const char* name() const override { return "shm"; }
@@ -283,7 +284,7 @@ class ShmProvider final : public Provider {
   // link still uses.
   std::shared_ptr<Segment> peer_segment(std::uint32_t nic) {
     if (nic == nic_) return self_mapping_;
-    const std::uint64_t inode = segment_inode(nic);
+    const std::uint64_t inode = segment_inode(job_, nic);
     auto it = peers_.find(nic);
     if (it != peers_.end()) {
       const SegmentHeader& h = it->second.segment->header;
@@ -293,7 +294,7 @@ class ShmProvider final : public Provider {
     }
     if (inode == 0) return nullptr;
     std::uint64_t opened_inode = 0;
-    Segment* s = open_segment(nic, opened_inode);
+    Segment* s = open_segment(job_, nic, opened_inode);
     if (!s) return nullptr;
     std::shared_ptr<Segment> mapping(s, unmap_segment);
     peers_[nic] = PeerMapping{mapping, opened_inode};
@@ -415,6 +416,7 @@ class ShmProvider final : public Provider {
     std::uint64_t inode;
   };
 
+  const std::string job_;
   const std::uint32_t nic_;
   Segment* const self_;
   const std::shared_ptr<Segment> self_mapping_;  // for links to VIs of this same NIC; owns nothing
@@ -431,19 +433,12 @@ class ShmProvider final : public Provider {
 
 }  // namespace
 
-Result open_shm_provider(std::string_view device, std::unique_ptr<Provider>& out) {
-  std::uint32_t nic = 0;
+Result open_shm_provider(std::string_view device, Bootstrap& job, std::unique_ptr<Provider>& out) {
+  std::uint32_t nic = std::uint32_t(job.rank());
   if (auto colon = device.find(':'); colon != std::string_view::npos) {
     auto n = parse_number(device.substr(colon + 1));
     if (!n) {
       std::fprintf(stderr, "viastack: bad device name '%.*s' (expected shm:N)\n", int(device.size()), device.data());
-      return Result::invalid_parameter;
-    }
-    nic = *n;
-  } else if (const char* rank = std::getenv("VIASTACK_RANK")) {
-    auto n = parse_number(rank);
-    if (!n) {
-      std::fprintf(stderr, "viastack: VIASTACK_RANK='%s' is not a rank number\n", rank);
       return Result::invalid_parameter;
     }
     nic = *n;
@@ -452,12 +447,12 @@ Result open_shm_provider(std::string_view device, std::unique_ptr<Provider>& out
   // allow it where the Yama LSM would otherwise restrict ptrace to descendants.
   prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
   std::string error;
-  Segment* self = create_segment(nic, error);
+  Segment* self = create_segment(job.job_id(), nic, error);
   if (!self) {
     std::fprintf(stderr, "viastack: %s\n", error.c_str());
     return Result::error_resource;
   }
-  out = std::make_unique<ShmProvider>(nic, self);
+  out = std::make_unique<ShmProvider>(job.job_id(), nic, self);
   return Result::success;
 }
 

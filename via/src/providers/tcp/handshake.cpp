@@ -12,6 +12,19 @@ std::string describe_endpoint(const asio::ip::tcp::endpoint& e) {
   return s;
 }
 
+std::optional<asio::ip::tcp::endpoint> parse_endpoint(const std::string& text) {
+  const auto colon = text.rfind(':');
+  if (colon == std::string::npos) return std::nullopt;
+  asio::error_code ec;
+  const auto address = asio::ip::make_address_v4(text.substr(0, colon), ec);
+  const std::string port = text.substr(colon + 1);
+  if (ec || port.empty() || port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos)
+    return std::nullopt;
+  const unsigned long number = std::stoul(port);
+  if (number == 0 || number > 65535) return std::nullopt;
+  return asio::ip::tcp::endpoint(address, std::uint16_t(number));
+}
+
 std::chrono::milliseconds env_milliseconds(const char* name, std::chrono::milliseconds fallback) {
   const char* env = std::getenv(name);
   if (!env || !*env) return fallback;

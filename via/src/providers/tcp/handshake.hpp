@@ -6,6 +6,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,8 @@ void read_exactly(const std::shared_ptr<Handshake>& h, std::size_t n, HandshakeD
 void write_all(const std::shared_ptr<Handshake>& h, std::vector<std::uint8_t> bytes, HandshakeDone done);
 
 std::string describe_endpoint(const asio::ip::tcp::endpoint& e);
+// Splits "host:port" (IPv4) into an endpoint; nothing when malformed.
+std::optional<asio::ip::tcp::endpoint> parse_endpoint(const std::string& text);
 // A duration in milliseconds from the environment; `fallback` when unset or
 // not a number (with a warning).
 std::chrono::milliseconds env_milliseconds(const char* name, std::chrono::milliseconds fallback);

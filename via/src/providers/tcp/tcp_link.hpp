@@ -28,6 +28,7 @@ class TcpLink final : public Link {
   // `on_destroy` lets the provider forget the link.
   TcpLink(asio::ip::tcp::socket socket, std::string peer, std::function<void(TcpLink*)> on_destroy);
   ~TcpLink() override;
+  const char* transport() const override { return "tcp"; }
   std::size_t max_payload() const override { return kMaxFramePayload; }
   bool try_send(const FrameHeader& header, const iovec* iov, std::size_t iovcnt) override;
   bool peek(const FrameHeader*& header, const std::byte*& payload) override;

@@ -5,6 +5,8 @@
 // Asio's asynchronous operations, advanced from the caller's progress calls;
 // the data path reads and writes the sockets directly without blocking.
 // Sleeping is epoll_wait on every socket of the NIC.
+#include <ifaddrs.h>
+#include <net/if.h>
 #include <sys/epoll.h>
 #include <unistd.h>
 
@@ -17,9 +19,9 @@
 #include <optional>
 
 #include "engine/clock.hpp"
-#include "providers/tcp/directory.hpp"
 #include "providers/tcp/handshake.hpp"
 #include "providers/tcp/tcp_link.hpp"
+#include "via/bootstrap.hpp"
 
 namespace via::tcp {
 
@@ -46,10 +48,6 @@ std::optional<asio::ip::tcp::endpoint> endpoint_of(const std::vector<std::uint8_
 std::optional<std::uint32_t> parse_number(std::string_view s) {
   if (s.empty() || s.size() > 9 || s.find_first_not_of("0123456789") != std::string_view::npos) return std::nullopt;
   return std::uint32_t(std::stoul(std::string(s)));
-}
-
-std::chrono::milliseconds resolve_timeout() {
-  return env_milliseconds("VIASTACK_TCP_RESOLVE_TIMEOUT_MS", std::chrono::milliseconds(60000));
 }
 
 ViAttributes attributes_of(const ConnectRequest& r) {
@@ -88,9 +86,8 @@ struct Outgoing {
 
 class TcpProvider final : public Provider {
  public:
-  TcpProvider(std::uint32_t nic, const JobKey& key, std::unique_ptr<DirectoryClient> directory,
-              const asio::ip::tcp::endpoint& listen)
-      : nic_(nic), key_(key), directory_(std::move(directory)), acceptor_(io_),
+  TcpProvider(std::uint32_t nic, std::shared_ptr<Bootstrap> bootstrap, const asio::ip::tcp::endpoint& listen)
+      : nic_(nic), bootstrap_(std::move(bootstrap)), acceptor_(io_),
         regions_(std::make_unique<RegionTable>()), epoll_fd_(epoll_create1(EPOLL_CLOEXEC)) {
     acceptor_.open(listen.protocol());
     acceptor_.bind(listen);
@@ -102,9 +99,29 @@ class TcpProvider final : public Provider {
 
   ~TcpProvider() override { ::close(epoll_fd_); }
 
-  // Tells the job's directory where this NIC listens.
+  // Tells the job where this NIC listens and settles the job key: given by
+  // the launcher (VIASTACK_JOB_KEY), or made by rank 0 and handed to all
+  // through the process manager's store. Collective under process managers
+  // whose store needs a fence.
   bool publish(std::string& error) {
-    return !directory_ || directory_->put(directory_key(nic_), describe_endpoint(*endpoint_of(host_)), error);
+    std::optional<JobKey> key;
+    if (std::getenv("VIASTACK_JOB_KEY")) {
+      if (!(key = job_key_from_environment(error))) return false;
+    } else if (bootstrap_->rank() == 0 && !bootstrap_->put(kJobKeyName, key_to_hex(random_key()), error)) {
+      return false;
+    }
+    if (!bootstrap_->put(address_key(nic_), describe_endpoint(*endpoint_of(host_)), error) || !bootstrap_->fence(error))
+      return false;
+    if (!key) {
+      std::string hex;
+      if (!bootstrap_->get(0, kJobKeyName, hex, error)) return false;
+      if (!(key = key_from_hex(hex))) {
+        error = "the job key rank 0 published is malformed";
+        return false;
+      }
+    }
+    key_ = *key;
+    return true;
   }
 
   const char* name() const override { return "tcp"; }
@@ -123,13 +140,10 @@ class TcpProvider final : public Provider {
       nic = parse_number(name);
     std::string error;
     if (nic) {
-      if (!directory_) {
-        std::fprintf(stderr, "viastack: tcp: cannot look up NIC %u: no job directory (start the job with viarun)\n", *nic);
-        return Result::error_nameservice;
-      }
-      auto text = directory_->get(directory_key(*nic), resolve_timeout(), error);
-      auto endpoint = text ? parse_endpoint(*text) : std::nullopt;
+      std::string text;
+      auto endpoint = bootstrap_->get(int(*nic), address_key(*nic), text, error) ? parse_endpoint(text) : std::nullopt;
       if (!endpoint) {
+        if (error.empty()) error = "'" + text + "' is not an address";
         std::fprintf(stderr, "viastack: tcp: cannot look up NIC %u: %s\n", *nic, error.c_str());
         return Result::error_nameservice;
       }
@@ -315,7 +329,8 @@ class TcpProvider final : public Provider {
       }
     }
     epoll_event ready[16];
-    const int ms = int(std::max<std::int64_t>(1, (max.count() + 999'999) / 1'000'000));
+    // Rounded up to whole milliseconds, the unit epoll_wait counts in; zero only checks.
+    const int ms = int((max.count() + 999'999) / 1'000'000);
     epoll_wait(epoll_fd_, ready, 16, ms);
   }
 
@@ -328,16 +343,9 @@ class TcpProvider final : public Provider {
     std::shared_ptr<Outgoing> out;  // null: waiting for the peer's stream
   };
 
-  // NIC n's entry in the directory, scoped by the job: jobs that share a
-  // directory (tests in one process) never see each other's NICs.
-  static std::string directory_key(std::uint32_t nic) {
-    const char* job = std::getenv("VIASTACK_JOB");
-    std::string key = "tcp.";
-    key += job ? job : "";
-    key += '.';
-    key += std::to_string(nic);
-    return key;
-  }
+  // NIC n's entry in the job's store (the bootstrap scopes it by job).
+  static std::string address_key(std::uint32_t nic) { return "tcp." + std::to_string(nic); }
+  static constexpr const char* kJobKeyName = "tcp.job-key";
 
   void watch(int fd, std::uint32_t events) {
     epoll_event e{};
@@ -510,8 +518,8 @@ class TcpProvider final : public Provider {
   }
 
   const std::uint32_t nic_;
-  const JobKey key_;
-  std::unique_ptr<DirectoryClient> directory_;
+  const std::shared_ptr<Bootstrap> bootstrap_;
+  JobKey key_{};  // settled by publish()
   asio::io_context io_;
   asio::ip::tcp::acceptor acceptor_;
   std::unique_ptr<RegionTable> regions_;
@@ -526,57 +534,68 @@ class TcpProvider final : public Provider {
   std::size_t unproven_ = 0;  // connections admitted but not yet settled
 };
 
-std::optional<std::uint32_t> nic_number(std::string_view device) {
-  if (auto colon = device.find(':'); colon != std::string_view::npos) return parse_number(device.substr(colon + 1));
-  if (const char* rank = std::getenv("VIASTACK_RANK")) return parse_number(rank);
-  return 0;
+// Where peers can reach this NIC: where we were told; else the address that
+// reaches the process manager; else, in a job spanning nodes, the first
+// IPv4 address of an interface that is up; else loopback.
+std::optional<asio::ip::address_v4> listen_address(Bootstrap& job, std::string& error) {
+  asio::error_code ec;
+  if (const char* address = std::getenv("VIASTACK_TCP_ADDRESS"); address && *address) {
+    auto ip = asio::ip::make_address_v4(address, ec);
+    if (ec) {
+      error = "VIASTACK_TCP_ADDRESS='";
+      error += address;
+      error += "' is not an IPv4 address";
+      return std::nullopt;
+    }
+    return ip;
+  }
+  if (auto reachable = job.reachable_address(); !reachable.empty()) {
+    auto ip = asio::ip::make_address_v4(reachable, ec);
+    if (!ec) return ip;
+  }
+  if (job.node_count() > 1) {
+    ifaddrs* list = nullptr;
+    std::optional<asio::ip::address_v4> found;
+    if (getifaddrs(&list) == 0) {
+      for (ifaddrs* i = list; i && !found; i = i->ifa_next) {
+        if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET || !(i->ifa_flags & IFF_UP) || (i->ifa_flags & IFF_LOOPBACK))
+          continue;
+        found = asio::ip::address_v4(ntohl(reinterpret_cast<const sockaddr_in*>(i->ifa_addr)->sin_addr.s_addr));
+      }
+      freeifaddrs(list);
+    }
+    if (found) return found;
+  }
+  return asio::ip::address_v4::loopback();
 }
 
 }  // namespace
 
-Result open_tcp_provider(std::string_view device, std::unique_ptr<Provider>& out) {
-  auto nic = nic_number(device);
+Result open_tcp_provider(std::string_view device, const std::shared_ptr<Bootstrap>& job,
+                         std::unique_ptr<Provider>& out) {
+  std::optional<std::uint32_t> nic = std::uint32_t(job->rank());
+  if (auto colon = device.find(':'); colon != std::string_view::npos) nic = parse_number(device.substr(colon + 1));
   if (!nic) {
-    std::fprintf(stderr, "viastack: bad device name '%.*s' or VIASTACK_RANK (expected tcp:N)\n", int(device.size()),
-                 device.data());
+    std::fprintf(stderr, "viastack: bad device name '%.*s' (expected tcp:N)\n", int(device.size()), device.data());
     return Result::invalid_parameter;
   }
   std::string error;
-  auto key = job_key_from_environment(error);
-  if (!key) {
+  const auto listen = listen_address(*job, error);
+  if (!listen) {
     std::fprintf(stderr, "viastack: tcp: %s\n", error.c_str());
-    return Result::error_resource;
-  }
-  std::unique_ptr<DirectoryClient> directory;
-  if (const char* address = std::getenv("VIASTACK_DIRECTORY"); address && *address) {
-    directory = DirectoryClient::connect(address, *key, error);
-    if (!directory) {
-      std::fprintf(stderr, "viastack: tcp: %s\n", error.c_str());
-      return Result::error_resource;
-    }
-  }
-  // Listen where peers can reach us: as told, else on the address that
-  // reaches the launcher, else on loopback.
-  asio::ip::address listen = directory ? directory->local_address() : asio::ip::address(asio::ip::address_v4::loopback());
-  if (const char* address = std::getenv("VIASTACK_TCP_ADDRESS"); address && *address) {
-    asio::error_code ec;
-    listen = asio::ip::make_address_v4(address, ec);
-    if (ec) {
-      std::fprintf(stderr, "viastack: tcp: VIASTACK_TCP_ADDRESS='%s' is not an IPv4 address\n", address);
-      return Result::invalid_parameter;
-    }
+    return Result::invalid_parameter;
   }
   std::uint16_t port = 0;
   if (const char* text = std::getenv("VIASTACK_TCP_PORT"); text && *text) port = std::uint16_t(std::atoi(text));
   try {
-    auto provider = std::make_unique<TcpProvider>(*nic, *key, std::move(directory), asio::ip::tcp::endpoint(listen, port));
+    auto provider = std::make_unique<TcpProvider>(*nic, job, asio::ip::tcp::endpoint(*listen, port));
     if (!provider->publish(error)) {
       std::fprintf(stderr, "viastack: tcp: %s\n", error.c_str());
       return Result::error_resource;
     }
     out = std::move(provider);
   } catch (const std::system_error& e) {
-    std::fprintf(stderr, "viastack: tcp: cannot listen on %s:%u: %s\n", listen.to_string().c_str(), port, e.what());
+    std::fprintf(stderr, "viastack: tcp: cannot listen on %s:%u: %s\n", listen->to_string().c_str(), port, e.what());
     return Result::error_resource;
   }
   return Result::success;

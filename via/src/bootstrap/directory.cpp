@@ -1,4 +1,4 @@
-#include "providers/tcp/directory.hpp"
+#include "bootstrap/directory.hpp"
 
 #include <fcntl.h>
 
@@ -13,19 +13,6 @@ namespace {
 constexpr std::size_t kMaxLine = 1024;
 constexpr std::chrono::seconds kExchangeTimeout{30};
 }  // namespace
-
-std::optional<asio::ip::tcp::endpoint> parse_endpoint(const std::string& text) {
-  const auto colon = text.rfind(':');
-  if (colon == std::string::npos) return std::nullopt;
-  asio::error_code ec;
-  const auto address = asio::ip::make_address_v4(text.substr(0, colon), ec);
-  const std::string port = text.substr(colon + 1);
-  if (ec || port.empty() || port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos)
-    return std::nullopt;
-  const unsigned long number = std::stoul(port);
-  if (number == 0 || number > 65535) return std::nullopt;
-  return asio::ip::tcp::endpoint(address, std::uint16_t(number));
-}
 
 // ---- server ----
 
@@ -135,14 +122,14 @@ std::unique_ptr<DirectoryClient> DirectoryClient::connect(const std::string& add
 }
 
 std::optional<std::string> DirectoryClient::exchange(const std::string& line, std::string& error) {
+  std::lock_guard guard(exchange_lock_);
   asio::error_code ec;
   asio::write(socket_, asio::buffer(line), ec);
   std::size_t n = 0;
   if (!ec) {
     bool done = false;
-    asio::async_read_until(socket_, input_, '\n', [&](const asio::error_code& e, std::size_t got) {
-      ec = e, n = got, done = true;
-    });
+    asio::async_read_until(socket_, asio::dynamic_buffer(input_, kMaxLine), '\n',
+                           [&](const asio::error_code& e, std::size_t got) { ec = e, n = got, done = true; });
     io_.restart();
     io_.run_for(kExchangeTimeout);
     if (!done) {
@@ -155,10 +142,8 @@ std::optional<std::string> DirectoryClient::exchange(const std::string& line, st
     error = "lost the job's directory: " + ec.message();
     return std::nullopt;
   }
-  std::string reply(n - 1, '\0');
-  std::istream in(&input_);
-  in.read(reply.data(), std::streamsize(n - 1));
-  in.ignore(1);
+  std::string reply = input_.substr(0, n - 1);
+  input_.erase(0, n);
   return reply;
 }
 

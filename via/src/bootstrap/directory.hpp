@@ -13,6 +13,7 @@
 #include <chrono>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -45,6 +46,7 @@ class DirectoryServer {
   std::thread thread_;
 };
 
+// Shared by the threads of a process (one bootstrap serves all its NICs).
 class DirectoryClient {
  public:
   // Connects to VIASTACK_DIRECTORY ("host:port") and proves job membership;
@@ -58,14 +60,14 @@ class DirectoryClient {
 
  private:
   DirectoryClient();
+  // One request and its answer, one at a time.
   std::optional<std::string> exchange(const std::string& line, std::string& error);
+
+  std::mutex exchange_lock_;
 
   asio::io_context io_;
   asio::ip::tcp::socket socket_;
-  asio::streambuf input_;
+  std::string input_;  // what the directory sent beyond the last answer
 };
-
-// Splits "host:port" (IPv4) into an endpoint; nothing when malformed.
-std::optional<asio::ip::tcp::endpoint> parse_endpoint(const std::string& text);
 
 }  // namespace via::tcp

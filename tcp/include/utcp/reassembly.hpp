@@ -1,0 +1,98 @@
+// IPv4 reassembly (RFC 791 §3.2, "Reassembly"; RFC 815): fragments of one
+// datagram, identified by source, destination, protocol and identification,
+// are collected until they cover it from 0 to the end the last fragment
+// gives, or until a timeout. The holes are the gaps between the fragments
+// received, kept sorted by offset: the datagram is whole when the bytes
+// received equal its length, since fragments never overlap here.
+//
+// Stricter than RFC 791, as Linux is since 2018 and RFC 5722 asks for IPv6:
+// a fragment that partly overlaps one already received discards the whole
+// datagram (overlaps are how attacks rewrite headers past a filter); an exact
+// duplicate is dropped alone (links such as VIA unreliable VIs duplicate).
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "utcp/ipv4.hpp"
+
+namespace utcp {
+
+using Instant = std::chrono::steady_clock::time_point;
+
+struct ReassemblyLimits {
+  // RFC 791 suggests 15 s as a lower bound; Linux uses 30 s.
+  std::chrono::milliseconds timeout{30'000};
+  // The bytes all datagrams being reassembled may hold, each counted by its
+  // highest fragment end plus a fixed overhead. At least one largest datagram.
+  std::size_t max_bytes = 4u << 20;
+};
+
+struct ReassemblyCounters {
+  std::uint64_t fragments = 0;    // offered
+  std::uint64_t reassembled = 0;  // datagrams completed
+  std::uint64_t timeouts = 0;     // datagrams discarded incomplete when their time ran out
+  std::uint64_t duplicates = 0;   // fragments dropped as exact copies of ones held
+  std::uint64_t overlaps = 0;     // datagrams discarded for a partly overlapping fragment
+  std::uint64_t malformed = 0;    // fragments inconsistent with the datagram's end, or empty
+  std::uint64_t evicted = 0;      // datagrams discarded, oldest first, to stay within max_bytes
+};
+
+class Reassembler {
+ public:
+  struct Datagram {
+    wire::Ipv4Header header;  // the first fragment's, with the fragment fields cleared
+    std::vector<std::uint8_t> payload;
+  };
+
+  explicit Reassembler(ReassemblyLimits limits = {});
+
+  // Takes one fragment (a packet with more_fragments set or a nonzero offset)
+  // that arrived at `now`. Returns the datagram when this fragment completes it.
+  std::optional<Datagram> offer(const wire::Ipv4Header& header, std::span<const std::uint8_t> payload, Instant now);
+  // Discards the datagrams whose time ran out by `now`; returns how many.
+  std::size_t expire(Instant now);
+  // When the next datagram times out, if any is being reassembled.
+  std::optional<Instant> next_deadline() const;
+
+  std::size_t datagrams_pending() const { return entries_.size(); }
+  std::size_t bytes_held() const { return bytes_held_; }
+  const ReassemblyCounters& counters() const { return counters_; }
+
+ private:
+  struct Key {
+    std::uint32_t source, destination;
+    std::uint16_t identification;
+    std::uint8_t protocol;
+    friend auto operator<=>(const Key&, const Key&) = default;
+  };
+  struct Entry {
+    Instant deadline;
+    std::uint64_t arrival;  // order of the first fragment, for eviction
+    wire::Ipv4Header first_header;
+    bool have_first = false;
+    std::optional<std::size_t> total_length;  // known once the last fragment arrived
+    std::map<std::size_t, std::size_t> fragments;  // offset -> end, disjoint
+    std::size_t bytes_received = 0;
+    std::vector<std::uint8_t> data;  // sized to the highest end seen
+  };
+  static constexpr std::size_t entry_overhead = 256;
+  static std::size_t cost(const Entry& entry) { return entry_overhead + entry.data.size(); }
+
+  void discard(std::map<Key, Entry>::iterator it);
+  // Makes room for `extra` bytes by evicting the oldest other datagrams.
+  void make_room(std::size_t extra, const Key& keep);
+
+  ReassemblyLimits limits_;
+  std::map<Key, Entry> entries_;
+  std::size_t bytes_held_ = 0;
+  std::uint64_t arrivals_ = 0;
+  ReassemblyCounters counters_;
+};
+
+}  // namespace utcp

@@ -1,0 +1,188 @@
+// The stack: one IPv4 host on one link, with ICMP and UDP. Its state
+// (routing, reassembly, sockets) changes only inside calls on it, and time
+// enters only through poll(now): it reads no clock, so every behaviour can be
+// driven packet by packet on virtual time (as smoltcp's Interface::poll).
+// A host over VIA (via_host.hpp) adds the clock and the waiting.
+//
+// Sending happens at once, inside the socket call; receiving and timeouts
+// happen in poll. One stack and its sockets are used by one thread at a time.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <optional>
+#include <span>
+#include <string>
+#include <system_error>
+#include <unordered_map>
+#include <vector>
+
+#include "utcp/address.hpp"
+#include "utcp/ipv4.hpp"
+#include "utcp/link.hpp"
+#include "utcp/reassembly.hpp"
+#include "utcp/result.hpp"
+
+namespace utcp {
+
+struct Endpoint {
+  wire::Ipv4Address address;
+  std::uint16_t port = 0;
+  std::string to_string() const;  // "10.0.0.1:7"
+  friend bool operator==(const Endpoint&, const Endpoint&) = default;
+};
+
+struct StackConfig {
+  wire::Ipv4Address address;
+  int prefix_length = 16;  // the link's subnet: other addresses in it are neighbours
+  std::uint8_t time_to_live = 64;
+  ReassemblyLimits reassembly;
+  // Default bounds of each UDP socket's receive queue; a datagram that would
+  // pass either is dropped and counted.
+  std::size_t udp_receive_queue_datagrams = 256;
+  std::size_t udp_receive_queue_bytes = 1u << 20;
+  std::size_t echo_reply_queue = 64;
+};
+
+struct StackCounters {
+  struct Ip {
+    std::uint64_t packets_in = 0;
+    std::uint64_t packets_out = 0;        // to the link or looped back; each fragment counts
+    std::uint64_t bad_checksum = 0;       // header checksum failed
+    std::uint64_t malformed = 0;          // any other reason parse_ipv4 refused
+    std::uint64_t not_for_us = 0;         // another destination: a host does not forward
+    std::uint64_t unknown_protocol = 0;   // answered with protocol unreachable
+    std::uint64_t fragments_out = 0;
+    std::uint64_t datagrams_fragmented = 0;
+    std::uint64_t link_refused = 0;       // the link could not take a packet
+  } ip;
+  ReassemblyCounters reassembly;
+  struct Icmp {
+    std::uint64_t bad_checksum = 0;
+    std::uint64_t malformed = 0;
+    std::uint64_t unsupported = 0;        // types other than echo and destination unreachable
+    std::uint64_t echo_requests_in = 0;   // each answered with a reply
+    std::uint64_t echo_replies_in = 0;
+    std::uint64_t echo_replies_dropped = 0;  // the reply queue was full
+    std::uint64_t echo_requests_out = 0;
+    std::uint64_t unreachable_in = 0;
+    std::uint64_t unreachable_out = 0;
+  } icmp;
+  struct Udp {
+    std::uint64_t datagrams_in = 0;       // delivered to a socket's queue
+    std::uint64_t datagrams_out = 0;
+    std::uint64_t bad_checksum = 0;
+    std::uint64_t malformed = 0;
+    std::uint64_t no_port = 0;            // no socket: answered with port unreachable
+    std::uint64_t receive_queue_drops = 0;
+  } udp;
+};
+
+struct EchoReply {
+  wire::Ipv4Address from;
+  std::uint16_t identifier = 0;
+  std::uint16_t sequence = 0;
+  std::vector<std::uint8_t> data;
+};
+
+// What a blocking socket call uses to wait: it drives the stack (polls its
+// link with the current time) until ready() holds or the timeout passes
+// (never, without one). Returns whether ready() held; once it returns true
+// it is not called again, so it may take what it finds. A stack without a
+// waiter has only non-blocking calls.
+class Waiter {
+ public:
+  virtual ~Waiter() = default;
+  virtual bool wait_until(const std::function<bool()>& ready, std::optional<std::chrono::milliseconds> timeout) = 0;
+};
+
+class Stack {
+ public:
+  // The link must outlive the stack, and the stack its sockets.
+  Stack(Link& link, const StackConfig& config);
+  Stack(const Stack&) = delete;
+  Stack& operator=(const Stack&) = delete;
+
+  wire::Ipv4Address address() const { return config_.address; }
+  const StackConfig& config() const { return config_; }
+  Link& link() { return link_; }
+
+  // Takes in what the link (and the loopback) has, answers what needs an
+  // answer, and discards reassemblies whose time ran out. True if anything
+  // happened.
+  bool poll(Instant now);
+  // When poll must next run even if no packet arrives (a reassembly timeout).
+  std::optional<Instant> poll_at() const { return reassembler_.next_deadline(); }
+
+  // Ping: sends an ICMP echo request; replies queue up for take_echo_reply.
+  std::error_code send_echo_request(wire::Ipv4Address to, std::uint16_t identifier, std::uint16_t sequence,
+                                    std::span<const std::uint8_t> data);
+  std::optional<EchoReply> take_echo_reply();
+
+  StackCounters counters() const;
+
+  void set_waiter(Waiter* waiter) { waiter_ = waiter; }
+  Waiter* waiter() const { return waiter_; }
+
+ private:
+  friend class UdpSocket;
+  struct QueuedDatagram {
+    Endpoint from;
+    std::vector<std::uint8_t> payload;
+  };
+  struct UdpSocketState {
+    std::uint16_t local_port = 0;  // 0: not bound
+    std::optional<Endpoint> remote;
+    std::deque<QueuedDatagram> queue;
+    std::size_t queued_bytes = 0;
+    std::size_t queue_datagrams_limit;
+    std::size_t queue_bytes_limit;
+    std::uint64_t drops = 0;
+    std::error_code pending_error;  // from an ICMP error, reported once by the next call
+    bool nonblocking = false;
+    std::optional<std::chrono::milliseconds> receive_timeout;
+  };
+  using SocketId = std::uint32_t;
+
+  // Socket calls, for UdpSocket.
+  SocketId udp_open();
+  void udp_close(SocketId id);
+  UdpSocketState* udp_state(SocketId id);
+  std::error_code udp_bind(UdpSocketState& socket, SocketId id, Endpoint local);
+  std::error_code udp_send(UdpSocketState& socket, SocketId id, std::span<const std::uint8_t> data, Endpoint to);
+
+  // Sends the transport bytes already written at packet_[20] as one IPv4
+  // datagram, fragmented to the link's MTU.
+  std::error_code send_ip(std::uint8_t protocol, wire::Ipv4Address destination, std::size_t transport_length);
+  std::error_code route(wire::Ipv4Address destination) const;
+  bool transmit(wire::Ipv4Address next_hop, std::span<const std::uint8_t> packet);
+
+  void input(std::span<const std::uint8_t> packet, Instant now);
+  void deliver(const wire::Ipv4Header& header, std::span<const std::uint8_t> payload);
+  void input_icmp(const wire::Ipv4Header& header, std::span<const std::uint8_t> message);
+  void input_udp(const wire::Ipv4Header& header, std::span<const std::uint8_t> datagram);
+  // ICMP destination unreachable about a datagram we received, unless RFC
+  // 1122 §3.2.2 forbids an error about it.
+  void send_unreachable(std::uint8_t code, const wire::Ipv4Header& header, std::span<const std::uint8_t> payload);
+
+  Link& link_;
+  StackConfig config_;
+  std::uint32_t netmask_;
+  Reassembler reassembler_;
+  StackCounters counters_;
+  std::uint16_t next_identification_ = 0;
+  std::vector<std::uint8_t> packet_;    // the datagram being sent, IPv4 header room first
+  std::vector<std::uint8_t> fragment_;  // one fragment being sent
+  std::deque<std::vector<std::uint8_t>> loopback_;  // packets to ourselves, taken in by poll
+  std::deque<EchoReply> echo_replies_;
+  std::unordered_map<SocketId, UdpSocketState> udp_sockets_;
+  std::unordered_map<std::uint16_t, SocketId> udp_ports_;
+  SocketId next_socket_id_ = 1;
+  std::uint16_t next_ephemeral_port_ = 49152;
+  Waiter* waiter_ = nullptr;
+};
+
+}  // namespace utcp

@@ -1,0 +1,326 @@
+#include "utcp/stack.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include "utcp/checksum.hpp"
+#include "utcp/icmp.hpp"
+#include "utcp/udp.hpp"
+#include "utcp/udp_socket.hpp"
+#include "wire/bytes.hpp"
+
+namespace utcp {
+namespace {
+
+using wire::Ipv4Address;
+using wire::Ipv4Header;
+
+constexpr std::size_t header_room = wire::ipv4_min_header_length;
+// Packets taken from the link per poll, so that a flood cannot keep poll
+// from returning.
+constexpr std::size_t receive_budget = 256;
+
+std::error_code error(std::errc code) { return std::make_error_code(code); }
+
+bool is_multicast(Ipv4Address address) { return address.value >> 28 == 0xe; }
+
+// The errno a connected socket reports for a destination unreachable code,
+// as RFC 1122 §4.1.3.3 asks UDP to pass it up (Linux's icmp_err_convert).
+std::error_code unreachable_error(std::uint8_t code) {
+  switch (code) {
+    case wire::unreachable_code::network: return error(std::errc::network_unreachable);
+    case wire::unreachable_code::protocol: return error(std::errc::no_protocol_option);
+    case wire::unreachable_code::port: return error(std::errc::connection_refused);
+    case wire::unreachable_code::fragmentation_needed: return error(std::errc::message_size);
+    default: return error(std::errc::host_unreachable);
+  }
+}
+
+}  // namespace
+
+std::string Endpoint::to_string() const {
+  std::string text = address.to_string();
+  text += ':';
+  text += std::to_string(port);
+  return text;
+}
+
+Stack::Stack(Link& link, const StackConfig& config)
+    : link_(link),
+      config_(config),
+      netmask_(config.prefix_length <= 0 ? 0 : ~std::uint32_t{0} << (32 - std::min(config.prefix_length, 32))),
+      reassembler_(config.reassembly),
+      packet_(wire::ipv4_max_total_length),
+      fragment_(std::min(link.mtu(), wire::ipv4_max_total_length)) {}
+
+bool Stack::poll(Instant now) {
+  std::size_t handled = link_.receive([&](std::span<const std::uint8_t> packet) { input(packet, now); }, receive_budget);
+  // Only the packets queued so far: answering them may loop more back.
+  for (std::size_t n = loopback_.size(); n > 0; --n, ++handled) {
+    const std::vector<std::uint8_t> packet = std::move(loopback_.front());
+    loopback_.pop_front();
+    input(packet, now);
+  }
+  handled += reassembler_.expire(now);
+  return handled > 0;
+}
+
+StackCounters Stack::counters() const {
+  StackCounters counters = counters_;
+  counters.reassembly = reassembler_.counters();
+  return counters;
+}
+
+// ---- sending ----
+
+std::error_code Stack::route(Ipv4Address destination) const {
+  if (destination == config_.address) return {};
+  if ((destination.value & netmask_) != (config_.address.value & netmask_)) return error(std::errc::network_unreachable);
+  if (!link_.reaches(destination)) return error(std::errc::host_unreachable);
+  return {};
+}
+
+bool Stack::transmit(Ipv4Address next_hop, std::span<const std::uint8_t> packet) {
+  if (next_hop == config_.address) {
+    loopback_.emplace_back(packet.begin(), packet.end());
+  } else if (!link_.transmit(next_hop, packet)) {
+    ++counters_.ip.link_refused;
+    return false;
+  }
+  ++counters_.ip.packets_out;
+  return true;
+}
+
+std::error_code Stack::send_ip(std::uint8_t protocol, Ipv4Address destination, std::size_t transport_length) {
+  if (const std::error_code routing = route(destination)) return routing;
+  Ipv4Header header;
+  header.identification = next_identification_++;
+  header.time_to_live = config_.time_to_live;
+  header.protocol = protocol;
+  header.source = config_.address;
+  header.destination = destination;
+  const std::span<const std::uint8_t> transport(packet_.data() + header_room, transport_length);
+
+  // To ourselves the datagram goes whole: there is no link MTU in between.
+  const bool fits = destination == config_.address || header_room + transport_length <= link_.mtu();
+  if (fits) {
+    const std::size_t length = wire::emit_ipv4(header, transport, packet_);  // transport already in place
+    return transmit(destination, std::span(packet_).first(length)) ? std::error_code{} : error(std::errc::no_buffer_space);
+  }
+  // RFC 791 §3.2: every fragment but the last carries a multiple of 8 bytes.
+  const std::size_t per_fragment = (link_.mtu() - header_room) / 8 * 8;
+  if (per_fragment == 0) return error(std::errc::message_size);
+  ++counters_.ip.datagrams_fragmented;
+  for (std::size_t offset = 0; offset < transport_length; offset += per_fragment) {
+    const std::size_t size = std::min(per_fragment, transport_length - offset);
+    header.fragment_offset = static_cast<std::uint16_t>(offset);
+    header.more_fragments = offset + size < transport_length;
+    const std::size_t length = wire::emit_ipv4(header, transport.subspan(offset, size), fragment_);
+    if (!transmit(destination, std::span(fragment_).first(length))) return error(std::errc::no_buffer_space);
+    ++counters_.ip.fragments_out;
+  }
+  return {};
+}
+
+std::error_code Stack::send_echo_request(Ipv4Address to, std::uint16_t identifier, std::uint16_t sequence,
+                                         std::span<const std::uint8_t> data) {
+  if (data.size() > wire::ipv4_max_total_length - header_room - wire::icmp_header_length)
+    return error(std::errc::message_size);
+  const std::size_t length = wire::emit_icmp(wire::IcmpEcho{false, identifier, sequence}, data,
+                                             std::span(packet_).subspan(header_room));
+  if (const std::error_code failed = send_ip(wire::ip_protocol::icmp, to, length)) return failed;
+  ++counters_.icmp.echo_requests_out;
+  return {};
+}
+
+std::optional<EchoReply> Stack::take_echo_reply() {
+  if (echo_replies_.empty()) return std::nullopt;
+  EchoReply reply = std::move(echo_replies_.front());
+  echo_replies_.pop_front();
+  return reply;
+}
+
+void Stack::send_unreachable(std::uint8_t code, const Ipv4Header& header, std::span<const std::uint8_t> payload) {
+  // RFC 1122 §3.2.2: no error about a datagram whose source is not one host,
+  // nor about one sent to a broadcast or multicast address (we only take in
+  // datagrams to our own address).
+  const Ipv4Address source = header.source;
+  const std::uint32_t host_bits = ~netmask_;
+  if (source.value == 0 || is_multicast(source) || source.value == 0xffffffff || source.value >> 24 == 127 ||
+      (host_bits != 0 && (source.value & host_bits) == host_bits))
+    return;
+  // The quote: the datagram's header, as it was before fragmentation, and the
+  // first 8 bytes of its payload (RFC 792).
+  std::uint8_t quote[header_room + 8];
+  const std::span<const std::uint8_t> start = payload.first(std::min<std::size_t>(payload.size(), 8));
+  Ipv4Header quoted = header;
+  quoted.more_fragments = false;
+  quoted.fragment_offset = 0;
+  const std::size_t quote_length = wire::emit_ipv4(quoted, start, quote);
+  wire::detail::store16(quote + 2, static_cast<std::uint16_t>(header_room + payload.size()));
+  wire::detail::store16(quote + 10, 0);
+  wire::detail::store16(quote + 10, wire::internet_checksum(std::span(quote).first(header_room)));
+
+  const std::size_t length = wire::emit_icmp(wire::IcmpDestinationUnreachable{code, 0},
+                                             std::span(quote).first(quote_length),
+                                             std::span(packet_).subspan(header_room));
+  const std::error_code failed = send_ip(wire::ip_protocol::icmp, source, length);
+  if (!failed) ++counters_.icmp.unreachable_out;
+}
+
+// ---- receiving ----
+
+void Stack::input(std::span<const std::uint8_t> packet, Instant now) {
+  ++counters_.ip.packets_in;
+  const auto parsed = wire::parse_ipv4(packet);
+  if (!parsed) {
+    ++(parsed.error() == wire::Error::bad_checksum ? counters_.ip.bad_checksum : counters_.ip.malformed);
+    return;
+  }
+  const Ipv4Header& header = parsed->header;
+  if (header.destination != config_.address) {
+    ++counters_.ip.not_for_us;
+    return;
+  }
+  if (header.more_fragments || header.fragment_offset != 0) {
+    if (const auto datagram = reassembler_.offer(header, parsed->payload, now))
+      deliver(datagram->header, datagram->payload);
+    return;
+  }
+  deliver(header, parsed->payload);
+}
+
+void Stack::deliver(const Ipv4Header& header, std::span<const std::uint8_t> payload) {
+  switch (header.protocol) {
+    case wire::ip_protocol::icmp:
+      return input_icmp(header, payload);
+    case wire::ip_protocol::udp:
+      return input_udp(header, payload);
+    default:
+      ++counters_.ip.unknown_protocol;
+      return send_unreachable(wire::unreachable_code::protocol, header, payload);
+  }
+}
+
+void Stack::input_icmp(const Ipv4Header& header, std::span<const std::uint8_t> message) {
+  const auto parsed = wire::parse_icmp(message);
+  if (!parsed) {
+    switch (parsed.error()) {
+      case wire::Error::bad_checksum: ++counters_.icmp.bad_checksum; break;
+      case wire::Error::unsupported_icmp_type: ++counters_.icmp.unsupported; break;
+      default: ++counters_.icmp.malformed; break;
+    }
+    return;
+  }
+  if (const auto* echo = std::get_if<wire::IcmpEcho>(&parsed->header)) {
+    if (echo->reply) {
+      ++counters_.icmp.echo_replies_in;
+      if (echo_replies_.size() >= config_.echo_reply_queue) {
+        ++counters_.icmp.echo_replies_dropped;
+        return;
+      }
+      echo_replies_.push_back(
+          EchoReply{header.source, echo->identifier, echo->sequence, {parsed->data.begin(), parsed->data.end()}});
+      return;
+    }
+    ++counters_.icmp.echo_requests_in;
+    // RFC 1122 §3.2.2.6: the reply carries the request's identifier, sequence and data.
+    const std::size_t length = wire::emit_icmp(wire::IcmpEcho{true, echo->identifier, echo->sequence}, parsed->data,
+                                               std::span(packet_).subspan(header_room));
+    (void)send_ip(wire::ip_protocol::icmp, header.source, length);  // a reply that cannot leave is counted there
+    return;
+  }
+
+  ++counters_.icmp.unreachable_in;
+  const auto& unreachable = std::get<wire::IcmpDestinationUnreachable>(parsed->header);
+  const auto quoted = wire::parse_quoted_datagram(parsed->data);  // parse_icmp checked it parses
+  if (quoted->header.protocol != wire::ip_protocol::udp || quoted->header.source != config_.address) return;
+  const std::uint16_t source_port = wire::detail::load16(quoted->payload_start.data());
+  const std::uint16_t destination_port = wire::detail::load16(quoted->payload_start.data() + 2);
+  const auto port = udp_ports_.find(source_port);
+  if (port == udp_ports_.end()) return;
+  UdpSocketState& socket = udp_sockets_.at(port->second);
+  // Like BSD and Linux, only a connected socket hears of errors: an
+  // unconnected one could not tell which of its sends failed.
+  if (socket.remote == Endpoint{quoted->header.destination, destination_port})
+    socket.pending_error = unreachable_error(unreachable.code);
+}
+
+void Stack::input_udp(const Ipv4Header& header, std::span<const std::uint8_t> bytes) {
+  const auto datagram = wire::parse_udp(bytes, header.source, header.destination);
+  if (!datagram) {
+    ++(datagram.error() == wire::Error::bad_checksum ? counters_.udp.bad_checksum : counters_.udp.malformed);
+    return;
+  }
+  const Endpoint from{header.source, datagram->header.source_port};
+  const auto port = udp_ports_.find(datagram->header.destination_port);
+  UdpSocketState* socket = port == udp_ports_.end() ? nullptr : &udp_sockets_.at(port->second);
+  if (!socket || (socket->remote && *socket->remote != from)) {
+    ++counters_.udp.no_port;
+    return send_unreachable(wire::unreachable_code::port, header, bytes);
+  }
+  const std::size_t size = datagram->payload.size();
+  if (socket->queue.size() >= socket->queue_datagrams_limit || socket->queued_bytes + size > socket->queue_bytes_limit) {
+    ++counters_.udp.receive_queue_drops;
+    ++socket->drops;
+    return;
+  }
+  socket->queue.push_back(QueuedDatagram{from, {datagram->payload.begin(), datagram->payload.end()}});
+  socket->queued_bytes += size;
+  ++counters_.udp.datagrams_in;
+}
+
+// ---- UDP socket calls ----
+
+Stack::SocketId Stack::udp_open() {
+  const SocketId id = next_socket_id_++;
+  UdpSocketState& state = udp_sockets_[id];
+  state.queue_datagrams_limit = config_.udp_receive_queue_datagrams;
+  state.queue_bytes_limit = config_.udp_receive_queue_bytes;
+  return id;
+}
+
+void Stack::udp_close(SocketId id) {
+  const auto it = udp_sockets_.find(id);
+  if (it == udp_sockets_.end()) return;
+  if (it->second.local_port != 0) udp_ports_.erase(it->second.local_port);
+  udp_sockets_.erase(it);
+}
+
+Stack::UdpSocketState* Stack::udp_state(SocketId id) {
+  const auto it = udp_sockets_.find(id);
+  return it == udp_sockets_.end() ? nullptr : &it->second;
+}
+
+std::error_code Stack::udp_bind(UdpSocketState& socket, SocketId id, Endpoint local) {
+  if (socket.local_port != 0) return error(std::errc::invalid_argument);
+  if (local.address.value != 0 && local.address != config_.address) return error(std::errc::address_not_available);
+  std::uint16_t port = local.port;
+  if (port == 0) {
+    constexpr std::uint32_t first = 49152, count = 65536 - first;  // RFC 6335's dynamic ports
+    for (std::uint32_t tried = 0; tried < count && port == 0; ++tried) {
+      const std::uint16_t candidate = next_ephemeral_port_;
+      next_ephemeral_port_ = static_cast<std::uint16_t>(candidate == 65535 ? first : candidate + 1);
+      if (!udp_ports_.contains(candidate)) port = candidate;
+    }
+    if (port == 0) return error(std::errc::address_in_use);
+  } else if (udp_ports_.contains(port)) {
+    return error(std::errc::address_in_use);
+  }
+  udp_ports_[port] = id;
+  socket.local_port = port;
+  return {};
+}
+
+std::error_code Stack::udp_send(UdpSocketState& socket, SocketId id, std::span<const std::uint8_t> data, Endpoint to) {
+  if (data.size() > udp_max_payload) return error(std::errc::message_size);
+  if (socket.local_port == 0)
+    if (const std::error_code failed = udp_bind(socket, id, {})) return failed;
+  const std::size_t length = wire::emit_udp(wire::UdpHeader{socket.local_port, to.port}, config_.address, to.address,
+                                            data, std::span(packet_).subspan(header_room));
+  if (const std::error_code failed = send_ip(wire::ip_protocol::udp, to.address, length)) return failed;
+  ++counters_.udp.datagrams_out;
+  return {};
+}
+
+}  // namespace utcp

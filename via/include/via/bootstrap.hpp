@@ -1,0 +1,77 @@
+// How a process learns its place in a job: its rank, the job's size, which
+// ranks share its node, and a key-value store with a fence through which
+// ranks exchange endpoint addresses. One implementation per process manager:
+//
+//   viarun     viastack's own launcher (VIASTACK_RANK, VIASTACK_DIRECTORY, ...)
+//   pmix       PMIx (Open MPI's mpirun, Slurm's srun --mpi=pmix), via libpmix
+//   pmi1       the PMI-1 wire protocol on PMI_FD / PMI_PORT (MPICH's Hydra)
+//   pmi2       the PMI-2 wire protocol on PMI_FD (Slurm's srun --mpi=pmi2)
+//   singleton  no process manager: rank 0 of 1
+//
+// The choice is made from the environment the first time a process asks,
+// and VIASTACK_BOOTSTRAP=<name> overrides it.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace via {
+
+class Bootstrap {
+ public:
+  virtual ~Bootstrap() = default;
+  Bootstrap(const Bootstrap&) = delete;
+  Bootstrap& operator=(const Bootstrap&) = delete;
+
+  virtual const char* name() const = 0;
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  // The node each rank runs on, numbered from 0 in order of first rank; ranks
+  // on one node can reach each other through shared memory.
+  int node_of(int rank) const { return node_of_rank_[std::size_t(rank)]; }
+  int node_count() const;
+  int local_rank() const;  // among the ranks on this node
+  int local_size() const;
+  // Unique to the job and usable in file names: scopes shared-memory
+  // segments and directory entries.
+  const std::string& job_id() const { return job_id_; }
+
+  // The key-value store. put() publishes a value under this rank; fence() is
+  // collective over the job and makes every rank's earlier puts visible to
+  // all; get() reads the value `rank` published. Keys should be unique within
+  // the job. Each returns false with a reason in `error` on failure; a get of
+  // a key nobody put fails (after a bounded wait where the store can wait).
+  virtual bool put(const std::string& key, const std::string& value, std::string& error) = 0;
+  virtual bool fence(std::string& error) = 0;
+  virtual bool get(int rank, const std::string& key, std::string& value, std::string& error) = 0;
+
+  // The IPv4 address this process reaches its process manager from, when it
+  // knows one: where peers on other nodes can likely reach this one.
+  virtual std::string reachable_address() { return {}; }
+
+  // Ends the whole job through the process manager, with its usual report.
+  [[noreturn]] virtual void abort(int status, const std::string& message) = 0;
+
+ protected:
+  Bootstrap() = default;
+  // Called by an implementation once it knows the layout; checks it.
+  bool set_layout(int rank, int size, std::vector<int> node_of_rank, std::string job_id, std::string& error);
+
+ private:
+  int rank_ = 0;
+  int size_ = 1;
+  std::vector<int> node_of_rank_{0};
+  std::string job_id_;
+};
+
+// This process's bootstrap, created on first use; nullptr with the reason in
+// `error` when the process manager named by the environment cannot be
+// reached. Made anew in a forked child, and when the variables it was made
+// from change (tests set up several jobs in one process); holders of an
+// earlier one keep it.
+std::shared_ptr<Bootstrap> job_bootstrap(std::string& error);
+
+}  // namespace via
