@@ -9,7 +9,8 @@
 #                     machine under two names (2 nodes in the layout)
 #             slurm   a one-node Slurm cluster started here: srun --mpi=pmix and --mpi=pmi2
 #   MODE      probe     bootstrap_probe on 4 ranks: layout, put/fence/get
-#             programs  via_pingpong (2 ranks), am_bench --test rtt, mp_alltoall and mpi_ring (4 ranks)
+#             programs  via_pingpong, am_bench --test rtt, mp_alltoall and examples/mpi/ring.c
+#                       built with viampicc (4 ranks)
 #             failure   a rank that exits with status 3, and one that aborts, end the job
 #                       with the launcher's failure status in bounded time
 #             netpipe   Debian's NPopenmpi, built for Open MPI, on viastack's libmpi.so.40
@@ -105,10 +106,18 @@ probe_checks() {  # WAY
 
 programs_checks() {  # WAY
   local p
-  for p in via_pingpong am_bench mp_alltoall mpi_ring; do
+  for p in via_pingpong am_bench mp_alltoall viampicc; do
     [ -x "$bindir/$p" ] || fail "$bindir/$p is not built"
   done
-  run 120 "$1" 2 "$bindir/via_pingpong" --sizes 8,4096 --iters 1000
+  # The MPI example is built the way a user builds one, with viampicc.
+  local ring
+  ring=$(mktemp)
+  "$bindir/viampicc" -O2 -o "$ring" "$here/../../examples/mpi/ring.c" || fail "viampicc could not build examples/mpi/ring.c"
+  # via_pingpong's ranks past the first two leave at once; across two Hydra
+  # proxies a proxy whose ranks all left early hangs Hydra 4.0.2 (see below).
+  local pingpong_ranks=4
+  [ "$1" = hydra-2hosts ] && pingpong_ranks=2
+  run 120 "$1" $pingpong_ranks "$bindir/via_pingpong" --sizes 8,4096 --iters 1000
   [ "$rc" -eq 0 ] || fail "$1: via_pingpong exited with status $rc"
   run 120 "$1" 4 "$bindir/am_bench" --test rtt --sizes 8,1024 --iters 1000
   [ "$rc" -eq 0 ] || fail "$1: am_bench exited with status $rc"
@@ -119,9 +128,10 @@ programs_checks() {  # WAY
   run 120 "$1" 4 "$bindir/mp_alltoall" --provider $provider
   [ "$rc" -eq 0 ] && [ "$(grep -c "over $provider: all verified" <<<"$out")" -eq 4 ] ||
     fail "$1: mp_alltoall did not verify its data over $provider on every rank (status $rc)"
-  run 120 "$1" 4 "$bindir/mpi_ring" 50
+  run 120 "$1" 4 "$ring" 50
   [ "$rc" -eq 0 ] && grep -q "ring: 4 ranks, 50 laps and a 1 MiB message: ok" <<<"$out" ||
-    fail "$1: mpi_ring did not finish with its check passed (status $rc)"
+    fail "$1: the ring example did not finish with its check passed (status $rc)"
+  rm -f "$ring"
 }
 
 netpipe_checks() {  # WAY
