@@ -23,7 +23,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 constexpr int kRepetitions = 5;
-constexpr std::size_t kWindow = 16;  // stores/gets in flight
+constexpr std::size_t kWindow = 32;  // stores/gets in flight: the default depth, a credit each
 constexpr std::size_t kShortBytes = 32;  // up to 4 words: a short message
 enum { kPing = 1, kPong = 2, kPingPayload = 3, kPongPayload = 4, kStop = 5 };
 
@@ -54,7 +54,8 @@ void one_rtt(int peer, std::size_t bytes, std::span<const std::byte> payload, st
     ++pongs;
   }
   if (s != am::Status::ok) die("request");
-  while (pongs == before) am::poll();
+  // As via_pingpong waits in VipRecvWait: spin, then yield, then sleep in the NIC.
+  am::wait_until([&] { return pongs != before; });
 }
 
 double run_rtt(int peer, std::size_t bytes, long iters, std::span<const std::byte> payload, std::byte* remote) {
@@ -155,7 +156,7 @@ int main(int argc, char** argv) {
     }
     if (am::request(1, kStop) != am::Status::ok) die("stop");
   } else if (job.rank == 1) {
-    while (!stop) am::poll();
+    am::wait_until([] { return stop; });
   }
   if (am::disable() != am::Status::ok) die("am_disable");
   return 0;

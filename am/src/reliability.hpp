@@ -10,6 +10,11 @@
 // is stale (dropped). Replies are never acknowledged: a lost reply shows up as
 // a retransmitted request. Retransmission backs off exponentially; a request
 // unanswered for longer than the timeout expires.
+//
+// Opening a slot reads no clock: the first advance() after it stamps the send
+// time. Sending is the latency path, and a clock read there costs as much as
+// the rest of the bookkeeping; a stamp taken a little late only makes the
+// retransmission and the timeout come that much later, never early.
 #pragma once
 
 #include <algorithm>
@@ -26,11 +31,13 @@ struct RetryPolicy {
 };
 
 inline constexpr std::uint64_t kNever = UINT64_MAX;
+inline constexpr std::uint64_t kUnstamped = UINT64_MAX;
 
 class SendWindow {
  public:
   SendWindow(std::uint16_t depth, const RetryPolicy& policy) : policy_(policy), slots_(depth) {
     for (std::uint16_t i = depth; i > 0; --i) free_.push_back(std::uint16_t(i - 1));
+    unstamped_.reserve(depth);
   }
   std::uint16_t depth() const { return std::uint16_t(slots_.size()); }
   bool has_credit() const { return !free_.empty(); }
@@ -38,17 +45,19 @@ class SendWindow {
   bool is_open(std::uint16_t slot) const { return slot < slots_.size() && slots_[slot].open; }
   std::uint32_t seq(std::uint16_t slot) const { return slots_[slot].seq; }
 
-  // Opens a request instance sent at `now`; returns its slot. Needs a credit.
-  std::uint16_t open(std::uint64_t now_ns) {
+  // Opens a request instance; returns its slot. Needs a credit. Its send time
+  // is the `now` of the next advance().
+  std::uint16_t open() {
     const std::uint16_t slot = free_.back();
     free_.pop_back();
     Slot& s = slots_[slot];
     ++s.seq;
     s.open = true;
-    s.sent_ns = now_ns;
-    s.interval_ns = policy_.first_ns;
-    s.next_ns = due(s);
-    next_deadline_ = std::min(next_deadline_, s.next_ns);
+    // A slot closed and reopened before it was stamped is on the list already.
+    if (s.sent_ns != kUnstamped) {
+      s.sent_ns = kUnstamped;
+      unstamped_.push_back(slot);
+    }
     return slot;
   }
 
@@ -60,14 +69,23 @@ class SendWindow {
     return true;
   }
 
-  // Earliest time advance() has something to do (kNever if nothing).
-  std::uint64_t next_deadline() const { return next_deadline_; }
+  // Earliest time advance() has something to do (kNever if nothing; 0 while
+  // a send time is still to be stamped).
+  std::uint64_t next_deadline() const { return unstamped_.empty() ? next_deadline_ : 0; }
 
   // Calls retransmit(slot) for every instance whose retransmission is due
   // (the next one is scheduled at twice the interval, capped), and
   // expire(slot) for every instance past the timeout (it closes first).
   template <class Retransmit, class Expire>
   void advance(std::uint64_t now_ns, Retransmit&& retransmit, Expire&& expire) {
+    for (std::uint16_t slot : unstamped_) {
+      Slot& s = slots_[slot];
+      s.sent_ns = now_ns;
+      s.interval_ns = policy_.first_ns;
+      s.next_ns = due(s);
+      if (s.open) next_deadline_ = std::min(next_deadline_, s.next_ns);
+    }
+    unstamped_.clear();
     if (now_ns < next_deadline_) return;
     next_deadline_ = kNever;
     for (std::uint16_t slot = 0; slot < slots_.size(); ++slot) {
@@ -101,7 +119,7 @@ class SendWindow {
   struct Slot {
     std::uint32_t seq = 0;
     bool open = false;
-    std::uint64_t sent_ns = 0;      // first transmission
+    std::uint64_t sent_ns = 0;      // first transmission (kUnstamped: not yet known)
     std::uint64_t next_ns = kNever;  // next retransmission or expiry
     std::uint64_t interval_ns = 0;
   };
@@ -119,6 +137,7 @@ class SendWindow {
   RetryPolicy policy_;
   std::vector<Slot> slots_;
   std::vector<std::uint16_t> free_;  // LIFO: recently used slots (and their buffers) come back first
+  std::vector<std::uint16_t> unstamped_;  // opened since the last advance(); each slot once
   std::uint64_t next_deadline_ = kNever;
 };
 

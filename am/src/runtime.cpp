@@ -16,6 +16,12 @@ namespace {
 constexpr std::size_t kBufBytes = (wire::kMaxMessage + 63) / 64 * 64;
 constexpr std::size_t kDescStride = (sizeof(VIP_DESCRIPTOR) + 63) / 64 * 64;
 constexpr std::uint32_t kRdmaDescs = 64;
+// Receives per peer beyond the 2 x depth it may fill. A handler's reply
+// returns the credit before its own receive is re-posted, so each receive
+// being handled (handlers may poll, and handle more) needs a spare; the
+// spares left over let handled receives wait to be re-posted until the next
+// poll, off the path from a message to the next one sent.
+constexpr std::uint32_t kLateReposts = 4;
 constexpr std::uint64_t kRdmaPiece = 64u << 20;  // largest single RDMA descriptor
 constexpr std::uint32_t kConnectTimeoutMs = 60000;
 constexpr std::uint16_t kBarrierArrive = 0, kBarrierRelease = 1;
@@ -70,8 +76,6 @@ Runtime::~Runtime() {
       if (op.registered) nic_->deregister_memory(op.local, op.local_handle);
     if (segment_handle_) nic_->deregister_memory(segment_, segment_handle_);
     if (arena_handle_) nic_->deregister_memory(arena_, arena_handle_);
-    if (send_cq_) nic_->destroy_cq(send_cq_);
-    if (recv_cq_) nic_->destroy_cq(recv_cq_);
   }
   nic_.reset();
   std::free(arena_);
@@ -135,8 +139,8 @@ Status Runtime::start() {
 
   // Arena: per peer `depth` request buffers, `depth` reply buffers and
   // 2 x depth receive buffers (a peer has at most depth requests and depth
-  // replies on the way to us), plus RDMA descriptors.
-  const std::uint32_t per_peer = 4u * depth_;
+  // replies on the way to us) plus kLateReposts, and RDMA descriptors.
+  const std::uint32_t per_peer = 4u * depth_ + kLateReposts;
   const std::uint32_t buffers = per_peer * std::uint32_t(size);
   const std::uint32_t descs = buffers + kRdmaDescs;
   arena_bytes_ = (std::size_t(descs) * kDescStride + std::size_t(buffers) * kBufBytes + 4095) / 4096 * 4096;
@@ -155,8 +159,6 @@ Status Runtime::start() {
     desc_info_[first_rdma_ + i] = DescInfo{Role::rdma, 0, std::uint16_t(i)};
     rdma_free_.push_back(first_rdma_ + i);
   }
-  if ((s = check(nic_->create_cq(buffers + kRdmaDescs, send_cq_), "create send CQ")) != Status::ok) return s;
-  if ((s = check(nic_->create_cq(buffers, recv_cq_), "create receive CQ")) != Status::ok) return s;
 
   via::ViAttributes attrs;
   attrs.reliability = config_.reliability == Reliability::reliable ? VIP_SERVICE_RELIABLE_DELIVERY : VIP_SERVICE_UNRELIABLE;
@@ -165,7 +167,9 @@ Status Runtime::start() {
   attrs.rdma_read = config_.reliability == Reliability::reliable;
   const via::NetAddress local{{}, {'a', 'm'}};
   for (int r = 0; r < size; ++r) {
-    peers_.push_back(std::make_unique<Peer>(r, depth_, policy_));
+    // A VI's sends: its request and reply buffers, and at most every RDMA
+    // descriptor; its receives: every receive buffer.
+    peers_.push_back(std::make_unique<Peer>(r, depth_, policy_, 2u * depth_ + kRdmaDescs, 2u * depth_ + kLateReposts));
     Peer& p = *peers_.back();
     p.first_desc = per_peer * std::uint32_t(r);
     for (std::uint32_t i = 0; i < per_peer; ++i) {
@@ -178,7 +182,8 @@ Status Runtime::start() {
       p.hello_received = true;
       continue;
     }
-    if ((s = check(nic_->create_vi(attrs, send_cq_, recv_cq_, p.vi), "create VI")) != Status::ok) return s;
+    if ((s = check(nic_->create_vi(attrs, nullptr, nullptr, p.vi), "create VI")) != Status::ok) return s;
+    remote_.push_back(&p);
     for (std::uint32_t i = 2u * depth_; i < per_peer; ++i)
       if (!post_recv(p, p.first_desc + i)) return error(Status::enable_failed, "am_enable: cannot post receives");
     via::NetAddress remote{{}, {'a', 'm'}};
@@ -249,6 +254,11 @@ bool Runtime::post_send(Peer& p, std::uint32_t di, std::uint32_t length) {
   }
   desc_info_[di].posted = true;
   ++posted_sends_;
+  p.sends.push(di);
+  // Usually complete already (the frame is out): retired now, while the
+  // descriptor is in cache, unless older sends (RDMA, whose completions run
+  // operations' callbacks) come first; service() reaps those.
+  if (std::uint32_t done; p.sends.front() == di && take_send(p, done)) on_send_complete(done, d);
   return true;
 }
 
@@ -260,53 +270,85 @@ bool Runtime::post_recv(Peer& p, std::uint32_t di) {
   d->DS[0].Local.Data.Address = buffer(di);
   d->DS[0].Local.Handle = arena_handle_;
   d->DS[0].Local.Length = kBufBytes;
-  return p.vi->post_recv(d, arena_handle_) == via::Result::success;
+  if (p.vi->post_recv(d, arena_handle_) != via::Result::success) return false;
+  p.receives.push(di);
+  return true;
 }
 
-// Cq::done runs the NIC's progress when the queue is empty: checking size()
-// first keeps it to the one progress call per service().
-bool Runtime::reap_sends() {
-  bool any = false;
-  via::Cq::Entry e;
-  while (send_cq_->size() && send_cq_->done(e) == via::Result::success) {
-    VIP_DESCRIPTOR* d;
-    if (e.vi->send_done(d) != via::Result::success) continue;
-    on_send_complete(std::uint32_t((reinterpret_cast<std::byte*>(d) - descs_) / kDescStride), d);
-    any = true;
+// Takes p's oldest send off its VI's queue if it completed.
+bool Runtime::take_send(Peer& p, std::uint32_t& di) {
+  if (p.sends.empty()) return false;
+  di = p.sends.front();
+  if (!(desc(di)->CS.Status & VIP_STATUS_DONE)) return false;
+  p.sends.pop();
+  VIP_DESCRIPTOR* d;
+  p.vi->send_done(d);  // desc(di): the queue completes in order, and it is done
+  return true;
+}
+
+void Runtime::reap_sends(Peer& p) {
+  for (std::uint32_t di; take_send(p, di);) on_send_complete(di, desc(di));
+}
+
+// Handles what arrived from p, in order; each receive is taken off the list
+// before its handler runs, which may poll again.
+int Runtime::receive(Peer& p) {
+  int handled = 0;
+  while (!p.receives.empty()) {
+    const std::uint32_t di = p.receives.front();
+    VIP_DESCRIPTOR* d = desc(di);
+    if (!(d->CS.Status & VIP_STATUS_DONE)) break;
+    p.receives.pop();
+    on_receive(p, di, d);
+    ++handled;
   }
-  return any;
+  return handled;
 }
 
-// A buffer is rewritten only once the NIC is done with its last send. A send
-// to a dead peer may never finish: the timers (in block_until) end the wait.
+// A buffer is rewritten only once the NIC is done with its last send (callers
+// check desc_info_[di].posted first). A send to a dead peer may never finish:
+// the timers (in block_until) end the wait.
 void Runtime::wait_send_free(Peer& p, std::uint32_t di) {
-  if (!desc_info_[di].posted || p.failed) return;
   block_until([&] { return !desc_info_[di].posted || p.failed; });
 }
 
 int Runtime::service() {
-  int handled = 0;
   nic_->progress();
-  reap_sends();
-  via::Cq::Entry e;
-  while (recv_cq_->size() && recv_cq_->done(e) == via::Result::success) {
-    VIP_DESCRIPTOR* d;
-    if (e.vi->recv_done(d) != via::Result::success) continue;
-    on_receive(std::uint32_t((reinterpret_cast<std::byte*>(d) - descs_) / kDescStride), d);
-    ++handled;
+  return handle();
+}
+
+// Re-posts the receives handled last time, takes in what the NIC's last
+// progress completed, then runs the loopback queue and the timers.
+int Runtime::handle() {
+  int handled = 0;
+  for (Peer* p : remote_) {
+    while (!p->reposts.empty()) {  // one at a time: a failure runs the error handler, which may poll
+      const std::uint32_t di = p->reposts.back();
+      p->reposts.pop_back();
+      repost(*p, di);
+    }
+    reap_sends(*p);
+    handled += receive(*p);
   }
+  if (!loopback_.empty()) handled += run_loopback();
+  if (vi_error_) {
+    vi_error_ = false;
+    for (auto& p : peers_)
+      if (p->vi && p->vi->state() == via::ViState::error) fail_peer(*p, AM_E_UNREACHABLE, cause_text(AM_E_UNREACHABLE));
+  }
+  if ((++services_ & 255) == 0) check_timers();  // the clock is read here, not on every poll
+  return handled;
+}
+
+// The messages to this rank queued so far (handlers may queue more).
+int Runtime::run_loopback() {
+  int handled = 0;
   for (std::size_t n = loopback_.size(); n > 0 && !loopback_.empty(); --n) {
     std::vector<std::byte> msg = std::move(loopback_.front());
     loopback_.pop_front();
     dispatch(*peers_[me_], msg.data(), msg.size());
     ++handled;
   }
-  if (vi_error_) {
-    vi_error_ = false;
-    for (auto& p : peers_)
-      if (p->vi && p->vi->state() == via::ViState::error) fail_peer(*p, AM_E_UNREACHABLE, cause_text(AM_E_UNREACHABLE));
-  }
-  if ((++services_ & 15) == 0) check_timers();
   return handled;
 }
 
@@ -315,8 +357,10 @@ void Runtime::block_until(Pred&& pred) {
   while (!pred()) {
     if (service() > 0) continue;
     if (pred()) return;
-    check_timers();
-    nic_->wait([&] { return service() > 0 || pred(); }, 20);
+    // The NIC's wait runs its progress before each check: handle() is enough.
+    // Timers: handle() checks them now and then; a wait that saw nothing for
+    // 20 ms checks them here (a clock read is not worth making on every wait).
+    if (nic_->wait([&] { return handle() > 0 || pred(); }, 20) == via::Result::timeout) check_timers();
   }
 }
 
@@ -344,11 +388,27 @@ void Runtime::on_send_complete(std::uint32_t di, VIP_DESCRIPTOR* d) {
   }
 }
 
-void Runtime::on_receive(std::uint32_t di, VIP_DESCRIPTOR* d) {
-  Peer& p = *peers_[desc_info_[di].peer];
-  if (d->CS.Status & VIP_STATUS_ERROR_MASK) return;  // flushed by a broken VI, or a failed receive
+// The VI's receive queue gives a descriptor back (VipRecvDone) when it is
+// re-posted: that is off the path from a message to its handler.
+void Runtime::on_receive(Peer& p, std::uint32_t di, VIP_DESCRIPTOR* d) {
+  if (d->CS.Status & VIP_STATUS_ERROR_MASK) {  // flushed by a broken VI, or a failed receive
+    VIP_DESCRIPTOR* done;
+    p.vi->recv_done(done);
+    return;
+  }
   ++counters_.messages_received;
+  ++dispatching_;
   dispatch(p, buffer(di), d->CS.Length);
+  --dispatching_;
+  if (p.reposts.size() + dispatching_ < kLateReposts)
+    p.reposts.push_back(di);
+  else
+    repost(p, di);
+}
+
+void Runtime::repost(Peer& p, std::uint32_t di) {
+  VIP_DESCRIPTOR* done;
+  p.vi->recv_done(done);  // the queue's oldest, not necessarily desc(di): all that matters is that one leaves
   if (p.vi->state() == via::ViState::connected && !post_recv(p, di))
     fail_peer(p, AM_E_UNREACHABLE, "cannot re-post a receive to the peer's VI");
 }
@@ -375,9 +435,9 @@ Status Runtime::send_request(Peer& p, wire::Kind kind, std::uint16_t handler, co
     block_until([&] { return p.window.has_credit() || p.failed; });
     if (p.failed) return error(Status::unreachable, "rank " + std::to_string(p.rank) + " is unreachable");
   }
-  const std::uint16_t slot = p.window.open(now_ns());
+  const std::uint16_t slot = p.window.open();
   const std::uint32_t di = request_desc(p, slot);
-  wait_send_free(p, di);
+  if (desc_info_[di].posted) wait_send_free(p, di);
   const wire::Header h{kind, std::uint8_t(nargs), 0, 0, handler, slot, p.window.seq(slot), std::uint32_t(bytes)};
   Sent& s = p.sent[slot];
   s = sent;
@@ -390,7 +450,7 @@ Status Runtime::send_request(Peer& p, wire::Kind kind, std::uint16_t handler, co
 void Runtime::send_reply(Peer& p, std::uint16_t slot, std::uint32_t seq, std::uint8_t status, std::uint16_t handler,
                          const Word* args, unsigned nargs, const void* payload, std::size_t bytes) {
   const std::uint32_t di = reply_desc(p, slot);
-  wait_send_free(p, di);
+  if (desc_info_[di].posted) wait_send_free(p, di);
   const wire::Header h{wire::Kind::reply, std::uint8_t(nargs), status, 0, handler, slot, seq, std::uint32_t(bytes)};
   p.reply_length[slot] = std::uint32_t(wire::encode(buffer(di), h, args, payload));
   ++counters_.replies_sent;
@@ -414,8 +474,10 @@ Status Runtime::send(bool reply, int dest, int handler, const Word* args, unsign
     send_reply(*ctx->peer, ctx->slot, ctx->seq, 0, std::uint16_t(handler), args, nargs, payload, bytes);
     return Status::ok;
   }
-  service();  // every request polls, so that a sender also makes progress
-  return send_request(*peers_[dest], wire::Kind::request, std::uint16_t(handler), args, nargs, payload, bytes, Sent{});
+  const Status s =
+      send_request(*peers_[dest], wire::Kind::request, std::uint16_t(handler), args, nargs, payload, bytes, Sent{});
+  service();  // every request also polls; after sending, so that the request is not kept waiting
+  return s;
 }
 
 // ---- receiving ----
@@ -725,6 +787,7 @@ Status Runtime::post_rdma(Peer& p, std::uint32_t op_index, bool write) {
     }
     desc_info_[di].posted = true;
     ++posted_sends_;
+    p.sends.push(di);
     ++op.pending;
     ++(write ? counters_.rdma_writes : counters_.rdma_reads);
   }

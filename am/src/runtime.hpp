@@ -2,6 +2,7 @@
 // Both APIs (am.h, am/am.hpp) are thin layers over it.
 #pragma once
 
+#include <bit>
 #include <deque>
 #include <memory>
 #include <string>
@@ -66,9 +67,34 @@ class Runtime {
     std::uint32_t chunk = 0;
     std::uint32_t length = 0;  // encoded message length, for retransmission
   };
+  // Descriptors posted to one queue of a VI, oldest first. A queue completes
+  // in posting order, so the oldest one's status says whether anything is
+  // done (VipSendDone/VipRecvDone polling, without a completion queue).
+  class Posted {
+   public:
+    explicit Posted(std::uint32_t capacity) : ring_(std::bit_ceil(capacity)), mask_(std::uint32_t(ring_.size() - 1)) {}
+    bool empty() const { return head_ == tail_; }
+    std::uint32_t front() const { return ring_[head_ & mask_]; }
+    void push(std::uint32_t di) { ring_[tail_++ & mask_] = di; }
+    void pop() { ++head_; }
+
+   private:
+    std::vector<std::uint32_t> ring_;
+    std::uint32_t mask_;
+    std::uint32_t head_ = 0, tail_ = 0;
+  };
   struct Peer {
-    Peer(int r, std::uint16_t depth, const RetryPolicy& policy)
-        : rank(r), window(depth, policy), filter(depth), sent(depth), reply_ready(depth), reply_length(depth) {}
+    Peer(int r, std::uint16_t depth, const RetryPolicy& policy, std::uint32_t max_sends, std::uint32_t max_receives)
+        : rank(r),
+          window(depth, policy),
+          filter(depth),
+          sent(depth),
+          reply_ready(depth),
+          reply_length(depth),
+          sends(max_sends),
+          receives(max_receives) {
+      reposts.reserve(max_receives);
+    }
     int rank;
     via::Vi* vi = nullptr;  // null for this rank itself: messages go through the loopback queue
     SendWindow window;
@@ -76,6 +102,8 @@ class Runtime {
     std::vector<Sent> sent;
     std::vector<std::uint8_t> reply_ready;  // per slot: the cached reply may be sent again
     std::vector<std::uint32_t> reply_length;
+    Posted sends, receives;
+    std::vector<std::uint32_t> reposts;  // handled receives, re-posted by the next poll
     std::uint32_t first_desc = 0;  // requests, then replies, then receives
     bool failed = false;
     bool hello_received = false;
@@ -128,9 +156,14 @@ class Runtime {
   std::uint32_t reply_desc(const Peer& p, std::uint16_t slot) const { return p.first_desc + depth_ + slot; }
   bool post_send(Peer& p, std::uint32_t di, std::uint32_t length);
   bool post_recv(Peer& p, std::uint32_t di);
+  void repost(Peer& p, std::uint32_t di);
   void wait_send_free(Peer& p, std::uint32_t di);
-  bool reap_sends();
+  bool take_send(Peer& p, std::uint32_t& di);
+  void reap_sends(Peer& p);
+  int receive(Peer& p);
   int service();
+  int handle();
+  int run_loopback();
   template <class Pred>
   void block_until(Pred&& pred);
 
@@ -138,7 +171,7 @@ class Runtime {
                       const void* payload, std::size_t bytes, const Sent& sent);
   void send_reply(Peer& p, std::uint16_t slot, std::uint32_t seq, std::uint8_t status, std::uint16_t handler,
                   const Word* args, unsigned nargs, const void* payload, std::size_t bytes);
-  void on_receive(std::uint32_t di, VIP_DESCRIPTOR* d);
+  void on_receive(Peer& p, std::uint32_t di, VIP_DESCRIPTOR* d);
   void on_send_complete(std::uint32_t di, VIP_DESCRIPTOR* d);
   void dispatch(Peer& p, std::byte* data, std::size_t length);
   void handle_request(Peer& p, const wire::Message& m);
@@ -170,8 +203,6 @@ class Runtime {
   int me_ = 0;
   std::unique_ptr<via::Nic> nic_;
   via::Ptag ptag_ = 0;
-  via::Cq* send_cq_ = nullptr;
-  via::Cq* recv_cq_ = nullptr;
   std::byte* arena_ = nullptr;
   std::size_t arena_bytes_ = 0;
   via::MemHandle arena_handle_ = 0;
@@ -186,12 +217,14 @@ class Runtime {
   bool own_segment_ = false;
   via::MemHandle segment_handle_ = 0;
   std::vector<std::unique_ptr<Peer>> peers_;
+  std::vector<Peer*> remote_;  // the peers with a VI: all but this rank
   std::deque<std::vector<std::byte>> loopback_;
   std::vector<Operation> ops_;
   std::vector<std::uint32_t> free_ops_;
   HandlerContext* context_ = nullptr;
   Counters counters_{};
   unsigned posted_sends_ = 0;
+  unsigned dispatching_ = 0;  // receives being handled (handlers may poll)
   unsigned services_ = 0;
   bool vi_error_ = false;
   bool disabling_ = false;

@@ -263,6 +263,41 @@ TEST(AmRanks, StoreGetEverySizeUnreliableWithFaults) {
   expect_all_zero(status);
 }
 
+// ---- receives re-posted late, at the smallest depths ----
+
+// Handled receives wait to be re-posted until the next poll, in spare
+// receives beyond the 2 x depth a peer can fill. At depth 1 and 2 a peer fills
+// them all the time: both ranks flood each other on reliable VIs, where a
+// message finding no receive posted would break the VI.
+int late_repost_body(int rank) {
+  constexpr long kRequests = 5000;
+  long handled = 0, replies = 0;
+  am::set_handler(1, [&](am::Token t, long i) {
+    ++handled;
+    t.reply(2, i);
+  });
+  am::set_handler(2, [&](am::Token, long) { ++replies; });
+  CHECK_OR_RETURN(am::enable() == am::Status::ok, 1);
+  const int peer = 1 - rank;
+  for (long i = 0; i < kRequests; ++i) CHECK_OR_RETURN(am::request(peer, 1, i) == am::Status::ok, 2);
+  CHECK_OR_RETURN(am::wait_until([&] { return replies == kRequests; }) == am::Status::ok, 3);
+  CHECK_OR_RETURN(am::barrier() == am::Status::ok, 4);
+  CHECK_OR_RETURN(handled == kRequests && replies == kRequests, 5);
+  CHECK_OR_RETURN(am::counters().credit_stalls > 0, 6);  // the window was full: every receive was in use
+  CHECK_OR_RETURN(am::disable() == am::Status::ok, 7);
+  return 0;
+}
+
+TEST(AmRanks, SmallestDepthsNeverRunOutOfReceives) {
+  for (const char* depth : {"1", "2"}) {
+    setenv("VIASTACK_AM_DEPTH", depth, 1);
+    auto status = run_ranks(2, late_repost_body);
+    unsetenv("VIASTACK_AM_DEPTH");
+    SCOPED_TRACE(std::string("depth ") + depth);
+    expect_all_zero(status);
+  }
+}
+
 // ---- bad input: a clear error, and the receiver goes on ----
 
 TEST(AmRanks, BadInputIsAClearErrorAndTheReceiverGoesOn) {

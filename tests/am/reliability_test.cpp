@@ -31,7 +31,7 @@ RetryPolicy policy() {
 TEST(SendWindow, CreditsBoundOutstandingRequests) {
   SendWindow w(2, policy());
   EXPECT_TRUE(w.has_credit());
-  const auto a = w.open(0), b = w.open(0);
+  const auto a = w.open(), b = w.open();
   EXPECT_NE(a, b);
   EXPECT_FALSE(w.has_credit());
   EXPECT_EQ(w.outstanding(), 2u);
@@ -42,10 +42,10 @@ TEST(SendWindow, CreditsBoundOutstandingRequests) {
 
 TEST(SendWindow, ReusedSlotGetsTheNextSequenceNumber) {
   SendWindow w(1, policy());
-  const auto s = w.open(0);
+  const auto s = w.open();
   const auto first = w.seq(s);
   ASSERT_TRUE(w.close(s, first));
-  w.open(0);
+  w.open();
   EXPECT_EQ(w.seq(s), first + 1);
   EXPECT_FALSE(w.close(s, first));  // a late reply to the old use
   EXPECT_TRUE(w.close(s, first + 1));
@@ -53,7 +53,7 @@ TEST(SendWindow, ReusedSlotGetsTheNextSequenceNumber) {
 
 TEST(SendWindow, RetransmitsWithExponentialBackoffThenExpires) {
   SendWindow w(4, policy());
-  const auto s = w.open(0);
+  const auto s = w.open();
   std::vector<std::uint64_t> resent;
   int expired = 0;
   for (std::uint64_t t = 0; t <= 2000 * kMs; t += kMs)
@@ -76,7 +76,7 @@ TEST(SendWindow, NoRetransmissionOnReliableVisButStillATimeout) {
   RetryPolicy p = policy();
   p.retransmit = false;
   SendWindow w(4, p);
-  w.open(0);
+  w.open();
   int resent = 0, expired = 0;
   for (std::uint64_t t = 0; t <= 1000 * kMs; t += kMs)
     w.advance(t, [&](std::uint16_t) { ++resent; }, [&](std::uint16_t) { ++expired; });
@@ -84,10 +84,39 @@ TEST(SendWindow, NoRetransmissionOnReliableVisButStillATimeout) {
   EXPECT_EQ(expired, 1);
 }
 
+// Opening reads no clock: the first advance() after it stamps the send time,
+// so a request opened long before the stamp is not retransmitted or expired early.
+TEST(SendWindow, SendTimeIsStampedByTheNextAdvance) {
+  SendWindow w(2, policy());
+  const auto s = w.open();
+  EXPECT_EQ(w.next_deadline(), 0u);  // a stamp is due
+  int resent = 0, expired = 0;
+  auto retransmit = [&](std::uint16_t) { ++resent; };
+  auto expire = [&](std::uint16_t) { ++expired; };
+  w.advance(5000 * kMs, retransmit, expire);  // far past the timeout of a send at 0
+  EXPECT_EQ(resent + expired, 0);
+  EXPECT_EQ(w.next_deadline(), 5010 * kMs);
+  w.advance(5009 * kMs, retransmit, expire);
+  EXPECT_EQ(resent, 0);
+  w.advance(5010 * kMs, retransmit, expire);
+  EXPECT_EQ(resent, 1);
+  // Closed and reopened before any advance: one stamp, at the next advance.
+  ASSERT_TRUE(w.close(s, w.seq(s)));
+  const auto t = w.open();
+  ASSERT_TRUE(w.close(t, w.seq(t)));
+  const auto u = w.open();
+  w.advance(6000 * kMs, retransmit, expire);
+  EXPECT_EQ(w.next_deadline(), 6010 * kMs);
+  w.advance(6000 * kMs + 1000 * kMs, retransmit, expire);
+  EXPECT_EQ(expired, 1);
+  EXPECT_FALSE(w.is_open(u));
+  EXPECT_EQ(w.next_deadline(), am::kNever);
+}
+
 TEST(SendWindow, CloseAllReturnsEveryOpenRequest) {
   SendWindow w(3, policy());
-  w.open(0);
-  w.open(0);
+  w.open();
+  w.open();
   int closed = 0;
   w.close_all([&](std::uint16_t) { ++closed; });
   EXPECT_EQ(closed, 2);
@@ -142,7 +171,7 @@ struct Simulation {
     std::map<std::uint16_t, int> slot_request;  // at the requester
     for (std::uint64_t now = 0; now < limit_ms * kMs; now += kMs / 10) {
       while (next < requests && window_.has_credit()) {
-        const auto slot = window_.open(now);
+        const auto slot = window_.open();
         slot_request[slot] = next;
         send(Packet{false, slot, window_.seq(slot), next, 0}, now);
         ++next;
