@@ -10,5 +10,8 @@ echo "== VIA ping-pong, 4 ranks on the shm provider (ranks 0 and 1 measure) =="
 "$BIN/viarun" -n 4 --provider shm --timeout 120 -- "$BIN/via_pingpong" --summary
 
 echo
-echo "== Split-C suite, 4 ranks on the shm provider =="
-"$BIN/viarun" -n 4 --provider shm --timeout 600 -- "$BIN/splitc_suite" --size test
+echo "== Split-C suite, 4 ranks on the shm provider (speed-up over the 1-rank run just before) =="
+baseline=$(mktemp)
+"$BIN/viarun" -n 1 --provider shm --timeout 600 -- "$BIN/splitc_suite" --size test --json >"$baseline"
+"$BIN/viarun" -n 4 --provider shm --timeout 600 -- "$BIN/splitc_suite" --size test --baseline "$baseline"
+rm -f "$baseline"

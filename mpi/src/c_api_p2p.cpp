@@ -11,13 +11,13 @@ using namespace viastack::mpi;
 
 namespace {
 
-// The checks every send makes; the communicator and the type they found.
-struct CheckedSend {
+// The checks every send or receive makes; the communicator and the type they found.
+struct Checked {
   Communicator& comm;
   const Datatype& type;
 };
 
-CheckedSend check_send(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm) {
+Checked check_send(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm) {
   runtime();
   Communicator& c = communicator_of(comm);
   check_count(count);
@@ -30,19 +30,24 @@ CheckedSend check_send(const void* buf, int count, MPI_Datatype datatype, int de
 
 Request* start_send(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm,
                     SendMode mode) {
-  CheckedSend s = check_send(buf, count, datatype, dest, tag, comm);
+  Checked s = check_send(buf, count, datatype, dest, tag, comm);
   return runtime().p2p().isend(buf, std::size_t(count), s.type, dest, tag, s.comm, s.comm.p2p_context(), mode);
 }
 
-Request* start_recv(void* buf, int count, MPI_Datatype datatype, int source, int tag, MPI_Comm comm) {
-  Runtime& rt = runtime();
+Checked check_recv(const void* buf, int count, MPI_Datatype datatype, int source, int tag, MPI_Comm comm) {
+  runtime();
   Communicator& c = communicator_of(comm);
   check_count(count);
   const Datatype& type = datatype_of(datatype);
   check_buffer(buf, count, type);
   check_recv_tag(tag);
   c.check_rank(source, true, true);
-  return rt.p2p().irecv(buf, std::size_t(count), type, source, tag, c, c.p2p_context());
+  return {c, type};
+}
+
+Request* start_recv(void* buf, int count, MPI_Datatype datatype, int source, int tag, MPI_Comm comm) {
+  Checked r = check_recv(buf, count, datatype, source, tag, comm);
+  return runtime().p2p().irecv(buf, std::size_t(count), r.type, source, tag, r.comm, r.comm.p2p_context());
 }
 
 [[noreturn]] void fail_request(int error) {
@@ -56,9 +61,18 @@ void finish_blocking(Request* r, MPI_Status* status) {
   if (int error = retire(&handle, status); error != MPI_SUCCESS) fail_request(error);
 }
 
+// A blocking standard send: an eager message is complete once queued, and needs no request.
+void blocking_send(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm) {
+  Checked s = check_send(buf, count, datatype, dest, tag, comm);
+  P2P& p2p = runtime().p2p();
+  if (p2p.try_send_eager(buf, std::size_t(count), s.type, dest, tag, s.comm, s.comm.p2p_context())) return;
+  Request* r = p2p.isend(buf, std::size_t(count), s.type, dest, tag, s.comm, s.comm.p2p_context(), SendMode::standard);
+  finish_blocking(r, MPI_STATUS_IGNORE);
+}
+
 // Bsend: the message is copied into the attached buffer, so the call never waits for the receiver.
 void buffered_send(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm) {
-  CheckedSend s = check_send(buf, count, datatype, dest, tag, comm);
+  Checked s = check_send(buf, count, datatype, dest, tag, comm);
   if (dest == MPI_PROC_NULL) return;  // nothing to send, so no buffer space needed (as Open MPI)
   runtime().bsend().send(buf, std::size_t(count), s.type, dest, tag, s.comm);
 }
@@ -85,9 +99,7 @@ std::span<Request*> as_requests(std::vector<Request*>& storage, int count, MPI_R
 }  // namespace
 
 int MPI_Send(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm) {
-  return guarded("MPI_Send", comm, [&] {
-    finish_blocking(start_send(buf, count, datatype, dest, tag, comm, SendMode::standard), MPI_STATUS_IGNORE);
-  });
+  return guarded("MPI_Send", comm, [&] { blocking_send(buf, count, datatype, dest, tag, comm); });
 }
 
 int MPI_Ssend(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm) {
@@ -98,9 +110,7 @@ int MPI_Ssend(const void* buf, int count, MPI_Datatype datatype, int dest, int t
 
 // A ready send may behave as a standard one.
 int MPI_Rsend(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm) {
-  return guarded("MPI_Rsend", comm, [&] {
-    finish_blocking(start_send(buf, count, datatype, dest, tag, comm, SendMode::standard), MPI_STATUS_IGNORE);
-  });
+  return guarded("MPI_Rsend", comm, [&] { blocking_send(buf, count, datatype, dest, tag, comm); });
 }
 
 int MPI_Bsend(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm) {
@@ -138,7 +148,16 @@ int MPI_Buffer_detach(void* buffer_addr, int* size) {
 }
 
 int MPI_Recv(void* buf, int count, MPI_Datatype datatype, int source, int tag, MPI_Comm comm, MPI_Status* status) {
-  return guarded("MPI_Recv", comm, [&] { finish_blocking(start_recv(buf, count, datatype, source, tag, comm), status); });
+  return guarded("MPI_Recv", comm, [&] {
+    Checked c = check_recv(buf, count, datatype, source, tag, comm);
+    // The call returns only once the receive completed, so its request can live here.
+    Request r(Request::Type::recv, &c.comm);
+    P2P& p2p = runtime().p2p();
+    p2p.post_recv(r, buf, std::size_t(count), c.type, source, tag, c.comm.p2p_context());
+    p2p.wait(r);
+    r.fill_status(status);
+    if (r.error != MPI_SUCCESS) fail_request(r.error);
+  });
 }
 
 int MPI_Isend(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm,

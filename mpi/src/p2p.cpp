@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cstring>
+#include <new>
 #include <string>
+#include <utility>
 
 #include "comm.hpp"
 #include "datatype.hpp"
@@ -19,7 +21,24 @@ std::size_t eager_limit_from_env() {
   return std::min(bytes_from_env("VIASTACK_MPI_EAGER_LIMIT", 16 * 1024), kMax);
 }
 
+// Freed requests, linked through their first bytes.
+struct FreeRequest {
+  FreeRequest* next;
+};
+FreeRequest* free_requests = nullptr;
+
 }  // namespace
+
+// Not thread-safe, like the rest of the library: MPI_THREAD_SERIALIZED keeps calls apart.
+void* Request::operator new(std::size_t size) {
+  if (size != sizeof(Request) || !free_requests) return ::operator new(size);
+  return std::exchange(free_requests, free_requests->next);
+}
+
+void Request::operator delete(void* p, std::size_t size) noexcept {
+  if (size != sizeof(Request)) return ::operator delete(p);
+  free_requests = new (p) FreeRequest{free_requests};
+}
 
 bool matches(std::uint32_t context, int source, int tag, std::uint32_t want_context, int want_source, int want_tag) {
   return context == want_context && (want_source == MPI_ANY_SOURCE || source == want_source) &&
@@ -31,6 +50,31 @@ P2P::P2P(int world_rank, int world_size) : world_rank_(world_rank), eager_limit_
 }
 
 P2P::~P2P() = default;
+
+namespace {
+
+WireHeader eager_header(std::uint32_t context, int source, int tag, std::size_t bytes) {
+  WireHeader h{WireType::eager};
+  h.context = context;
+  h.source = source;
+  h.tag = tag;
+  h.size = bytes;
+  return h;
+}
+
+}  // namespace
+
+bool P2P::try_send_eager(const void* buf, std::size_t count, const Datatype& type, int dest, int tag,
+                         const Communicator& comm, std::uint32_t context) {
+  const std::size_t bytes = count * type.size();
+  if (dest == MPI_PROC_NULL || !type.contiguous() || bytes > eager_limit_) return false;
+  const int peer = comm.world_rank(dest);
+  if (peer == world_rank_) return false;
+  // No request is waited on, so nothing polls unless the send had to queue: then the backlog needs progress.
+  const std::span<const std::byte> data{static_cast<const std::byte*>(buf), bytes};
+  if (!transport_->send(peer, eager_header(context, comm.rank(), tag, bytes), data)) poll();
+  return true;
+}
 
 Request* P2P::isend(const void* buf, std::size_t count, const Datatype& type, int dest, int tag,
                     const Communicator& comm, std::uint32_t context, SendMode mode) {
@@ -52,11 +96,7 @@ Request* P2P::isend(const void* buf, std::size_t count, const Datatype& type, in
     deliver_to_self(*r, data, context, comm.rank(), tag, mode);
     return r;
   }
-  WireHeader h{WireType::eager};
-  h.context = context;
-  h.source = comm.rank();
-  h.tag = tag;
-  h.size = bytes;
+  WireHeader h = eager_header(context, comm.rank(), tag, bytes);
   if (mode == SendMode::standard && bytes <= eager_limit_) {
     transport_->send(peer, h, data);
     r->complete = true;
@@ -94,35 +134,52 @@ void P2P::deliver_to_self(Request& send, std::span<const std::byte> data, std::u
 Request* P2P::irecv(void* buf, std::size_t count, const Datatype& type, int source, int tag, const Communicator& comm,
                     std::uint32_t context) {
   auto* r = new Request(Request::Type::recv, &comm);
-  r->buffer = buf;
-  r->count = count;
-  r->datatype = &type;
-  r->context = context;
-  r->source = source;
-  r->tag = tag;
-  r->capacity = count * type.size();
+  post_recv(*r, buf, count, type, source, tag, context);
+  return r;
+}
+
+void P2P::post_recv(Request& r, void* buf, std::size_t count, const Datatype& type, int source, int tag,
+                    std::uint32_t context) {
+  r.buffer = buf;
+  r.count = count;
+  r.datatype = &type;
+  r.context = context;
+  r.source = source;
+  r.tag = tag;
+  r.capacity = count * type.size();
   if (source == MPI_PROC_NULL) {
-    r->status_source = MPI_PROC_NULL;
-    r->complete = true;
-    return r;
+    r.status_source = MPI_PROC_NULL;
+    r.complete = true;
+    return;
   }
   for (auto it = unexpected_.begin(); it != unexpected_.end(); ++it) {
     if (!matches(it->context, it->source, it->tag, context, source, tag)) continue;
     Incoming in = std::move(*it);
     unexpected_.erase(it);
-    deliver(*r, Message{in.source, in.tag, in.peer, in.size, in.data, in.rendezvous, in.token, in.address, in.handle});
+    deliver(r, Message{in.source, in.tag, in.peer, in.size, in.data, in.rendezvous, in.token, in.address, in.handle});
     if (in.sync_sender) complete(*in.sync_sender);
-    return r;
+    return;
   }
-  posted_.push_back(r);
-  return r;
+  append_posted(r);
+}
+
+void P2P::append_posted(Request& recv) {
+  recv.prev_posted = posted_tail_;
+  recv.next_posted = nullptr;
+  (posted_tail_ ? posted_tail_->next_posted : posted_head_) = &recv;
+  posted_tail_ = &recv;
+}
+
+void P2P::remove_posted(Request& recv) {
+  (recv.prev_posted ? recv.prev_posted->next_posted : posted_head_) = recv.next_posted;
+  (recv.next_posted ? recv.next_posted->prev_posted : posted_tail_) = recv.prev_posted;
+  recv.next_posted = recv.prev_posted = nullptr;
 }
 
 Request* P2P::match_posted(std::uint32_t context, int source, int tag) {
-  for (auto it = posted_.begin(); it != posted_.end(); ++it) {
-    Request* r = *it;
+  for (Request* r = posted_head_; r; r = r->next_posted) {
     if (matches(context, source, tag, r->context, r->source, r->tag)) {
-      posted_.erase(it);
+      remove_posted(*r);
       return r;
     }
   }
@@ -230,9 +287,8 @@ ProbeResult P2P::probe(int source, int tag, std::uint32_t context) {
 }
 
 bool P2P::cancel(Request& request) {
-  auto it = std::find(posted_.begin(), posted_.end(), &request);
-  if (it == posted_.end()) return false;
-  posted_.erase(it);
+  if (!request.prev_posted && posted_head_ != &request) return false;  // matched, or never posted
+  remove_posted(request);
   request.cancelled = true;
   complete(request);
   return true;

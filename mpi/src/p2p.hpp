@@ -61,7 +61,14 @@ class P2P final : public TransportClient {
   // The communicator's context is the request's; `context` picks p2p or collective traffic.
   Request* isend(const void* buf, std::size_t count, const Datatype& type, int dest, int tag, const Communicator& comm,
                  std::uint32_t context, SendMode mode);
+  // A standard-mode send that fits the eager protocol is complete once queued: it
+  // needs no request. False, having done nothing, when the message needs one.
+  bool try_send_eager(const void* buf, std::size_t count, const Datatype& type, int dest, int tag,
+                      const Communicator& comm, std::uint32_t context);
   Request* irecv(void* buf, std::size_t count, const Datatype& type, int source, int tag, const Communicator& comm,
+                 std::uint32_t context);
+  // irecv into a request the caller owns (a blocking receive's, on its stack).
+  void post_recv(Request& r, void* buf, std::size_t count, const Datatype& type, int source, int tag,
                  std::uint32_t context);
   std::optional<ProbeResult> iprobe(int source, int tag, std::uint32_t context);
   ProbeResult probe(int source, int tag, std::uint32_t context);
@@ -101,6 +108,8 @@ class P2P final : public TransportClient {
     std::uint64_t token, address;
     via::MemHandle handle;
   };
+  void append_posted(Request& recv);
+  void remove_posted(Request& recv);
   Request* match_posted(std::uint32_t context, int source, int tag);
   void deliver(Request& recv, const Message& message);
   void deliver_to_self(Request& send, std::span<const std::byte> data, std::uint32_t context, int source, int tag,
@@ -115,7 +124,8 @@ class P2P final : public TransportClient {
   std::size_t eager_limit_;
   std::unique_ptr<Transport> transport_;
   RmaClient* rma_ = nullptr;
-  std::list<Request*> posted_;
+  Request* posted_head_ = nullptr;  // posted receives in order, linked through Request::next_posted
+  Request* posted_tail_ = nullptr;
   std::list<Incoming> unexpected_;
   std::unordered_map<std::uint64_t, Request*> rendezvous_sends_;  // by token, until the FIN
   std::unordered_map<std::uint64_t, Request*> reads_;             // receives whose RDMA read is running

@@ -19,6 +19,10 @@ class Request : public ompi_request_t {
 
   Request(Type type, const Communicator* comm) : ompi_request_t{HandleKind::request}, type(type), comm(comm) {}
 
+  // Most messages make and retire a request: they come from a free list, not malloc (p2p.cpp).
+  static void* operator new(std::size_t size);
+  static void operator delete(void* p, std::size_t size) noexcept;
+
   Type type;
   const Communicator* comm;  // whose error handler reports this request's errors
   bool complete = false;
@@ -36,6 +40,8 @@ class Request : public ompi_request_t {
   int source = 0;
   int tag = 0;
   std::size_t capacity = 0;
+  Request* next_posted = nullptr;  // P2P's queue of posted receives, linked through the requests
+  Request* prev_posted = nullptr;
 
   // Rendezvous: the registration peers read from (send) or the read lands in (receive).
   std::uint64_t token = 0;

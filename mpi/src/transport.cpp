@@ -102,23 +102,30 @@ void Transport::connect_all(int rank, int size) {
     if (p != rank) check(peers_[std::size_t(p)].vi->connect_peer_wait(), "connecting to a peer");
 }
 
+// A descriptor of one segment in the arena; the unused second segment is left as it is.
+void Transport::set_single_segment(VIP_DESCRIPTOR* d, std::byte* buffer, std::uint32_t length) const {
+  d->CS = VIP_CONTROL_SEGMENT{};
+  d->CS.SegCount = 1;
+  d->CS.Length = length;
+  d->DS[0].Local = VIP_DATA_SEGMENT{};
+  d->DS[0].Local.Data.Address = buffer;
+  d->DS[0].Local.Handle = arena_handle_;
+  d->DS[0].Local.Length = length;
+}
+
 void Transport::post_receive(int peer, int slot) {
   VIP_DESCRIPTOR* d = descriptor(std::size_t(peer) * kReceivesPerPeer + std::size_t(slot));
-  std::memset(d, 0, kDescriptorBytes);
-  d->CS.SegCount = 1;
-  d->CS.Length = std::uint32_t(slot_bytes_);
-  d->DS[0].Local.Data.Address = receive_buffer(peer, slot);
-  d->DS[0].Local.Handle = arena_handle_;
-  d->DS[0].Local.Length = std::uint32_t(slot_bytes_);
+  set_single_segment(d, receive_buffer(peer, slot), std::uint32_t(slot_bytes_));
   via::Result r = peers_[std::size_t(peer)].vi->post_recv(d, arena_handle_);
   if (r != via::Result::success && !peers_[std::size_t(peer)].closed) check(r, "posting a receive");
 }
 
-void Transport::send(int peer, WireHeader header, std::span<const std::byte> payload) {
+bool Transport::send(int peer, WireHeader header, std::span<const std::byte> payload) {
   Peer& p = peers_[std::size_t(peer)];
-  if (p.backlog.empty() && try_post(peer, header, payload)) return;
+  if (p.backlog.empty() && try_post(peer, header, payload)) return true;
   p.backlog.push_back(Queued{header, std::vector<std::byte>(payload.begin(), payload.end())});
   backlogged_ = true;
+  return false;
 }
 
 bool Transport::try_post(int peer, const WireHeader& header, std::span<const std::byte> payload) {
@@ -141,13 +148,7 @@ bool Transport::try_post(int peer, const WireHeader& header, std::span<const std
   if (!payload.empty()) std::memcpy(buf + sizeof h, payload.data(), payload.size());
 
   VIP_DESCRIPTOR* d = descriptor(receive_descriptors_ + std::size_t(index));
-  std::memset(d, 0, kDescriptorBytes);
-  const auto length = std::uint32_t(sizeof h + payload.size());
-  d->CS.SegCount = 1;
-  d->CS.Length = length;
-  d->DS[0].Local.Data.Address = buf;
-  d->DS[0].Local.Handle = arena_handle_;
-  d->DS[0].Local.Length = length;
+  set_single_segment(d, buf, std::uint32_t(sizeof h + payload.size()));
   check(p.vi->post_send(d, arena_handle_), "posting a send");
   return true;
 }
@@ -290,7 +291,9 @@ void Transport::on_receive(via::Vi* vi) {
   if (h.type != WireType::credit) client_.on_message(peer, h, {buf + sizeof h, d->CS.Length - sizeof h});
   post_receive(peer, slot);
   if (h.type != WireType::credit) ++p.owed_credits;
-  if (h.credits > 0 || p.owed_credits >= kCreditReturnThreshold) backlogged_ = true;
+  // Credits only matter to this peer's waiting work; most messages bring one and find none.
+  const bool unblocked = h.credits > 0 && (!p.backlog.empty() || !p.rdma.empty());
+  if (unblocked || p.owed_credits >= kCreditReturnThreshold) backlogged_ = true;
   if (backlogged_) flush_backlogs();
 }
 

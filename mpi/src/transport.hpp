@@ -61,8 +61,9 @@ class Transport {
   Transport& operator=(const Transport&) = delete;
 
   std::size_t eager_limit() const { return eager_limit_; }
-  // Queues a message for `peer` (header + payload copy); never blocks.
-  void send(int peer, WireHeader header, std::span<const std::byte> payload);
+  // Queues a message for `peer` (header + payload copy); never blocks. False
+  // when it waits in the backlog (for credits, a bounce buffer or a descriptor).
+  bool send(int peer, WireHeader header, std::span<const std::byte> payload);
   // Reads len bytes at (remote_address, remote_handle) of `peer` into local;
   // on_rdma_complete(id) follows once they are here.
   void read(int peer, void* local, std::size_t len, std::uint64_t remote_address, via::MemHandle remote_handle,
@@ -118,6 +119,7 @@ class Transport {
   VIP_DESCRIPTOR* descriptor(std::size_t index);
   std::byte* receive_buffer(int peer, int slot);
   std::byte* bounce_buffer(int index);
+  void set_single_segment(VIP_DESCRIPTOR* d, std::byte* buffer, std::uint32_t length) const;
   void post_receive(int peer, int slot);
   bool try_post(int peer, const WireHeader& header, std::span<const std::byte> payload);
   void rdma(int peer, const PendingRdma& op);

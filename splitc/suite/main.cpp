@@ -1,14 +1,19 @@
 // splitc_suite: the Split-C benchmark suite (U-Net's Split-C table).
 //
-//   viarun -n 4 -- splitc_suite [--bench mm,ssort_sm,...] [--size test|paper] [--json]
+//   viarun -n 4 -- splitc_suite [--bench mm,ssort_sm,...] [--size test|paper] [--json] [--baseline FILE]
 //
 // Each benchmark checks its own answer; the exit status is 1 if any fails.
 // Problem sizes are per processor (weak scaling) at both sizes: P ranks
 // solve a problem P times one rank's, and the table names the whole job's.
+// The speed-up over 1 rank is P * T1 / TP, T1 taken from a 1-rank run's
+// --json lines (--baseline), or this run's own time when P is 1.
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -40,7 +45,7 @@ const std::vector<Benchmark>& benchmarks() {
   std::fprintf(stderr,
                "splitc_suite: %s\n"
                "usage: viarun -n N -- splitc_suite [--bench mm,ssort_sm,ssort_bulk,rsort_sm,rsort_bulk,cc,cg]"
-               " [--size test|paper] [--json]\n",
+               " [--size test|paper] [--json] [--baseline FILE]\n",
                why.c_str());
   std::exit(2);
 }
@@ -62,6 +67,45 @@ std::vector<const Benchmark*> select(const std::string& list) {
   return chosen;
 }
 
+// The text after `"key":` in a JSON line, up to the next ',' or '}' (quotes
+// stripped): enough for splitc_suite's own flat lines.
+std::string field(const std::string& line, const char* key) {
+  std::string quoted = "\"";
+  quoted += key;
+  quoted += "\":";
+  const std::size_t at = line.find(quoted);
+  if (at == std::string::npos) return {};
+  const std::size_t from = at + quoted.size(), to = line.find_first_of(",}", from);
+  std::string value = line.substr(from, to == std::string::npos ? std::string::npos : to - from);
+  std::erase(value, '"');
+  return value;
+}
+
+// Each benchmark's 1-rank seconds at `size` in a file of --json lines: the
+// median where the file holds several verified runs; unverified ones count not.
+std::map<std::string, double> read_baseline(const std::string& path, const char* size) {
+  std::ifstream in(path);
+  if (!in) {
+    std::string why = "cannot read the baseline file ";
+    why += path;
+    usage(why);
+  }
+  std::map<std::string, std::vector<double>> runs;
+  for (std::string line; std::getline(in, line);) {
+    if (field(line, "bench") != "splitc" || field(line, "ranks") != "1" || field(line, "size") != size ||
+        field(line, "verified") != "true")
+      continue;
+    runs[field(line, "name")].push_back(std::strtod(field(line, "seconds").c_str(), nullptr));
+  }
+  std::map<std::string, double> median;
+  for (auto& [name, seconds] : runs) {
+    std::sort(seconds.begin(), seconds.end());
+    const std::size_t n = seconds.size();
+    median[name] = n % 2 ? seconds[n / 2] : (seconds[n / 2 - 1] + seconds[n / 2]) / 2;
+  }
+  return median;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -69,6 +113,7 @@ int main(int argc, char** argv) {
   for (const Benchmark& b : benchmarks()) chosen.push_back(&b);
   suite::Size size = suite::Size::test;
   bool json = false;
+  std::string baseline_path;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     auto value = [&]() -> std::string {
@@ -83,6 +128,8 @@ int main(int argc, char** argv) {
       size = s == "test" ? suite::Size::test : suite::Size::paper;
     } else if (arg == "--json") {
       json = true;
+    } else if (arg == "--baseline") {
+      baseline_path = value();
     } else {
       usage("unknown option " + arg);
     }
@@ -99,11 +146,17 @@ int main(int argc, char** argv) {
     const bool talk = MYPROC == 0;
     const char* size_name = size == suite::Size::test ? "test" : "paper";
     const char* provider = std::getenv("VIASTACK_PROVIDER");
-    if (talk && !json)
+    std::map<std::string, double> baseline;
+    if (talk && !baseline_path.empty()) baseline = read_baseline(baseline_path, size_name);
+    if (talk && !json) {
       std::printf("Split-C suite: %d ranks, provider %s, size %s (per processor: the job's problem is %d times one "
-                  "rank's)\n%-12s %12s  %-8s  %s\n",
-                  PROCS, provider ? provider : "shm", size_name, PROCS, "benchmark", "seconds", "verified",
+                  "rank's)\n",
+                  PROCS, provider ? provider : "shm", size_name, PROCS);
+      if (PROCS > 1 && baseline.empty())
+        std::printf("(speed-up over 1 rank: give a 1-rank run's --json lines with --baseline FILE)\n");
+      std::printf("%-12s %12s  %9s  %-8s  %s\n", "benchmark", "seconds", "speed-up", "verified",
                   "problem (whole job)");
+    }
     for (const Benchmark* b : chosen) {
       const suite::Outcome out = b->run(size);
       all_verified = all_verified && out.verified;
@@ -111,8 +164,15 @@ int main(int argc, char** argv) {
       if (json)
         std::printf("{\"bench\":\"splitc\",\"name\":\"%s\",\"ranks\":%d,\"size\":\"%s\",\"seconds\":%.6f,\"verified\":%s}\n",
                     b->name, PROCS, size_name, out.seconds, out.verified ? "true" : "false");
-      else
-        std::printf("%-12s %12.4f  %-8s  %s\n", b->name, out.seconds, out.verified ? "yes" : "NO", out.problem.c_str());
+      else {
+        // Scaled speed-up: the P-rank job does P times the 1-rank job's work.
+        const auto t1 = baseline.find(b->name);
+        const double one_rank = PROCS == 1 ? out.seconds : t1 == baseline.end() ? 0 : t1->second;
+        char speedup[32] = "-";
+        if (one_rank > 0 && out.seconds > 0) std::snprintf(speedup, sizeof speedup, "%.2f", PROCS * one_rank / out.seconds);
+        std::printf("%-12s %12.4f  %9s  %-8s  %s\n", b->name, out.seconds, speedup, out.verified ? "yes" : "NO",
+                    out.problem.c_str());
+      }
       std::fflush(stdout);
     }
   } catch (const std::exception& e) {
