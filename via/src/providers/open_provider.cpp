@@ -7,16 +7,6 @@
 #include "via/bootstrap.hpp"
 
 namespace via {
-namespace shm {
-Result open_shm_provider(std::string_view device, Bootstrap& job, std::unique_ptr<Provider>& out);
-}
-namespace tcp {
-Result open_tcp_provider(std::string_view device, const std::shared_ptr<Bootstrap>& job, std::unique_ptr<Provider>& out);
-}
-namespace mixed {
-Result open_mixed_provider(std::string_view device, const std::shared_ptr<Bootstrap>& job,
-                           std::unique_ptr<Provider>& out);
-}
 
 Result open_provider(std::string_view device, std::unique_ptr<Provider>& out) {
   std::string error;

@@ -104,4 +104,17 @@ class Provider {
 // Opens the provider named by the device string and the environment.
 Result open_provider(std::string_view device, std::unique_ptr<Provider>& out);
 
+// Each provider's opener; the device string may name the NIC ("shm:N").
+class Bootstrap;
+namespace shm {
+Result open_shm_provider(std::string_view device, Bootstrap& job, std::unique_ptr<Provider>& out);
+}
+namespace tcp {
+Result open_tcp_provider(std::string_view device, const std::shared_ptr<Bootstrap>& job, std::unique_ptr<Provider>& out);
+}
+namespace mixed {
+Result open_mixed_provider(std::string_view device, const std::shared_ptr<Bootstrap>& job,
+                           std::unique_ptr<Provider>& out);
+}
+
 }  // namespace via

@@ -14,12 +14,6 @@
 #include "via/bootstrap.hpp"
 
 namespace via {
-namespace shm {
-Result open_shm_provider(std::string_view device, Bootstrap& job, std::unique_ptr<Provider>& out);
-}
-namespace tcp {
-Result open_tcp_provider(std::string_view device, const std::shared_ptr<Bootstrap>& job, std::unique_ptr<Provider>& out);
-}
 
 namespace mixed {
 namespace {
