@@ -5,22 +5,19 @@
 // Keys are scoped by the rank that puts them ("<key>-<rank>"), and keys and
 // values are encoded (pmi_wire.hpp) so that any printable value passes.
 #include <algorithm>
-#include <cstdio>
-#include <cstdlib>
-#include <mutex>
-#include <thread>
 
 #include "bootstrap/bootstrap_impl.hpp"
-#include "bootstrap/pmi_channel.hpp"
-#include "bootstrap/pmi_wire.hpp"
+#include "bootstrap/pmi_client.hpp"
 
 namespace via::bootstrap {
 namespace {
 
 using pmi::Message;
 
-class Pmi1Bootstrap final : public Bootstrap {
+class Pmi1Bootstrap final : public pmi::Client {
  public:
+  Pmi1Bootstrap() : Client("PMI-1") {}
+
   bool open(std::string& error) {
     int rank = 0, size = 0;
     if (const auto fd = environment("PMI_FD")) {
@@ -73,15 +70,7 @@ class Pmi1Bootstrap final : public Bootstrap {
     return set_layout(rank, size, std::move(node_of_rank), kvsname_, error);
   }
 
-  ~Pmi1Bootstrap() override {
-    // Finalize when the process exits (not in a forked child, whose parent
-    // still speaks on this connection); a server that is gone ends this at once.
-    std::lock_guard guard(mutex_);
-    Message reply;
-    std::string ignored;
-    if (initialized_ && owner_ == getpid() && exchange(Message{"finalize"}, reply, ignored))
-      pmi::check_reply(reply, "finalize_ack", ignored);
-  }
+  ~Pmi1Bootstrap() override { finalize(Message{"finalize"}, "finalize_ack"); }
 
   const char* name() const override { return "pmi1"; }
 
@@ -107,31 +96,13 @@ class Pmi1Bootstrap final : public Bootstrap {
       error = "no value '" + key + "' from rank " + std::to_string(rank) + ": " + why;
       return false;
     }
-    const std::string* encoded = reply.find("value");
-    auto decoded = encoded ? pmi::decode_value(*encoded) : std::nullopt;
-    if (!decoded) {
-      error = "the value '" + key + "' from rank " + std::to_string(rank) + " is not one viastack wrote";
-      return false;
-    }
-    value = std::move(*decoded);
-    return true;
+    return decode_fetched(reply.find("value"), key, rank, value, error);
   }
 
-  std::string reachable_address() override { return channel_->local_address(); }
-
   [[noreturn]] void abort(int status, const std::string& message) override {
-    std::fprintf(stderr, "viastack: rank %d: %s\n", rank(), message.c_str());
-    // The launcher forwards this rank's output; the job it is about to end
-    // must not take the message with it.
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
     std::string line, ignored;
-    {
-      std::lock_guard guard(mutex_);
-      if (pmi::format_line(Message{"abort"}.add("exitcode", std::to_string(status)), line, ignored) &&
-          channel_->send(line, ignored))
-        channel_->wait_for_close(std::chrono::seconds(10));
-    }
-    std::_Exit(status ? status : 1);
+    if (!pmi::format_line(Message{"abort"}.add("exitcode", std::to_string(status)), line, ignored)) line.clear();
+    abort_job(status, message, line);
   }
 
  private:
@@ -181,13 +152,6 @@ class Pmi1Bootstrap final : public Bootstrap {
     return pmi::parse_process_mapping(mapping ? *mapping : "", size, node_of_rank, error);
   }
 
-  static std::string scoped_key(const std::string& key, int rank) {
-    std::string scoped = pmi::encode_key(key);
-    scoped += '-';
-    scoped += std::to_string(rank);
-    return scoped;
-  }
-
   bool check_lengths(const std::string& key, const std::string& scoped, const std::string& encoded,
                      std::string& error) const {
     if (scoped.size() > key_max_) {
@@ -208,30 +172,13 @@ class Pmi1Bootstrap final : public Bootstrap {
     return channel_->read_line(line, error) && pmi::parse_line(line, reply, error);
   }
 
-  bool exchange(const Message& message, Message& reply, std::string& error) {
+  bool exchange(const Message& message, Message& reply, std::string& error) override {
     std::string line;
     return pmi::format_line(message, line, error) && channel_->send(line, error) && read(reply, error);
   }
 
-  // Sends one request and reads its reply, named `expected`, with rc 0.
-  bool request(const Message& message, std::string_view expected, Message& reply, std::string& error) {
-    std::lock_guard guard(mutex_);
-    std::string why;
-    reply = Message{};
-    if (exchange(message, reply, why) && pmi::check_reply(reply, expected, why)) return true;
-    error = "PMI-1 ";
-    error += message.command;
-    error += ": ";
-    error += why;
-    return false;
-  }
-
-  std::unique_ptr<pmi::Channel> channel_;
-  std::mutex mutex_;
   std::string kvsname_;
   std::size_t key_max_ = 0, value_max_ = 0;
-  bool initialized_ = false;
-  const pid_t owner_ = getpid();
 };
 
 }  // namespace

@@ -5,22 +5,18 @@
 //
 // As with PMI-1, keys are scoped by the rank that puts them and keys and
 // values are encoded (pmi_wire.hpp): Slurm's server has no escape for ';'.
-#include <cstdio>
-#include <cstdlib>
-#include <mutex>
-#include <thread>
-
 #include "bootstrap/bootstrap_impl.hpp"
-#include "bootstrap/pmi_channel.hpp"
-#include "bootstrap/pmi_wire.hpp"
+#include "bootstrap/pmi_client.hpp"
 
 namespace via::bootstrap {
 namespace {
 
 using pmi::Message;
 
-class Pmi2Bootstrap final : public Bootstrap {
+class Pmi2Bootstrap final : public pmi::Client {
  public:
+  Pmi2Bootstrap() : Client("PMI-2") {}
+
   bool open(std::string& error) {
     const auto fd = environment("PMI_FD");
     if (!fd) {
@@ -75,15 +71,7 @@ class Pmi2Bootstrap final : public Bootstrap {
     return set_layout(*rank, *size, std::move(node_of_rank), jobid_, error);
   }
 
-  ~Pmi2Bootstrap() override {
-    // Finalize when the process exits (not in a forked child, whose parent
-    // still speaks on this connection); a server that is gone ends this at once.
-    std::lock_guard guard(mutex_);
-    Message reply;
-    std::string ignored;
-    if (initialized_ && owner_ == getpid() && exchange(Message{"finalize"}, reply, ignored))
-      pmi::check_reply(reply, "finalize-response", ignored);
-  }
+  ~Pmi2Bootstrap() override { finalize(Message{"finalize"}, "finalize-response"); }
 
   const char* name() const override { return "pmi2"; }
 
@@ -121,41 +109,20 @@ class Pmi2Bootstrap final : public Bootstrap {
       error = "no rank " + std::to_string(rank) + " published '" + key + "' before the last fence";
       return false;
     }
-    auto decoded = pmi::decode_value(*encoded);
-    if (!decoded) {
-      error = "the value '" + key + "' from rank " + std::to_string(rank) + " is not one viastack wrote";
-      return false;
-    }
-    value = std::move(*decoded);
-    return true;
+    return decode_fetched(encoded, key, rank, value, error);
   }
 
   [[noreturn]] void abort(int status, const std::string& message) override {
-    std::fprintf(stderr, "viastack: rank %d: %s\n", rank(), message.c_str());
-    // The launcher forwards this rank's output; the job it is about to end
-    // must not take the message with it.
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    // Slurm ends the step on an abort and sends no answer.
     std::string frame, ignored;
-    {
-      std::lock_guard guard(mutex_);
-      // Slurm ends the step on an abort and sends no answer.
-      if (pmi::format_frame(Message{"abort"}.add("isworld", "TRUE").add("msg", pmi::encode_value(message)), frame,
-                            ignored) &&
-          channel_->send(frame, ignored))
-        channel_->wait_for_close(std::chrono::seconds(10));
-    }
-    std::_Exit(status ? status : 1);
+    if (!pmi::format_frame(Message{"abort"}.add("isworld", "TRUE").add("msg", pmi::encode_value(message)), frame,
+                           ignored))
+      frame.clear();
+    abort_job(status, message, frame);
   }
 
  private:
-  static std::string scoped_key(const std::string& key, int rank) {
-    std::string scoped = pmi::encode_key(key);
-    scoped += '-';
-    scoped += std::to_string(rank);
-    return scoped;
-  }
-
-  bool exchange(const Message& message, Message& reply, std::string& error) {
+  bool exchange(const Message& message, Message& reply, std::string& error) override {
     std::string frame, prefix, body;
     if (!pmi::format_frame(message, frame, error) || !channel_->send(frame, error) ||
         !channel_->read_exact(pmi::kLengthDigits, prefix, error))
@@ -164,24 +131,7 @@ class Pmi2Bootstrap final : public Bootstrap {
     return length && channel_->read_exact(*length, body, error) && pmi::parse_frame(body, reply, error);
   }
 
-  // Sends one command and reads its response, named `expected`, with rc 0.
-  bool request(const Message& message, std::string_view expected, Message& reply, std::string& error) {
-    std::lock_guard guard(mutex_);
-    std::string why;
-    reply = Message{};
-    if (exchange(message, reply, why) && pmi::check_reply(reply, expected, why)) return true;
-    error = "PMI-2 ";
-    error += message.command;
-    error += ": ";
-    error += why;
-    return false;
-  }
-
-  std::unique_ptr<pmi::Channel> channel_;
-  std::mutex mutex_;
   std::string jobid_;
-  bool initialized_ = false;
-  const pid_t owner_ = getpid();
 };
 
 }  // namespace
