@@ -126,6 +126,10 @@ int am_poll(void);
  * error handler set something pred reads. */
 int am_wait_until(int (*pred)(void* arg), void* arg);
 int am_barrier(void);
+/* Handles messages until every request this rank sent so far has been
+ * answered: replied to, or acknowledged (a handler that does not reply is
+ * acknowledged after it ran). Not from inside a handler (AM_ERR_BAD_ARG). */
+int am_wait_acknowledged(void);
 
 typedef struct {
   uint64_t requests_sent;
@@ -139,6 +143,8 @@ typedef struct {
   uint64_t rdma_reads;
   uint64_t bytes_stored;
   uint64_t bytes_got;
+  uint64_t acks_sent; /* acknowledgements of requests whose handlers did not reply */
+  uint64_t ack_messages_sent; /* messages sent only to carry acknowledgements */
 } am_counters_t;
 void am_get_counters(am_counters_t* out);
 

@@ -125,6 +125,7 @@ Status wait_until(const std::function<bool()>& pred) {
   return rt->wait_until(pred);
 }
 Status barrier() { return Runtime::get() ? Runtime::get()->barrier() : not_enabled(); }
+Status wait_acknowledged() { return Runtime::get() ? Runtime::get()->wait_acknowledged() : not_enabled(); }
 Counters counters() { return Runtime::get() ? Runtime::get()->counters() : Counters{}; }
 const char* last_error() { return detail::last_error_message(); }
 

@@ -113,6 +113,7 @@ int am_wait_until(int (*pred)(void*), void* arg) {
   return code(am::wait_until([pred, arg] { return pred(arg) != 0; }));
 }
 int am_barrier(void) { return code(am::barrier()); }
+int am_wait_acknowledged(void) { return code(am::wait_acknowledged()); }
 void am_get_counters(am_counters_t* out) {
   if (out) *out = am::counters();
 }

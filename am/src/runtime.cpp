@@ -22,6 +22,14 @@ constexpr std::uint32_t kRdmaDescs = 64;
 // spares left over let handled receives wait to be re-posted until the next
 // poll, off the path from a message to the next one sent.
 constexpr std::uint32_t kLateReposts = 4;
+// Descriptors per peer for messages that carry only acknowledgements. They
+// add no receives at the peer: every acknowledgement in flight answers one
+// of its open requests, as a reply would.
+constexpr std::uint32_t kAckDescs = 4;
+// Service passes an owed acknowledgement may wait for a message to ride on
+// before it goes out alone: a program that keeps making AM calls without
+// ever waiting still answers its peers.
+constexpr std::uint64_t kMaxAckDelayPasses = 32;
 constexpr std::uint64_t kRdmaPiece = 64u << 20;  // largest single RDMA descriptor
 constexpr std::uint32_t kConnectTimeoutMs = 60000;
 constexpr std::uint16_t kBarrierArrive = 0, kBarrierRelease = 1;
@@ -137,10 +145,11 @@ Status Runtime::start() {
                  "register the segment")) != Status::ok)
     return s;
 
-  // Arena: per peer `depth` request buffers, `depth` reply buffers and
-  // 2 x depth receive buffers (a peer has at most depth requests and depth
-  // replies on the way to us) plus kLateReposts, and RDMA descriptors.
-  const std::uint32_t per_peer = 4u * depth_ + kLateReposts;
+  // Arena: per peer `depth` request buffers, `depth` reply buffers,
+  // kAckDescs acknowledgement buffers and 2 x depth receive buffers (a peer
+  // has at most depth requests and depth answers on the way to us) plus
+  // kLateReposts, and RDMA descriptors.
+  const std::uint32_t per_peer = 4u * depth_ + kAckDescs + kLateReposts;
   const std::uint32_t buffers = per_peer * std::uint32_t(size);
   const std::uint32_t descs = buffers + kRdmaDescs;
   arena_bytes_ = (std::size_t(descs) * kDescStride + std::size_t(buffers) * kBufBytes + 4095) / 4096 * 4096;
@@ -167,13 +176,15 @@ Status Runtime::start() {
   attrs.rdma_read = config_.reliability == Reliability::reliable;
   const via::NetAddress local{{}, {'a', 'm'}};
   for (int r = 0; r < size; ++r) {
-    // A VI's sends: its request and reply buffers, and at most every RDMA
-    // descriptor; its receives: every receive buffer.
-    peers_.push_back(std::make_unique<Peer>(r, depth_, policy_, 2u * depth_ + kRdmaDescs, 2u * depth_ + kLateReposts));
+    // A VI's sends: its request, reply and acknowledgement buffers, and at
+    // most every RDMA descriptor; its receives: every receive buffer.
+    peers_.push_back(std::make_unique<Peer>(r, depth_, policy_, kMaxAckDelayPasses, 2u * depth_ + kAckDescs + kRdmaDescs,
+                                            2u * depth_ + kLateReposts));
     Peer& p = *peers_.back();
     p.first_desc = per_peer * std::uint32_t(r);
+    const std::uint32_t first_receive = 2u * depth_ + kAckDescs;
     for (std::uint32_t i = 0; i < per_peer; ++i) {
-      const Role role = i < depth_ ? Role::request : i < 2u * depth_ ? Role::reply : Role::receive;
+      const Role role = i < depth_ ? Role::request : i < 2u * depth_ ? Role::reply : i < first_receive ? Role::ack : Role::receive;
       desc_info_[p.first_desc + i] = DescInfo{role, std::uint16_t(r), std::uint16_t(i % depth_)};
     }
     if (r == me_) {
@@ -184,7 +195,7 @@ Status Runtime::start() {
     }
     if ((s = check(nic_->create_vi(attrs, nullptr, nullptr, p.vi), "create VI")) != Status::ok) return s;
     remote_.push_back(&p);
-    for (std::uint32_t i = 2u * depth_; i < per_peer; ++i)
+    for (std::uint32_t i = first_receive; i < per_peer; ++i)
       if (!post_recv(p, p.first_desc + i)) return error(Status::enable_failed, "am_enable: cannot post receives");
     via::NetAddress remote{{}, {'a', 'm'}};
     if ((s = check(nic_->resolve("rank" + std::to_string(r), 0, remote.host), "resolve a peer")) != Status::ok) return s;
@@ -218,8 +229,10 @@ Status Runtime::disable() {
   Runtime& rt = *instance_;
   rt.disabling_ = true;
   const Status s = rt.barrier();
+  // Every request answered both ways: ours by the peers, theirs by us (what
+  // we still owe goes out before the connections close).
   rt.block_until([&] {
-    bool idle = rt.posted_sends_ == 0;
+    bool idle = rt.posted_sends_ == 0 && !rt.owes_acks();
     for (auto& p : rt.peers_) idle = idle && (p->failed || p->window.outstanding() == 0);
     return idle;
   });
@@ -329,6 +342,7 @@ int Runtime::handle() {
     }
     reap_sends(*p);
     handled += receive(*p);
+    if (p->filter.ack_due(services_)) send_acks(*p);
   }
   if (!loopback_.empty()) handled += run_loopback();
   if (vi_error_) {
@@ -357,6 +371,8 @@ void Runtime::block_until(Pred&& pred) {
   while (!pred()) {
     if (service() > 0) continue;
     if (pred()) return;
+    // Nothing to handle: about to sleep, so what the peers are owed goes now.
+    if (may_owe_acks_) send_all_acks();
     // The NIC's wait runs its progress before each check: handle() is enough.
     // Timers: handle() checks them now and then; a wait that saw nothing for
     // 20 ms checks them here (a clock read is not worth making on every wait).
@@ -419,10 +435,13 @@ void Runtime::dispatch(Peer& p, std::byte* data, std::size_t length) {
     std::fprintf(stderr, "am: rank %d: dropped a malformed message from rank %d: %s\n", me_, p.rank, wire::describe(e));
     return;
   }
-  if (m.header.kind == wire::Kind::reply)
-    handle_reply(p, m);
-  else
-    handle_request(p, m);
+  // Acknowledgements first: they answer requests older than this message.
+  for (unsigned i = 0; i < m.header.acks; ++i) handle_ack(p, m.ack(i));
+  switch (m.header.kind) {
+    case wire::Kind::reply: return handle_reply(p, m);
+    case wire::Kind::ack: return;
+    default: return handle_request(p, m);
+  }
 }
 
 // ---- sending ----
@@ -441,7 +460,7 @@ Status Runtime::send_request(Peer& p, wire::Kind kind, std::uint16_t handler, co
   const wire::Header h{kind, std::uint8_t(nargs), 0, 0, handler, slot, p.window.seq(slot), std::uint32_t(bytes)};
   Sent& s = p.sent[slot];
   s = sent;
-  s.length = std::uint32_t(wire::encode(buffer(di), h, args, payload));
+  s.length = compose(p, di, h, args, payload);
   ++counters_.requests_sent;
   post_send(p, di, s.length);
   return Status::ok;
@@ -452,10 +471,43 @@ void Runtime::send_reply(Peer& p, std::uint16_t slot, std::uint32_t seq, std::ui
   const std::uint32_t di = reply_desc(p, slot);
   if (desc_info_[di].posted) wait_send_free(p, di);
   const wire::Header h{wire::Kind::reply, std::uint8_t(nargs), status, 0, handler, slot, seq, std::uint32_t(bytes)};
-  p.reply_length[slot] = std::uint32_t(wire::encode(buffer(di), h, args, payload));
+  p.reply_length[slot] = compose(p, di, h, args, payload);
   ++counters_.replies_sent;
   post_send(p, di, p.reply_length[slot]);
-  p.reply_ready[slot] = 1;
+  p.filter.replied(slot);
+}
+
+// Encodes a message to p into buffer `di`, carrying as many of the
+// acknowledgements p is owed as fit; returns its length.
+std::uint32_t Runtime::compose(Peer& p, std::uint32_t di, wire::Header h, const Word* args, const void* payload) {
+  if (!p.filter.owes_acks()) return std::uint32_t(wire::encode(buffer(di), h, args, nullptr, payload));
+  Ack acks[wire::kMaxAcks];
+  h.acks = std::uint8_t(p.filter.take_acks(acks, wire::kMaxAcks));
+  counters_.acks_sent += h.acks;
+  return std::uint32_t(wire::encode(buffer(di), h, args, acks, payload));
+}
+
+// Sends what p is owed in messages of their own, while an acknowledgement
+// buffer is free; whatever is left waits for the next message or pass.
+void Runtime::send_acks(Peer& p) {
+  while (p.filter.owes_acks() && !p.failed) {
+    const std::uint32_t di = ack_desc(p, p.next_ack_desc);
+    if (desc_info_[di].posted) return;
+    p.next_ack_desc = (p.next_ack_desc + 1) % kAckDescs;
+    const wire::Header h{wire::Kind::ack, 0, 0, 0, wire::kNoHandler, 0, 0, 0};
+    ++counters_.ack_messages_sent;
+    post_send(p, di, compose(p, di, h, nullptr, nullptr));
+  }
+}
+
+void Runtime::send_all_acks() {
+  for (auto& p : peers_)
+    if (p->filter.owes_acks()) send_acks(*p);
+  may_owe_acks_ = owes_acks();  // some wait for a free buffer
+}
+
+bool Runtime::owes_acks() const {
+  return std::any_of(peers_.begin(), peers_.end(), [](auto& p) { return !p->failed && p->filter.owes_acks(); });
 }
 
 Status Runtime::send(bool reply, int dest, int handler, const Word* args, unsigned nargs, const void* payload,
@@ -491,9 +543,19 @@ void Runtime::handle_request(Peer& p, const wire::Message& m) {
       return;
     case Admission::duplicate:
       ++counters_.duplicates_dropped;
-      // Our reply was lost (or is slow): send the cached one again.
-      if (p.reply_ready[h.slot] && !desc_info_[reply_desc(p, h.slot)].posted)
-        post_send(p, reply_desc(p, h.slot), p.reply_length[h.slot]);
+      // Our answer was lost (or is slow): answer again the same way.
+      switch (p.filter.answer(h.slot)) {
+        case Answer::replied:
+          if (!desc_info_[reply_desc(p, h.slot)].posted) post_send(p, reply_desc(p, h.slot), p.reply_length[h.slot]);
+          return;
+        case Answer::acknowledged:
+          p.filter.acknowledge_again(h.slot, services_);
+          may_owe_acks_ = true;
+          send_acks(p);
+          return;
+        case Answer::running:  // the handler is still at work: its answer comes when it is done
+          return;
+      }
       return;
     case Admission::stale:
       ++counters_.duplicates_dropped;
@@ -501,15 +563,21 @@ void Runtime::handle_request(Peer& p, const wire::Message& m) {
     case Admission::fresh:
       break;
   }
-  p.reply_ready[h.slot] = 0;
   HandlerContext ctx{&p, h.slot, h.seq, true, false};
   HandlerContext* outer = context_;
   context_ = &ctx;
   const std::uint8_t status = run_request(p, m, ctx);
   context_ = outer;
-  // The reply is the acknowledgement (and returns the credit): a handler
-  // that did not reply gets a bare one sent for it.
-  if (!ctx.replied) send_reply(p, h.slot, h.seq, status, wire::kNoHandler, nullptr, 0, nullptr, 0);
+  // The answer returns the requester's credit: the handler's reply, a
+  // returned request's status, or else an acknowledgement, sent later
+  // with others.
+  if (ctx.replied) return;
+  if (status) {
+    send_reply(p, h.slot, h.seq, status, wire::kNoHandler, nullptr, 0, nullptr, 0);
+  } else {
+    p.filter.acknowledge(h.slot, services_);
+    may_owe_acks_ = true;
+  }
 }
 
 // Runs one fresh request; returns the AM_E_* cause if it is refused.
@@ -567,6 +635,7 @@ std::uint8_t Runtime::run_request(Peer& p, const wire::Message& m, HandlerContex
         released_epoch_ = std::max(released_epoch_, std::uint32_t(m.args[0]));
       return 0;
     case wire::Kind::reply:
+    case wire::Kind::ack:
       break;
   }
   return AM_E_BADLENGTH;
@@ -628,12 +697,19 @@ void Runtime::handle_reply(Peer& p, const wire::Message& m) {
   }
 }
 
+// An acknowledgement answers a request as a reply without a handler would.
+void Runtime::handle_ack(Peer& p, Ack ack) {
+  wire::Message bare{};
+  bare.header = wire::Header{wire::Kind::reply, 0, 0, 0, wire::kNoHandler, ack.slot, ack.seq, 0};
+  handle_reply(p, bare);
+}
+
 // A request came back (refused, timed out, or its peer is gone): the
 // returned-message handler hears of it, and its operation fails.
 void Runtime::returned(Peer& p, std::uint16_t slot, int cause, const char* why) {
   ++counters_.returned;
   const Sent& s = p.sent[slot];
-  wire::Message original;
+  wire::Message original{};
   wire::parse(buffer(request_desc(p, slot)), s.length, original);
   Returned r{};
   r.cause = cause;
@@ -939,11 +1015,23 @@ void Runtime::op_release_if_done(Operation& op) {
 
 // ---- progress and synchronisation ----
 
-int Runtime::poll() { return service(); }
+int Runtime::poll() {
+  const int handled = service();
+  if (handled == 0 && may_owe_acks_) send_all_acks();  // nothing else to do: answer the peers now
+  return handled;
+}
 
 Status Runtime::wait(const Completion& c) {
   block_until([&] { return c.done; });
   return c.status;
+}
+
+Status Runtime::wait_acknowledged() {
+  if (context_) return error(Status::bad_arg, "am_wait_acknowledged inside a handler (a handler may not block)");
+  block_until([&] {
+    return std::all_of(peers_.begin(), peers_.end(), [](auto& p) { return p->failed || p->window.outstanding() == 0; });
+  });
+  return Status::ok;
 }
 
 Status Runtime::wait_until(const std::function<bool()>& pred) {

@@ -52,6 +52,8 @@ class Runtime {
   int poll();
   Status barrier();
   Status wait(const Completion& c);
+  // am::wait_acknowledged: until every request sent so far is answered.
+  Status wait_acknowledged();
   // am::wait_until: block_until for a predicate of the program's.
   Status wait_until(const std::function<bool()>& pred);
   // Polls until `flag` is set (by a completion callback).
@@ -84,12 +86,12 @@ class Runtime {
     std::uint32_t head_ = 0, tail_ = 0;
   };
   struct Peer {
-    Peer(int r, std::uint16_t depth, const RetryPolicy& policy, std::uint32_t max_sends, std::uint32_t max_receives)
+    Peer(int r, std::uint16_t depth, const RetryPolicy& policy, std::uint64_t max_ack_delay, std::uint32_t max_sends,
+         std::uint32_t max_receives)
         : rank(r),
           window(depth, policy),
-          filter(depth),
+          filter(depth, max_ack_delay),
           sent(depth),
-          reply_ready(depth),
           reply_length(depth),
           sends(max_sends),
           receives(max_receives) {
@@ -100,17 +102,17 @@ class Runtime {
     SendWindow window;
     ReceiveFilter filter;
     std::vector<Sent> sent;
-    std::vector<std::uint8_t> reply_ready;  // per slot: the cached reply may be sent again
-    std::vector<std::uint32_t> reply_length;
+    std::vector<std::uint32_t> reply_length;  // per slot: the cached reply (filter.answer says if there is one)
     Posted sends, receives;
     std::vector<std::uint32_t> reposts;  // handled receives, re-posted by the next poll
-    std::uint32_t first_desc = 0;  // requests, then replies, then receives
+    std::uint32_t first_desc = 0;  // requests, then replies, then acknowledgements, then receives
+    std::uint32_t next_ack_desc = 0;
     bool failed = false;
     bool hello_received = false;
     std::uint64_t seg_base = 0, seg_bytes = 0;
     via::MemHandle seg_handle = 0;
   };
-  enum class Role : std::uint8_t { request, reply, receive, rdma };
+  enum class Role : std::uint8_t { request, reply, ack, receive, rdma };
   struct DescInfo {
     Role role;
     std::uint16_t peer;
@@ -154,6 +156,7 @@ class Runtime {
   std::byte* buffer(std::uint32_t i) const;
   std::uint32_t request_desc(const Peer& p, std::uint16_t slot) const { return p.first_desc + slot; }
   std::uint32_t reply_desc(const Peer& p, std::uint16_t slot) const { return p.first_desc + depth_ + slot; }
+  std::uint32_t ack_desc(const Peer& p, std::uint32_t i) const { return p.first_desc + 2u * depth_ + i; }
   bool post_send(Peer& p, std::uint32_t di, std::uint32_t length);
   bool post_recv(Peer& p, std::uint32_t di);
   void repost(Peer& p, std::uint32_t di);
@@ -171,12 +174,17 @@ class Runtime {
                       const void* payload, std::size_t bytes, const Sent& sent);
   void send_reply(Peer& p, std::uint16_t slot, std::uint32_t seq, std::uint8_t status, std::uint16_t handler,
                   const Word* args, unsigned nargs, const void* payload, std::size_t bytes);
+  std::uint32_t compose(Peer& p, std::uint32_t di, wire::Header h, const Word* args, const void* payload);
+  void send_acks(Peer& p);
+  void send_all_acks();
+  bool owes_acks() const;
   void on_receive(Peer& p, std::uint32_t di, VIP_DESCRIPTOR* d);
   void on_send_complete(std::uint32_t di, VIP_DESCRIPTOR* d);
   void dispatch(Peer& p, std::byte* data, std::size_t length);
   void handle_request(Peer& p, const wire::Message& m);
   std::uint8_t run_request(Peer& p, const wire::Message& m, HandlerContext& ctx);
   void handle_reply(Peer& p, const wire::Message& m);
+  void handle_ack(Peer& p, Ack ack);
   void returned(Peer& p, std::uint16_t slot, int cause, const char* why);
   void fail_peer(Peer& p, int cause, const std::string& why);
   void check_timers();
@@ -227,6 +235,7 @@ class Runtime {
   unsigned dispatching_ = 0;  // receives being handled (handlers may poll)
   unsigned services_ = 0;
   bool vi_error_ = false;
+  bool may_owe_acks_ = false;  // some peer may be owed acknowledgements (cleared by send_all_acks)
   bool disabling_ = false;
   std::uint32_t barrier_epoch_ = 0;
   std::uint32_t released_epoch_ = 0;

@@ -8,6 +8,7 @@ const char* describe(ParseError e) {
     case ParseError::too_short: return "message shorter than an AM header";
     case ParseError::bad_kind: return "unknown message kind";
     case ParseError::too_many_args: return "more than 4 arguments";
+    case ParseError::too_many_acks: return "more acknowledgements than one message may carry";
     case ParseError::bad_length: return "message length does not match its header";
     case ParseError::payload_too_large: return "payload larger than am_max_size()";
   }

@@ -1,6 +1,10 @@
 // The AM wire format: one VIA message per AM message.
 //
-//   header (16 bytes) | nargs x 64-bit argument | payload
+//   header (16 bytes) | nargs x 64-bit argument | acks x 8-byte acknowledgement | payload
+//
+// Any message may carry acknowledgements of the receiver's own requests
+// (reliability.hpp): (slot, seq) of requests whose handlers did not reply.
+// They sit before the payload, so that the payload stays 8-byte aligned.
 //
 // Parsing is kept apart from the runtime so that it can be fuzzed and tested
 // on its own: whatever bytes a peer sends, parse() either accepts a message
@@ -11,23 +15,28 @@
 #include <cstdint>
 #include <cstring>
 
+#include "reliability.hpp"
+
 namespace am::wire {
 
 inline constexpr std::size_t kMaxArgs = 4;
 inline constexpr std::size_t kMaxPayload = 4096;  // am_max_size()
+inline constexpr std::size_t kMaxAcks = 32;        // acknowledgements one message carries at most
 inline constexpr std::size_t kHeaderBytes = 16;
-inline constexpr std::size_t kMaxMessage = kHeaderBytes + kMaxArgs * 8 + kMaxPayload;
+inline constexpr std::size_t kAckBytes = 8;         // slot (2), zero (2), seq (4)
+inline constexpr std::size_t kMaxMessage = kHeaderBytes + kMaxArgs * 8 + kMaxAcks * kAckBytes + kMaxPayload;
 
 enum class Kind : std::uint8_t {
   request = 1,     // run `handler` with the arguments (and payload)
-  reply = 2,       // answers request instance (slot, seq); handler 0xFFFF: a bare acknowledgement
-  store_data = 3,  // args: remote address; payload lands there, acknowledged by a bare reply
+  reply = 2,       // answers request instance (slot, seq); handler 0xFFFF: no reply handler (a returned request's status, or a get's bytes)
+  store_data = 3,  // args: remote address; payload lands there
   store_done = 4,  // args: remote address, length, user arg; payload (if any) lands there, then the mem handler runs
   get = 5,         // args: remote address, length; the reply carries the bytes
   hello = 6,       // args: segment base, segment length, segment memory handle, depth
   barrier = 7,     // args: epoch; handler: 0 = arrive (to rank 0), 1 = release (from rank 0)
+  ack = 8,         // nothing but acknowledgements (slot and seq unused)
 };
-inline constexpr Kind kLastKind = Kind::barrier;
+inline constexpr Kind kLastKind = Kind::ack;
 
 inline constexpr std::uint16_t kNoHandler = 0xFFFF;
 
@@ -35,7 +44,7 @@ struct Header {
   Kind kind;
   std::uint8_t nargs;
   std::uint8_t status;  // replies: 0, or the AM_E_* cause of a returned request
-  std::uint8_t reserved;
+  std::uint8_t acks;    // acknowledgements carried (<= kMaxAcks)
   std::uint16_t handler;
   std::uint16_t slot;   // request instance at the requester
   std::uint32_t seq;    // sequence number of that instance's current use
@@ -46,10 +55,19 @@ static_assert(sizeof(Header) == kHeaderBytes);
 struct Message {
   Header header;
   std::uint64_t args[kMaxArgs];  // unused ones are 0
+  const std::byte* acks;         // header.acks of them
   const std::byte* payload;
+
+  Ack ack(unsigned i) const {
+    std::uint16_t slot;
+    std::uint32_t seq;
+    std::memcpy(&slot, acks + i * kAckBytes, 2);
+    std::memcpy(&seq, acks + i * kAckBytes + 4, 4);
+    return Ack{slot, seq};
+  }
 };
 
-enum class ParseError { none, too_short, bad_kind, too_many_args, bad_length, payload_too_large };
+enum class ParseError { none, too_short, bad_kind, too_many_args, too_many_acks, bad_length, payload_too_large };
 const char* describe(ParseError e);
 
 // Copies n <= 4 words in fixed-size pieces (a memcpy of a variable length is
@@ -72,20 +90,31 @@ inline ParseError parse(const std::byte* data, std::size_t len, Message& out) {
   if (std::uint8_t(h.kind) < std::uint8_t(Kind::request) || std::uint8_t(h.kind) > std::uint8_t(kLastKind))
     return ParseError::bad_kind;
   if (h.nargs > kMaxArgs) return ParseError::too_many_args;
+  if (h.acks > kMaxAcks) return ParseError::too_many_acks;
   if (h.payload_bytes > kMaxPayload) return ParseError::payload_too_large;
   const std::size_t args_end = kHeaderBytes + h.nargs * 8u;
-  if (len != args_end + h.payload_bytes) return ParseError::bad_length;
+  const std::size_t acks_end = args_end + h.acks * kAckBytes;
+  if (len != acks_end + h.payload_bytes) return ParseError::bad_length;
   std::memset(out.args, 0, sizeof out.args);
   copy_words(out.args, data + kHeaderBytes, h.nargs);
-  out.payload = data + args_end;
+  out.acks = data + args_end;
+  out.payload = data + acks_end;
   return ParseError::none;
 }
 
-// Writes a message into `buf` (room for kMaxMessage); returns its length.
-inline std::size_t encode(std::byte* buf, const Header& header, const std::uint64_t* args, const void* payload) {
+// Writes a message into `buf` (room for kMaxMessage) with header.acks
+// acknowledgements from `acks`; returns its length.
+inline std::size_t encode(std::byte* buf, const Header& header, const std::uint64_t* args, const Ack* acks,
+                          const void* payload) {
   std::memcpy(buf, &header, kHeaderBytes);
   copy_words(buf + kHeaderBytes, args, header.nargs);
-  const std::size_t at = kHeaderBytes + header.nargs * 8u;
+  std::size_t at = kHeaderBytes + header.nargs * 8u;
+  for (unsigned i = 0; i < header.acks; ++i, at += kAckBytes) {
+    const std::uint16_t zero = 0;
+    std::memcpy(buf + at, &acks[i].slot, 2);
+    std::memcpy(buf + at + 2, &zero, 2);
+    std::memcpy(buf + at + 4, &acks[i].seq, 4);
+  }
   if (header.payload_bytes) std::memcpy(buf + at, payload, header.payload_bytes);
   return at + header.payload_bytes;
 }

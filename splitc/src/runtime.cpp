@@ -1,8 +1,9 @@
 // The Split-C runtime over Active Messages, the way Split-C ran over GAM:
 // get = request -> reply carrying the value; put = request carrying the
-// value -> acknowledging reply; store = the same, and the owner counts the
-// bytes; bulk operations are AM stores and gets; reductions gather at rank 0
-// and come back as one request per rank.
+// value, whose handler does not reply (AM acknowledges it, in batches);
+// store = the same, and the owner counts the bytes; bulk operations are AM
+// stores and gets; reductions gather at rank 0 and come back as one request
+// per rank.
 #include <link.h>
 
 #include <algorithm>
@@ -26,7 +27,6 @@ enum : int {
   kGetReply,
   kPut,
   kStore,
-  kAck,
   kBulkStored,
   kAtomic,
   kAtomicReply,
@@ -61,7 +61,7 @@ struct State {
   int me = 0, procs = 1;
   std::byte* segment = nullptr;
   Heap local_heap, symmetric_heap;
-  std::size_t in_flight = 0;             // small gets, puts and stores not yet answered
+  std::size_t in_flight = 0;             // small gets not yet answered
   std::vector<am::Future> bulk_in_flight;
   std::uint64_t stored_bytes = 0;        // store bytes arrived here, not yet taken by store_sync
   std::string failure;                   // a returned message: the next wait throws it
@@ -175,19 +175,15 @@ void install_handlers() {
     std::memcpy(reinterpret_cast<void*>(local), value, std::min<Word>(bytes, sizeof value));
     --state.in_flight;
   });
-  am::set_handler(kPut, [](am::Token t, std::uintptr_t address, Word bytes, Word v0, Word v1) {
+  // Puts and stores are one-way: no reply; sync() waits for AM's acknowledgements.
+  am::set_handler(kPut, [](am::Token, std::uintptr_t address, Word bytes, Word v0, Word v1) {
     const Word value[2] = {v0, v1};
     std::memcpy(reinterpret_cast<void*>(address), value, std::min<Word>(bytes, sizeof value));
-    t.reply(kAck);
   });
-  am::set_handler(kStore, [](am::Token t, std::uintptr_t address, Word bytes, Word v0, Word v1) {
+  am::set_handler(kStore, [](am::Token, std::uintptr_t address, Word bytes, Word v0, Word v1) {
     const Word value[2] = {v0, v1};
     std::memcpy(reinterpret_cast<void*>(address), value, std::min<Word>(bytes, sizeof value));
     state.stored_bytes += bytes;
-    t.reply(kAck);
-  });
-  am::set_handler(kAck, [](am::Token) {
-    --state.in_flight;
   });
   am::set_mem_handler(kBulkStored, [](int, void*, std::size_t bytes, Word) {
     state.stored_bytes += bytes;
@@ -286,7 +282,6 @@ namespace {
 void send_value(int handler, int proc, std::uintptr_t remote, const void* value, std::size_t bytes) {
   Word words[2] = {0, 0};
   std::memcpy(words, value, bytes);
-  ++state.in_flight;
   check(am::request(proc, handler, remote, Word(bytes), words[0], words[1]), handler == kPut ? "put" : "store");
 }
 }  // namespace
@@ -402,6 +397,9 @@ void sync() {
   for (const am::Future& f : state.bulk_in_flight) detail::check(f.wait(), "bulk operation");
   state.bulk_in_flight.clear();
   detail::wait_until([] { return state.in_flight == 0; });
+  // Puts and stores: handled at their owners once AM acknowledged them.
+  detail::check(am::wait_acknowledged(), "sync");
+  detail::check_failure();
 }
 
 void store_sync(std::size_t bytes) {

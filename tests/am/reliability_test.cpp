@@ -1,6 +1,7 @@
 // The reliability state machine and the wire format, packet by packet on
 // virtual time: a tiny simulated link between a requester's SendWindow and a
 // responder's ReceiveFilter that can lose, duplicate and reorder messages.
+// Requests are answered by replies or by acknowledgements sent in batches.
 #include <gtest/gtest.h>
 
 #include <deque>
@@ -13,12 +14,15 @@
 
 namespace {
 
+using am::Ack;
 using am::Admission;
+using am::Answer;
 using am::ReceiveFilter;
 using am::RetryPolicy;
 using am::SendWindow;
 
 constexpr std::uint64_t kMs = 1'000'000;
+constexpr std::uint64_t kAckDelay = 5;  // ticks an owed acknowledgement waits at most (tests' unit: 1 ms)
 
 RetryPolicy policy() {
   RetryPolicy p;
@@ -124,7 +128,7 @@ TEST(SendWindow, CloseAllReturnsEveryOpenRequest) {
 }
 
 TEST(ReceiveFilter, FreshDuplicateStaleAndBadSlot) {
-  ReceiveFilter f(2);
+  ReceiveFilter f(2, kAckDelay);
   EXPECT_EQ(f.admit(0, 1), Admission::fresh);
   EXPECT_EQ(f.admit(0, 1), Admission::duplicate);
   EXPECT_EQ(f.admit(0, 2), Admission::fresh);
@@ -132,7 +136,7 @@ TEST(ReceiveFilter, FreshDuplicateStaleAndBadSlot) {
   EXPECT_EQ(f.admit(1, 1), Admission::fresh);
   EXPECT_EQ(f.admit(2, 1), Admission::bad_slot);
   // Wrap-around of the 32-bit sequence number.
-  ReceiveFilter g(1);
+  ReceiveFilter g(1, kAckDelay);
   EXPECT_EQ(g.admit(0, 0x7FFFFFFFu), Admission::fresh);
   EXPECT_EQ(g.admit(0, 0xFFFFFFFEu), Admission::fresh);
   EXPECT_EQ(g.admit(0, 0xFFFFFFFFu), Admission::fresh);
@@ -140,69 +144,261 @@ TEST(ReceiveFilter, FreshDuplicateStaleAndBadSlot) {
   EXPECT_EQ(g.admit(0, 0xFFFFFFFFu), Admission::stale);
 }
 
+// ---- acknowledgements of requests whose handlers do not reply ----
+
+// Takes everything the responder owes, as one message would carry it.
+std::vector<Ack> take_all(ReceiveFilter& f) {
+  std::vector<Ack> acks(64);
+  acks.resize(f.take_acks(acks.data(), unsigned(acks.size())));
+  return acks;
+}
+
+TEST(Acks, OneAcknowledgementMessageAnswersSeveralRequests) {
+  SendWindow w(8, policy());
+  ReceiveFilter f(8, kAckDelay);
+  std::vector<std::uint16_t> slots;
+  for (int i = 0; i < 5; ++i) slots.push_back(w.open());
+  for (auto s : slots) {
+    ASSERT_EQ(f.admit(s, w.seq(s)), Admission::fresh);
+    f.acknowledge(s, 0);  // handled without a reply
+  }
+  EXPECT_EQ(w.outstanding(), 5u);
+  const auto acks = take_all(f);
+  ASSERT_EQ(acks.size(), 5u);
+  EXPECT_FALSE(f.owes_acks());
+  for (const Ack& a : acks) EXPECT_TRUE(w.close(a.slot, a.seq));
+  EXPECT_EQ(w.outstanding(), 0u);
+  for (const Ack& a : acks) EXPECT_FALSE(w.close(a.slot, a.seq));  // the same message again closes nothing
+}
+
+TEST(Acks, DueAtHalfTheWindowAfterADelayOrAtOnceForARetransmission) {
+  ReceiveFilter f(8, kAckDelay);
+  EXPECT_FALSE(f.ack_due(100));  // nothing owed
+  for (std::uint16_t s = 0; s < 3; ++s) {
+    ASSERT_EQ(f.admit(s, 1), Admission::fresh);
+    f.acknowledge(s, 10);
+  }
+  EXPECT_TRUE(f.owes_acks());
+  EXPECT_FALSE(f.ack_due(10));               // 3 of 8: may wait for a message to ride on
+  EXPECT_FALSE(f.ack_due(10 + kAckDelay - 1));
+  EXPECT_TRUE(f.ack_due(10 + kAckDelay));    // waited long enough
+  ASSERT_EQ(f.admit(3, 1), Admission::fresh);
+  f.acknowledge(3, 11);
+  EXPECT_TRUE(f.ack_due(11));                // 4 of 8: half the window
+  EXPECT_EQ(take_all(f).size(), 4u);
+  EXPECT_FALSE(f.ack_due(1000));
+  // A retransmitted copy of an acknowledged request: due at once.
+  ASSERT_EQ(f.admit(0, 1), Admission::duplicate);
+  ASSERT_EQ(f.answer(0), Answer::acknowledged);
+  f.acknowledge_again(0, 12);
+  EXPECT_TRUE(f.ack_due(12));
+  const auto again = take_all(f);
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_EQ(again[0].slot, 0);
+  EXPECT_EQ(again[0].seq, 1u);
+  EXPECT_FALSE(f.ack_due(1000));
+}
+
+TEST(Acks, LostAcknowledgementRetransmissionIsNotHandledTwice) {
+  SendWindow w(4, policy());
+  ReceiveFilter f(4, kAckDelay);
+  int handled = 0, resent = 0;
+  const auto s = w.open();
+  w.advance(0, [](std::uint16_t) {}, [](std::uint16_t) {});  // sent at 0
+  if (f.admit(s, w.seq(s)) == Admission::fresh) ++handled;
+  f.acknowledge(s, 0);
+  take_all(f);  // the acknowledgement is lost
+  w.advance(10 * kMs, [&](std::uint16_t slot) {
+    ++resent;
+    // The copy is a duplicate: not handled again, acknowledged again.
+    ASSERT_EQ(f.admit(slot, w.seq(slot)), Admission::duplicate);
+    ASSERT_EQ(f.answer(slot), Answer::acknowledged);
+    f.acknowledge_again(slot, 10);
+  }, [](std::uint16_t) { FAIL() << "expired"; });
+  EXPECT_EQ(resent, 1);
+  EXPECT_EQ(handled, 1);
+  EXPECT_TRUE(f.ack_due(10));
+  const auto acks = take_all(f);
+  ASSERT_EQ(acks.size(), 1u);
+  EXPECT_TRUE(w.close(acks[0].slot, acks[0].seq));
+  w.advance(1000 * kMs, [&](std::uint16_t) { ++resent; }, [](std::uint16_t) { FAIL() << "expired"; });
+  EXPECT_EQ(resent, 1);  // closed: no more retransmissions
+  EXPECT_EQ(w.next_deadline(), am::kNever);
+}
+
+TEST(Acks, DuplicateAfterTheAcknowledgementArrivedClosesNothing) {
+  SendWindow w(2, policy());
+  ReceiveFilter f(2, kAckDelay);
+  const auto s = w.open();
+  const auto first = w.seq(s);
+  ASSERT_EQ(f.admit(s, first), Admission::fresh);
+  f.acknowledge(s, 0);
+  for (const Ack& a : take_all(f)) ASSERT_TRUE(w.close(a.slot, a.seq));
+  // A copy of the request (duplicated by the link) arrives late: answered
+  // again, and the answer finds the request closed.
+  ASSERT_EQ(f.admit(s, first), Admission::duplicate);
+  f.acknowledge_again(s, 1);
+  for (const Ack& a : take_all(f)) EXPECT_FALSE(w.close(a.slot, a.seq));
+  // The slot's next use: the old copy is stale now, and an old
+  // acknowledgement does not close the new request.
+  ASSERT_EQ(w.open(), s);
+  ASSERT_EQ(f.admit(s, w.seq(s)), Admission::fresh);
+  EXPECT_EQ(f.admit(s, first), Admission::stale);
+  EXPECT_FALSE(w.close(s, first));
+  EXPECT_TRUE(w.is_open(s));
+}
+
+TEST(Acks, FullWindowWaitsForTheAcknowledgement) {
+  SendWindow w(4, policy());
+  ReceiveFilter f(4, kAckDelay);
+  for (int i = 0; i < 4; ++i) {
+    const auto s = w.open();
+    ASSERT_EQ(f.admit(s, w.seq(s)), Admission::fresh);
+    f.acknowledge(s, 0);
+  }
+  EXPECT_FALSE(w.has_credit());  // the requester waits ...
+  EXPECT_TRUE(f.ack_due(0));     // ... and the responder owes half the window or more: it sends
+  Ack two[2];
+  ASSERT_EQ(f.take_acks(two, 2), 2u);  // a message with room for two
+  for (const Ack& a : two) ASSERT_TRUE(w.close(a.slot, a.seq));
+  EXPECT_TRUE(w.has_credit());
+  EXPECT_EQ(w.outstanding(), 2u);
+  EXPECT_TRUE(f.owes_acks());  // the rest go in the next message
+  EXPECT_EQ(take_all(f).size(), 2u);
+}
+
+TEST(Acks, ARunningHandlerOrAReplyIsNotAcknowledged) {
+  ReceiveFilter f(2, kAckDelay);
+  ASSERT_EQ(f.admit(0, 1), Admission::fresh);
+  // A copy arrives while the handler still runs (it polls): nothing to send yet.
+  ASSERT_EQ(f.admit(0, 1), Admission::duplicate);
+  EXPECT_EQ(f.answer(0), Answer::running);
+  f.replied(0);
+  EXPECT_EQ(f.answer(0), Answer::replied);  // a copy now gets the cached reply
+  EXPECT_FALSE(f.owes_acks());
+  EXPECT_EQ(f.answer(1), Answer::running);   // never used: nothing to send
+}
+
+TEST(Acks, AtMostOneOwedPerSlotWhateverThePeerSends) {
+  ReceiveFilter f(2, kAckDelay);
+  // A misbehaving requester reuses slot 0 before it was answered.
+  ASSERT_EQ(f.admit(0, 1), Admission::fresh);
+  f.acknowledge(0, 0);
+  ASSERT_EQ(f.admit(0, 2), Admission::fresh);
+  f.acknowledge(0, 0);
+  f.acknowledge_again(0, 0);
+  const auto acks = take_all(f);
+  ASSERT_EQ(acks.size(), 1u);
+  EXPECT_EQ(acks[0].seq, 2u);
+}
+
 // A requester and a responder over a lossy, duplicating, reordering link, on
-// virtual time: every request must be handled exactly once and every request
-// must see its reply, whatever the link does.
+// virtual time: every request must be handled exactly once and answered
+// exactly once, whatever the link does. Every third request's handler
+// replies; the others are acknowledged, on replies going back or in
+// acknowledgement messages of their own (when due, or when the responder has
+// nothing else to do).
+enum class Type { request, reply, ack };
+
 struct Packet {
-  bool reply;
+  Type type;
   std::uint16_t slot;
   std::uint32_t seq;
-  int id;  // which logical request
+  int id;  // which logical request (requests and replies)
   std::uint64_t due;
+  std::vector<Ack> acks;  // carried by replies and acknowledgement messages
 };
+
+bool replies(int id) { return id % 3 == 0; }
 
 struct Simulation {
   Simulation(double drop, double dup, double reorder, std::uint64_t seed)
-      : drop_(drop), dup_(dup), reorder_(reorder), rng_(seed), window_(8, policy()), filter_(8) {}
+      : drop_(drop), dup_(dup), reorder_(reorder), rng_(seed), window_(8, policy()), filter_(8, kAckDelay) {}
 
-  void send(const Packet& p, std::uint64_t now) {
+  void send(Packet p, std::uint64_t now) {
     if (chance(drop_)) return;
     const int copies = chance(dup_) ? 2 : 1;
     for (int i = 0; i < copies; ++i) {
-      Packet q = p;
-      q.due = now + 1 + (chance(reorder_) ? 5 : 0);  // held back: overtaken by later packets
-      link_.push_back(q);
+      p.due = now + 1 + (chance(reorder_) ? 5 : 0);  // held back: overtaken by later packets
+      link_.push_back(p);
+    }
+  }
+
+  // The responder's answers carry up to 3 owed acknowledgements (a small
+  // message, so that some are left for acknowledgement messages).
+  std::vector<Ack> owed(unsigned max) {
+    std::vector<Ack> acks(max);
+    acks.resize(filter_.take_acks(acks.data(), max));
+    return acks;
+  }
+
+  void at_requester(const Packet& p) {
+    for (const Ack& a : p.acks)
+      if (window_.close(a.slot, a.seq)) {
+        ++acknowledged[slot_request_[a.slot]];
+        if (p.type == Type::reply) ++acks_on_replies;
+      }
+    if (p.type == Type::reply && window_.close(p.slot, p.seq)) ++replied[p.id];
+  }
+
+  void at_responder(const Packet& p, std::uint64_t tick) {
+    switch (filter_.admit(p.slot, p.seq)) {
+      case Admission::fresh:
+        ++handled[p.id];
+        if (replies(p.id)) {
+          filter_.replied(p.slot);
+          send(Packet{Type::reply, p.slot, p.seq, p.id, 0, owed(3)}, now_);
+        } else {
+          filter_.acknowledge(p.slot, tick);
+        }
+        break;
+      case Admission::duplicate:
+        if (filter_.answer(p.slot) == Answer::replied)  // the cached reply (its acks as first sent: none here)
+          send(Packet{Type::reply, p.slot, p.seq, p.id, 0, {}}, now_);
+        else if (filter_.answer(p.slot) == Answer::acknowledged)
+          filter_.acknowledge_again(p.slot, tick);
+        break;
+      default:
+        break;
     }
   }
 
   // Runs until all `requests` completed; false if time ran out.
   bool run(int requests, std::uint64_t limit_ms) {
     int next = 0;
-    std::map<std::uint16_t, int> slot_request;  // at the requester
-    for (std::uint64_t now = 0; now < limit_ms * kMs; now += kMs / 10) {
+    std::uint64_t tick = 0;
+    for (now_ = 0; now_ < limit_ms * kMs; now_ += kMs / 10, ++tick) {
       while (next < requests && window_.has_credit()) {
         const auto slot = window_.open();
-        slot_request[slot] = next;
-        send(Packet{false, slot, window_.seq(slot), next, 0}, now);
+        slot_request_[slot] = next;
+        send(Packet{Type::request, slot, window_.seq(slot), next, 0, {}}, now_);
         ++next;
       }
-      window_.advance(now, [&](std::uint16_t slot) {
+      window_.advance(now_, [&](std::uint16_t slot) {
         ++retransmitted;
-        send(Packet{false, slot, window_.seq(slot), slot_request[slot], 0}, now);
+        send(Packet{Type::request, slot, window_.seq(slot), slot_request_[slot], 0, {}}, now_);
       }, [&](std::uint16_t) { ++expired; });
-      std::deque<Packet> due;
+      std::vector<Packet> due;
       for (auto it = link_.begin(); it != link_.end();)
-        if (it->due <= now) {
-          due.push_back(*it);
+        if (it->due <= now_) {
+          due.push_back(std::move(*it));
           it = link_.erase(it);
         } else {
           ++it;
         }
+      bool responder_busy = false;
       for (const Packet& p : due) {
-        if (p.reply) {
-          if (window_.close(p.slot, p.seq)) ++replies[p.id];
-          continue;
+        if (p.type == Type::request) {
+          at_responder(p, tick);
+          responder_busy = true;
+        } else {
+          at_requester(p);
         }
-        switch (filter_.admit(p.slot, p.seq)) {
-          case Admission::fresh:
-            ++handled[p.id];
-            [[fallthrough]];
-          case Admission::duplicate:  // the cached reply goes out again
-            send(Packet{true, p.slot, p.seq, p.id, 0}, now);
-            break;
-          default:
-            break;
-        }
+      }
+      // Acknowledgement messages: when due, or when the responder is idle.
+      while (filter_.owes_acks() && (filter_.ack_due(tick) || !responder_busy)) {
+        send(Packet{Type::ack, 0, 0, -1, 0, owed(4)}, now_);
+        ++ack_messages;
       }
       if (next == requests && window_.outstanding() == 0) return true;
     }
@@ -215,10 +411,22 @@ struct Simulation {
   std::mt19937_64 rng_;
   SendWindow window_;
   ReceiveFilter filter_;
+  std::uint64_t now_ = 0;
   std::vector<Packet> link_;
-  std::map<int, int> handled, replies;
-  int retransmitted = 0, expired = 0;
+  std::map<std::uint16_t, int> slot_request_;  // at the requester
+  std::map<int, int> handled, replied, acknowledged;
+  int retransmitted = 0, expired = 0, ack_messages = 0, acks_on_replies = 0;
 };
+
+void expect_exactly_once(Simulation& sim, int requests, const std::string& what) {
+  for (int id = 0; id < requests; ++id) {
+    ASSERT_EQ(sim.handled[id], 1) << "request " << id << " " << what;
+    // A request whose handler replies is closed by its reply and by nothing
+    // else: an acknowledgement never takes the place of a reply.
+    ASSERT_EQ(sim.replied[id], replies(id) ? 1 : 0) << "request " << id << " " << what;
+    ASSERT_EQ(sim.acknowledged[id], replies(id) ? 0 : 1) << "request " << id << " " << what;
+  }
+}
 
 TEST(Protocol, ExactlyOnceOverLossDuplicationAndReordering) {
   for (std::uint64_t seed = 1; seed <= 20; ++seed) {
@@ -226,11 +434,21 @@ TEST(Protocol, ExactlyOnceOverLossDuplicationAndReordering) {
     ASSERT_TRUE(sim.run(500, 100000)) << "seed " << seed;
     EXPECT_EQ(sim.expired, 0);
     EXPECT_GT(sim.retransmitted, 0);
-    for (int id = 0; id < 500; ++id) {
-      ASSERT_EQ(sim.handled[id], 1) << "request " << id << " seed " << seed;
-      ASSERT_EQ(sim.replies[id], 1) << "request " << id << " seed " << seed;
-    }
+    expect_exactly_once(sim, 500, "seed " + std::to_string(seed));
   }
+}
+
+// On a perfect link, acknowledgements ride on replies or go several to a
+// message: far fewer messages back than requests, and no retransmission.
+TEST(Protocol, AcknowledgementsAreBatchedAndPiggybacked) {
+  Simulation sim(0, 0, 0, 1);
+  ASSERT_TRUE(sim.run(600, 100000));
+  EXPECT_EQ(sim.retransmitted, 0);
+  expect_exactly_once(sim, 600, "perfect link");
+  // 400 requests without a reply, acknowledged in far fewer messages, some
+  // of them on the 200 replies.
+  EXPECT_GT(sim.acks_on_replies, 0);
+  EXPECT_LT(sim.ack_messages, 200);
 }
 
 TEST(Protocol, DeadResponderExpiresEveryRequest) {
@@ -248,7 +466,7 @@ TEST(Wire, RoundTripAndRejections) {
   const std::uint64_t args[4] = {1, 2, 3, 4};
   const char payload[] = "hello";
   const Header h{Kind::request, 3, 0, 0, 7, 2, 99, 5};
-  const std::size_t len = encode(buf, h, args, payload);
+  const std::size_t len = encode(buf, h, args, nullptr, payload);
   EXPECT_EQ(len, kHeaderBytes + 3 * 8 + 5);
   Message m;
   ASSERT_EQ(parse(buf, len, m), ParseError::none);
@@ -269,6 +487,43 @@ TEST(Wire, RoundTripAndRejections) {
   const std::uint32_t huge = kMaxPayload + 1;
   std::memcpy(buf + 12, &huge, 4);
   EXPECT_EQ(parse(buf, len, m), ParseError::payload_too_large);
+}
+
+// Acknowledgements ride on any message, between the arguments and the
+// payload (which stays 8-byte aligned); a standalone one carries nothing else.
+TEST(Wire, AcknowledgementsOnAMessage) {
+  using namespace am::wire;
+  alignas(8) std::byte buf[kMaxMessage];
+  const std::uint64_t args[2] = {7, 8};
+  const Ack acks[3] = {{0, 1}, {5, 0xFFFFFFFFu}, {31, 42}};
+  const char payload[] = "abc";
+  Header h{Kind::reply, 2, 0, 3, 9, 4, 77, 3};
+  const std::size_t len = encode(buf, h, args, acks, payload);
+  EXPECT_EQ(len, kHeaderBytes + 2 * 8 + 3 * kAckBytes + 3);
+  Message m;
+  ASSERT_EQ(parse(buf, len, m), ParseError::none);
+  ASSERT_EQ(m.header.acks, 3);
+  for (unsigned i = 0; i < 3; ++i) {
+    EXPECT_EQ(m.ack(i).slot, acks[i].slot);
+    EXPECT_EQ(m.ack(i).seq, acks[i].seq);
+  }
+  EXPECT_EQ(m.args[1], 8u);
+  EXPECT_EQ(std::memcmp(m.payload, "abc", 3), 0);
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(m.payload) % 8, 0u);
+  EXPECT_EQ(parse(buf, len - 1, m), ParseError::bad_length);
+  EXPECT_EQ(parse(buf, len + 8, m), ParseError::bad_length);
+  buf[3] = std::byte(kMaxAcks + 1);  // more acknowledgements than a message may carry
+  EXPECT_EQ(parse(buf, len, m), ParseError::too_many_acks);
+
+  // A standalone acknowledgement message.
+  const Header only{Kind::ack, 0, 0, 1, kNoHandler, 0, 0, 0};
+  const std::size_t n = encode(buf, only, args, acks + 2, payload);  // 0 words, 0 bytes of them
+  ASSERT_EQ(parse(buf, n, m), ParseError::none);
+  EXPECT_EQ(m.header.kind, Kind::ack);
+  EXPECT_EQ(m.ack(0).slot, 31);
+  EXPECT_EQ(m.ack(0).seq, 42u);
+  buf[0] = std::byte(std::uint8_t(Kind::ack) + 1);
+  EXPECT_EQ(parse(buf, n, m), ParseError::bad_kind);
 }
 
 }  // namespace

@@ -213,6 +213,10 @@ int poll();
 // let the error handler set something pred reads.
 Status wait_until(const std::function<bool()>& pred);
 Status barrier();
+// Handles messages until every request sent so far has been answered: its
+// handler's reply arrived, or (a handler that did not reply) the destination
+// acknowledged it, after the handler ran. Not from inside a handler.
+Status wait_acknowledged();
 Counters counters();
 const char* last_error();
 
