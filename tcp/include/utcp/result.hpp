@@ -41,9 +41,13 @@ class [[nodiscard]] Result {
   explicit operator bool() const { return has_value(); }
   // Throw std::bad_variant_access when called on the other alternative.
   const T& value() const { return std::get<0>(state_); }
+  // Mutable access, for values that are moved out (a TcpSocket from accept).
+  T& value() { return std::get<0>(state_); }
   const E& error() const { return std::get<1>(state_); }
   const T& operator*() const { return value(); }
+  T& operator*() { return value(); }
   const T* operator->() const { return &value(); }
+  T* operator->() { return &value(); }
 
  private:
   std::variant<T, E> state_;

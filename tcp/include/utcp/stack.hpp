@@ -1,11 +1,12 @@
-// The stack: one IPv4 host on one link, with ICMP and UDP. Its state
+// The stack: one IPv4 host on one link, with ICMP, UDP and TCP. Its state
 // (routing, reassembly, sockets) changes only inside calls on it, and time
 // enters only through poll(now): it reads no clock, so every behaviour can be
 // driven packet by packet on virtual time (as smoltcp's Interface::poll).
 // A host over VIA (via_host.hpp) adds the clock and the waiting.
 //
 // Sending happens at once, inside the socket call; receiving and timeouts
-// happen in poll. One stack and its sockets are used by one thread at a time.
+// happen in poll. A socket call that needs the time (TCP's) takes the last
+// poll's. One stack and its sockets are used by one thread at a time.
 #pragma once
 
 #include <chrono>
@@ -13,6 +14,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -25,6 +27,7 @@
 #include "utcp/link.hpp"
 #include "utcp/reassembly.hpp"
 #include "utcp/result.hpp"
+#include "utcp/tcp_connection.hpp"
 
 namespace utcp {
 
@@ -45,6 +48,11 @@ struct StackConfig {
   std::size_t udp_receive_queue_datagrams = 256;
   std::size_t udp_receive_queue_bytes = 1u << 20;
   std::size_t echo_reply_queue = 64;
+  // The defaults of every TCP socket and listener; a max_segment_size of 0
+  // becomes the link's MTU less 40.
+  TcpConfig tcp;
+  // The secret of RFC 6528's initial sequence numbers; none: a random one.
+  std::optional<std::uint64_t> tcp_secret;
 };
 
 struct StackCounters {
@@ -79,6 +87,18 @@ struct StackCounters {
     std::uint64_t no_port = 0;            // no socket: answered with port unreachable
     std::uint64_t receive_queue_drops = 0;
   } udp;
+  struct Tcp {
+    std::uint64_t segments_in = 0;        // parsed and demultiplexed
+    std::uint64_t segments_out = 0;
+    std::uint64_t bad_checksum = 0;
+    std::uint64_t malformed = 0;          // any other reason parse_tcp refused
+    std::uint64_t no_connection = 0;      // no connection, no listener (or not a SYN for it): answered with RST unless a RST
+    std::uint64_t resets_out = 0;         // RSTs the stack sent for segments no connection took
+    std::uint64_t backlog_drops = 0;      // SYNs dropped: the listener's backlog was full
+    std::uint64_t active_opens = 0;       // connect
+    std::uint64_t passive_opens = 0;      // SYNs taken by a listener
+    std::uint64_t unreachable_in = 0;     // ICMP destination unreachable passed to a connection
+  } tcp;
 };
 
 struct EchoReply {
@@ -93,6 +113,10 @@ struct EchoReply {
 // (never, without one). Returns whether ready() held; once it returns true
 // it is not called again, so it may take what it finds. A stack without a
 // waiter has only non-blocking calls.
+class TcpSocket;
+class TcpListener;
+struct PollEntry;
+
 class Waiter {
  public:
   virtual ~Waiter() = default;
@@ -114,8 +138,12 @@ class Stack {
   // answer, and discards reassemblies whose time ran out. True if anything
   // happened.
   bool poll(Instant now);
-  // When poll must next run even if no packet arrives (a reassembly timeout).
-  std::optional<Instant> poll_at() const { return reassembler_.next_deadline(); }
+  // Tells the stack the time without taking anything in: a host that has
+  // sockets to open before packets may be taken (they would find no socket).
+  void set_time(Instant now) { now_ = now; }
+  // When poll must next run even if no packet arrives (a reassembly timeout,
+  // a TCP timer).
+  std::optional<Instant> poll_at() const;
 
   // Ping: sends an ICMP echo request; replies queue up for take_echo_reply.
   std::error_code send_echo_request(wire::Ipv4Address to, std::uint16_t identifier, std::uint16_t sequence,
@@ -129,6 +157,10 @@ class Stack {
 
  private:
   friend class UdpSocket;
+  friend class TcpSocket;
+  friend class TcpListener;
+  friend Result<std::size_t> poll(Stack& stack, std::span<PollEntry> entries,
+                                  std::optional<std::chrono::milliseconds> timeout);
   struct QueuedDatagram {
     Endpoint from;
     std::vector<std::uint8_t> payload;
@@ -145,7 +177,51 @@ class Stack {
     bool nonblocking = false;
     std::optional<std::chrono::milliseconds> receive_timeout;
   };
-  using SocketId = std::uint32_t;
+  using SocketId = std::uint32_t;  // UDP sockets, TCP sockets and listeners share the numbering
+
+  // A TCP connection is known by its local port and its peer (the local
+  // address is always ours).
+  struct TcpQuad {
+    std::uint16_t local_port = 0;
+    Endpoint remote;
+    friend bool operator==(const TcpQuad&, const TcpQuad&) = default;
+  };
+  struct TcpQuadHash {
+    std::size_t operator()(const TcpQuad& quad) const;
+  };
+  struct TcpConnectionEntry {
+    std::unique_ptr<TcpConnection> connection;
+    // A socket or a listener's queue holds it; once neither does, the stack
+    // forgets it when it is finished (after its FIN handshake, TIME-WAIT).
+    bool held = true;
+  };
+  struct TcpSocketState {
+    std::uint16_t local_port = 0;  // 0: not bound
+    bool owns_port = false;        // bound or connected itself (an accepted socket shares its listener's port)
+    std::optional<TcpQuad> connection;
+    TcpConfig config;
+    bool nonblocking = false;
+    bool write_shut = false;
+    bool read_shut = false;
+    bool error_reported = false;  // the connection's error was returned once (SO_ERROR is then clear)
+    std::optional<std::chrono::milliseconds> receive_timeout;
+    std::optional<std::chrono::milliseconds> send_timeout;
+  };
+  struct TcpListenerState {
+    std::uint16_t local_port = 0;  // 0: not listening
+    std::size_t backlog = 0;
+    std::deque<TcpQuad> queue;  // connections not yet accepted, oldest first, established or not
+    TcpConfig config;
+    bool nonblocking = false;
+    std::optional<std::chrono::milliseconds> accept_timeout;
+  };
+
+  // A blocking call's wait: {} once ready() holds; EAGAIN at once when
+  // non-blocking or without a waiter, or when the timeout passes.
+  std::error_code wait_for(const std::function<bool()>& ready, bool nonblocking,
+                           std::optional<std::chrono::milliseconds> timeout);
+  // A free port of RFC 6335's dynamic range (49152-65535) that `taken` refuses not.
+  std::optional<std::uint16_t> ephemeral_port(const std::function<bool(std::uint16_t)>& taken);
 
   // Socket calls, for UdpSocket.
   SocketId udp_open();
@@ -153,6 +229,35 @@ class Stack {
   UdpSocketState* udp_state(SocketId id);
   std::error_code udp_bind(UdpSocketState& socket, SocketId id, Endpoint local);
   std::error_code udp_send(UdpSocketState& socket, SocketId id, std::span<const std::uint8_t> data, Endpoint to);
+
+  // Socket calls, for TcpSocket, TcpListener and poll.
+  SocketId tcp_open(const TcpConfig& config);
+  TcpSocketState* tcp_state(SocketId id);
+  const TcpSocketState* tcp_state(SocketId id) const;
+  TcpConnection* tcp_connection(const TcpSocketState& socket) const;
+  // Binds port (0: an ephemeral one) to `owner`, a socket or a listener.
+  std::error_code tcp_bind_port(SocketId owner, Endpoint local, std::uint16_t& port);
+  std::error_code tcp_connect(TcpSocketState& socket, SocketId id, Endpoint remote);
+  // The socket lets go of its connection (closing or aborting it first) and of its port.
+  void tcp_release(SocketId id, bool abort);
+  SocketId tcp_listener_open(const TcpConfig& config);
+  TcpListenerState* tcp_listener_state(SocketId id);
+  const TcpListenerState* tcp_listener_state(SocketId id) const;
+  // The oldest connection of the queue that reached ESTABLISHED, if any.
+  std::optional<TcpQuad> tcp_acceptable(const TcpListenerState& listener) const;
+  void tcp_listener_close(SocketId id);
+  static short tcp_poll_events(const TcpSocket& socket);
+
+  // What a new connection is opened with: its configuration with the MSS
+  // filled in, its initial sequence number, and how it sends.
+  TcpConfig tcp_connection_config(TcpConfig config) const;
+  wire::SeqNumber tcp_initial_sequence(const TcpQuad& quad) const;
+  TcpConnection::Transmit tcp_transmitter(const TcpQuad& quad);
+  // Emits a segment from our address to `to` (packet_ holds it) and sends it.
+  void tcp_send_segment(const wire::TcpHeader& header, std::span<const std::uint8_t> payload, wire::Ipv4Address to);
+  // Runs due connection timers, forgets finished connections no one holds,
+  // and drops listeners' queued connections that died before ESTABLISHED.
+  std::size_t tcp_poll_timers();
 
   // Sends the transport bytes already written at packet_[20] as one IPv4
   // datagram, fragmented to the link's MTU.
@@ -164,6 +269,10 @@ class Stack {
   void deliver(const wire::Ipv4Header& header, std::span<const std::uint8_t> payload);
   void input_icmp(const wire::Ipv4Header& header, std::span<const std::uint8_t> message);
   void input_udp(const wire::Ipv4Header& header, std::span<const std::uint8_t> datagram);
+  void input_tcp(const wire::Ipv4Header& header, std::span<const std::uint8_t> segment);
+  // A SYN (or anything) to a port with a listener and no connection.
+  void input_tcp_listen(TcpListenerState& listener, const TcpQuad& quad, const wire::TcpSegment& segment);
+  void tcp_send_reset_for(const wire::TcpSegment& segment, wire::Ipv4Address to);
   // ICMP destination unreachable about a datagram we received, unless RFC
   // 1122 §3.2.2 forbids an error about it.
   void send_unreachable(std::uint8_t code, const wire::Ipv4Header& header, std::span<const std::uint8_t> payload);
@@ -182,6 +291,12 @@ class Stack {
   std::unordered_map<std::uint16_t, SocketId> udp_ports_;
   SocketId next_socket_id_ = 1;
   std::uint16_t next_ephemeral_port_ = 49152;
+  std::unordered_map<TcpQuad, TcpConnectionEntry, TcpQuadHash> tcp_connections_;
+  std::unordered_map<SocketId, TcpSocketState> tcp_sockets_;
+  std::unordered_map<SocketId, TcpListenerState> tcp_listeners_;
+  std::unordered_map<std::uint16_t, SocketId> tcp_ports_;  // the socket or listener bound to each port
+  std::uint64_t tcp_secret_;
+  Instant now_{};  // the last poll's time, for the socket calls
   Waiter* waiter_ = nullptr;
 };
 

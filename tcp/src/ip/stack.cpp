@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <cstring>
+#include <random>
 
 #include "utcp/checksum.hpp"
 #include "utcp/icmp.hpp"
+#include "utcp/tcp_header.hpp"
 #include "utcp/udp.hpp"
 #include "utcp/udp_socket.hpp"
 #include "wire/bytes.hpp"
@@ -23,6 +25,11 @@ constexpr std::size_t receive_budget = 256;
 std::error_code error(std::errc code) { return std::make_error_code(code); }
 
 bool is_multicast(Ipv4Address address) { return address.value >> 28 == 0xe; }
+
+std::uint64_t random_secret() {
+  std::random_device device;
+  return std::uint64_t{device()} << 32 | device();
+}
 
 // The errno a connected socket reports for a destination unreachable code,
 // as RFC 1122 §4.1.3.3 asks UDP to pass it up (Linux's icmp_err_convert).
@@ -51,9 +58,11 @@ Stack::Stack(Link& link, const StackConfig& config)
       netmask_(config.prefix_length <= 0 ? 0 : ~std::uint32_t{0} << (32 - std::min(config.prefix_length, 32))),
       reassembler_(config.reassembly),
       packet_(wire::ipv4_max_total_length),
-      fragment_(std::min(link.mtu(), wire::ipv4_max_total_length)) {}
+      fragment_(std::min(link.mtu(), wire::ipv4_max_total_length)),
+      tcp_secret_(config.tcp_secret ? *config.tcp_secret : random_secret()) {}
 
 bool Stack::poll(Instant now) {
+  now_ = now;
   std::size_t handled = link_.receive([&](std::span<const std::uint8_t> packet) { input(packet, now); }, receive_budget);
   // Only the packets queued so far: answering them may loop more back.
   for (std::size_t n = loopback_.size(); n > 0; --n, ++handled) {
@@ -62,7 +71,33 @@ bool Stack::poll(Instant now) {
     input(packet, now);
   }
   handled += reassembler_.expire(now);
+  handled += tcp_poll_timers();
   return handled > 0;
+}
+
+std::optional<Instant> Stack::poll_at() const {
+  if (!loopback_.empty()) return now_;  // looped-back packets wait for the next poll
+  std::optional<Instant> at = reassembler_.next_deadline();
+  for (const auto& [quad, entry] : tcp_connections_)
+    if (const std::optional<Instant> timer = entry.connection->next_timer(); timer && (!at || *timer < *at)) at = timer;
+  return at;
+}
+
+std::error_code Stack::wait_for(const std::function<bool()>& ready, bool nonblocking,
+                                std::optional<std::chrono::milliseconds> timeout) {
+  if (ready()) return {};
+  if (nonblocking || !waiter_ || !waiter_->wait_until(ready, timeout)) return error(std::errc::operation_would_block);
+  return {};
+}
+
+std::optional<std::uint16_t> Stack::ephemeral_port(const std::function<bool(std::uint16_t)>& taken) {
+  constexpr std::uint32_t first = 49152, count = 65536 - first;  // RFC 6335's dynamic ports
+  for (std::uint32_t tried = 0; tried < count; ++tried) {
+    const std::uint16_t candidate = next_ephemeral_port_;
+    next_ephemeral_port_ = static_cast<std::uint16_t>(candidate == 65535 ? first : candidate + 1);
+    if (!taken(candidate)) return candidate;
+  }
+  return std::nullopt;
 }
 
 StackCounters Stack::counters() const {
@@ -196,6 +231,8 @@ void Stack::deliver(const Ipv4Header& header, std::span<const std::uint8_t> payl
       return input_icmp(header, payload);
     case wire::ip_protocol::udp:
       return input_udp(header, payload);
+    case wire::ip_protocol::tcp:
+      return input_tcp(header, payload);
     default:
       ++counters_.ip.unknown_protocol;
       return send_unreachable(wire::unreachable_code::protocol, header, payload);
@@ -234,9 +271,16 @@ void Stack::input_icmp(const Ipv4Header& header, std::span<const std::uint8_t> m
   ++counters_.icmp.unreachable_in;
   const auto& unreachable = std::get<wire::IcmpDestinationUnreachable>(parsed->header);
   const auto quoted = wire::parse_quoted_datagram(parsed->data);  // parse_icmp checked it parses
-  if (quoted->header.protocol != wire::ip_protocol::udp || quoted->header.source != config_.address) return;
+  if (quoted->header.source != config_.address) return;
   const std::uint16_t source_port = wire::detail::load16(quoted->payload_start.data());
   const std::uint16_t destination_port = wire::detail::load16(quoted->payload_start.data() + 2);
+  if (quoted->header.protocol == wire::ip_protocol::tcp) {
+    const auto connection = tcp_connections_.find(TcpQuad{source_port, {quoted->header.destination, destination_port}});
+    if (connection == tcp_connections_.end()) return;
+    ++counters_.tcp.unreachable_in;
+    return connection->second.connection->on_icmp_unreachable(unreachable.code, now_);
+  }
+  if (quoted->header.protocol != wire::ip_protocol::udp) return;
   const auto port = udp_ports_.find(source_port);
   if (port == udp_ports_.end()) return;
   UdpSocketState& socket = udp_sockets_.at(port->second);
@@ -297,13 +341,9 @@ std::error_code Stack::udp_bind(UdpSocketState& socket, SocketId id, Endpoint lo
   if (local.address.value != 0 && local.address != config_.address) return error(std::errc::address_not_available);
   std::uint16_t port = local.port;
   if (port == 0) {
-    constexpr std::uint32_t first = 49152, count = 65536 - first;  // RFC 6335's dynamic ports
-    for (std::uint32_t tried = 0; tried < count && port == 0; ++tried) {
-      const std::uint16_t candidate = next_ephemeral_port_;
-      next_ephemeral_port_ = static_cast<std::uint16_t>(candidate == 65535 ? first : candidate + 1);
-      if (!udp_ports_.contains(candidate)) port = candidate;
-    }
-    if (port == 0) return error(std::errc::address_in_use);
+    const auto free = ephemeral_port([this](std::uint16_t candidate) { return udp_ports_.contains(candidate); });
+    if (!free) return error(std::errc::address_in_use);
+    port = *free;
   } else if (udp_ports_.contains(port)) {
     return error(std::errc::address_in_use);
   }
@@ -321,6 +361,251 @@ std::error_code Stack::udp_send(UdpSocketState& socket, SocketId id, std::span<c
   if (const std::error_code failed = send_ip(wire::ip_protocol::udp, to.address, length)) return failed;
   ++counters_.udp.datagrams_out;
   return {};
+}
+
+}  // namespace utcp
+
+namespace utcp {
+
+// ---- TCP: demultiplexing and listeners ----
+
+std::size_t Stack::TcpQuadHash::operator()(const TcpQuad& quad) const {
+  const std::uint64_t key = std::uint64_t{quad.remote.address.value} << 32 | std::uint64_t{quad.remote.port} << 16 |
+                            quad.local_port;
+  return std::hash<std::uint64_t>{}(key);
+}
+
+void Stack::input_tcp(const Ipv4Header& header, std::span<const std::uint8_t> bytes) {
+  const auto segment = wire::parse_tcp(bytes, header.source, header.destination);
+  if (!segment) {
+    ++(segment.error() == wire::Error::bad_checksum ? counters_.tcp.bad_checksum : counters_.tcp.malformed);
+    return;
+  }
+  ++counters_.tcp.segments_in;
+  const TcpQuad quad{segment->header.destination_port, {header.source, segment->header.source_port}};
+  if (const auto found = tcp_connections_.find(quad); found != tcp_connections_.end()) {
+    TcpConnectionEntry& entry = found->second;
+    if (!entry.connection->finished()) return entry.connection->on_segment(*segment, now_);
+    // A closed connection takes nothing more; one no socket holds makes way
+    // for a new one on the same quad.
+    if (!entry.held) tcp_connections_.erase(found);
+  }
+  if (const auto port = tcp_ports_.find(quad.local_port); port != tcp_ports_.end())
+    if (const auto listener = tcp_listeners_.find(port->second); listener != tcp_listeners_.end())
+      return input_tcp_listen(listener->second, quad, *segment);
+  ++counters_.tcp.no_connection;
+  tcp_send_reset_for(*segment, header.source);
+}
+
+// RFC 9293 §3.10.7.2: in LISTEN a RST is ignored, an ACK answered with a
+// reset, a SYN starts a connection, anything else dropped.
+void Stack::input_tcp_listen(TcpListenerState& listener, const TcpQuad& quad, const wire::TcpSegment& segment) {
+  const wire::TcpHeader& header = segment.header;
+  if (header.has(wire::tcp_flags::rst)) return;
+  if (header.has(wire::tcp_flags::ack)) {
+    ++counters_.tcp.no_connection;
+    return tcp_send_reset_for(segment, quad.remote.address);
+  }
+  if (!header.has(wire::tcp_flags::syn)) return;
+  // A full backlog drops the SYN, as Linux does: the peer retries.
+  if (listener.queue.size() >= listener.backlog || tcp_connections_.contains(quad)) {
+    ++counters_.tcp.backlog_drops;
+    return;
+  }
+  std::unique_ptr<TcpConnection> connection =
+      TcpConnection::accept({quad.local_port, quad.remote.port}, tcp_connection_config(listener.config), segment,
+                            tcp_initial_sequence(quad), now_, tcp_transmitter(quad));
+  tcp_connections_.emplace(quad, TcpConnectionEntry{std::move(connection)});
+  listener.queue.push_back(quad);
+  ++counters_.tcp.passive_opens;
+}
+
+void Stack::tcp_send_reset_for(const wire::TcpSegment& segment, Ipv4Address to) {
+  const std::optional<wire::TcpHeader> reset = reset_for(segment);
+  if (!reset) return;
+  tcp_send_segment(*reset, {}, to);
+  ++counters_.tcp.resets_out;
+}
+
+void Stack::tcp_send_segment(const wire::TcpHeader& header, std::span<const std::uint8_t> payload, Ipv4Address to) {
+  const std::size_t length =
+      wire::emit_tcp(header, config_.address, to, payload, std::span(packet_).subspan(header_room));
+  // A segment that cannot leave is counted by send_ip; the connection retransmits it.
+  if (!send_ip(wire::ip_protocol::tcp, to, length)) ++counters_.tcp.segments_out;
+}
+
+TcpConfig Stack::tcp_connection_config(TcpConfig config) const {
+  constexpr std::size_t headers = header_room + wire::tcp_min_header_length;
+  if (config.max_segment_size == 0)
+    config.max_segment_size = static_cast<std::uint16_t>(std::min<std::size_t>(link_.mtu(), 65535) - headers);
+  return config;
+}
+
+wire::SeqNumber Stack::tcp_initial_sequence(const TcpQuad& quad) const {
+  std::uint8_t id[12];
+  wire::detail::store32(id, config_.address.value);
+  wire::detail::store16(id + 4, quad.local_port);
+  wire::detail::store32(id + 6, quad.remote.address.value);
+  wire::detail::store16(id + 10, quad.remote.port);
+  return initial_sequence_number(id, tcp_secret_, now_);
+}
+
+TcpConnection::Transmit Stack::tcp_transmitter(const TcpQuad& quad) {
+  return [this, to = quad.remote.address](const wire::TcpHeader& header, std::span<const std::uint8_t> payload) {
+    tcp_send_segment(header, payload, to);
+  };
+}
+
+std::size_t Stack::tcp_poll_timers() {
+  std::size_t fired = 0;
+  for (auto it = tcp_connections_.begin(); it != tcp_connections_.end();) {
+    TcpConnection& connection = *it->second.connection;
+    if (const std::optional<Instant> at = connection.next_timer(); at && *at <= now_) {
+      connection.on_timer(now_);
+      ++fired;
+    }
+    if (!it->second.held && connection.finished())
+      it = tcp_connections_.erase(it);
+    else
+      ++it;
+  }
+  for (auto& [id, listener] : tcp_listeners_)
+    std::erase_if(listener.queue, [this](const TcpQuad& quad) {
+      const auto entry = tcp_connections_.find(quad);
+      if (!entry->second.connection->finished() || entry->second.connection->was_established()) return false;
+      tcp_connections_.erase(entry);
+      return true;
+    });
+  return fired;
+}
+
+// ---- TCP socket and listener calls ----
+
+Stack::SocketId Stack::tcp_open(const TcpConfig& config) {
+  const SocketId id = next_socket_id_++;
+  tcp_sockets_[id].config = config;
+  return id;
+}
+
+Stack::TcpSocketState* Stack::tcp_state(SocketId id) {
+  const auto it = tcp_sockets_.find(id);
+  return it == tcp_sockets_.end() ? nullptr : &it->second;
+}
+
+const Stack::TcpSocketState* Stack::tcp_state(SocketId id) const {
+  const auto it = tcp_sockets_.find(id);
+  return it == tcp_sockets_.end() ? nullptr : &it->second;
+}
+
+TcpConnection* Stack::tcp_connection(const TcpSocketState& socket) const {
+  return socket.connection ? tcp_connections_.at(*socket.connection).connection.get() : nullptr;
+}
+
+std::error_code Stack::tcp_bind_port(SocketId owner, Endpoint local, std::uint16_t& port) {
+  if (local.address.value != 0 && local.address != config_.address) return error(std::errc::address_not_available);
+  std::uint16_t chosen = local.port;
+  if (chosen == 0) {
+    const auto free = ephemeral_port([this](std::uint16_t candidate) { return tcp_ports_.contains(candidate); });
+    if (!free) return error(std::errc::address_in_use);
+    chosen = *free;
+  } else if (tcp_ports_.contains(chosen)) {
+    // Only live sockets and listeners hold a port: connections left closing
+    // (TIME-WAIT) do not, as with Linux's SO_REUSEADDR.
+    return error(std::errc::address_in_use);
+  }
+  tcp_ports_[chosen] = owner;
+  port = chosen;
+  return {};
+}
+
+std::error_code Stack::tcp_connect(TcpSocketState& socket, SocketId id, Endpoint remote) {
+  if (const TcpConnection* connection = tcp_connection(socket)) {
+    // A connect that failed may be tried again; otherwise there is one connection per socket.
+    if (!connection->finished() || connection->was_established()) {
+      const TcpState state = connection->state();
+      return error(state == TcpState::syn_sent || state == TcpState::syn_received ? std::errc::connection_already_in_progress
+                                                                                  : std::errc::already_connected);
+    }
+    tcp_connections_.erase(*socket.connection);
+    socket.connection.reset();
+  }
+  if (remote.port == 0 || remote.address.value == 0) return error(std::errc::invalid_argument);
+  if (const std::error_code unroutable = route(remote.address)) return unroutable;
+  if (socket.local_port == 0) {
+    // Any port free for this peer: the quad must be new, not the port.
+    const auto free = ephemeral_port([&](std::uint16_t candidate) {
+      return tcp_ports_.contains(candidate) || tcp_connections_.contains(TcpQuad{candidate, remote});
+    });
+    if (!free) return error(std::errc::address_not_available);
+    tcp_ports_[*free] = id;
+    socket.local_port = *free;
+    socket.owns_port = true;
+  }
+  const TcpQuad quad{socket.local_port, remote};
+  // A connection on the same quad, closing or in TIME-WAIT, blocks it (POSIX's EADDRINUSE for connect).
+  if (tcp_connections_.contains(quad)) return error(std::errc::address_in_use);
+  std::unique_ptr<TcpConnection> connection =
+      TcpConnection::connect({quad.local_port, remote.port}, tcp_connection_config(socket.config),
+                             tcp_initial_sequence(quad), now_, tcp_transmitter(quad));
+  tcp_connections_.emplace(quad, TcpConnectionEntry{std::move(connection)});
+  socket.connection = quad;
+  socket.error_reported = false;
+  ++counters_.tcp.active_opens;
+  return {};
+}
+
+void Stack::tcp_release(SocketId id, bool abort) {
+  const auto it = tcp_sockets_.find(id);
+  if (it == tcp_sockets_.end()) return;
+  TcpSocketState& socket = it->second;
+  if (socket.connection) {
+    const auto entry = tcp_connections_.find(*socket.connection);
+    TcpConnection& connection = *entry->second.connection;
+    if (abort)
+      connection.abort(now_);
+    else if (!connection.finished())
+      connection.close(now_);
+    if (connection.finished())
+      tcp_connections_.erase(entry);
+    else
+      entry->second.held = false;  // goes on closing in the stack
+  }
+  if (socket.owns_port) tcp_ports_.erase(socket.local_port);
+  tcp_sockets_.erase(it);
+}
+
+Stack::SocketId Stack::tcp_listener_open(const TcpConfig& config) {
+  const SocketId id = next_socket_id_++;
+  tcp_listeners_[id].config = config;
+  return id;
+}
+
+Stack::TcpListenerState* Stack::tcp_listener_state(SocketId id) {
+  const auto it = tcp_listeners_.find(id);
+  return it == tcp_listeners_.end() ? nullptr : &it->second;
+}
+
+const Stack::TcpListenerState* Stack::tcp_listener_state(SocketId id) const {
+  const auto it = tcp_listeners_.find(id);
+  return it == tcp_listeners_.end() ? nullptr : &it->second;
+}
+
+std::optional<Stack::TcpQuad> Stack::tcp_acceptable(const TcpListenerState& listener) const {
+  for (const TcpQuad& quad : listener.queue)
+    if (tcp_connections_.at(quad).connection->was_established()) return quad;
+  return std::nullopt;
+}
+
+void Stack::tcp_listener_close(SocketId id) {
+  const auto it = tcp_listeners_.find(id);
+  if (it == tcp_listeners_.end()) return;
+  for (const TcpQuad& quad : it->second.queue) {
+    const auto entry = tcp_connections_.find(quad);
+    entry->second.connection->abort(now_);
+    tcp_connections_.erase(entry);
+  }
+  if (it->second.local_port != 0) tcp_ports_.erase(it->second.local_port);
+  tcp_listeners_.erase(it);
 }
 
 }  // namespace utcp

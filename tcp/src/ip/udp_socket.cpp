@@ -70,12 +70,9 @@ Result<std::size_t> UdpSocket::send_to(std::span<const std::uint8_t> data, Endpo
 Result<Received> UdpSocket::receive_from(std::span<std::uint8_t> buffer) {
   Stack::UdpSocketState* socket = state();
   if (!socket) return error(std::errc::bad_file_descriptor);
-  if (!readable()) {
-    Waiter* waiter = stack_->waiter();
-    if (socket->nonblocking || !waiter) return error(std::errc::operation_would_block);
-    if (!waiter->wait_until([this] { return readable(); }, socket->receive_timeout))
-      return error(std::errc::operation_would_block);
-  }
+  if (const std::error_code not_ready =
+          stack_->wait_for([this] { return readable(); }, socket->nonblocking, socket->receive_timeout))
+    return not_ready;
   if (socket->pending_error) return std::exchange(socket->pending_error, {});
   Stack::QueuedDatagram datagram = std::move(socket->queue.front());
   socket->queue.pop_front();

@@ -91,6 +91,9 @@ void ViaHost::start() {
   stack_config.prefix_length = config_.link.addresses.prefix_length;
   stack_ = std::make_unique<Stack>(*link, stack_config);
   stack_->set_waiter(this);
+  // The time for the first socket call; packets wait for the first poll, when
+  // the program's sockets exist.
+  stack_->set_time(std::chrono::steady_clock::now());
 }
 
 bool ViaHost::poll() { return stack_->poll(std::chrono::steady_clock::now()); }

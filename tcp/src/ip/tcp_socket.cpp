@@ -1,0 +1,373 @@
+#include "utcp/tcp_socket.hpp"
+
+#include <algorithm>
+#include <type_traits>
+#include <utility>
+
+#include "utcp/udp_socket.hpp"
+
+namespace utcp {
+namespace {
+
+std::error_code error(std::errc code) { return std::make_error_code(code); }
+
+bool opening(TcpState state) { return state == TcpState::syn_sent || state == TcpState::syn_received; }
+
+// Both FINs have been sent and received, or the connection is gone: poll's hup.
+bool over_both_ways(TcpState state) {
+  return state == TcpState::closed || state == TcpState::closing || state == TcpState::last_ack ||
+         state == TcpState::time_wait;
+}
+
+// Reads and drops whatever has arrived (after shutdown(read)).
+void discard_received(TcpConnection& connection, Instant now) {
+  std::uint8_t sink[4096];
+  while (connection.readable()) {
+    const Result<std::size_t> taken = connection.receive(sink, now);
+    if (!taken || *taken == 0) return;
+  }
+}
+
+}  // namespace
+
+// ---- TcpSocket ----
+
+TcpSocket::TcpSocket(Stack& stack) : stack_(&stack), id_(stack.tcp_open(stack.config().tcp)) {}
+
+TcpSocket::TcpSocket(TcpSocket&& other) noexcept
+    : stack_(std::exchange(other.stack_, nullptr)), id_(std::exchange(other.id_, 0)) {}
+
+TcpSocket& TcpSocket::operator=(TcpSocket&& other) noexcept {
+  if (this != &other) {
+    close();
+    stack_ = std::exchange(other.stack_, nullptr);
+    id_ = std::exchange(other.id_, 0);
+  }
+  return *this;
+}
+
+TcpSocket::~TcpSocket() { close(); }
+
+Stack::TcpSocketState* TcpSocket::socket_state() const { return stack_ ? stack_->tcp_state(id_) : nullptr; }
+
+std::error_code TcpSocket::bind(Endpoint local) {
+  Stack::TcpSocketState* socket = socket_state();
+  if (!socket) return error(std::errc::bad_file_descriptor);
+  if (socket->local_port != 0 || socket->connection) return error(std::errc::invalid_argument);
+  if (const std::error_code failed = stack_->tcp_bind_port(id_, local, socket->local_port)) return failed;
+  socket->owns_port = true;
+  return {};
+}
+
+std::error_code TcpSocket::connect(Endpoint remote) {
+  Stack::TcpSocketState* socket = socket_state();
+  if (!socket) return error(std::errc::bad_file_descriptor);
+  if (const std::error_code failed = stack_->tcp_connect(*socket, id_, remote)) return failed;
+  const TcpConnection* connection = stack_->tcp_connection(*socket);
+  const auto opened = [connection] { return connection->was_established() || connection->finished(); };
+  // Not opened within the send timeout: the connection goes on opening, as Linux's.
+  if (socket->nonblocking || !stack_->waiter() || stack_->wait_for(opened, false, socket->send_timeout))
+    return error(std::errc::operation_in_progress);
+  if (connection->was_established()) return {};
+  socket->error_reported = true;
+  return connection->error() ? connection->error() : error(std::errc::connection_aborted);
+}
+
+Result<std::size_t> TcpSocket::send(std::span<const std::uint8_t> data) {
+  Stack::TcpSocketState* socket = socket_state();
+  if (!socket) return error(std::errc::bad_file_descriptor);
+  TcpConnection* connection = stack_->tcp_connection(*socket);
+  if (!connection) return error(std::errc::not_connected);
+  if (socket->write_shut) return error(std::errc::broken_pipe);
+  // The timeout covers the whole call; the stack's clock moves as the waiter polls it.
+  const std::optional<Instant> deadline =
+      socket->send_timeout ? std::optional(stack_->now_ + *socket->send_timeout) : std::nullopt;
+  const auto room = [connection] { return connection->send_space() > 0 || connection->finished(); };
+  std::size_t queued = 0;
+  for (;;) {
+    const Result<std::size_t> taken = connection->send(data.subspan(queued), stack_->now_);
+    if (!taken) {
+      if (queued > 0) return queued;  // the error waits for the next call
+      if (taken.error() == connection->error()) socket->error_reported = true;
+      return taken.error();
+    }
+    queued += *taken;
+    if (queued == data.size()) return queued;
+    std::optional<std::chrono::milliseconds> left;
+    if (deadline)
+      left = std::max(std::chrono::milliseconds(0),
+                      std::chrono::ceil<std::chrono::milliseconds>(*deadline - stack_->now_));
+    if (const std::error_code not_ready = stack_->wait_for(room, socket->nonblocking, left)) {
+      if (queued > 0) return queued;
+      return not_ready;
+    }
+  }
+}
+
+Result<std::size_t> TcpSocket::receive(std::span<std::uint8_t> buffer) {
+  Stack::TcpSocketState* socket = socket_state();
+  if (!socket) return error(std::errc::bad_file_descriptor);
+  TcpConnection* connection = stack_->tcp_connection(*socket);
+  if (!connection) return error(std::errc::not_connected);
+  if (socket->read_shut) {
+    discard_received(*connection, stack_->now_);
+    return std::size_t{0};
+  }
+  if (buffer.empty()) return std::size_t{0};
+  if (const std::error_code not_ready = stack_->wait_for([connection] { return connection->readable(); },
+                                                         socket->nonblocking, socket->receive_timeout))
+    return not_ready;
+  Result<std::size_t> received = connection->receive(buffer, stack_->now_);
+  if (!received && received.error() == connection->error()) socket->error_reported = true;
+  return received;
+}
+
+std::error_code TcpSocket::shutdown(Shutdown how) {
+  Stack::TcpSocketState* socket = socket_state();
+  if (!socket) return error(std::errc::bad_file_descriptor);
+  TcpConnection* connection = stack_->tcp_connection(*socket);
+  if (!connection) return error(std::errc::not_connected);
+  if (how != Shutdown::read && !socket->write_shut) {
+    connection->shutdown_write(stack_->now_);
+    socket->write_shut = true;
+  }
+  if (how != Shutdown::write) {
+    socket->read_shut = true;
+    discard_received(*connection, stack_->now_);
+  }
+  return {};
+}
+
+void TcpSocket::close() {
+  if (!stack_) return;
+  stack_->tcp_release(id_, false);
+  stack_ = nullptr;
+}
+
+void TcpSocket::abort() {
+  if (!stack_) return;
+  stack_->tcp_release(id_, true);
+  stack_ = nullptr;
+}
+
+bool TcpSocket::is_open() const { return socket_state() != nullptr; }
+
+void TcpSocket::set_nonblocking(bool nonblocking) {
+  if (Stack::TcpSocketState* socket = socket_state()) socket->nonblocking = nonblocking;
+}
+
+void TcpSocket::set_nodelay(bool nodelay) {
+  Stack::TcpSocketState* socket = socket_state();
+  if (!socket) return;
+  socket->config.nodelay = nodelay;
+  if (TcpConnection* connection = stack_->tcp_connection(*socket)) connection->set_nodelay(nodelay, stack_->now_);
+}
+
+void TcpSocket::set_keepalive(bool keepalive) {
+  Stack::TcpSocketState* socket = socket_state();
+  if (!socket) return;
+  socket->config.keepalive = keepalive;
+  if (TcpConnection* connection = stack_->tcp_connection(*socket)) connection->set_keepalive(keepalive, stack_->now_);
+}
+
+void TcpSocket::set_receive_timeout(std::optional<std::chrono::milliseconds> timeout) {
+  if (Stack::TcpSocketState* socket = socket_state()) socket->receive_timeout = timeout;
+}
+
+void TcpSocket::set_send_timeout(std::optional<std::chrono::milliseconds> timeout) {
+  if (Stack::TcpSocketState* socket = socket_state()) socket->send_timeout = timeout;
+}
+
+std::error_code TcpSocket::take_error() {
+  Stack::TcpSocketState* socket = socket_state();
+  if (!socket) return error(std::errc::bad_file_descriptor);
+  const TcpConnection* connection = stack_->tcp_connection(*socket);
+  if (!connection || !connection->error() || socket->error_reported) return {};
+  socket->error_reported = true;
+  return connection->error();
+}
+
+bool TcpSocket::readable() const {
+  const Stack::TcpSocketState* socket = socket_state();
+  if (!socket) return false;
+  const TcpConnection* connection = stack_->tcp_connection(*socket);
+  return !connection || socket->read_shut || connection->readable();  // ENOTCONN does not block either
+}
+
+bool TcpSocket::writable() const {
+  const Stack::TcpSocketState* socket = socket_state();
+  if (!socket) return false;
+  const TcpConnection* connection = stack_->tcp_connection(*socket);
+  if (!connection || connection->error() || socket->write_shut) return true;  // send fails at once
+  const TcpState now = connection->state();
+  if (opening(now)) return false;
+  return connection->send_space() > 0 || (now != TcpState::established && now != TcpState::close_wait);
+}
+
+std::optional<Endpoint> TcpSocket::local_endpoint() const {
+  const Stack::TcpSocketState* socket = socket_state();
+  if (!socket || socket->local_port == 0) return std::nullopt;
+  return Endpoint{stack_->address(), socket->local_port};
+}
+
+std::optional<Endpoint> TcpSocket::remote_endpoint() const {
+  const Stack::TcpSocketState* socket = socket_state();
+  if (!socket || !socket->connection) return std::nullopt;
+  return socket->connection->remote;
+}
+
+TcpState TcpSocket::state() const {
+  const Stack::TcpSocketState* socket = socket_state();
+  const TcpConnection* connection = socket ? stack_->tcp_connection(*socket) : nullptr;
+  return connection ? connection->state() : TcpState::closed;
+}
+
+std::optional<TcpInfo> TcpSocket::info() const {
+  const Stack::TcpSocketState* socket = socket_state();
+  const TcpConnection* connection = socket ? stack_->tcp_connection(*socket) : nullptr;
+  return connection ? std::optional(connection->info()) : std::nullopt;
+}
+
+std::optional<TcpCounters> TcpSocket::counters() const {
+  const Stack::TcpSocketState* socket = socket_state();
+  const TcpConnection* connection = socket ? stack_->tcp_connection(*socket) : nullptr;
+  return connection ? std::optional(connection->counters()) : std::nullopt;
+}
+
+// ---- TcpListener ----
+
+TcpListener::TcpListener(Stack& stack) : stack_(&stack), id_(stack.tcp_listener_open(stack.config().tcp)) {}
+
+TcpListener::TcpListener(TcpListener&& other) noexcept
+    : stack_(std::exchange(other.stack_, nullptr)), id_(std::exchange(other.id_, 0)) {}
+
+TcpListener& TcpListener::operator=(TcpListener&& other) noexcept {
+  if (this != &other) {
+    close();
+    stack_ = std::exchange(other.stack_, nullptr);
+    id_ = std::exchange(other.id_, 0);
+  }
+  return *this;
+}
+
+TcpListener::~TcpListener() { close(); }
+
+Stack::TcpListenerState* TcpListener::state() const { return stack_ ? stack_->tcp_listener_state(id_) : nullptr; }
+
+std::error_code TcpListener::listen(Endpoint local, int backlog) {
+  Stack::TcpListenerState* listener = state();
+  if (!listener) return error(std::errc::bad_file_descriptor);
+  if (listener->local_port != 0) return error(std::errc::invalid_argument);
+  if (const std::error_code failed = stack_->tcp_bind_port(id_, local, listener->local_port)) return failed;
+  listener->backlog = static_cast<std::size_t>(std::max(backlog, 1));
+  return {};
+}
+
+Result<TcpSocket> TcpListener::accept() {
+  Stack::TcpListenerState* listener = state();
+  if (!listener) return error(std::errc::bad_file_descriptor);
+  if (listener->local_port == 0) return error(std::errc::invalid_argument);
+  if (const std::error_code not_ready = stack_->wait_for([this] { return readable(); }, listener->nonblocking,
+                                                         listener->accept_timeout))
+    return not_ready;
+  const Stack::TcpQuad quad = *stack_->tcp_acceptable(*listener);
+  listener->queue.erase(std::find(listener->queue.begin(), listener->queue.end(), quad));
+  const Stack::SocketId id = stack_->tcp_open(listener->config);
+  Stack::TcpSocketState& socket = *stack_->tcp_state(id);
+  socket.local_port = quad.local_port;  // shared with the listener, which keeps owning it
+  socket.connection = quad;
+  return TcpSocket(*stack_, id);
+}
+
+void TcpListener::close() {
+  if (!stack_) return;
+  stack_->tcp_listener_close(id_);
+  stack_ = nullptr;
+}
+
+bool TcpListener::is_open() const { return state() != nullptr; }
+
+void TcpListener::set_nonblocking(bool nonblocking) {
+  if (Stack::TcpListenerState* listener = state()) listener->nonblocking = nonblocking;
+}
+
+void TcpListener::set_accept_timeout(std::optional<std::chrono::milliseconds> timeout) {
+  if (Stack::TcpListenerState* listener = state()) listener->accept_timeout = timeout;
+}
+
+void TcpListener::set_config(const TcpConfig& config) {
+  if (Stack::TcpListenerState* listener = state()) listener->config = config;
+}
+
+bool TcpListener::readable() const {
+  const Stack::TcpListenerState* listener = state();
+  return listener && listener->local_port != 0 && stack_->tcp_acceptable(*listener).has_value();
+}
+
+std::optional<Endpoint> TcpListener::local_endpoint() const {
+  const Stack::TcpListenerState* listener = state();
+  if (!listener || listener->local_port == 0) return std::nullopt;
+  return Endpoint{stack_->address(), listener->local_port};
+}
+
+// ---- poll ----
+
+short Stack::tcp_poll_events(const TcpSocket& handle) {
+  const TcpSocketState* socket = handle.socket_state();
+  if (!socket) return poll_events::err;
+  short events = 0;
+  if (handle.readable()) events |= poll_events::in;
+  if (handle.writable()) events |= poll_events::out;
+  const TcpConnection* connection = handle.stack_->tcp_connection(*socket);
+  if (connection && connection->error() && !socket->error_reported) events |= poll_events::err;
+  if (!connection || over_both_ways(connection->state())) events |= poll_events::hup;
+  return events;
+}
+
+namespace {
+
+// What a listener or a UDP socket is ready for; a closed one reports an error.
+short events_of(const TcpListener* listener) {
+  if (!listener) return 0;
+  if (!listener->is_open()) return poll_events::err;
+  return listener->readable() ? poll_events::in : 0;
+}
+short events_of(const UdpSocket* socket) {
+  if (!socket) return 0;
+  if (!socket->is_open()) return poll_events::err;
+  return static_cast<short>(poll_events::out | (socket->readable() ? poll_events::in : 0));
+}
+
+}  // namespace
+
+Result<std::size_t> poll(Stack& stack, std::span<PollEntry> entries, std::optional<std::chrono::milliseconds> timeout) {
+  std::size_t ready = 0;
+  const auto look = [&] {
+    ready = 0;
+    for (PollEntry& entry : entries) {
+      const short events = std::visit(
+          [&](const auto* socket) -> short {
+            if constexpr (std::is_same_v<decltype(socket), const TcpSocket*>)
+              return socket ? Stack::tcp_poll_events(*socket) : 0;
+            else
+              return events_of(socket);
+          },
+          entry.socket);
+      entry.revents = static_cast<short>(events & (entry.events | poll_events::err | poll_events::hup));
+      ready += entry.revents != 0;
+    }
+    return ready > 0;
+  };
+  // The stack moves only inside calls on it: poll takes in what arrived
+  // before it looks, even when something is ready already, or a program that
+  // always finds an event (an end of stream) would never let an ACK in.
+  Waiter* waiter = stack.waiter();
+  if (!waiter) {
+    look();
+    return ready;
+  }
+  (void)waiter->wait_until(look, timeout ? std::max(*timeout, std::chrono::milliseconds(0)) : timeout);
+  return ready;
+}
+
+}  // namespace utcp

@@ -1,0 +1,1110 @@
+// RFC 9293's transmission control block and its event processing (§3.10),
+// with no I/O: segments arrive through on_segment, leave through the
+// Transmit function, and time comes only from the `now` of each call.
+//
+// Sequence variables follow RFC 9293 §3.3.1, with one addition: SND.MAX,
+// the highest sequence number ever sent. After a retransmission timeout
+// SND.NXT goes back to SND.UNA and the data is sent again in slow start
+// (RFC 5681 §3.1, "go back N"), so SND.NXT alone no longer says what the
+// peer may acknowledge.
+#include "utcp/tcp_connection.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <utility>
+#include <vector>
+
+#include "tcp/byte_ring.hpp"
+#include "tcp/new_reno.hpp"
+#include "tcp/out_of_order_queue.hpp"
+#include "tcp/rtt_estimator.hpp"
+
+namespace utcp {
+namespace {
+
+using std::chrono::duration_cast;
+using std::chrono::microseconds;
+using std::chrono::milliseconds;
+using wire::SeqNumber;
+using wire::TcpHeader;
+using wire::TcpSegment;
+namespace flag = wire::tcp_flags;
+
+constexpr std::uint16_t default_max_segment_size = 536;  // RFC 9293 §3.7.1, when the peer sends none
+constexpr std::uint8_t max_window_scale = 14;            // RFC 7323 §2.3
+constexpr std::uint32_t max_window_field = 65535;
+constexpr std::uint32_t timestamp_option_bytes = 12;     // 10, padded with two no-operations
+
+std::error_code error_of(std::errc value) { return std::make_error_code(value); }
+
+// The sequence space a segment occupies: its data, plus one each for SYN and FIN.
+std::uint32_t sequence_length(const TcpSegment& segment) {
+  return static_cast<std::uint32_t>(segment.payload.size()) + (segment.header.has(flag::syn) ? 1 : 0) +
+         (segment.header.has(flag::fin) ? 1 : 0);
+}
+
+// The smallest shift that lets the 16-bit window field cover the buffer (RFC 7323 §2.2).
+std::uint8_t window_scale_for(std::size_t buffer) {
+  std::uint8_t shift = 0;
+  while (shift < max_window_scale && (std::size_t{max_window_field} << shift) < buffer) ++shift;
+  return shift;
+}
+
+// SipHash-2-4 (Aumasson and Bernstein), the keyed hash RFC 6528 asks for as F.
+std::uint64_t siphash_2_4(std::uint64_t key0, std::uint64_t key1, std::span<const std::uint8_t> data) {
+  auto rotate = [](std::uint64_t x, int bits) { return (x << bits) | (x >> (64 - bits)); };
+  std::uint64_t v0 = key0 ^ 0x736f6d6570736575ull;
+  std::uint64_t v1 = key1 ^ 0x646f72616e646f6dull;
+  std::uint64_t v2 = key0 ^ 0x6c7967656e657261ull;
+  std::uint64_t v3 = key1 ^ 0x7465646279746573ull;
+  auto round = [&] {
+    v0 += v1; v1 = rotate(v1, 13); v1 ^= v0; v0 = rotate(v0, 32);
+    v2 += v3; v3 = rotate(v3, 16); v3 ^= v2;
+    v0 += v3; v3 = rotate(v3, 21); v3 ^= v0;
+    v2 += v1; v1 = rotate(v1, 17); v1 ^= v2; v2 = rotate(v2, 32);
+  };
+  auto absorb = [&](std::uint64_t word) {
+    v3 ^= word;
+    round();
+    round();
+    v0 ^= word;
+  };
+  const std::size_t whole = data.size() / 8 * 8;
+  for (std::size_t i = 0; i < whole; i += 8) {
+    std::uint64_t word = 0;
+    for (int b = 0; b < 8; ++b) word |= std::uint64_t{data[i + b]} << (8 * b);
+    absorb(word);
+  }
+  std::uint64_t last = std::uint64_t{data.size() & 0xff} << 56;
+  for (std::size_t i = whole; i < data.size(); ++i) last |= std::uint64_t{data[i]} << (8 * (i - whole));
+  absorb(last);
+  v2 ^= 0xff;
+  for (int i = 0; i < 4; ++i) round();
+  return v0 ^ v1 ^ v2 ^ v3;
+}
+
+}  // namespace
+
+std::string_view to_string(TcpState state) {
+  switch (state) {
+    case TcpState::closed: return "CLOSED";
+    case TcpState::syn_sent: return "SYN-SENT";
+    case TcpState::syn_received: return "SYN-RECEIVED";
+    case TcpState::established: return "ESTABLISHED";
+    case TcpState::fin_wait_1: return "FIN-WAIT-1";
+    case TcpState::fin_wait_2: return "FIN-WAIT-2";
+    case TcpState::close_wait: return "CLOSE-WAIT";
+    case TcpState::closing: return "CLOSING";
+    case TcpState::last_ack: return "LAST-ACK";
+    case TcpState::time_wait: return "TIME-WAIT";
+  }
+  return "?";
+}
+
+struct TcpConnection::Impl {
+  Impl(Ports ports_, const TcpConfig& config_, SeqNumber iss_, Instant now_, Transmit transmit_, TcpState state_);
+
+  // --- Events ---
+  void on_segment(const TcpSegment& segment);
+  void on_segment_in_syn_sent(const TcpSegment& segment);
+  void on_segment_synchronized(const TcpSegment& segment);
+  void on_timer();
+  void on_retransmission_timeout();
+  void on_persist_timeout();
+  void on_keepalive_timeout();
+
+  // --- Receiving ---
+  void take_peer_syn(const TcpHeader& syn);
+  bool paws_rejects(const TcpHeader& header) const;
+  struct InWindow {
+    SeqNumber sequence;
+    std::span<const std::uint8_t> payload;
+    bool fin;
+  };
+  std::optional<InWindow> trim_to_window(const TcpSegment& segment) const;
+  void on_acceptable_reset(const TcpHeader& header);
+  bool process_acknowledgment(const TcpSegment& segment);
+  void on_new_acknowledgment(SeqNumber ack);
+  void on_duplicate_ack();
+  void receive_data(const InWindow& part);
+  void deliver_in_order(std::span<const std::uint8_t> bytes, bool fin);
+  void on_fin_received();
+  void send_window_update_if_grown();
+
+  // --- Sending ---
+  void transmit_pending();
+  bool worth_sending(std::uint32_t length, std::uint32_t unsent) const;
+  std::uint32_t transmit_at(SeqNumber sequence, std::uint32_t length);
+  void retransmit_first_unacknowledged();
+  void emit(SeqNumber sequence, std::uint8_t flags, std::span<const std::uint8_t> payload);
+  std::uint16_t advertise_window();
+  // At SND.MAX, not SND.NXT: after a timeout SND.NXT went back, and a pure
+  // ACK numbered below what the peer already took would be unacceptable to
+  // it and dropped, ACK field and all (as BSD's tcp_output reasons).
+  void send_ack() { emit(send_max, flag::ack, {}); }
+  void send_challenge_ack();
+  void send_reset(SeqNumber sequence, bool with_ack);
+  // An ACK with an old sequence number, which the peer must answer with an
+  // ACK of its own: zero-window probes (as Linux sends them) and keepalives.
+  void send_probe() { emit(send_unacknowledged - 1, flag::ack, {}); }
+
+  // --- State changes ---
+  void become_established();
+  void shutdown_write();
+  void enter_time_wait();
+  void time_out_orphan();
+  void enter_closed(std::error_code why);
+  void update_persist_timer();
+
+  // --- Derived quantities ---
+  bool synchronized() const { return state != TcpState::syn_sent && state != TcpState::syn_received; }
+  bool may_send_data() const {
+    return state == TcpState::established || state == TcpState::close_wait || state == TcpState::fin_wait_1 ||
+           state == TcpState::closing || state == TcpState::last_ack;
+  }
+  // send() takes data: before the FIN, in a state that will send it.
+  bool accepts_writes() const {
+    const bool open = state == TcpState::syn_sent || state == TcpState::syn_received ||
+                      state == TcpState::established || state == TcpState::close_wait;
+    return open && !fin_queued;
+  }
+  bool accepts_data() const {
+    return state == TcpState::established || state == TcpState::fin_wait_1 || state == TcpState::fin_wait_2;
+  }
+  SeqNumber data_end() const { return send_buffer_start + static_cast<std::uint32_t>(send_buffer.size()); }
+  SeqNumber fin_sequence() const { return data_end(); }  // meaningful once fin_queued
+  bool fin_acknowledged() const { return fin_queued && send_unacknowledged > fin_sequence(); }
+  std::uint32_t unsent_bytes() const { return data_end() > send_next ? data_end() - send_next : 0; }
+  std::uint32_t bytes_in_flight() const { return send_next - send_unacknowledged; }
+  std::uint32_t usable_window() const;
+  std::uint32_t receive_window() const { return std::max(0, receive_advertised_edge - receive_next); }
+  // The payload of a full segment: the MSS less the options every segment carries (RFC 9293 §3.7.1).
+  std::uint32_t max_payload() const { return max_segment_size - (timestamps ? timestamp_option_bytes : 0); }
+  std::uint32_t timestamp_now() const {
+    return static_cast<std::uint32_t>(duration_cast<milliseconds>(now.time_since_epoch()).count()) + timestamp_offset;
+  }
+  std::optional<Instant> keepalive_deadline() const;
+  std::chrono::milliseconds persist_interval() const {
+    return std::min(rtt.rto() * (1 << std::min(persist_backoff, 16)), config.max_rto);
+  }
+
+  Ports ports;
+  TcpConfig config;
+  Transmit transmit;
+  Instant now;
+  TcpState state;
+  std::error_code error;
+  std::error_code soft_error;  // from ICMP, reported if the connection later times out (RFC 5461)
+  bool established_once = false;
+  bool application_closed = false;  // close(): unread or later data makes it a reset
+  TcpCounters counters;
+
+  // Send sequence space (RFC 9293 §3.3.1).
+  SeqNumber iss;
+  SeqNumber send_unacknowledged;  // SND.UNA
+  SeqNumber send_next;            // SND.NXT
+  SeqNumber send_max;             // highest sent, see the top of the file
+  std::uint32_t send_window = 0;  // SND.WND, scaled
+  std::uint32_t max_send_window = 0;  // the largest the peer offered: RFC 5961 §5.2, sender SWS avoidance
+  SeqNumber send_wl1;
+  SeqNumber send_wl2;
+  tcp::ByteRing send_buffer;
+  SeqNumber send_buffer_start;  // the sequence number of send_buffer's first byte
+  bool fin_queued = false;
+  SeqNumber short_segment_end;  // the end of the last segment shorter than the MSS, for Nagle
+
+  // Receive sequence space.
+  SeqNumber irs;
+  SeqNumber receive_next;            // RCV.NXT
+  SeqNumber receive_advertised_edge;  // RCV.NXT + RCV.WND as last advertised; never moves left
+  tcp::ByteRing receive_buffer;
+  tcp::OutOfOrderQueue out_of_order;
+  bool fin_received = false;
+
+  // Options negotiated on the SYNs.
+  std::uint16_t local_max_segment_size;
+  std::uint16_t max_segment_size = default_max_segment_size;  // min(the peer's, ours)
+  bool window_scaling = false;
+  std::uint8_t offered_window_scale;
+  std::uint8_t send_window_scale = 0;
+  std::uint8_t receive_window_scale = 0;
+  bool timestamps = false;
+  std::uint32_t timestamp_offset;  // RFC 7323 §5.4: a per-connection offset (the ISS, already unpredictable)
+  std::uint32_t timestamp_recent = 0;  // TS.Recent
+  SeqNumber last_ack_sent;
+
+  // Retransmission (RFC 6298) and congestion control.
+  tcp::RttEstimator rtt;
+  std::optional<Instant> retransmission_deadline;
+  int retries = 0;  // consecutive timeouts
+  // The one segment being timed (Karn): the ACK that covers timed_ack gives a
+  // sample; any retransmission cancels it.
+  std::optional<SeqNumber> timed_ack;
+  Instant timed_since;
+  tcp::NewReno congestion;
+
+  // Acknowledgments.
+  bool ack_now = false;                       // an ACK is due before on_segment returns
+  std::uint32_t bytes_unacknowledged = 0;     // received since our last ACK
+  std::optional<Instant> delayed_ack_deadline;
+
+  // The other timers.
+  std::optional<Instant> persist_deadline;
+  int persist_backoff = 0;
+  // When an ending connection closes by itself: the end of TIME-WAIT, or of
+  // an orphaned FIN-WAIT-2 (closed by the application, the peer silent:
+  // Linux's tcp_fin_timeout, here the same 2 MSL).
+  std::optional<Instant> closes_at;
+  Instant heard_since;  // the last acceptable segment, for keepalive
+  int keepalive_probes_unanswered = 0;
+
+  std::vector<std::uint8_t> segment_scratch;  // a segment's payload, copied out of the ring
+};
+
+TcpConnection::Impl::Impl(Ports ports_, const TcpConfig& config_, SeqNumber iss_, Instant now_, Transmit transmit_,
+                          TcpState state_)
+    : ports(ports_),
+      config(config_),
+      transmit(std::move(transmit_)),
+      now(now_),
+      state(state_),
+      iss(iss_),
+      send_unacknowledged(iss_),
+      send_next(iss_),
+      send_max(iss_),
+      send_buffer(config_.send_buffer),
+      send_buffer_start(iss_ + 1),
+      short_segment_end(iss_),
+      receive_buffer(config_.receive_buffer),
+      local_max_segment_size(config_.max_segment_size != 0 ? config_.max_segment_size : default_max_segment_size),
+      offered_window_scale(window_scale_for(config_.receive_buffer)),
+      timestamp_offset(iss_.value()),
+      rtt(config_.initial_rto, config_.min_rto, config_.max_rto),
+      heard_since(now_) {}
+
+// ============================================================================
+// Events
+// ============================================================================
+
+void TcpConnection::Impl::on_segment(const TcpSegment& segment) {
+  ++counters.segments_in;
+  switch (state) {
+    case TcpState::closed:
+      return;
+    case TcpState::syn_sent:
+      on_segment_in_syn_sent(segment);
+      break;
+    default:
+      on_segment_synchronized(segment);
+      break;
+  }
+  if (state == TcpState::closed) return;
+  transmit_pending();
+  if (ack_now) send_ack();
+}
+
+// RFC 9293 §3.10.7.3.
+void TcpConnection::Impl::on_segment_in_syn_sent(const TcpSegment& segment) {
+  const TcpHeader& header = segment.header;
+  const bool has_ack = header.has(flag::ack);
+  const bool ack_acceptable = has_ack && iss < header.acknowledgment && header.acknowledgment <= send_max;
+  if (has_ack && !ack_acceptable) {
+    if (!header.has(flag::rst)) send_reset(header.acknowledgment, false);
+    return;
+  }
+  if (header.has(flag::rst)) {
+    if (ack_acceptable) {
+      ++counters.resets_in;
+      enter_closed(error_of(std::errc::connection_refused));
+    }
+    return;
+  }
+  if (!header.has(flag::syn)) return;
+  // Data on a SYN is not taken: the peer will send it again once established.
+  take_peer_syn(header);
+  if (ack_acceptable) {
+    become_established();
+    on_new_acknowledgment(header.acknowledgment);
+    ack_now = true;
+  } else {
+    // Simultaneous open (§3.5, figure 8): our SYN goes again, now with an ACK.
+    state = TcpState::syn_received;
+    send_next = iss;
+    retransmission_deadline.reset();
+    timed_ack.reset();
+  }
+}
+
+// RFC 9293 §3.10.7.4, for every state from SYN-RECEIVED on.
+void TcpConnection::Impl::on_segment_synchronized(const TcpSegment& segment) {
+  const TcpHeader& header = segment.header;
+  if (state == TcpState::syn_received && header.has(flag::syn) && header.sequence == irs) {
+    if (!header.has(flag::ack)) {
+      transmit_at(iss, 0);  // our SYN-ACK was lost: the peer sent its SYN again
+      return;
+    }
+    // Simultaneous open (§3.5, figure 8): the peer's SYN-ACK repeats the SYN
+    // taken already; what is new is its ACK (and any data behind the SYN).
+    TcpSegment rest = segment;
+    rest.header.flags &= static_cast<std::uint8_t>(~flag::syn);
+    rest.header.sequence = irs + 1;
+    on_segment_synchronized(rest);
+    return;
+  }
+  // First: PAWS (RFC 7323 §5.3), then the sequence number.
+  if (paws_rejects(header)) {
+    ++counters.paws_rejected;
+    send_ack();
+    return;
+  }
+  const std::optional<InWindow> part = trim_to_window(segment);
+  if (!part) {
+    if (header.has(flag::rst)) return;
+    ++counters.outside_window;
+    // A retransmitted FIN restarts TIME-WAIT's 2 MSL (§3.10.7.4, TIME-WAIT).
+    if (state == TcpState::time_wait && header.has(flag::fin)) enter_time_wait();
+    send_ack();
+    return;
+  }
+  heard_since = now;
+  keepalive_probes_unanswered = 0;
+  // Second: RST (RFC 5961 §3.2).
+  if (header.has(flag::rst)) {
+    on_acceptable_reset(header);
+    return;
+  }
+  // Fourth: a SYN in a synchronized state (RFC 5961 §4.2).
+  if (header.has(flag::syn)) {
+    send_challenge_ack();
+    return;
+  }
+  // Fifth: ACK.
+  if (!header.has(flag::ack)) return;
+  // RFC 7323 §4.3: TS.Recent follows the segment that the ACK we send next covers.
+  if (timestamps && header.options.timestamps && header.sequence <= last_ack_sent &&
+      static_cast<std::int32_t>(header.options.timestamps->value - timestamp_recent) >= 0) {
+    timestamp_recent = header.options.timestamps->value;
+  }
+  if (!process_acknowledgment(segment)) return;
+  // Seventh and eighth: the text and FIN.
+  if ((!part->payload.empty() || part->fin) && accepts_data()) receive_data(*part);
+}
+
+void TcpConnection::Impl::on_timer() {
+  auto due = [this](const std::optional<Instant>& deadline) { return deadline && *deadline <= now; };
+  if (due(closes_at)) {
+    enter_closed({});
+    return;
+  }
+  if (due(retransmission_deadline)) on_retransmission_timeout();
+  if (state == TcpState::closed) return;
+  if (due(persist_deadline)) on_persist_timeout();
+  if (due(delayed_ack_deadline)) send_ack();
+  if (due(keepalive_deadline())) on_keepalive_timeout();
+}
+
+// RFC 6298 §5.4-5.6, RFC 5681 §3.1 and RFC 9293 §3.8.3's R2.
+void TcpConnection::Impl::on_retransmission_timeout() {
+  retransmission_deadline.reset();
+  ++counters.timeouts;
+  const int limit = synchronized() ? config.data_retries : config.syn_retries;
+  if (retries >= limit) {
+    enter_closed(soft_error ? soft_error : error_of(std::errc::timed_out));
+    return;
+  }
+  ++retries;
+  rtt.back_off();
+  if (synchronized()) congestion.on_timeout(send_max - send_unacknowledged, send_max);
+  send_next = send_unacknowledged;  // go back N: the rest follows in slow start as ACKs come
+  retransmit_first_unacknowledged();
+}
+
+// RFC 9293 §3.8.6.1: the peer's window stayed closed; probe it so that a
+// lost window update cannot deadlock the connection. A window open but too
+// small for SWS avoidance to send is the same stall, ended the same way
+// (§3.8.6.2.1's override timeout).
+void TcpConnection::Impl::on_persist_timeout() {
+  persist_deadline.reset();
+  ++persist_backoff;
+  const std::uint32_t length = std::min({usable_window(), unsent_bytes(), max_payload()});
+  if (length > 0) {
+    send_next += transmit_at(send_next, length);
+  } else {
+    ++counters.zero_window_probes;
+    send_probe();
+  }
+  update_persist_timer();
+}
+
+// RFC 9293 §3.8.4 (RFC 1122 §4.2.3.6).
+void TcpConnection::Impl::on_keepalive_timeout() {
+  if (keepalive_probes_unanswered >= config.keepalive_probes) {
+    enter_closed(soft_error ? soft_error : error_of(std::errc::timed_out));
+    return;
+  }
+  ++keepalive_probes_unanswered;
+  ++counters.keepalive_probes;
+  send_probe();
+}
+
+// ============================================================================
+// Receiving
+// ============================================================================
+
+// The peer's SYN: its sequence numbers and options (MSS: RFC 9293 §3.7.1;
+// window scale and timestamps: RFC 7323, used only if both SYNs carry them).
+void TcpConnection::Impl::take_peer_syn(const TcpHeader& syn) {
+  irs = syn.sequence;
+  receive_next = irs + 1;
+  receive_advertised_edge = receive_next + static_cast<std::uint32_t>(std::min<std::size_t>(receive_buffer.capacity(), max_window_field));
+  last_ack_sent = receive_next;
+  max_segment_size = std::min(syn.options.max_segment_size.value_or(default_max_segment_size), local_max_segment_size);
+  window_scaling = config.window_scaling && syn.options.window_scale.has_value();
+  if (window_scaling) {
+    send_window_scale = std::min(*syn.options.window_scale, max_window_scale);
+    receive_window_scale = offered_window_scale;
+  }
+  timestamps = config.timestamps && syn.options.timestamps.has_value();
+  if (timestamps) timestamp_recent = syn.options.timestamps->value;
+  send_window = syn.window;  // never scaled on a SYN (RFC 7323 §2.2)
+  max_send_window = send_window;
+  send_wl1 = syn.sequence;
+  send_wl2 = syn.acknowledgment;
+}
+
+// RFC 7323 §5.3 R1: a timestamp older than TS.Recent marks an old duplicate.
+bool TcpConnection::Impl::paws_rejects(const TcpHeader& header) const {
+  return timestamps && !header.has(flag::rst) && header.options.timestamps &&
+         static_cast<std::int32_t>(header.options.timestamps->value - timestamp_recent) < 0;
+}
+
+// §3.10.7.4's acceptability test (four cases, by segment length and window),
+// then the segment cut down to the window: what lies before RCV.NXT was
+// received already, what lies past the window is not taken (nor a FIN behind it).
+std::optional<TcpConnection::Impl::InWindow> TcpConnection::Impl::trim_to_window(const TcpSegment& segment) const {
+  const std::uint32_t window = receive_window();
+  const std::uint32_t length = sequence_length(segment);
+  const SeqNumber sequence = segment.header.sequence;
+  bool acceptable = false;
+  if (length == 0) {
+    acceptable = window == 0 ? sequence == receive_next : wire::in_window(sequence, receive_next, window);
+  } else if (window > 0) {
+    acceptable = wire::in_window(sequence, receive_next, window) ||
+                 wire::in_window(sequence + (length - 1), receive_next, window);
+  }
+  if (!acceptable) return std::nullopt;
+
+  InWindow part{sequence, segment.payload, segment.header.has(flag::fin)};
+  if (sequence < receive_next) {
+    const std::uint32_t already = receive_next - sequence;
+    const std::uint32_t skipped = std::min<std::uint32_t>(already, static_cast<std::uint32_t>(part.payload.size()));
+    part.payload = part.payload.subspan(skipped);
+    part.sequence = receive_next;
+  }
+  const std::uint32_t room = window - (part.sequence - receive_next);
+  if (part.payload.size() > room) {
+    part.payload = part.payload.first(room);
+    part.fin = false;
+  } else if (part.payload.size() == room) {
+    part.fin = false;  // no room left for the FIN's sequence number
+  }
+  return part;
+}
+
+// An RST inside the window: exactly at RCV.NXT it resets the connection;
+// anywhere else it may be a blind attack, answered with a challenge ACK
+// (RFC 5961 §3.2).
+void TcpConnection::Impl::on_acceptable_reset(const TcpHeader& header) {
+  if (header.sequence != receive_next) {
+    send_challenge_ack();
+    return;
+  }
+  ++counters.resets_in;
+  switch (state) {
+    case TcpState::syn_received:
+      // Passive: the stack's listener forgets it; active (simultaneous open): refused.
+      enter_closed(error_of(std::errc::connection_refused));
+      break;
+    case TcpState::established:
+    case TcpState::fin_wait_1:
+    case TcpState::fin_wait_2:
+    case TcpState::close_wait:
+      enter_closed(error_of(std::errc::connection_reset));
+      break;
+    default:  // CLOSING, LAST-ACK, TIME-WAIT: the connection was ending anyway
+      enter_closed({});
+      break;
+  }
+}
+
+// §3.10.7.4's fifth check. Returns whether the segment goes on to its text.
+bool TcpConnection::Impl::process_acknowledgment(const TcpSegment& segment) {
+  const TcpHeader& header = segment.header;
+  const SeqNumber ack = header.acknowledgment;
+  if (state == TcpState::syn_received) {
+    if (!(send_unacknowledged < ack && ack <= send_max)) {
+      send_reset(ack, false);
+      return false;
+    }
+    become_established();
+  }
+  if (ack > send_max) {  // acknowledges something never sent
+    send_ack();
+    return false;
+  }
+  if (ack < send_unacknowledged - max_send_window) {  // RFC 5961 §5.2: too old to be genuine
+    send_challenge_ack();
+    return false;
+  }
+  const std::uint32_t window = std::uint32_t{header.window} << send_window_scale;
+  // RFC 5681 §2: a duplicate ACK carries no data, no SYN or FIN, does not move
+  // SND.UNA or the window, while data is outstanding.
+  const bool duplicate = ack == send_unacknowledged && segment.payload.empty() && !header.has(flag::fin) &&
+                         window == send_window && send_max != send_unacknowledged;
+  if (ack > send_unacknowledged) {
+    on_new_acknowledgment(ack);
+  } else if (duplicate) {
+    on_duplicate_ack();
+  }
+  // The window comes from the newest segment only (§3.10.7.4, SND.WL1/WL2).
+  if (send_wl1 < header.sequence || (send_wl1 == header.sequence && send_wl2 <= ack)) {
+    send_window = window;
+    max_send_window = std::max(max_send_window, window);
+    send_wl1 = header.sequence;
+    send_wl2 = ack;
+  }
+  if (fin_acknowledged()) {
+    switch (state) {
+      case TcpState::fin_wait_1:
+        state = TcpState::fin_wait_2;
+        time_out_orphan();
+        break;
+      case TcpState::closing:
+        enter_time_wait();
+        break;
+      case TcpState::last_ack:
+        enter_closed({});
+        return false;
+      default:
+        break;
+    }
+  }
+  return true;
+}
+
+void TcpConnection::Impl::on_new_acknowledgment(SeqNumber ack) {
+  const std::uint32_t acked_data = ack > send_buffer_start ? std::min(ack, data_end()) - send_buffer_start : 0;
+  send_buffer.pop(acked_data);
+  send_buffer_start += acked_data;
+  send_unacknowledged = ack;
+  send_next = std::max(send_next, ack);
+  retries = 0;
+  if (timed_ack && ack >= *timed_ack) {
+    rtt.add_sample(duration_cast<microseconds>(now - timed_since));
+    timed_ack.reset();
+  }
+  if (synchronized() && congestion.on_new_ack(acked_data, ack, send_max - ack)) retransmit_first_unacknowledged();
+  // RFC 6298 §5.2 and §5.3.
+  if (send_unacknowledged == send_max) {
+    retransmission_deadline.reset();
+  } else {
+    retransmission_deadline = now + rtt.rto();
+  }
+}
+
+void TcpConnection::Impl::on_duplicate_ack() {
+  ++counters.duplicate_acks_in;
+  if (congestion.on_duplicate_ack(send_max - send_unacknowledged, send_unacknowledged, send_max)) {
+    ++counters.fast_retransmits;
+    retransmit_first_unacknowledged();
+  }
+}
+
+void TcpConnection::Impl::receive_data(const InWindow& part) {
+  if (application_closed && !part.payload.empty()) {
+    // Nobody will read it: tell the peer (RFC 9293 §3.6.1, as Linux does).
+    send_reset(send_max, true);
+    enter_closed({});
+    return;
+  }
+  if (part.sequence != receive_next) {
+    out_of_order.insert(part.sequence, part.payload, part.fin);
+    ++counters.out_of_order_segments;
+    ack_now = true;  // a duplicate ACK at once, for the sender's fast retransmit (RFC 5681 §4.2)
+    return;
+  }
+  const bool fills_hole = !out_of_order.empty();
+  deliver_in_order(part.payload, part.fin);
+  while (auto held = out_of_order.pop_reachable(receive_next)) {
+    const std::uint32_t already = receive_next - held->sequence;
+    const auto bytes = std::span<const std::uint8_t>(held->bytes).subspan(std::min<std::size_t>(already, held->bytes.size()));
+    deliver_in_order(bytes, held->fin);
+  }
+  if (fills_hole || fin_received) {
+    ack_now = true;  // RFC 5681 §4.2: an ACK at once when a hole fills
+  } else if (!config.delayed_ack || bytes_unacknowledged >= 2 * max_payload()) {
+    ack_now = true;  // RFC 9293 §3.8.6.3: at least every second full-sized segment
+  } else if (!delayed_ack_deadline) {
+    delayed_ack_deadline = now + config.delayed_ack_timeout;
+  }
+}
+
+void TcpConnection::Impl::deliver_in_order(std::span<const std::uint8_t> bytes, bool fin) {
+  if (fin_received) return;
+  const std::size_t taken = receive_buffer.push(bytes);
+  receive_next += static_cast<std::uint32_t>(taken);
+  bytes_unacknowledged += static_cast<std::uint32_t>(taken);
+  counters.bytes_in += taken;
+  if (taken < bytes.size()) {
+    ack_now = true;  // the buffer is full: what was cut will come again
+    return;
+  }
+  if (fin) on_fin_received();
+}
+
+// §3.10.7.4's eighth check: the FIN, reached in order.
+void TcpConnection::Impl::on_fin_received() {
+  receive_next += 1;
+  fin_received = true;
+  ack_now = true;
+  switch (state) {
+    case TcpState::established:
+      state = TcpState::close_wait;
+      break;
+    case TcpState::fin_wait_1:
+      state = TcpState::closing;  // our FIN is not acknowledged yet (or it would be FIN-WAIT-2)
+      break;
+    case TcpState::fin_wait_2:
+      enter_time_wait();
+      break;
+    default:
+      break;
+  }
+}
+
+// RFC 9293 §3.8.6.2.2: after the application reads, announce the larger
+// window once it has grown by two segments or half the buffer.
+void TcpConnection::Impl::send_window_update_if_grown() {
+  if (!accepts_data()) return;
+  const std::uint32_t possible = static_cast<std::uint32_t>(receive_buffer.free());
+  const std::int32_t growth = (receive_next + possible) - receive_advertised_edge;
+  const auto threshold = static_cast<std::int32_t>(
+      std::min<std::size_t>(2 * std::size_t{max_payload()}, receive_buffer.capacity() / 2));
+  if (growth >= threshold) send_ack();
+}
+
+// ============================================================================
+// Sending
+// ============================================================================
+
+std::uint32_t TcpConnection::Impl::usable_window() const {
+  const std::uint32_t window = std::min(congestion.window(), send_window);
+  return window > bytes_in_flight() ? window - bytes_in_flight() : 0;
+}
+
+// Sends what the state, the windows, Nagle and SWS avoidance allow.
+void TcpConnection::Impl::transmit_pending() {
+  if (!synchronized()) {
+    if (send_next == iss) send_next += transmit_at(iss, 0);  // the SYN (or SYN-ACK)
+    return;
+  }
+  if (may_send_data()) {
+    for (;;) {
+      const std::uint32_t unsent = unsent_bytes();
+      const std::uint32_t length = std::min({unsent, usable_window(), max_payload()});
+      if (!worth_sending(length, unsent)) break;
+      send_next += transmit_at(send_next, length);
+    }
+  }
+  update_persist_timer();
+}
+
+bool TcpConnection::Impl::worth_sending(std::uint32_t length, std::uint32_t unsent) const {
+  if (length == 0) return unsent == 0 && fin_queued && send_next == fin_sequence();  // the FIN alone
+  if (length == max_payload()) return true;
+  // The rest of the data in one short segment: Nagle's algorithm (RFC 896,
+  // RFC 9293 §3.7.4) holds it back while an earlier short segment is
+  // unacknowledged. (Minshall's form, as Linux: the tail of a large write
+  // goes at once, no stall against the peer's delayed ACK.)
+  if (length == unsent) return config.nodelay || short_segment_end <= send_unacknowledged;
+  // Window-limited: send once a good part of the largest window the peer
+  // ever offered can go (RFC 9293 §3.8.6.2.1, Fs = 1/2).
+  return length >= max_send_window / 2;
+}
+
+// Sends the segment at `sequence` with up to `length` bytes of data (the
+// SYN when the sequence is the ISS, a FIN when it ends the stream). Returns
+// the sequence space it covers.
+std::uint32_t TcpConnection::Impl::transmit_at(SeqNumber sequence, std::uint32_t length) {
+  std::uint8_t flags = flag::ack;
+  std::span<const std::uint8_t> payload;
+  std::uint32_t covered = length;
+  if (!synchronized() && sequence == iss) {
+    flags = state == TcpState::syn_received ? flag::syn | flag::ack : flag::syn;
+    covered = 1;
+  } else {
+    segment_scratch.resize(length);
+    send_buffer.copy_out(sequence - send_buffer_start, segment_scratch);
+    payload = segment_scratch;
+    if (length > 0 && sequence + length == data_end()) flags |= flag::psh;
+    if (fin_queued && sequence + length == fin_sequence()) {
+      flags |= flag::fin;
+      covered += 1;
+    }
+  }
+  const SeqNumber end = sequence + covered;
+  if (sequence < send_max) {
+    ++counters.retransmitted_segments;
+    timed_ack.reset();  // Karn's rule: no sample from a retransmission
+  } else if (!timed_ack) {
+    timed_ack = end;
+    timed_since = now;
+  }
+  if (end > send_max) {
+    counters.bytes_out += std::min<std::uint32_t>(end - send_max, length);
+    send_max = end;
+  }
+  if (length > 0 && length < max_payload()) short_segment_end = std::max(short_segment_end, end);
+  if (!retransmission_deadline) retransmission_deadline = now + rtt.rto();  // RFC 6298 §5.1
+  emit(sequence, flags, payload);
+  return covered;
+}
+
+// The first unacknowledged segment again: on a timeout, the third duplicate
+// ACK and a partial ACK.
+void TcpConnection::Impl::retransmit_first_unacknowledged() {
+  const std::uint32_t outstanding = send_max - send_unacknowledged;
+  const std::uint32_t data = data_end() > send_unacknowledged ? data_end() - send_unacknowledged : 0;
+  const std::uint32_t length = std::min({max_payload(), data, outstanding});
+  const std::uint32_t covered = transmit_at(send_unacknowledged, length);
+  send_next = std::max(send_next, send_unacknowledged + covered);
+}
+
+void TcpConnection::Impl::emit(SeqNumber sequence, std::uint8_t flags, std::span<const std::uint8_t> payload) {
+  TcpHeader header;
+  header.source_port = ports.local;
+  header.destination_port = ports.remote;
+  header.sequence = sequence;
+  header.flags = flags;
+  if ((flags & flag::ack) != 0) {
+    header.acknowledgment = receive_next;
+    last_ack_sent = receive_next;
+    bytes_unacknowledged = 0;
+    ack_now = false;
+    delayed_ack_deadline.reset();
+  }
+  if ((flags & flag::syn) != 0) {
+    header.window = static_cast<std::uint16_t>(std::min<std::size_t>(receive_buffer.capacity(), max_window_field));
+    header.options.max_segment_size = local_max_segment_size;
+    // Our SYN offers what the configuration allows; a SYN-ACK answers only what the peer offered.
+    const bool answering = state == TcpState::syn_received;
+    if (answering ? window_scaling : config.window_scaling) header.options.window_scale = offered_window_scale;
+    if (answering ? timestamps : config.timestamps) {
+      header.options.timestamps = wire::TcpTimestamps{timestamp_now(), answering ? timestamp_recent : 0};
+    }
+  } else {
+    header.window = (flags & flag::rst) != 0 ? 0 : advertise_window();
+    if (timestamps) header.options.timestamps = wire::TcpTimestamps{timestamp_now(), timestamp_recent};
+  }
+  ++counters.segments_out;
+  transmit(header, payload);
+}
+
+// The window field for a segment we send. The right edge moves right only
+// by a useful amount (receiver SWS avoidance, RFC 9293 §3.8.6.2.2: half the
+// buffer or one segment), and never moves left (RFC 7323 §2.4).
+std::uint16_t TcpConnection::Impl::advertise_window() {
+  const std::uint32_t free = static_cast<std::uint32_t>(receive_buffer.free());
+  const SeqNumber edge = receive_next + (free >> receive_window_scale << receive_window_scale);
+  const auto threshold = static_cast<std::int32_t>(std::min<std::size_t>(receive_buffer.capacity() / 2, max_payload()));
+  if (edge - receive_advertised_edge >= threshold) receive_advertised_edge = edge;
+  const std::uint32_t unit = 1u << receive_window_scale;
+  const std::uint32_t field = std::min((receive_window() + unit - 1) >> receive_window_scale, max_window_field);
+  receive_advertised_edge = std::max(receive_advertised_edge, receive_next + (field << receive_window_scale));
+  return static_cast<std::uint16_t>(field);
+}
+
+void TcpConnection::Impl::send_challenge_ack() {
+  ++counters.challenge_acks;
+  send_ack();
+}
+
+void TcpConnection::Impl::send_reset(SeqNumber sequence, bool with_ack) {
+  ++counters.resets_out;
+  emit(sequence, with_ack ? flag::rst | flag::ack : flag::rst, {});
+}
+
+// ============================================================================
+// State changes
+// ============================================================================
+
+void TcpConnection::Impl::become_established() {
+  state = fin_queued ? TcpState::fin_wait_1 : TcpState::established;
+  established_once = true;
+  congestion.start(max_payload(), send_unacknowledged);
+  heard_since = now;
+}
+
+void TcpConnection::Impl::shutdown_write() {
+  if (fin_queued) return;
+  switch (state) {
+    case TcpState::syn_sent:
+    case TcpState::syn_received:
+      fin_queued = true;  // sent once established, after the data queued
+      break;
+    case TcpState::established:
+      fin_queued = true;
+      state = TcpState::fin_wait_1;
+      break;
+    case TcpState::close_wait:
+      fin_queued = true;
+      state = TcpState::last_ack;
+      break;
+    default:
+      return;
+  }
+  transmit_pending();
+}
+
+void TcpConnection::Impl::enter_time_wait() {
+  state = TcpState::time_wait;
+  closes_at = now + config.time_wait;
+  retransmission_deadline.reset();
+  persist_deadline.reset();
+}
+
+// An application that closed cannot learn that the peer never finishes:
+// FIN-WAIT-2 ends after a timeout then (Linux's tcp_fin_timeout).
+void TcpConnection::Impl::time_out_orphan() {
+  if (application_closed && state == TcpState::fin_wait_2 && !closes_at) closes_at = now + config.time_wait;
+}
+
+void TcpConnection::Impl::enter_closed(std::error_code why) {
+  state = TcpState::closed;
+  error = why;
+  retransmission_deadline.reset();
+  persist_deadline.reset();
+  delayed_ack_deadline.reset();
+  closes_at.reset();
+  ack_now = false;
+}
+
+// The persist timer runs while data waits, nothing is in flight, and the
+// window keeps it back; it backs off as the retransmission timer does.
+void TcpConnection::Impl::update_persist_timer() {
+  const bool stalled = may_send_data() && unsent_bytes() > 0 && send_max == send_unacknowledged;
+  if (!stalled) {
+    persist_deadline.reset();
+    persist_backoff = 0;
+    return;
+  }
+  if (!persist_deadline) persist_deadline = now + persist_interval();
+}
+
+std::optional<Instant> TcpConnection::Impl::keepalive_deadline() const {
+  const bool idle = (state == TcpState::established || state == TcpState::close_wait) &&
+                    send_max == send_unacknowledged && unsent_bytes() == 0;
+  if (!config.keepalive || !idle) return std::nullopt;
+  return heard_since + config.keepalive_idle + keepalive_probes_unanswered * config.keepalive_interval;
+}
+
+// ============================================================================
+// TcpConnection
+// ============================================================================
+
+TcpConnection::TcpConnection(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+TcpConnection::~TcpConnection() = default;
+
+std::unique_ptr<TcpConnection> TcpConnection::connect(Ports ports, const TcpConfig& config, SeqNumber iss,
+                                                      Instant now, Transmit transmit) {
+  auto impl = std::make_unique<Impl>(ports, config, iss, now, std::move(transmit), TcpState::syn_sent);
+  impl->transmit_pending();
+  return std::unique_ptr<TcpConnection>(new TcpConnection(std::move(impl)));
+}
+
+std::unique_ptr<TcpConnection> TcpConnection::accept(Ports ports, const TcpConfig& config, const TcpSegment& syn,
+                                                     SeqNumber iss, Instant now, Transmit transmit) {
+  auto impl = std::make_unique<Impl>(ports, config, iss, now, std::move(transmit), TcpState::syn_received);
+  ++impl->counters.segments_in;
+  impl->take_peer_syn(syn.header);
+  impl->transmit_pending();
+  return std::unique_ptr<TcpConnection>(new TcpConnection(std::move(impl)));
+}
+
+void TcpConnection::on_segment(const TcpSegment& segment, Instant now) {
+  impl_->now = now;
+  impl_->on_segment(segment);
+}
+
+void TcpConnection::on_icmp_unreachable(std::uint8_t code, Instant now) {
+  impl_->now = now;
+  constexpr std::uint8_t net_unreachable = 0, protocol_unreachable = 2, port_unreachable = 3;
+  if (impl_->state == TcpState::closed) return;
+  const bool refused = code == protocol_unreachable || code == port_unreachable;
+  if (refused && impl_->state == TcpState::syn_sent) {
+    impl_->enter_closed(error_of(std::errc::connection_refused));
+    return;
+  }
+  impl_->soft_error = refused                     ? error_of(std::errc::connection_refused)
+                      : code == net_unreachable ? error_of(std::errc::network_unreachable)
+                                                : error_of(std::errc::host_unreachable);
+}
+
+void TcpConnection::on_timer(Instant now) {
+  impl_->now = now;
+  impl_->on_timer();
+}
+
+std::optional<Instant> TcpConnection::next_timer() const {
+  std::optional<Instant> earliest;
+  for (const std::optional<Instant>& deadline :
+       {impl_->retransmission_deadline, impl_->persist_deadline, impl_->delayed_ack_deadline,
+        impl_->closes_at, impl_->keepalive_deadline()}) {
+    if (deadline && (!earliest || *deadline < *earliest)) earliest = deadline;
+  }
+  return earliest;
+}
+
+Result<std::size_t> TcpConnection::send(std::span<const std::uint8_t> data, Instant now) {
+  Impl& c = *impl_;
+  c.now = now;
+  if (c.error) return c.error;
+  if (!c.accepts_writes()) return error_of(std::errc::broken_pipe);
+  const std::size_t taken = c.send_buffer.push(data);
+  c.transmit_pending();
+  return taken;
+}
+
+Result<std::size_t> TcpConnection::receive(std::span<std::uint8_t> buffer, Instant now) {
+  Impl& c = *impl_;
+  c.now = now;
+  if (!c.receive_buffer.empty()) {
+    const std::size_t count = std::min(buffer.size(), c.receive_buffer.size());
+    c.receive_buffer.copy_out(0, buffer.first(count));
+    c.receive_buffer.pop(count);
+    c.send_window_update_if_grown();
+    return count;
+  }
+  if (c.fin_received) return std::size_t{0};
+  if (c.error) return c.error;
+  if (c.state == TcpState::closed) return std::size_t{0};
+  return error_of(std::errc::resource_unavailable_try_again);
+}
+
+void TcpConnection::shutdown_write(Instant now) {
+  impl_->now = now;
+  impl_->shutdown_write();
+}
+
+void TcpConnection::close(Instant now) {
+  Impl& c = *impl_;
+  c.now = now;
+  c.application_closed = true;
+  if (c.state == TcpState::closed) return;
+  if (c.state == TcpState::syn_sent) {
+    c.enter_closed({});
+  } else if (!c.receive_buffer.empty()) {
+    c.send_reset(c.send_max, true);
+    c.enter_closed({});
+  } else {
+    c.shutdown_write();
+    c.time_out_orphan();
+  }
+}
+
+void TcpConnection::abort(Instant now) {
+  Impl& c = *impl_;
+  c.now = now;
+  if (c.state != TcpState::syn_sent && c.state != TcpState::closed) c.send_reset(c.send_max, true);
+  c.enter_closed({});
+}
+
+void TcpConnection::set_nodelay(bool nodelay, Instant now) {
+  impl_->now = now;
+  impl_->config.nodelay = nodelay;
+  impl_->transmit_pending();
+}
+
+void TcpConnection::set_keepalive(bool enabled, Instant now) {
+  impl_->now = now;
+  impl_->config.keepalive = enabled;
+  impl_->heard_since = now;
+  impl_->keepalive_probes_unanswered = 0;
+}
+
+TcpState TcpConnection::state() const { return impl_->state; }
+std::error_code TcpConnection::error() const { return impl_->error; }
+bool TcpConnection::was_established() const { return impl_->established_once; }
+
+bool TcpConnection::readable() const {
+  const Impl& c = *impl_;
+  return !c.receive_buffer.empty() || c.fin_received || c.error || c.state == TcpState::closed;
+}
+
+std::size_t TcpConnection::send_space() const {
+  return impl_->accepts_writes() ? impl_->send_buffer.free() : 0;
+}
+
+bool TcpConnection::all_acknowledged() const {
+  return impl_->send_buffer.empty() && impl_->send_unacknowledged == impl_->send_max;
+}
+
+TcpConnection::Ports TcpConnection::ports() const { return impl_->ports; }
+
+TcpInfo TcpConnection::info() const {
+  const Impl& c = *impl_;
+  TcpInfo info;
+  info.state = c.state;
+  info.send_unacknowledged = c.send_unacknowledged;
+  info.send_next = c.send_next;
+  info.send_window = c.send_window;
+  info.receive_next = c.receive_next;
+  info.receive_window = c.receive_window();
+  info.max_segment_size = static_cast<std::uint16_t>(c.max_payload());
+  info.send_window_scale = c.send_window_scale;
+  info.receive_window_scale = c.receive_window_scale;
+  info.timestamps = c.timestamps;
+  info.congestion_window = c.congestion.window();
+  info.slow_start_threshold = c.congestion.slow_start_threshold();
+  info.in_recovery = c.congestion.in_recovery();
+  info.smoothed_rtt = c.rtt.smoothed();
+  info.rtt_variance = c.rtt.variance();
+  info.rto = c.rtt.rto();
+  info.bytes_unsent = c.unsent_bytes();
+  info.bytes_in_flight = c.bytes_in_flight();
+  info.bytes_readable = c.receive_buffer.size();
+  return info;
+}
+
+const TcpCounters& TcpConnection::counters() const { return impl_->counters; }
+
+// ============================================================================
+// Free functions
+// ============================================================================
+
+std::optional<wire::TcpHeader> reset_for(const TcpSegment& segment) {
+  const TcpHeader& in = segment.header;
+  if (in.has(flag::rst)) return std::nullopt;
+  TcpHeader reset;
+  reset.source_port = in.destination_port;
+  reset.destination_port = in.source_port;
+  if (in.has(flag::ack)) {
+    reset.sequence = in.acknowledgment;
+    reset.flags = flag::rst;
+  } else {
+    reset.acknowledgment = in.sequence + sequence_length(segment);
+    reset.flags = flag::rst | flag::ack;
+  }
+  return reset;
+}
+
+SeqNumber initial_sequence_number(std::span<const std::uint8_t> connection_id, std::uint64_t secret, Instant now) {
+  // M: a clock ticking every 4 µs (RFC 9293 §3.4.1).
+  const auto ticks = static_cast<std::uint32_t>(duration_cast<microseconds>(now.time_since_epoch()).count() / 4);
+  // F: SipHash keyed with the secret; the second key half is derived from it
+  // (a different odd multiple) so that one 64-bit secret keys all 128 bits.
+  const std::uint64_t hash = siphash_2_4(secret, secret * 0x9e3779b97f4a7c15ull + 1, connection_id);
+  return SeqNumber(ticks + static_cast<std::uint32_t>(hash));
+}
+
+}  // namespace utcp
