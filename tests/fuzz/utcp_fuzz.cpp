@@ -2,8 +2,8 @@
 // from any bytes must parse or be rejected with an error, never crash or read
 // outside the buffer; whatever parses must build back into bytes that parse
 // to the same header and payload. The last mode feeds a sequence of packets
-// through a whole stack's input path (reassembly, ICMP, UDP sockets) on
-// virtual time.
+// through a whole stack's input path (reassembly, ICMP, UDP sockets, TCP
+// connections, a listener and the sockets it accepts) on virtual time.
 //
 // The first input byte picks the parser. Random bytes almost never carry a
 // valid checksum, so most modes first write the right checksum into the
@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "utcp/stack.hpp"
+#include "utcp/tcp_socket.hpp"
 #include "utcp/udp_socket.hpp"
 #include "utcp/wire.hpp"
 
@@ -111,8 +112,11 @@ Ipv4Address address_at(const std::vector<std::uint8_t>& bytes, std::size_t at) {
 // The input as packets to a stack at 10.0.0.2: each is a 2-byte length, a
 // control byte and the bytes. Control bit 0 readdresses the packet to the
 // stack and bit 1 fixes its header checksum, so that most packets get past
-// the IPv4 checks; bit 2 fixes an unfragmented UDP or ICMP checksum; the high
-// five bits advance time by that many 100 ms (reassembly times out at 1 s).
+// the IPv4 checks; bit 2 fixes an unfragmented UDP, TCP or ICMP checksum; the
+// high five bits advance time by that many 100 ms (reassembly times out at
+// 1 s). TCP meets a listener on port 80, the sockets it accepts (which read
+// everything and answer), and a connection opening from the first ephemeral
+// port (49152) to 10.0.0.1:9.
 void feed_stack(std::span<const std::uint8_t> input) {
   auto [near, far] = utcp::MemoryLink::make_pair(ipv4_max_total_length);
   utcp::StackConfig config;
@@ -127,6 +131,14 @@ void feed_stack(std::span<const std::uint8_t> input) {
   connected.connect({source, 9});
   bound.set_nonblocking(true);
   connected.set_nonblocking(true);
+  std::optional<utcp::TcpListener> listener(std::in_place, stack);
+  listener->listen({{}, 80}, 4);
+  listener->set_nonblocking(true);
+  std::vector<utcp::TcpSocket> tcp_sockets;
+  tcp_sockets.emplace_back(stack);
+  tcp_sockets.back().set_nonblocking(true);
+  (void)tcp_sockets.back().connect({source, 9});
+  constexpr std::uint8_t answer[] = {'o', 'k', '\n'};
 
   utcp::Instant now{};
   std::uint8_t buffer[ipv4_max_total_length];
@@ -155,6 +167,14 @@ void feed_stack(std::span<const std::uint8_t> input) {
           store_checksum(transport, 6, checksum.finish());
         }
         if (packet[9] == ip_protocol::icmp) fix_transport_checksum(transport, 2, ip_protocol::icmp, transport.size());
+        if (packet[9] == ip_protocol::tcp && transport.size() >= tcp_min_header_length &&
+            transport.size() <= ipv4_max_total_length) {
+          store_checksum(transport, 16, 0);
+          Checksum checksum = pseudo_header_checksum(address_at(packet, 12), address_at(packet, 16), ip_protocol::tcp,
+                                                     static_cast<std::uint16_t>(transport.size()));
+          checksum.add(transport);
+          store_checksum(transport, 16, checksum.finish());
+        }
         std::copy(transport.begin(), transport.end(), packet.begin() + static_cast<std::ptrdiff_t>(header_length));
       }
       if (control & 2) {
@@ -171,10 +191,30 @@ void feed_stack(std::span<const std::uint8_t> input) {
     }
     while (stack.take_echo_reply()) {
     }
+    while (tcp_sockets.size() < 8) {
+      auto accepted = listener->accept();
+      if (!accepted) break;
+      tcp_sockets.push_back(std::move(*accepted));
+      tcp_sockets.back().set_nonblocking(true);
+    }
+    for (utcp::TcpSocket& socket : tcp_sockets) {
+      bool got = false;
+      while (auto n = socket.receive(buffer)) {
+        if (*n == 0) break;
+        got = true;
+      }
+      if (got) (void)socket.send(answer);
+      (void)socket.take_error();
+    }
     (void)far->take_all();
   }
-  // Whatever was left half reassembled times out.
+  // Reset every connection and close the listener; then whatever was left
+  // half reassembled times out, and nothing is left to wait for.
+  for (utcp::TcpSocket& socket : tcp_sockets) socket.abort();
+  tcp_sockets.clear();
+  listener.reset();
   stack.poll(now + std::chrono::seconds(2));
+  (void)far->take_all();
   require(!stack.poll_at().has_value());
 }
 
