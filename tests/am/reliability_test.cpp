@@ -494,7 +494,9 @@ TEST(Wire, RoundTripAndRejections) {
 TEST(Wire, AcknowledgementsOnAMessage) {
   using namespace am::wire;
   alignas(8) std::byte buf[kMaxMessage];
-  const std::uint64_t args[2] = {7, 8};
+  // Room for the most arguments a message holds, as callers give it: only the
+  // header's count (2) is read.
+  const std::uint64_t args[kMaxArgs] = {7, 8};
   const Ack acks[3] = {{0, 1}, {5, 0xFFFFFFFFu}, {31, 42}};
   const char payload[] = "abc";
   Header h{Kind::reply, 2, 0, 3, 9, 4, 77, 3};
