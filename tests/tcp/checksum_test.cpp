@@ -54,6 +54,29 @@ TEST(Checksum, MatchesReferenceOverEverySplit) {
   }
 }
 
+// Long buffers, where the bulk of the sum is taken eight bytes at a time:
+// all ones (the most carries) and random bytes, whole and in odd pieces.
+TEST(Checksum, MatchesReferenceOverLongBuffers) {
+  std::mt19937 random(1624);
+  for (const std::size_t length : {65535u, 65536u, 9000u, 1u << 20}) {
+    for (const bool ones : {true, false}) {
+      std::vector<std::uint8_t> bytes(length, 0xff);
+      if (!ones)
+        for (auto& byte : bytes) byte = static_cast<std::uint8_t>(random());
+      const std::uint16_t expected = test::reference_checksum(bytes);
+      EXPECT_EQ(internet_checksum(bytes), expected) << "length " << length;
+      Checksum pieces;
+      const std::span<const std::uint8_t> all(bytes);
+      for (std::size_t at = 0; at < length;) {
+        const std::size_t piece = std::min<std::size_t>(length - at, 1 + random() % 3001);
+        pieces.add(all.subspan(at, piece));
+        at += piece;
+      }
+      EXPECT_EQ(pieces.finish(), expected) << "length " << length << " in pieces";
+    }
+  }
+}
+
 TEST(Checksum, WordsAfterAnOddPieceKeepTheirPlace) {
   Checksum words;
   words.add(from_hex("11"));

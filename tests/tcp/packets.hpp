@@ -41,7 +41,7 @@ inline constexpr Ipv4Address peer = Ipv4Address::from_octets(10, 9, 0, 2);
 // RFC 1071 §4.1's algorithm, transcribed independently of the library: sum
 // 16-bit words in 32 bits, add a final odd byte as a padded word, fold, invert.
 inline std::uint16_t reference_checksum(std::span<const std::uint8_t> bytes) {
-  std::uint32_t sum = 0;
+  std::uint64_t sum = 0;
   std::size_t count = bytes.size();
   const std::uint8_t* addr = bytes.data();
   while (count > 1) {

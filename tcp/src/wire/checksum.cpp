@@ -1,6 +1,8 @@
 #include "utcp/checksum.hpp"
 
+#include <bit>
 #include <cstdio>
+#include <cstring>
 
 #include "wire/bytes.hpp"
 
@@ -38,6 +40,21 @@ void Checksum::add(std::span<const std::uint8_t> bytes) {
     i = 1;
     odd_ = false;
   }
+  // The bulk eight bytes at a time, summed as 32-bit words in the machine's
+  // byte order: 2^16 = 1 modulo 0xffff, so 32-bit words sum as their 16-bit
+  // halves do, and RFC 1071 §2(B) lets the order be swapped once, on the
+  // folded sum. (The 16-bit loop below made the checksum cost as much as
+  // every copy of a TCP stream together.) Each step adds less than 2^33: the
+  // accumulator holds 2^31 steps, 16 GiB.
+  std::uint64_t native = 0;
+  for (; i + 8 <= bytes.size(); i += 8) {
+    std::uint64_t eight;
+    std::memcpy(&eight, &bytes[i], sizeof eight);
+    native += (eight & 0xffffffffu) + (eight >> 32);
+  }
+  while (native >> 16) native = (native & 0xffff) + (native >> 16);
+  if constexpr (std::endian::native == std::endian::little) native = (native >> 8) | ((native & 0xff) << 8);
+  sum_ += native;
   // A 64-bit accumulator cannot overflow: a buffer would need 2^48 words.
   for (; i + 1 < bytes.size(); i += 2) sum_ += detail::load16(&bytes[i]);
   if (i < bytes.size()) {
