@@ -1,5 +1,7 @@
 #include "utcp/tun_link.hpp"
 
+#include "host/steady_clock_wait.hpp"
+
 #include <fcntl.h>
 #include <linux/if.h>
 #include <linux/if_tun.h>
@@ -22,7 +24,6 @@ namespace {
 
 // The longest IPv4 packet, and so the largest MTU.
 constexpr std::size_t largest_packet = 65535;
-constexpr std::chrono::milliseconds longest_sleep{50};
 
 std::string concat(std::initializer_list<std::string_view> pieces) {
   std::string text;
@@ -148,23 +149,17 @@ TunHost::TunHost(const TunHostConfig& config) : link_(std::make_unique<TunLink>(
   stack_config.prefix_length = config.prefix_length;
   stack_ = std::make_unique<Stack>(*link, stack_config);
   stack_->set_waiter(this);
+  // The time for the first socket call; packets wait for the first poll.
+  stack_->set_time(std::chrono::steady_clock::now());
 }
 
-bool TunHost::poll() { return stack_->poll(std::chrono::steady_clock::now()); }
+bool TunHost::poll() { return host::poll_now(*stack_); }
 
 bool TunHost::wait_until(const std::function<bool()>& ready, std::optional<std::chrono::milliseconds> timeout) {
-  using Clock = std::chrono::steady_clock;
-  const Clock::time_point deadline = timeout ? Clock::now() + *timeout : Clock::time_point::max();
-  for (;;) {
-    poll();
-    if (ready()) return true;
-    const Clock::time_point now = Clock::now();
-    if (now >= deadline) return false;
-    // Sleep until a packet comes, the deadline, or the stack's next timer.
-    Clock::time_point wake = std::min(deadline, now + longest_sleep);
-    if (const std::optional<Instant> at = stack_->poll_at()) wake = std::min(wake, *at);
-    if (wake > now) link_->wait_readable(std::chrono::ceil<std::chrono::milliseconds>(wake - now));
-  }
+  return host::wait_on_steady_clock(*stack_, ready, timeout, [&](std::chrono::milliseconds limit) {
+    if (limit.count() > 0) link_->wait_readable(limit);
+    return false;
+  });
 }
 
 }  // namespace utcp

@@ -1,5 +1,7 @@
 #include "utcp/via_host.hpp"
 
+#include "host/steady_clock_wait.hpp"
+
 #include <algorithm>
 #include <charconv>
 #include <cstdlib>
@@ -9,8 +11,6 @@
 
 namespace utcp {
 namespace {
-
-constexpr std::chrono::milliseconds longest_sleep{50};
 
 // The integer in the variable `name`, or `fallback` when it is unset.
 long integer_from_environment(const char* name, long fallback, long low, long high) {
@@ -96,21 +96,12 @@ void ViaHost::start() {
   stack_->set_time(std::chrono::steady_clock::now());
 }
 
-bool ViaHost::poll() { return stack_->poll(std::chrono::steady_clock::now()); }
+bool ViaHost::poll() { return host::poll_now(*stack_); }
 
 bool ViaHost::wait_until(const std::function<bool()>& ready, std::optional<std::chrono::milliseconds> timeout) {
-  using Clock = std::chrono::steady_clock;
-  const Clock::time_point deadline = timeout ? Clock::now() + *timeout : Clock::time_point::max();
-  for (;;) {
-    poll();
-    if (ready()) return true;
-    const Clock::time_point now = Clock::now();
-    if (now >= deadline) return false;
-    // Sleep until a packet comes, the deadline, or the stack's next timer.
-    Clock::time_point wake = std::min(deadline, now + longest_sleep);
-    if (const std::optional<Instant> at = stack_->poll_at()) wake = std::min(wake, *at);
-    const auto sleep = std::chrono::ceil<std::chrono::milliseconds>(std::max(wake - now, Clock::duration::zero()));
-    // ready() may consume what it finds (a completion): once true, it is not asked again.
+  return host::wait_on_steady_clock(*stack_, ready, timeout, [&](std::chrono::milliseconds limit) {
+    // The NIC sleeps until a frame comes; ready() may consume what it finds
+    // (a completion), so it is asked inside and not again after.
     bool became_ready = false;
     nic_->wait(
         [&] {
@@ -118,9 +109,9 @@ bool ViaHost::wait_until(const std::function<bool()>& ready, std::optional<std::
           became_ready = ready();
           return moved || became_ready;
         },
-        static_cast<std::uint32_t>(std::max<long>(sleep.count(), 1)));
-    if (became_ready) return true;
-  }
+        static_cast<std::uint32_t>(std::max<long>(limit.count(), 1)));
+    return became_ready;
+  });
 }
 
 }  // namespace utcp
