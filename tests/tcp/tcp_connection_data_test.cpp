@@ -288,6 +288,81 @@ TEST_F(WindowTest, ScalingIsNegotiatedAndApplied) {
   EXPECT_EQ(connection->counters().outside_window, 0u);
 }
 
+// A reader that stops, with window scaling (1 MiB buffer: scale 5) and
+// segments whose size is no multiple of the unit: no ACK ever offers more
+// than the free buffer, and the window reaches zero when the buffer is full.
+// (Rounding the field up made the offer grow a few bytes past the buffer
+// with every ACK: the window never closed, the bytes sent into the excess
+// were dropped, and the sender timed out against a live peer.)
+TEST_F(WindowTest, ScaledWindowNeverOffersMoreThanTheFreeBuffer) {
+  config.window_scaling = true;
+  config.receive_buffer = 1u << 20;
+  config.max_segment_size = 1448;
+  connection = TcpConnection::connect(ports, config, SeqNumber(iss), now, capture());
+  next_sent();  // SYN
+  TcpHeader syn_ack = from_peer(peer_iss, iss + 1, flag::syn | flag::ack, 65535);
+  syn_ack.options.max_segment_size = 1448;
+  syn_ack.options.window_scale = 5;
+  feed(syn_ack);
+  ASSERT_EQ(connection->info().receive_window_scale, 5);
+  sent.clear();
+  const auto segment = pattern(1448);
+  std::uint16_t last_window = 1;
+  for (int i = 0; i < 1000 && connection->info().bytes_readable < config.receive_buffer; ++i) {
+    const SeqNumber next = connection->info().receive_next;
+    feed(from_peer(next.value(), iss + 1, flag::ack), segment);
+    run_for(std::chrono::milliseconds(50));  // the delayed ACK
+    const std::size_t free = config.receive_buffer - connection->info().bytes_readable;
+    while (!sent.empty()) {
+      const SentSegment ack = next_sent();
+      ASSERT_LE(std::size_t{ack.header.window} << 5, free) << "segment " << i;
+      last_window = ack.header.window;
+    }
+  }
+  EXPECT_EQ(connection->info().bytes_readable, config.receive_buffer);
+  EXPECT_EQ(last_window, 0);
+  EXPECT_EQ(connection->info().receive_window, 0u);
+}
+
+// A pure ACK numbered at the right edge of our window (where a sender that
+// filled it numbers them: SND.MAX) is acceptable, and its ACK field is taken.
+TEST_F(WindowTest, PureAckAtTheRightEdgeIsAccepted) {
+  open_active();
+  send(pattern(1000));
+  next_sent();
+  const std::uint32_t window = connection->info().receive_window;
+  ASSERT_GT(window, 0u);
+  feed(from_peer(peer_iss + 1 + window, iss + 1001, flag::ack));
+  EXPECT_TRUE(connection->all_acknowledged());
+  EXPECT_EQ(connection->counters().outside_window, 0u);
+  // One past the edge is not.
+  feed(from_peer(peer_iss + 2 + window, iss + 1001, flag::ack));
+  EXPECT_EQ(connection->counters().outside_window, 1u);
+}
+
+// Our window closed: a probe with data at RCV.NXT is not taken, but the
+// acknowledgement it carries is (RFC 9293 §3.10.7.4's allowance), and a
+// probe is no duplicate ACK.
+TEST_F(WindowTest, ZeroWindowProbeStillAcknowledgesOurData) {
+  open_active();
+  send(pattern(1000));
+  next_sent();
+  std::uint32_t sequence = peer_iss + 1;
+  const auto full = pattern(1000);
+  while (connection->info().receive_window > 0) {
+    feed(from_peer(sequence, iss + 1, flag::ack), full);
+    sequence += 1000;
+  }
+  ASSERT_EQ(connection->info().bytes_readable, config.receive_buffer);
+  ASSERT_FALSE(connection->all_acknowledged());
+  const auto one = pattern(1);
+  for (int probe = 0; probe < 3; ++probe) feed(from_peer(sequence, iss + 1001, flag::ack), one);
+  EXPECT_TRUE(connection->all_acknowledged());
+  EXPECT_EQ(connection->info().bytes_readable, config.receive_buffer);  // the probe's byte is not taken
+  EXPECT_EQ(connection->counters().fast_retransmits, 0u);
+  EXPECT_EQ(connection->counters().duplicate_acks_in, 0u);
+}
+
 TEST_F(WindowTest, ScalingNotUsedUnlessBothOffer) {
   config.window_scaling = true;
   connection = TcpConnection::connect(ports, config, SeqNumber(iss), now, capture());

@@ -363,6 +363,12 @@ void TcpConnection::Impl::on_segment_synchronized(const TcpSegment& segment) {
     ++counters.outside_window;
     // A retransmitted FIN restarts TIME-WAIT's 2 MSL (§3.10.7.4, TIME-WAIT).
     if (state == TcpState::time_wait && header.has(flag::fin)) enter_time_wait();
+    // With our window closed no segment with data is acceptable, "but special
+    // allowance should be made to accept valid ACKs" (§3.10.7.4): a probe at
+    // RCV.NXT still carries the peer's acknowledgement of our data.
+    if (receive_window() == 0 && header.sequence == receive_next && header.has(flag::ack) &&
+        !header.has(flag::syn) && !process_acknowledgment(segment))
+      return;
     send_ack();
     return;
   }
@@ -487,7 +493,10 @@ std::optional<TcpConnection::Impl::InWindow> TcpConnection::Impl::trim_to_window
   const SeqNumber sequence = segment.header.sequence;
   bool acceptable = false;
   if (length == 0) {
-    acceptable = window == 0 ? sequence == receive_next : wire::in_window(sequence, receive_next, window);
+    // Up to the right edge itself, as Linux's tcp_sequence: a sender that
+    // filled our window numbers its pure ACKs there (SND.MAX), and RFC 9293's
+    // strict "< RCV.NXT+RCV.WND" would drop their ACK fields.
+    acceptable = wire::in_window(sequence, receive_next, window + 1);
   } else if (window > 0) {
     acceptable = wire::in_window(sequence, receive_next, window) ||
                  wire::in_window(sequence + (length - 1), receive_next, window);
@@ -812,16 +821,19 @@ void TcpConnection::Impl::emit(SeqNumber sequence, std::uint8_t flags, std::span
 
 // The window field for a segment we send. The right edge moves right only
 // by a useful amount (receiver SWS avoidance, RFC 9293 §3.8.6.2.2: half the
-// buffer or one segment), and never moves left (RFC 7323 §2.4).
+// buffer or one segment), and never past the free space. A scaled field is
+// rounded down: the peer may see the edge come back by less than one unit
+// (the granularity RFC 7323 §2.4 accepts), but never an offer past the
+// buffer. Rounded up, and the edge moved out to match, every ACK to a
+// stalled reader offered a few more bytes the buffer could not take, the
+// window never reached zero, and the sender's retransmissions of what was
+// dropped timed the connection out while its peer was alive.
 std::uint16_t TcpConnection::Impl::advertise_window() {
   const std::uint32_t free = static_cast<std::uint32_t>(receive_buffer.free());
   const SeqNumber edge = receive_next + (free >> receive_window_scale << receive_window_scale);
   const auto threshold = static_cast<std::int32_t>(std::min<std::size_t>(receive_buffer.capacity() / 2, max_payload()));
   if (edge - receive_advertised_edge >= threshold) receive_advertised_edge = edge;
-  const std::uint32_t unit = 1u << receive_window_scale;
-  const std::uint32_t field = std::min((receive_window() + unit - 1) >> receive_window_scale, max_window_field);
-  receive_advertised_edge = std::max(receive_advertised_edge, receive_next + (field << receive_window_scale));
-  return static_cast<std::uint16_t>(field);
+  return static_cast<std::uint16_t>(std::min(receive_window() >> receive_window_scale, max_window_field));
 }
 
 void TcpConnection::Impl::send_challenge_ack() {
