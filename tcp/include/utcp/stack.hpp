@@ -223,6 +223,13 @@ class Stack {
   // A free port of RFC 6335's dynamic range (49152-65535) that `taken` refuses not.
   std::optional<std::uint16_t> ephemeral_port(const std::function<bool(std::uint16_t)>& taken);
 
+  // The state of socket `id` in one of the tables below; null if it is closed.
+  template <typename Table>
+  static auto* find_state(Table& table, SocketId id) {
+    const auto it = table.find(id);
+    return it == table.end() ? nullptr : &it->second;
+  }
+
   // Socket calls, for UdpSocket.
   SocketId udp_open();
   void udp_close(SocketId id);

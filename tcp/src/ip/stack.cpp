@@ -331,10 +331,7 @@ void Stack::udp_close(SocketId id) {
   udp_sockets_.erase(it);
 }
 
-Stack::UdpSocketState* Stack::udp_state(SocketId id) {
-  const auto it = udp_sockets_.find(id);
-  return it == udp_sockets_.end() ? nullptr : &it->second;
-}
+Stack::UdpSocketState* Stack::udp_state(SocketId id) { return find_state(udp_sockets_, id); }
 
 std::error_code Stack::udp_bind(UdpSocketState& socket, SocketId id, Endpoint local) {
   if (socket.local_port != 0) return error(std::errc::invalid_argument);
@@ -487,15 +484,9 @@ Stack::SocketId Stack::tcp_open(const TcpConfig& config) {
   return id;
 }
 
-Stack::TcpSocketState* Stack::tcp_state(SocketId id) {
-  const auto it = tcp_sockets_.find(id);
-  return it == tcp_sockets_.end() ? nullptr : &it->second;
-}
+Stack::TcpSocketState* Stack::tcp_state(SocketId id) { return find_state(tcp_sockets_, id); }
 
-const Stack::TcpSocketState* Stack::tcp_state(SocketId id) const {
-  const auto it = tcp_sockets_.find(id);
-  return it == tcp_sockets_.end() ? nullptr : &it->second;
-}
+const Stack::TcpSocketState* Stack::tcp_state(SocketId id) const { return find_state(tcp_sockets_, id); }
 
 TcpConnection* Stack::tcp_connection(const TcpSocketState& socket) const {
   return socket.connection ? tcp_connections_.at(*socket.connection).connection.get() : nullptr;
@@ -580,15 +571,9 @@ Stack::SocketId Stack::tcp_listener_open(const TcpConfig& config) {
   return id;
 }
 
-Stack::TcpListenerState* Stack::tcp_listener_state(SocketId id) {
-  const auto it = tcp_listeners_.find(id);
-  return it == tcp_listeners_.end() ? nullptr : &it->second;
-}
+Stack::TcpListenerState* Stack::tcp_listener_state(SocketId id) { return find_state(tcp_listeners_, id); }
 
-const Stack::TcpListenerState* Stack::tcp_listener_state(SocketId id) const {
-  const auto it = tcp_listeners_.find(id);
-  return it == tcp_listeners_.end() ? nullptr : &it->second;
-}
+const Stack::TcpListenerState* Stack::tcp_listener_state(SocketId id) const { return find_state(tcp_listeners_, id); }
 
 std::optional<Stack::TcpQuad> Stack::tcp_acceptable(const TcpListenerState& listener) const {
   for (const TcpQuad& quad : listener.queue)
