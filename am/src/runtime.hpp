@@ -2,7 +2,6 @@
 // Both APIs (am.h, am/am.hpp) are thin layers over it.
 #pragma once
 
-#include <bit>
 #include <deque>
 #include <memory>
 #include <string>
@@ -10,6 +9,7 @@
 
 #include "am/am.hpp"
 #include "reliability.hpp"
+#include "via/posted_queue.hpp"
 #include "via/via.hpp"
 #include "wire.hpp"
 
@@ -69,22 +69,6 @@ class Runtime {
     std::uint32_t chunk = 0;
     std::uint32_t length = 0;  // encoded message length, for retransmission
   };
-  // Descriptors posted to one queue of a VI, oldest first. A queue completes
-  // in posting order, so the oldest one's status says whether anything is
-  // done (VipSendDone/VipRecvDone polling, without a completion queue).
-  class Posted {
-   public:
-    explicit Posted(std::uint32_t capacity) : ring_(std::bit_ceil(capacity)), mask_(std::uint32_t(ring_.size() - 1)) {}
-    bool empty() const { return head_ == tail_; }
-    std::uint32_t front() const { return ring_[head_ & mask_]; }
-    void push(std::uint32_t di) { ring_[tail_++ & mask_] = di; }
-    void pop() { ++head_; }
-
-   private:
-    std::vector<std::uint32_t> ring_;
-    std::uint32_t mask_;
-    std::uint32_t head_ = 0, tail_ = 0;
-  };
   struct Peer {
     Peer(int r, std::uint16_t depth, const RetryPolicy& policy, std::uint64_t max_ack_delay, std::uint32_t max_sends,
          std::uint32_t max_receives)
@@ -103,7 +87,7 @@ class Runtime {
     ReceiveFilter filter;
     std::vector<Sent> sent;
     std::vector<std::uint32_t> reply_length;  // per slot: the cached reply (filter.answer says if there is one)
-    Posted sends, receives;
+    via::PostedQueue sends, receives;
     std::vector<std::uint32_t> reposts;  // handled receives, re-posted by the next poll
     std::uint32_t first_desc = 0;  // requests, then replies, then acknowledgements, then receives
     std::uint32_t next_ack_desc = 0;

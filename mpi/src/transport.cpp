@@ -40,7 +40,6 @@ Transport::Transport(int rank, int size, std::size_t eager_limit, TransportClien
   check(via::Nic::open("", nic_), "opening the NIC");
   nic_->set_error_handler([this](const via::AsyncError& e) { on_async_error(e); });
   check(nic_->create_ptag(ptag_), "creating a protection tag");
-  check(nic_->create_cq(std::size_t(size) * (kReceivesPerPeer + kSendDescriptors), cq_), "creating a completion queue");
 
   receive_descriptors_ = std::size_t(size) * kReceivesPerPeer;
   const std::size_t descriptors = receive_descriptors_ + kSendDescriptors;
@@ -58,6 +57,8 @@ Transport::Transport(int rank, int size, std::size_t eager_limit, TransportClien
   for (int i = kBounceBuffers - 1; i >= 0; --i) free_bounces_.push_back(i);
   connect_all(rank, size);
 }
+
+Transport::Peer::Peer() : receives(kReceivesPerPeer), sends(kSendDescriptors) { reposts.reserve(kReceivesPerPeer); }
 
 Transport::~Transport() {
   registrations_.reset();
@@ -87,7 +88,7 @@ void Transport::connect_all(int rank, int size) {
   for (int p = 0; p < size; ++p) {
     if (p == rank) continue;
     Peer& peer = peers_[std::size_t(p)];
-    check(nic_->create_vi(attrs, cq_, cq_, peer.vi), "creating a VI");
+    check(nic_->create_vi(attrs, nullptr, nullptr, peer.vi), "creating a VI");
     peer.vi->user_handle = reinterpret_cast<void*>(std::intptr_t(p));
     peer.send_credits = kCreditWindow;
     for (int slot = 0; slot < kReceivesPerPeer; ++slot) post_receive(p, slot);
@@ -116,8 +117,12 @@ void Transport::set_single_segment(VIP_DESCRIPTOR* d, std::byte* buffer, std::ui
 void Transport::post_receive(int peer, int slot) {
   VIP_DESCRIPTOR* d = descriptor(std::size_t(peer) * kReceivesPerPeer + std::size_t(slot));
   set_single_segment(d, receive_buffer(peer, slot), std::uint32_t(slot_bytes_));
-  via::Result r = peers_[std::size_t(peer)].vi->post_recv(d, arena_handle_);
-  if (r != via::Result::success && !peers_[std::size_t(peer)].closed) check(r, "posting a receive");
+  Peer& p = peers_[std::size_t(peer)];
+  via::Result r = p.vi->post_recv(d, arena_handle_);
+  if (r == via::Result::success)
+    p.receives.push(std::uint32_t(slot));
+  else if (!p.closed)
+    check(r, "posting a receive");
 }
 
 bool Transport::send(int peer, WireHeader header, std::span<const std::byte> payload) {
@@ -150,6 +155,7 @@ bool Transport::try_post(int peer, const WireHeader& header, std::span<const std
   VIP_DESCRIPTOR* d = descriptor(receive_descriptors_ + std::size_t(index));
   set_single_segment(d, buf, std::uint32_t(sizeof h + payload.size()));
   check(p.vi->post_send(d, arena_handle_), "posting a send");
+  p.sends.push(std::uint32_t(index));
   return true;
 }
 
@@ -193,6 +199,7 @@ bool Transport::try_rdma(int peer, const PendingRdma& op) {
     d->DS[1].Local.Handle = local_handle;
     d->DS[1].Local.Length = std::uint32_t(chunk);
     check(p.vi->post_send(d, arena_handle_), op.write ? "posting an RDMA write" : "posting an RDMA read");
+    p.sends.push(std::uint32_t(index));
   }
   return true;
 }
@@ -216,14 +223,51 @@ void Transport::poll() {
 }
 
 void Transport::drain() {
-  via::Cq::Entry e;
-  while (cq_->size() > 0 && cq_->done(e) == via::Result::success) {
-    if (e.recv_queue)
-      on_receive(e.vi);
-    else
-      on_send_complete(e.vi);
+  for (std::size_t peer = 0; peer < peers_.size(); ++peer) {
+    if (!peers_[peer].vi) continue;
+    repost_receives(int(peer));
+    reap_sends(int(peer));
+    take_receives(int(peer));
   }
   if (backlogged_) flush_backlogs();
+}
+
+void Transport::repost_receives(int peer) {
+  Peer& p = peers_[std::size_t(peer)];
+  if (p.reposts.empty()) return;
+  for (int slot : p.reposts) {
+    VIP_DESCRIPTOR* done;
+    p.vi->recv_done(done);  // the VI's oldest, not necessarily this slot's: one leaves per re-post
+    post_receive(peer, slot);
+  }
+  p.owed_credits += int(p.reposts.size());
+  p.reposts.clear();
+  if (p.owed_credits >= kCreditReturnThreshold) backlogged_ = true;
+}
+
+void Transport::reap_sends(int peer) {
+  Peer& p = peers_[std::size_t(peer)];
+  while (!p.sends.empty()) {
+    const std::size_t index = p.sends.front();
+    const VIP_DESCRIPTOR* d = descriptor(receive_descriptors_ + index);
+    if (!(d->CS.Status & VIP_STATUS_DONE)) return;
+    p.sends.pop();
+    VIP_DESCRIPTOR* done;
+    p.vi->send_done(done);  // d: the queue completes in order
+    on_send_complete(peer, index, d);
+  }
+}
+
+// Each receive slot leaves the list before its message is handled.
+void Transport::take_receives(int peer) {
+  Peer& p = peers_[std::size_t(peer)];
+  while (!p.receives.empty()) {
+    const int slot = int(p.receives.front());
+    const VIP_DESCRIPTOR* d = descriptor(std::size_t(peer) * kReceivesPerPeer + std::size_t(slot));
+    if (!(d->CS.Status & VIP_STATUS_DONE)) return;
+    p.receives.pop();
+    on_receive(peer, slot, d);
+  }
 }
 
 void Transport::flush_backlogs() {
@@ -239,10 +283,7 @@ void Transport::flush_backlogs() {
   }
 }
 
-void Transport::on_send_complete(via::Vi* vi) {
-  VIP_DESCRIPTOR* d;
-  if (vi->send_done(d) != via::Result::success) return;
-  const auto peer = int(reinterpret_cast<std::intptr_t>(vi->user_handle));
+void Transport::on_send_complete(int peer, std::size_t index, const VIP_DESCRIPTOR* d) {
   if ((d->CS.Status & VIP_STATUS_ERROR_MASK) && !peers_[std::size_t(peer)].closed) {
     std::string why = "a transfer to rank ";
     why += std::to_string(peer);
@@ -253,7 +294,6 @@ void Transport::on_send_complete(via::Vi* vi) {
     why += ")";
     abort_job("progress", why);
   }
-  const auto index = std::size_t((reinterpret_cast<std::byte*>(d) - arena_) / kDescriptorBytes) - receive_descriptors_;
   SendSlot slot = send_slots_[index];
   free_send_descriptors_.push_back(int(index));
   if (slot.bounce >= 0) free_bounces_.push_back(slot.bounce);
@@ -265,19 +305,17 @@ void Transport::on_send_complete(via::Vi* vi) {
   flush_backlogs();
 }
 
-void Transport::on_receive(via::Vi* vi) {
-  VIP_DESCRIPTOR* d;
-  if (vi->recv_done(d) != via::Result::success) return;
-  const auto peer = int(reinterpret_cast<std::intptr_t>(vi->user_handle));
+void Transport::on_receive(int peer, int slot, const VIP_DESCRIPTOR* d) {
   Peer& p = peers_[std::size_t(peer)];
   if (d->CS.Status & VIP_STATUS_ERROR_MASK) {
+    VIP_DESCRIPTOR* done;
+    p.vi->recv_done(done);
     if (p.closed) return;  // flushed by the peer's orderly disconnect
     std::string why = "a receive from rank ";
     why += std::to_string(peer);
     why += " failed";
     abort_job("progress", why);
   }
-  const auto slot = int(std::size_t((reinterpret_cast<std::byte*>(d) - arena_) / kDescriptorBytes) % kReceivesPerPeer);
   const std::byte* buf = receive_buffer(peer, slot);
   WireHeader h;
   if (d->CS.Length < sizeof h) {
@@ -288,13 +326,16 @@ void Transport::on_receive(via::Vi* vi) {
   }
   std::memcpy(&h, buf, sizeof h);
   p.send_credits += h.credits;
-  if (h.type != WireType::credit) client_.on_message(peer, h, {buf + sizeof h, d->CS.Length - sizeof h});
-  post_receive(peer, slot);
-  if (h.type != WireType::credit) ++p.owed_credits;
+  if (h.type == WireType::credit) {  // rare, and owed no credit: its buffer goes back at once
+    VIP_DESCRIPTOR* done;
+    p.vi->recv_done(done);
+    post_receive(peer, slot);
+  } else {
+    client_.on_message(peer, h, {buf + sizeof h, d->CS.Length - sizeof h});
+    p.reposts.push_back(slot);
+  }
   // Credits only matter to this peer's waiting work; most messages bring one and find none.
-  const bool unblocked = h.credits > 0 && (!p.backlog.empty() || !p.rdma.empty());
-  if (unblocked || p.owed_credits >= kCreditReturnThreshold) backlogged_ = true;
-  if (backlogged_) flush_backlogs();
+  if (h.credits > 0 && (!p.backlog.empty() || !p.rdma.empty())) flush_backlogs();
 }
 
 void Transport::on_async_error(const via::AsyncError& error) {

@@ -3,6 +3,10 @@
 // credit-based flow control (a sender never sends into a peer that has no
 // receive posted), eager messages copied through registered bounce buffers,
 // RDMA reads for rendezvous transfers, and RDMA reads and writes on windows.
+// Completions are read from the descriptors of each VI's queues, oldest first,
+// rather than through a completion queue, and a handled receive buffer is
+// re-posted by the next poll: both keep work off the path from a message's
+// arrival to its receive's completion.
 #pragma once
 
 #include <cstddef>
@@ -13,6 +17,7 @@
 #include <vector>
 
 #include "reg_cache.hpp"
+#include "via/posted_queue.hpp"
 #include "via/via.hpp"
 
 namespace viastack::mpi {
@@ -100,10 +105,14 @@ class Transport {
     std::uint64_t id;
   };
   struct Peer {
+    Peer();
     via::Vi* vi = nullptr;
     int send_credits = 0;
     int owed_credits = 0;  // receive buffers re-posted since we last told the peer
     bool closed = false;   // the peer disconnected (it finalized)
+    via::PostedQueue receives;  // receive slots posted to the VI, oldest first
+    via::PostedQueue sends;     // send descriptors posted to the VI, oldest first
+    std::vector<int> reposts;   // receive slots of handled data messages, re-posted by the next poll
     std::deque<Queued> backlog;  // waiting for credits, a bounce buffer or a descriptor
     std::deque<PendingRdma> rdma;  // waiting for descriptors
   };
@@ -126,8 +135,11 @@ class Transport {
   bool try_rdma(int peer, const PendingRdma& op);
   void flush_backlogs();
   void drain();
-  void on_send_complete(via::Vi* vi);
-  void on_receive(via::Vi* vi);
+  void repost_receives(int peer);
+  void reap_sends(int peer);
+  void take_receives(int peer);
+  void on_send_complete(int peer, std::size_t index, const VIP_DESCRIPTOR* d);
+  void on_receive(int peer, int slot, const VIP_DESCRIPTOR* d);
   void on_async_error(const via::AsyncError& error);
 
   TransportClient& client_;
@@ -136,7 +148,6 @@ class Transport {
   std::size_t slot_bytes_;
   std::unique_ptr<via::Nic> nic_;
   via::Ptag ptag_ = 0;
-  via::Cq* cq_ = nullptr;
   std::vector<Peer> peers_;  // by world rank; peers_[rank_] is unused
   std::byte* arena_ = nullptr;  // descriptors, receive buffers, bounce buffers
   std::size_t arena_bytes_ = 0;
