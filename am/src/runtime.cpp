@@ -254,6 +254,13 @@ bool Runtime::post_send(Peer& p, std::uint32_t di, std::uint32_t length) {
     return true;
   }
   if (p.failed) return false;
+  // A small message leaves at once, copied by the VI: no descriptor to post or
+  // retire, and the buffer is free again on return (it keeps its copy for a
+  // retransmission). Behind queued work, or with the link full, a descriptor takes it.
+  if (length <= via::Vi::kMaxInlineSend) {
+    const iovec iov{buf, length};
+    if (p.vi->send_inline(&iov, 1) == via::Result::success) return true;
+  }
   VIP_DESCRIPTOR* d = desc(di);
   std::memset(&d->CS, 0, sizeof d->CS);
   d->CS.SegCount = 1;

@@ -136,16 +136,26 @@ bool Transport::send(int peer, WireHeader header, std::span<const std::byte> pay
 bool Transport::try_post(int peer, const WireHeader& header, std::span<const std::byte> payload) {
   Peer& p = peers_[std::size_t(peer)];
   const bool needs_credit = header.type != WireType::credit;
-  if ((needs_credit && p.send_credits == 0) || free_send_descriptors_.empty() || free_bounces_.empty()) return false;
+  if (needs_credit && p.send_credits == 0) return false;
   if (p.closed) return true;  // the peer finalized; nothing it could still want
+  WireHeader h = header;
+  h.credits = std::uint16_t(std::min(p.owed_credits, 0xFFFF));
+  // A small message leaves at once, copied by the VI; the rest, and any the
+  // link has no room for now, go through a bounce buffer and a descriptor.
+  if (sizeof h + payload.size() <= via::Vi::kMaxInlineSend) {
+    const iovec iov[2] = {{&h, sizeof h}, {const_cast<std::byte*>(payload.data()), payload.size()}};
+    if (p.vi->send_inline(iov, 2) == via::Result::success) {
+      p.owed_credits -= h.credits;
+      if (needs_credit) --p.send_credits;
+      return true;
+    }
+  }
+  if (free_send_descriptors_.empty() || free_bounces_.empty()) return false;
   const int index = free_send_descriptors_.back();
   free_send_descriptors_.pop_back();
   const int bounce = free_bounces_.back();
   free_bounces_.pop_back();
   send_slots_[std::size_t(index)] = SendSlot{bounce, 0, false, 0};
-
-  WireHeader h = header;
-  h.credits = std::uint16_t(std::min(p.owed_credits, 0xFFFF));
   p.owed_credits -= h.credits;
   if (needs_credit) --p.send_credits;
   std::byte* buf = bounce_buffer(bounce);

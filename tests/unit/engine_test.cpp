@@ -161,6 +161,61 @@ TEST_P(Engine, ManySendsArriveInOrder) {
   EXPECT_EQ(received, kMessages);
 }
 
+TEST_P(Engine, InlineSendsArriveGatheredAndInOrderBehindPostedWork) {
+  auto [va, vb] = connect();
+  for (int i = 0; i < 4; ++i) expect_ok(vb->post_recv(b.message(std::size_t(i) * 512, 512), b.arena.handle), "recv");
+  // Memory that was never registered: an inline send copies it at once.
+  char head[] = "head:";
+  std::vector<char> tail(via::Vi::kMaxInlineSend - 5, 'x');
+  const iovec full[2] = {{head, 5}, {tail.data(), tail.size()}};
+  expect_ok(va->send_inline(full, 2), "inline send of the largest size");
+  head[0] = 'H';  // free on return
+  // A posted send not yet out (its payload is large) keeps a later inline send behind it.
+  a.fill(0, 400, 3);
+  expect_ok(va->post_send(a.message(0, 400), a.arena.handle), "post send");
+  const iovec one{head, 5};
+  bool reaped = false;
+  if (va->send_inline(&one, 1) == via::Result::not_done) {
+    ASSERT_NE(wait_done(va, false), nullptr);
+    reaped = true;
+    expect_ok(va->send_inline(&one, 1), "inline send once the queue is clear");
+  }
+  VIP_DESCRIPTOR* r0 = wait_done(vb, true);
+  VIP_DESCRIPTOR* r1 = wait_done(vb, true);
+  VIP_DESCRIPTOR* r2 = wait_done(vb, true);
+  ASSERT_TRUE(r0 && r1 && r2);
+  EXPECT_EQ(r0->CS.Status, std::uint32_t(VIP_STATUS_DONE | VIP_STATUS_OP_RECEIVE));
+  EXPECT_EQ(r0->CS.Length, via::Vi::kMaxInlineSend);
+  EXPECT_EQ(std::string(reinterpret_cast<char*>(b.arena.data(0)), 5), "head:");
+  EXPECT_EQ(std::string(reinterpret_cast<char*>(b.arena.data(5)), tail.size()), std::string(tail.size(), 'x'));
+  EXPECT_EQ(r1->CS.Length, 400u);
+  EXPECT_EQ(b.mismatch(512, 400, 3), -1) << "the posted send arrived second";
+  EXPECT_EQ(r2->CS.Length, 5u);
+  EXPECT_EQ(std::string(reinterpret_cast<char*>(b.arena.data(1024)), 5), "Head:");
+  if (!reaped) ASSERT_NE(wait_done(va, false), nullptr);
+  VIP_DESCRIPTOR* d;
+  EXPECT_EQ(va->send_done(d), via::Result::not_done) << "only the posted send completes";
+}
+
+TEST_P(Engine, InlineSendRefusesWhatItCannotCarry) {
+  char byte = 1;
+  const iovec one{&byte, 1};
+  via::Vi* idle = a.create_vi(VIP_SERVICE_RELIABLE_DELIVERY, nullptr, nullptr);
+  EXPECT_EQ(idle->send_inline(&one, 1), via::Result::invalid_state) << "not connected";
+  auto [va, vb] = connect();
+  std::vector<char> big(via::Vi::kMaxInlineSend + 1);
+  const iovec too_long{big.data(), big.size()};
+  EXPECT_EQ(va->send_inline(&too_long, 1), via::Result::invalid_parameter);
+  auto [ra, rb] = connect(VIP_SERVICE_RELIABLE_RECEPTION, nullptr, nullptr, "r");
+  EXPECT_EQ(ra->send_inline(&one, 1), via::Result::invalid_reliability_level);
+  // A broken VI refuses too; the caller's descriptor path reports the failure.
+  expect_ok(va->send_inline(&one, 1), "send with no receive posted");
+  pump({a.nic.get(), b.nic.get()}, [&] { return vb->state() == via::ViState::error; }, 5000);
+  EXPECT_EQ(vb->state(), via::ViState::error) << "a reliable VI breaks on a message with no receive";
+  pump({a.nic.get(), b.nic.get()}, [&] { return va->state() == via::ViState::error; }, 5000);
+  EXPECT_EQ(va->send_inline(&one, 1), via::Result::invalid_state);
+}
+
 TEST_P(Engine, RdmaWriteEverySizeWithAndWithoutImmediate) {
   auto [va, vb] = connect();
   std::uint64_t seed = 100;

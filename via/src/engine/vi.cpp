@@ -168,6 +168,20 @@ Result Vi::post_recv(VIP_DESCRIPTOR* desc, MemHandle desc_handle) {
   return Result::success;
 }
 
+Result Vi::send_inline(const iovec* iov, std::size_t iovcnt) {
+  if (state_ != ViState::connected) return Result::invalid_state;
+  if (attrs_.reliability == VIP_SERVICE_RELIABLE_RECEPTION) return Result::invalid_reliability_level;
+  std::uint64_t len = 0;
+  for (std::size_t i = 0; i < iovcnt; ++i) len += iov[i].iov_len;
+  if (len > kMaxInlineSend || len > attrs_.max_transfer) return Result::invalid_parameter;
+  // Behind earlier work it would overtake it.
+  if (tx_next_ != sendq_.tail() || acks_owed_ || !read_responses_.empty()) return Result::not_done;
+  const FrameHeader h{kFrameSend, kFlagLast, tx_message_, std::uint32_t(len), len, 0, 0, 0, 0};
+  if (!send_frame(h, iov, iovcnt)) return Result::not_done;
+  ++tx_message_;
+  return Result::success;
+}
+
 // ---- completion ----
 
 void Vi::finish(WorkQueue& q, WorkRequest& wr, std::uint32_t status) {
