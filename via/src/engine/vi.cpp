@@ -95,8 +95,12 @@ Result Vi::set_attributes(const ViAttributes& attrs) {
 Result Vi::validate_post(VIP_DESCRIPTOR* desc, MemHandle desc_handle) const {
   if (desc == nullptr || std::uintptr_t(desc) % VIP_DESCRIPTOR_ALIGNMENT != 0) return Result::invalid_parameter;
   // The descriptor itself must lie in memory registered with this VI's tag:
-  // first its control segment, then (knowing SegCount) all of it.
+  // first its control segment, then (knowing SegCount) all of it. Most
+  // descriptors have one or two segments: one check covers those.
   const RegionTable& table = *nic_.regions_;
+  constexpr std::uint64_t kCommonSize = sizeof(VIP_CONTROL_SEGMENT) + 2 * sizeof(VIP_DESCRIPTOR_SEGMENT);
+  if (table.covers(desc_handle, std::uintptr_t(desc), kCommonSize, attrs_.ptag) && desc->CS.SegCount <= 2)
+    return Result::success;
   if (!table.covers(desc_handle, std::uintptr_t(desc), sizeof(VIP_CONTROL_SEGMENT), attrs_.ptag))
     return Result::invalid_parameter;
   std::uint64_t size = sizeof(VIP_CONTROL_SEGMENT) + std::uint64_t(desc->CS.SegCount) * sizeof(VIP_DESCRIPTOR_SEGMENT);
