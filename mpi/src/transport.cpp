@@ -144,7 +144,7 @@ bool Transport::try_post(int peer, const WireHeader& header, std::span<const std
   // link has no room for now, go through a bounce buffer and a descriptor.
   if (sizeof h + payload.size() <= via::Vi::kMaxInlineSend) {
     const iovec iov[2] = {{&h, sizeof h}, {const_cast<std::byte*>(payload.data()), payload.size()}};
-    if (p.vi->send_inline(iov, 2) == via::Result::success) {
+    if (p.vi->send_inline(iov, payload.empty() ? 1 : 2) == via::Result::success) {
       p.owed_credits -= h.credits;
       if (needs_credit) --p.send_credits;
       return true;

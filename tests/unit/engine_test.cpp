@@ -192,6 +192,12 @@ TEST_P(Engine, InlineSendsArriveGatheredAndInOrderBehindPostedWork) {
   EXPECT_EQ(b.mismatch(512, 400, 3), -1) << "the posted send arrived second";
   EXPECT_EQ(r2->CS.Length, 5u);
   EXPECT_EQ(std::string(reinterpret_cast<char*>(b.arena.data(1024)), 5), "Head:");
+  // An empty piece may have a null base (a message with no payload).
+  const iovec with_empty[2] = {{head, 5}, {nullptr, 0}};
+  expect_ok(va->send_inline(with_empty, 2), "inline send with an empty piece");
+  VIP_DESCRIPTOR* r3 = wait_done(vb, true);
+  ASSERT_NE(r3, nullptr);
+  EXPECT_EQ(r3->CS.Length, 5u);
   if (!reaped) ASSERT_NE(wait_done(va, false), nullptr);
   VIP_DESCRIPTOR* d;
   EXPECT_EQ(va->send_done(d), via::Result::not_done) << "only the posted send completes";

@@ -21,6 +21,7 @@ std::uint64_t total_length(const iovec* iov, std::size_t n) {
 
 void gather(std::byte* dst, const iovec* iov, std::size_t n) {
   for (std::size_t i = 0; i < n; ++i) {
+    if (iov[i].iov_len == 0) continue;  // its base may be null
     std::memcpy(dst, iov[i].iov_base, iov[i].iov_len);
     dst += iov[i].iov_len;
   }
