@@ -69,9 +69,10 @@ Status set_handler(int index, HandlerKind kind, std::function<void(const Deliver
   return Status::ok;
 }
 
-Status send(bool reply, int dest, int handler, const Word* args, unsigned nargs, const void* payload, std::size_t bytes) {
+Status send(bool reply, int dest, int handler, const Word* args, unsigned nargs, const void* payload, std::size_t bytes,
+            bool defer) {
   Runtime* rt = Runtime::get();
-  return rt ? rt->send(reply, dest, handler, args, nargs, payload, bytes) : not_enabled();
+  return rt ? rt->send(reply, dest, handler, args, nargs, payload, bytes, defer) : not_enabled();
 }
 
 Status wait(const Completion& c) {
@@ -118,6 +119,9 @@ Future get(int dest, const void* remote, void* local, std::size_t bytes, int han
 }
 
 int poll() { return Runtime::get() ? Runtime::get()->poll() : 0; }
+void flush() {
+  if (Runtime* rt = Runtime::get()) rt->flush_all();
+}
 Status wait_until(const std::function<bool()>& pred) {
   Runtime* rt = Runtime::get();
   if (!rt) return not_enabled();

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <utility>
 
 namespace am::detail {
 
@@ -26,6 +27,13 @@ constexpr std::uint32_t kLateReposts = 4;
 // add no receives at the peer: every acknowledgement in flight answers one
 // of its open requests, as a reply would.
 constexpr std::uint32_t kAckDescs = 4;
+// Buffers per peer for bundles of deferred messages, used in turn: one being
+// filled while the last ones sent may still be on their way.
+constexpr std::uint32_t kBundleDescs = 4;
+// A bundle leaves once it holds this many messages. Below the window (32 by
+// default), so that the peer is handling one bundle, and acknowledging it,
+// while the next fills.
+constexpr std::uint32_t kBundleMessages = 16;
 // Service passes an owed acknowledgement may wait for a message to ride on
 // before it goes out alone: a program that keeps making AM calls without
 // ever waiting still answers its peers.
@@ -146,10 +154,11 @@ Status Runtime::start() {
     return s;
 
   // Arena: per peer `depth` request buffers, `depth` reply buffers,
-  // kAckDescs acknowledgement buffers and 2 x depth receive buffers (a peer
-  // has at most depth requests and depth answers on the way to us) plus
-  // kLateReposts, and RDMA descriptors.
-  const std::uint32_t per_peer = 4u * depth_ + kAckDescs + kLateReposts;
+  // kAckDescs acknowledgement buffers, kBundleDescs bundle buffers and
+  // 2 x depth receive buffers (a peer has at most depth requests and depth
+  // answers on the way to us, bundled or not) plus kLateReposts, and RDMA
+  // descriptors.
+  const std::uint32_t per_peer = 4u * depth_ + kAckDescs + kBundleDescs + kLateReposts;
   const std::uint32_t buffers = per_peer * std::uint32_t(size);
   const std::uint32_t descs = buffers + kRdmaDescs;
   arena_bytes_ = (std::size_t(descs) * kDescStride + std::size_t(buffers) * kBufBytes + 4095) / 4096 * 4096;
@@ -176,15 +185,20 @@ Status Runtime::start() {
   attrs.rdma_read = config_.reliability == Reliability::reliable;
   const via::NetAddress local{{}, {'a', 'm'}};
   for (int r = 0; r < size; ++r) {
-    // A VI's sends: its request, reply and acknowledgement buffers, and at
-    // most every RDMA descriptor; its receives: every receive buffer.
-    peers_.push_back(std::make_unique<Peer>(r, depth_, policy_, kMaxAckDelayPasses, 2u * depth_ + kAckDescs + kRdmaDescs,
+    // A VI's sends: its request, reply, acknowledgement and bundle buffers,
+    // and at most every RDMA descriptor; its receives: every receive buffer.
+    peers_.push_back(std::make_unique<Peer>(r, depth_, policy_, kMaxAckDelayPasses,
+                                            2u * depth_ + kAckDescs + kBundleDescs + kRdmaDescs,
                                             2u * depth_ + kLateReposts));
     Peer& p = *peers_.back();
     p.first_desc = per_peer * std::uint32_t(r);
-    const std::uint32_t first_receive = 2u * depth_ + kAckDescs;
+    const std::uint32_t first_bundle = 2u * depth_ + kAckDescs, first_receive = first_bundle + kBundleDescs;
     for (std::uint32_t i = 0; i < per_peer; ++i) {
-      const Role role = i < depth_ ? Role::request : i < 2u * depth_ ? Role::reply : i < first_receive ? Role::ack : Role::receive;
+      const Role role = i < depth_                ? Role::request
+                        : i < 2u * depth_         ? Role::reply
+                        : i < first_bundle        ? Role::ack
+                        : i < first_receive       ? Role::bundle
+                                                  : Role::receive;
       desc_info_[p.first_desc + i] = DescInfo{role, std::uint16_t(r), std::uint16_t(i % depth_)};
     }
     if (r == me_) {
@@ -247,13 +261,67 @@ std::size_t Runtime::segment_size(int proc) const { return proc >= 0 && proc < p
 
 // ---- I/O ----
 
-bool Runtime::post_send(Peer& p, std::uint32_t di, std::uint32_t length) {
-  std::byte* buf = buffer(di);
+std::uint32_t Runtime::bundle_desc(const Peer& p, std::uint32_t i) const { return ack_desc(p, kAckDescs + i); }
+
+// Sends the message in buffer `di` to p. A deferred one joins p's bundle and
+// leaves with it (once the bundle is full, or at the next flush); any other
+// leaves at once, behind what the bundle holds.
+bool Runtime::post_send(Peer& p, std::uint32_t di, std::uint32_t length, bool defer) {
   if (!p.vi) {
+    std::byte* buf = buffer(di);
     loopback_.emplace_back(buf, buf + length);
     return true;
   }
   if (p.failed) return false;
+  if (!defer && p.bundle_desc == kNoBundle) return send_frame(p, di, length);
+  add_to_bundle(p, di, length);
+  if (!defer || p.bundle_messages >= kBundleMessages) flush(p);
+  return !p.failed;
+}
+
+// Copies the message in buffer `di` into p's bundle, opening one (or sending
+// the open one first, when the message does not fit).
+void Runtime::add_to_bundle(Peer& p, std::uint32_t di, std::uint32_t length) {
+  while (!p.failed) {
+    if (p.bundle_desc != kNoBundle) {
+      if (wire::padded(p.bundle_bytes) + length <= kBufBytes) {
+        p.bundle_bytes = std::uint32_t(wire::append(buffer(p.bundle_desc), p.bundle_bytes, buffer(di), length));
+        ++p.bundle_messages;
+        return;
+      }
+      flush(p);
+      continue;
+    }
+    const std::uint32_t bi = bundle_desc(p, p.next_bundle_desc);
+    if (desc_info_[bi].posted) {
+      wait_send_free(p, bi);  // handlers run meanwhile may open a bundle of their own: look again
+      continue;
+    }
+    p.next_bundle_desc = (p.next_bundle_desc + 1) % kBundleDescs;
+    p.bundle_desc = bi;
+    p.bundle_bytes = 0;
+    p.bundle_messages = 0;
+    ++open_bundles_;
+  }
+}
+
+// Sends p's bundle, if one is open.
+void Runtime::flush(Peer& p) {
+  if (p.bundle_desc == kNoBundle) return;
+  const std::uint32_t bi = std::exchange(p.bundle_desc, kNoBundle);
+  --open_bundles_;
+  if (p.failed) return;
+  if (p.bundle_messages > 1) ++counters_.bundles_sent;
+  send_frame(p, bi, p.bundle_bytes);
+}
+
+void Runtime::flush_all() {
+  for (auto it = remote_.begin(); open_bundles_ && it != remote_.end(); ++it) flush(**it);
+}
+
+// One frame from buffer `di` to p.
+bool Runtime::send_frame(Peer& p, std::uint32_t di, std::uint32_t length) {
+  std::byte* buf = buffer(di);
   // A small message leaves at once, copied by the VI: no descriptor to post or
   // retire, and the buffer is free again on return (it keeps its copy for a
   // retransmission). Behind queued work, or with the link full, a descriptor takes it.
@@ -376,9 +444,11 @@ int Runtime::run_loopback() {
 template <class Pred>
 void Runtime::block_until(Pred&& pred) {
   while (!pred()) {
+    flush_all();  // what we wait for may be an answer to a deferred message
     if (service() > 0) continue;
     if (pred()) return;
     // Nothing to handle: about to sleep, so what the peers are owed goes now.
+    flush_all();
     if (may_owe_acks_) send_all_acks();
     // The NIC's wait runs its progress before each check: handle() is enough.
     // Timers: handle() checks them now and then; a wait that saw nothing for
@@ -419,10 +489,10 @@ void Runtime::on_receive(Peer& p, std::uint32_t di, VIP_DESCRIPTOR* d) {
     p.vi->recv_done(done);
     return;
   }
-  ++counters_.messages_received;
   ++dispatching_;
   dispatch(p, buffer(di), d->CS.Length);
   --dispatching_;
+  flush(p);  // the replies
   if (p.reposts.size() + dispatching_ < kLateReposts)
     p.reposts.push_back(di);
   else
@@ -436,25 +506,28 @@ void Runtime::repost(Peer& p, std::uint32_t di) {
     fail_peer(p, AM_E_UNREACHABLE, "cannot re-post a receive to the peer's VI");
 }
 
+// Handles the messages of one frame in order.
 void Runtime::dispatch(Peer& p, std::byte* data, std::size_t length) {
-  wire::Message m;
-  if (wire::ParseError e = wire::parse(data, length, m); e != wire::ParseError::none) {
-    std::fprintf(stderr, "am: rank %d: dropped a malformed message from rank %d: %s\n", me_, p.rank, wire::describe(e));
-    return;
+  wire::FrameReader frame(data, length);
+  for (wire::Message m; frame.next(m);) {
+    ++counters_.messages_received;
+    // Acknowledgements first: they answer requests older than this message.
+    for (unsigned i = 0; i < m.header.acks; ++i) handle_ack(p, m.ack(i));
+    switch (m.header.kind) {
+      case wire::Kind::reply: handle_reply(p, m); break;
+      case wire::Kind::ack: break;
+      default: handle_request(p, m); break;
+    }
   }
-  // Acknowledgements first: they answer requests older than this message.
-  for (unsigned i = 0; i < m.header.acks; ++i) handle_ack(p, m.ack(i));
-  switch (m.header.kind) {
-    case wire::Kind::reply: return handle_reply(p, m);
-    case wire::Kind::ack: return;
-    default: return handle_request(p, m);
-  }
+  if (frame.error() != wire::ParseError::none)
+    std::fprintf(stderr, "am: rank %d: dropped a malformed message from rank %d (and the rest of its frame): %s\n", me_,
+                 p.rank, wire::describe(frame.error()));
 }
 
 // ---- sending ----
 
 Status Runtime::send_request(Peer& p, wire::Kind kind, std::uint16_t handler, const Word* args, unsigned nargs,
-                             const void* payload, std::size_t bytes, const Sent& sent) {
+                             const void* payload, std::size_t bytes, const Sent& sent, bool defer) {
   if (p.failed) return error(Status::unreachable, "rank " + std::to_string(p.rank) + " is unreachable");
   if (!p.window.has_credit()) {
     ++counters_.credit_stalls;
@@ -469,7 +542,7 @@ Status Runtime::send_request(Peer& p, wire::Kind kind, std::uint16_t handler, co
   s = sent;
   s.length = compose(p, di, h, args, payload);
   ++counters_.requests_sent;
-  post_send(p, di, s.length);
+  post_send(p, di, s.length, defer);
   return Status::ok;
 }
 
@@ -480,7 +553,8 @@ void Runtime::send_reply(Peer& p, std::uint16_t slot, std::uint32_t seq, std::ui
   const wire::Header h{wire::Kind::reply, std::uint8_t(nargs), status, 0, handler, slot, seq, std::uint32_t(bytes)};
   p.reply_length[slot] = compose(p, di, h, args, payload);
   ++counters_.replies_sent;
-  post_send(p, di, p.reply_length[slot]);
+  // Deferred: the replies to one frame's requests leave together, once it is handled.
+  post_send(p, di, p.reply_length[slot], true);
   p.filter.replied(slot);
 }
 
@@ -518,7 +592,7 @@ bool Runtime::owes_acks() const {
 }
 
 Status Runtime::send(bool reply, int dest, int handler, const Word* args, unsigned nargs, const void* payload,
-                     std::size_t bytes) {
+                     std::size_t bytes, bool defer) {
   if (dest < 0 || dest >= procs()) return error(Status::bad_arg, "no rank " + std::to_string(dest));
   if (handler < 0 || handler >= AM_MAX_HANDLERS) return error(Status::bad_arg, "handler index out of range");
   if (nargs > wire::kMaxArgs) return error(Status::bad_arg, "more than 4 arguments");
@@ -533,9 +607,11 @@ Status Runtime::send(bool reply, int dest, int handler, const Word* args, unsign
     send_reply(*ctx->peer, ctx->slot, ctx->seq, 0, std::uint16_t(handler), args, nargs, payload, bytes);
     return Status::ok;
   }
-  const Status s =
-      send_request(*peers_[dest], wire::Kind::request, std::uint16_t(handler), args, nargs, payload, bytes, Sent{});
-  service();  // every request also polls; after sending, so that the request is not kept waiting
+  const Status s = send_request(*peers_[dest], wire::Kind::request, std::uint16_t(handler), args, nargs, payload, bytes,
+                                Sent{}, defer);
+  // Every request also polls, after sending so that the request is not kept
+  // waiting; a deferred one only when its bundle left.
+  if (!defer || peers_[dest]->bundle_desc == kNoBundle) service();
   return s;
 }
 
@@ -765,6 +841,7 @@ void Runtime::fail_peer(Peer& p, int cause, const std::string& why) {
 }
 
 void Runtime::check_timers() {
+  flush_all();  // a deferred request is not resent while its first copy waits in a bundle
   const std::uint64_t now = now_ns();
   for (auto& pp : peers_) {
     Peer& p = *pp;
@@ -845,6 +922,7 @@ Status Runtime::local_handle(Operation& op) {
 }
 
 Status Runtime::post_rdma(Peer& p, std::uint32_t op_index, bool write) {
+  flush(p);  // behind the messages before it, as the VI orders them
   for (std::uint64_t offset = 0; offset < ops_[op_index].bytes; offset += kRdmaPiece) {
     if (rdma_free_.empty()) block_until([&] { return !rdma_free_.empty() || p.failed; });
     Operation& op = ops_[op_index];
@@ -1023,6 +1101,7 @@ void Runtime::op_release_if_done(Operation& op) {
 // ---- progress and synchronisation ----
 
 int Runtime::poll() {
+  flush_all();
   const int handled = service();
   if (handled == 0 && may_owe_acks_) send_all_acks();  // nothing else to do: answer the peers now
   return handled;

@@ -42,8 +42,11 @@ class Runtime {
   std::size_t segment_size(int proc) const;
   const Counters& counters() const { return counters_; }
 
+  // defer: a request that may wait in the destination's bundle (am::request_deferred).
   Status send(bool reply, int dest, int handler, const Word* args, unsigned nargs, const void* payload,
-              std::size_t bytes);
+              std::size_t bytes, bool defer = false);
+  // Sends every bundle now.
+  void flush_all();
   // on_local: the source buffer may be reused (C am_store_async).
   Status store(int dest, const void* local, void* remote, std::size_t bytes, int handler, Word arg,
                am_completion_t on_local, void* on_local_arg, std::shared_ptr<Completion> completion);
@@ -60,6 +63,7 @@ class Runtime {
   void wait_local(const bool& flag);
 
  private:
+  static constexpr std::uint32_t kNoBundle = UINT32_MAX;
   // What a request slot is waiting for: what to do with its reply.
   enum class Purpose : std::uint8_t { user, store_chunk, store_done, get_chunk, hello, barrier };
   struct Sent {
@@ -89,14 +93,20 @@ class Runtime {
     std::vector<std::uint32_t> reply_length;  // per slot: the cached reply (filter.answer says if there is one)
     via::PostedQueue sends, receives;
     std::vector<std::uint32_t> reposts;  // handled receives, re-posted by the next poll
-    std::uint32_t first_desc = 0;  // requests, then replies, then acknowledgements, then receives
+    std::uint32_t first_desc = 0;  // requests, replies, acknowledgements, bundles, then receives
     std::uint32_t next_ack_desc = 0;
+    // The bundle being filled: deferred messages (copies of their request
+    // buffers) in one of the bundle buffers, sent together.
+    std::uint32_t bundle_desc = kNoBundle;
+    std::uint32_t bundle_bytes = 0;
+    std::uint32_t bundle_messages = 0;
+    std::uint32_t next_bundle_desc = 0;
     bool failed = false;
     bool hello_received = false;
     std::uint64_t seg_base = 0, seg_bytes = 0;
     via::MemHandle seg_handle = 0;
   };
-  enum class Role : std::uint8_t { request, reply, ack, receive, rdma };
+  enum class Role : std::uint8_t { request, reply, ack, bundle, receive, rdma };
   struct DescInfo {
     Role role;
     std::uint16_t peer;
@@ -141,7 +151,11 @@ class Runtime {
   std::uint32_t request_desc(const Peer& p, std::uint16_t slot) const { return p.first_desc + slot; }
   std::uint32_t reply_desc(const Peer& p, std::uint16_t slot) const { return p.first_desc + depth_ + slot; }
   std::uint32_t ack_desc(const Peer& p, std::uint32_t i) const { return p.first_desc + 2u * depth_ + i; }
-  bool post_send(Peer& p, std::uint32_t di, std::uint32_t length);
+  std::uint32_t bundle_desc(const Peer& p, std::uint32_t i) const;
+  bool post_send(Peer& p, std::uint32_t di, std::uint32_t length, bool defer = false);
+  bool send_frame(Peer& p, std::uint32_t di, std::uint32_t length);
+  void add_to_bundle(Peer& p, std::uint32_t di, std::uint32_t length);
+  void flush(Peer& p);
   bool post_recv(Peer& p, std::uint32_t di);
   void repost(Peer& p, std::uint32_t di);
   void wait_send_free(Peer& p, std::uint32_t di);
@@ -155,7 +169,7 @@ class Runtime {
   void block_until(Pred&& pred);
 
   Status send_request(Peer& p, wire::Kind kind, std::uint16_t handler, const Word* args, unsigned nargs,
-                      const void* payload, std::size_t bytes, const Sent& sent);
+                      const void* payload, std::size_t bytes, const Sent& sent, bool defer = false);
   void send_reply(Peer& p, std::uint16_t slot, std::uint32_t seq, std::uint8_t status, std::uint16_t handler,
                   const Word* args, unsigned nargs, const void* payload, std::size_t bytes);
   std::uint32_t compose(Peer& p, std::uint32_t di, wire::Header h, const Word* args, const void* payload);
@@ -218,6 +232,7 @@ class Runtime {
   unsigned posted_sends_ = 0;
   unsigned dispatching_ = 0;  // receives being handled (handlers may poll)
   unsigned services_ = 0;
+  unsigned open_bundles_ = 0;
   bool vi_error_ = false;
   bool may_owe_acks_ = false;  // some peer may be owed acknowledgements (cleared by send_all_acks)
   bool disabling_ = false;

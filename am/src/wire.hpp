@@ -1,4 +1,6 @@
-// The AM wire format: one VIA message per AM message.
+// The AM wire format. A VIA message (a frame) carries one AM message or
+// several back to back (a bundle), each but the last padded with zeros to a
+// multiple of 8 bytes so that every message starts 8-byte aligned:
 //
 //   header (16 bytes) | nargs x 64-bit argument | acks x 8-byte acknowledgement | payload
 //
@@ -82,8 +84,12 @@ inline void copy_words(void* to, const void* from, unsigned n) {
   }
 }
 
-// Parses `len` bytes a peer sent. Inline: it is on the path of every message.
-inline ParseError parse(const std::byte* data, std::size_t len, Message& out) {
+inline constexpr std::size_t padded(std::size_t n) { return (n + 7) & ~std::size_t(7); }
+
+// Parses the message at the start of `len` bytes a peer sent, which may go on
+// with more messages; `length` is its own length, unpadded. Inline: it is on
+// the path of every message.
+inline ParseError parse_first(const std::byte* data, std::size_t len, Message& out, std::size_t& length) {
   if (len < kHeaderBytes) return ParseError::too_short;
   std::memcpy(&out.header, data, kHeaderBytes);
   const Header& h = out.header;
@@ -94,12 +100,63 @@ inline ParseError parse(const std::byte* data, std::size_t len, Message& out) {
   if (h.payload_bytes > kMaxPayload) return ParseError::payload_too_large;
   const std::size_t args_end = kHeaderBytes + h.nargs * 8u;
   const std::size_t acks_end = args_end + h.acks * kAckBytes;
-  if (len != acks_end + h.payload_bytes) return ParseError::bad_length;
+  length = acks_end + h.payload_bytes;
+  if (len < length) return ParseError::bad_length;
   std::memset(out.args, 0, sizeof out.args);
   copy_words(out.args, data + kHeaderBytes, h.nargs);
   out.acks = data + args_end;
   out.payload = data + acks_end;
   return ParseError::none;
+}
+
+// Parses exactly one message of `len` bytes.
+inline ParseError parse(const std::byte* data, std::size_t len, Message& out) {
+  std::size_t length;
+  const ParseError e = parse_first(data, len, out, length);
+  return e != ParseError::none ? e : length == len ? ParseError::none : ParseError::bad_length;
+}
+
+// The messages of a frame, one at a time. A frame whose bytes do not divide
+// into messages as above ends at the first that does not parse.
+class FrameReader {
+ public:
+  FrameReader(const std::byte* data, std::size_t len)
+      : data_(data), len_(len), error_(len == 0 ? ParseError::too_short : ParseError::none) {}
+  // The next message: true; false at the end of the frame or at a malformed
+  // message (error() tells which).
+  bool next(Message& out) {
+    if (at_ >= len_ || error_ != ParseError::none) return false;
+    std::size_t length;
+    error_ = parse_first(data_ + at_, len_ - at_, out, length);
+    if (error_ != ParseError::none) return false;
+    // The last message ends the frame exactly; any other is followed by its
+    // padding and at least a header.
+    if (at_ + length == len_) {
+      at_ = len_;
+    } else if (at_ + padded(length) + kHeaderBytes <= len_) {
+      at_ += padded(length);
+    } else {
+      error_ = ParseError::bad_length;
+      return false;
+    }
+    return true;
+  }
+  ParseError error() const { return error_; }
+
+ private:
+  const std::byte* data_;
+  std::size_t len_;
+  std::size_t at_ = 0;
+  ParseError error_;
+};
+
+// Appends a message of `length` bytes to a bundle of `used` bytes in `buf`,
+// after zero padding; returns the bundle's new length.
+inline std::size_t append(std::byte* buf, std::size_t used, const std::byte* message, std::size_t length) {
+  const std::size_t at = used ? padded(used) : 0;
+  std::memset(buf + used, 0, at - used);
+  std::memcpy(buf + at, message, length);
+  return at + length;
 }
 
 // Writes a message into `buf` (room for kMaxMessage) with header.acks

@@ -64,6 +64,7 @@ struct State {
   std::size_t in_flight = 0;             // small gets not yet answered
   std::vector<am::Future> bulk_in_flight;
   std::uint64_t stored_bytes = 0;        // store bytes arrived here, not yet taken by store_sync
+  unsigned local_ops = 0;                 // local gets, puts and stores (poll_now_and_then)
   std::string failure;                   // a returned message: the next wait throws it
   unsigned contributions = 0;            // rank 0: reduction inputs received
   Word accumulator = 0;
@@ -268,30 +269,48 @@ void* symmetric_address(int proc, void* mine) {
   return static_cast<std::byte*>(am::segment(proc)) + offset;
 }
 
+namespace {
+// Local gets, puts and stores are plain memory accesses; every so often one
+// also polls, so that a rank busy with its own part of the data still answers
+// the others (whose requests wait for its acknowledgements).
+constexpr unsigned kLocalOpsPerPoll = 256;
+void poll_now_and_then() {
+  if (++state.local_ops % kLocalOpsPerPoll == 0) am::poll();
+}
+
+}  // namespace
+
 void get(int proc, std::uintptr_t remote, void* local, std::size_t bytes) {
   check_enabled();
   if (proc == state.me) {
     std::memcpy(local, reinterpret_cast<const void*>(remote), bytes);
+    poll_now_and_then();
     return;
   }
   ++state.in_flight;
-  check(am::request(proc, kGet, remote, Word(bytes), reinterpret_cast<std::uintptr_t>(local)), "get");
+  // Deferred, as puts and stores: sync waits for the reply, and so sends it.
+  check(am::request_deferred(proc, kGet, remote, Word(bytes), reinterpret_cast<std::uintptr_t>(local)), "get");
 }
 
 namespace {
 void send_value(int handler, int proc, std::uintptr_t remote, const void* value, std::size_t bytes) {
   Word words[2] = {0, 0};
   std::memcpy(words, value, bytes);
-  check(am::request(proc, handler, remote, Word(bytes), words[0], words[1]), handler == kPut ? "put" : "store");
+  // Deferred: a put or store is complete only at sync (or the owner's
+  // store_sync), which waits and so sends it; until then it may wait for
+  // others to the same rank and leave with them in one frame.
+  check(am::request_deferred(proc, handler, remote, Word(bytes), words[0], words[1]), handler == kPut ? "put" : "store");
 }
 }  // namespace
 
 void put(int proc, std::uintptr_t remote, const void* value, std::size_t bytes) {
   check_enabled();
-  if (proc == state.me)
+  if (proc == state.me) {
     std::memcpy(reinterpret_cast<void*>(remote), value, bytes);
-  else
+    poll_now_and_then();
+  } else {
     send_value(kPut, proc, remote, value, bytes);
+  }
 }
 
 void store(int proc, std::uintptr_t remote, const void* value, std::size_t bytes) {
@@ -299,6 +318,7 @@ void store(int proc, std::uintptr_t remote, const void* value, std::size_t bytes
   if (proc == state.me) {
     std::memcpy(reinterpret_cast<void*>(remote), value, bytes);
     state.stored_bytes += bytes;
+    poll_now_and_then();
   } else {
     send_value(kStore, proc, remote, value, bytes);
   }

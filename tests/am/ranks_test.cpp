@@ -298,6 +298,82 @@ TEST(AmRanks, SmallestDepthsNeverRunOutOfReceives) {
   }
 }
 
+// ---- deferred requests, sent in bundles ----
+
+// Every rank streams deferred requests to every other, with a plain request
+// now and then (it leaves behind the bundle it joins). Each is handled exactly
+// once and, on reliable VIs, in the order sent; they travelled in bundles.
+int deferred_body(int rank, bool reliable) {
+  constexpr long kRequests = 20000;
+  std::vector<std::vector<unsigned char>> seen(8, std::vector<unsigned char>(kRequests));
+  std::vector<long> next(8, 0);
+  long handled = 0, out_of_order = 0, bad = 0;
+  am::set_handler(1, [&](am::Token t, long i) {
+    if (t.src() < 0 || t.src() >= 8 || i < 0 || i >= kRequests || ++seen[std::size_t(t.src())][std::size_t(i)] > 1) {
+      ++bad;
+      return;
+    }
+    if (i != next[std::size_t(t.src())]) ++out_of_order;
+    next[std::size_t(t.src())] = i + 1;
+    ++handled;
+  });
+  CHECK_OR_RETURN(am::enable() == am::Status::ok, 1);
+  const int procs = am::procs();
+  for (long i = 0; i < kRequests; ++i)
+    for (int k = 1; k < procs; ++k) {
+      const int dest = (rank + k) % procs;
+      const am::Status s = i % 1000 == 999 ? am::request(dest, 1, i) : am::request_deferred(dest, 1, i);
+      CHECK_OR_RETURN(s == am::Status::ok, 2);
+    }
+  CHECK_OR_RETURN(am::wait_until([&] { return handled + bad >= kRequests * (procs - 1); }) == am::Status::ok, 3);
+  CHECK_OR_RETURN(am::wait_acknowledged() == am::Status::ok, 4);
+  CHECK_OR_RETURN(am::barrier() == am::Status::ok, 5);
+  CHECK_OR_RETURN(bad == 0 && handled == kRequests * (procs - 1), 6);
+  CHECK_OR_RETURN(!reliable || out_of_order == 0, 7);
+  const am::Counters c = am::counters();
+  CHECK_OR_RETURN(c.bundles_sent > 0 && c.bundles_sent * 4 < c.requests_sent, 8);
+  CHECK_OR_RETURN(am::disable() == am::Status::ok, 9);
+  return 0;
+}
+
+TEST(AmRanks, DeferredRequestsArriveOnceAndInOrderInBundles) {
+  set_reliability(true);
+  expect_all_zero(run_ranks(3, [](int rank) { return deferred_body(rank, true); }));
+}
+
+TEST(AmRanks, DeferredRequestsArriveOnceOverLossInBundles) {
+  set_reliability(false);
+  setenv("VIASTACK_FAULTS", "drop=0.05,dup=0.02,reorder=0.05,seed=5", 1);
+  auto status = run_ranks(3, [](int rank) { return deferred_body(rank, false); });
+  unsetenv("VIASTACK_FAULTS");
+  set_reliability(true);
+  expect_all_zero(status);
+}
+
+// am::flush sends a deferred request at once: rank 1 has it while rank 0,
+// which makes no AM call after the flush, sleeps.
+int flush_body(int rank) {
+  bool arrived = false;
+  am::set_handler(1, [&](am::Token, long) { arrived = true; });
+  CHECK_OR_RETURN(am::enable() == am::Status::ok, 1);
+  if (rank == 0) {
+    CHECK_OR_RETURN(am::request_deferred(1, 1, 7L) == am::Status::ok, 2);
+    am::flush();
+    std::this_thread::sleep_for(std::chrono::seconds(3));
+  } else {
+    const auto start = Clock::now();
+    CHECK_OR_RETURN(am::wait_until([&] { return arrived || Clock::now() - start > std::chrono::milliseconds(2500); }) ==
+                        am::Status::ok,
+                    3);
+    CHECK_OR_RETURN(arrived, 4);
+  }
+  CHECK_OR_RETURN(am::barrier() == am::Status::ok, 5);
+  CHECK_OR_RETURN(am::disable() == am::Status::ok, 6);
+  return 0;
+}
+
+TEST(AmRanks, FlushSendsDeferredRequestsAtOnce) { expect_all_zero(run_ranks(2, flush_body)); }
+
 // ---- bad input: a clear error, and the receiver goes on ----
 
 TEST(AmRanks, BadInputIsAClearErrorAndTheReceiverGoesOn) {

@@ -528,4 +528,65 @@ TEST(Wire, AcknowledgementsOnAMessage) {
   EXPECT_EQ(parse(buf, n, m), ParseError::bad_kind);
 }
 
+// A bundle: messages back to back in one frame, each but the last padded to
+// 8 bytes; read one at a time, every payload 8-byte aligned.
+TEST(Wire, BundlesOfMessagesInOneFrame) {
+  using namespace am::wire;
+  alignas(8) std::byte one[kMaxMessage], frame[3 * kMaxMessage];
+  const std::uint64_t args[kMaxArgs] = {11, 12, 13, 14};
+  const Ack ack{3, 9};
+  std::size_t used = 0;
+  // 16 + 8 + 3 = 27 bytes (padded to 32), 16 + 32 + 8 = 56, 16 + 8 + 5 = 29 (last: not padded).
+  used = append(frame, used, one, encode(one, Header{Kind::request, 1, 0, 0, 5, 0, 1, 3}, args, nullptr, "abc"));
+  used = append(frame, used, one, encode(one, Header{Kind::request, 4, 0, 1, 6, 1, 1, 0}, args, &ack, nullptr));
+  used = append(frame, used, one, encode(one, Header{Kind::reply, 1, 0, 0, 7, 2, 4, 5}, args, nullptr, "hello"));
+  ASSERT_EQ(used, 32u + 56u + 29u);
+  for (std::size_t i = 27; i < 32; ++i) EXPECT_EQ(frame[i], std::byte{0}) << "padding byte " << i;
+
+  FrameReader reader(frame, used);
+  Message m;
+  ASSERT_TRUE(reader.next(m));
+  EXPECT_EQ(m.header.handler, 5);
+  EXPECT_EQ(std::memcmp(m.payload, "abc", 3), 0);
+  ASSERT_TRUE(reader.next(m));
+  EXPECT_EQ(m.header.handler, 6);
+  EXPECT_EQ(m.args[3], 14u);
+  ASSERT_EQ(m.header.acks, 1);
+  EXPECT_EQ(m.ack(0).seq, 9u);
+  ASSERT_TRUE(reader.next(m));
+  EXPECT_EQ(m.header.kind, Kind::reply);
+  EXPECT_EQ(std::memcmp(m.payload, "hello", 5), 0);
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(m.payload) % 8, 0u);
+  EXPECT_FALSE(reader.next(m));
+  EXPECT_EQ(reader.error(), ParseError::none);
+
+  // One message alone is still exactly one message.
+  EXPECT_EQ(parse(frame, 27, m), ParseError::none);
+  EXPECT_EQ(parse(frame, 32, m), ParseError::bad_length);
+
+  auto read_all = [&](std::size_t len, unsigned& messages) {
+    FrameReader r(frame, len);
+    messages = 0;
+    for (Message x; r.next(x);) ++messages;
+    return r.error();
+  };
+  unsigned messages = 0;
+  // Cut inside the last message: the first two are read, then the error.
+  EXPECT_EQ(read_all(used - 1, messages), ParseError::bad_length);
+  EXPECT_EQ(messages, 2u);
+  // Bytes after the first message's padding that cannot hold a header.
+  EXPECT_EQ(read_all(32 + kHeaderBytes - 1, messages), ParseError::bad_length);
+  EXPECT_EQ(messages, 0u);
+  // Padding only, no next message.
+  EXPECT_EQ(read_all(30, messages), ParseError::bad_length);
+  EXPECT_EQ(messages, 0u);
+  // A malformed second message ends the frame there.
+  frame[32] = std::byte{0};
+  EXPECT_EQ(read_all(used, messages), ParseError::bad_kind);
+  EXPECT_EQ(messages, 1u);
+  // An empty frame is no message at all.
+  EXPECT_EQ(read_all(0, messages), ParseError::too_short);
+  EXPECT_EQ(messages, 0u);
+}
+
 }  // namespace

@@ -64,7 +64,8 @@ struct Delivery {
 };
 enum class HandlerKind { words, payload };
 Status set_handler(int index, HandlerKind kind, std::function<void(const Delivery&)> fn);
-Status send(bool reply, int dest, int handler, const Word* args, unsigned nargs, const void* payload, std::size_t bytes);
+Status send(bool reply, int dest, int handler, const Word* args, unsigned nargs, const void* payload, std::size_t bytes,
+            bool defer = false);
 struct Completion {
   bool done = false;
   Status status = Status::ok;
@@ -171,6 +172,18 @@ Status request(int dest, int handler, A... args) {
   const Word words[4] = {detail::to_word(args)...};
   return detail::send(false, dest, handler, words, sizeof...(A), nullptr, 0);
 }
+// As request, but the message may wait, bundled with other deferred ones to
+// `dest` into one frame, until the bundle is full or this process next polls,
+// waits, or sends `dest` a message that is not deferred (flush() sends every
+// bundle at once). Delivery is as reliable and as ordered as request's; it
+// saves a frame per message for streams of one-way messages (Split-C's puts
+// and stores), at the price of their leaving later.
+template <class... A>
+Status request_deferred(int dest, int handler, A... args) {
+  static_assert(sizeof...(A) <= 4, "at most 4 arguments");
+  const Word words[4] = {detail::to_word(args)...};
+  return detail::send(false, dest, handler, words, sizeof...(A), nullptr, 0, true);
+}
 template <class... A>
 Status request_payload(int dest, int handler, std::span<const std::byte> payload, A... args) {
   static_assert(sizeof...(A) <= 4, "at most 4 arguments");
@@ -205,6 +218,8 @@ std::size_t segment_size(int proc);
 Future store(int dest, const void* local, void* remote, std::size_t bytes, int handler = kNoHandler, Word arg = 0);
 Future get(int dest, const void* remote, void* local, std::size_t bytes, int handler = kNoHandler, Word arg = 0);
 int poll();
+// Sends the deferred messages waiting in bundles now.
+void flush();
 // Handles messages until pred() holds, as Future::wait does: polls, and
 // between messages sleeps in the NIC's wait rather than spinning. pred
 // usually reads what handlers set. Returns Status::ok once pred() holds;
