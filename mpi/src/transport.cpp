@@ -140,13 +140,18 @@ bool Transport::try_post(int peer, const WireHeader& header, std::span<const std
   if (p.closed) return true;  // the peer finalized; nothing it could still want
   WireHeader h = header;
   h.credits = std::uint16_t(std::min(p.owed_credits, 0xFFFF));
+  // Once the message is on its way: the credits it returns are paid, and it
+  // holds one of ours.
+  auto settle = [&] {
+    p.owed_credits -= h.credits;
+    if (needs_credit) --p.send_credits;
+  };
   // A small message leaves at once, copied by the VI; the rest, and any the
   // link has no room for now, go through a bounce buffer and a descriptor.
   if (sizeof h + payload.size() <= via::Vi::kMaxInlineSend) {
     const iovec iov[2] = {{&h, sizeof h}, {const_cast<std::byte*>(payload.data()), payload.size()}};
     if (p.vi->send_inline(iov, payload.empty() ? 1 : 2) == via::Result::success) {
-      p.owed_credits -= h.credits;
-      if (needs_credit) --p.send_credits;
+      settle();
       return true;
     }
   }
@@ -156,8 +161,7 @@ bool Transport::try_post(int peer, const WireHeader& header, std::span<const std
   const int bounce = free_bounces_.back();
   free_bounces_.pop_back();
   send_slots_[std::size_t(index)] = SendSlot{bounce, 0, false, 0};
-  p.owed_credits -= h.credits;
-  if (needs_credit) --p.send_credits;
+  settle();
   std::byte* buf = bounce_buffer(bounce);
   std::memcpy(buf, &h, sizeof h);
   if (!payload.empty()) std::memcpy(buf + sizeof h, payload.data(), payload.size());
