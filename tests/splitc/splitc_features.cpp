@@ -6,9 +6,11 @@
 #include <splitc/splitc.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <numeric>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -244,6 +246,30 @@ void collectives() {
   splitc::deallocate(mine);
 }
 
+// sync() waits for this rank's own gets, puts and stores, not for a peer that
+// computes without polling: after a barrier, rank 1 sleeps (no Split-C or AM
+// call) while the others get from it in bulk and sync. AM acknowledges the
+// barrier's own messages only when rank 1 next polls; a sync that waited for
+// every AM request to be acknowledged would wait out the sleep.
+void sync_does_not_wait_for_a_busy_peer() {
+  constexpr auto kBusy = std::chrono::milliseconds(1500);
+  splitc::spread_array<long> data(std::size_t(procs) * 1024, 1024);
+  for (std::size_t i = 0; i < 1024; ++i) data.local()[i] = value_of(i) + me;
+  splitc::barrier();
+  if (me == 1) {
+    std::this_thread::sleep_for(kBusy);
+  } else {
+    std::vector<long> got(1024);
+    const auto start = std::chrono::steady_clock::now();
+    splitc::bulk_get(got.data(), data.base(1), 1024);
+    splitc::sync();
+    const auto took = std::chrono::steady_clock::now() - start;
+    CHECK(took < kBusy / 2);
+    CHECK(got[1023] == value_of(1023) + 1);
+  }
+  splitc::barrier();
+}
+
 }  // namespace
 
 int main() {
@@ -260,6 +286,7 @@ int main() {
     bulk();
     atomics();
     collectives();
+    sync_does_not_wait_for_a_busy_peer();
     const int all = splitc::all_reduce_to_all(failures, splitc::reduce_op::sum);
     if (me == 0) std::printf("splitc_features: %d ranks, %s\n", procs, all ? "FAILED" : "all checks passed");
     return all ? 1 : 0;
