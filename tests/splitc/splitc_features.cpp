@@ -248,9 +248,10 @@ void collectives() {
 
 // sync() waits for this rank's own gets, puts and stores, not for a peer that
 // computes without polling: after a barrier, rank 1 sleeps (no Split-C or AM
-// call) while the others get from it in bulk and sync. AM acknowledges the
-// barrier's own messages only when rank 1 next polls; a sync that waited for
-// every AM request to be acknowledged would wait out the sleep.
+// call) while the others get in bulk from one another (not from rank 1: over
+// tcp a read is served by its target) and sync. AM acknowledges the barrier's
+// release (rank 0 sends it) only when rank 1 next polls; a sync that waited
+// for every AM request to be acknowledged would wait out the sleep on rank 0.
 void sync_does_not_wait_for_a_busy_peer() {
   constexpr auto kBusy = std::chrono::milliseconds(1500);
   splitc::spread_array<long> data(std::size_t(procs) * 1024, 1024);
@@ -259,13 +260,15 @@ void sync_does_not_wait_for_a_busy_peer() {
   if (me == 1) {
     std::this_thread::sleep_for(kBusy);
   } else {
+    int partner = (me + 1) % procs;
+    if (partner == 1) partner = (partner + 1) % procs;  // with 2 ranks: rank 0 itself
     std::vector<long> got(1024);
     const auto start = std::chrono::steady_clock::now();
-    splitc::bulk_get(got.data(), data.base(1), 1024);
+    splitc::bulk_get(got.data(), data.base(partner), 1024);
     splitc::sync();
     const auto took = std::chrono::steady_clock::now() - start;
     CHECK(took < kBusy / 2);
-    CHECK(got[1023] == value_of(1023) + 1);
+    CHECK(got[1023] == value_of(1023) + partner);
   }
   splitc::barrier();
 }
