@@ -660,6 +660,9 @@ void Runtime::handle_request(Peer& p, const wire::Message& m) {
   } else {
     p.filter.acknowledge(h.slot, services_);
     may_owe_acks_ = true;
+    // A barrier's messages are few, and the sender's wait_acknowledged must
+    // not depend on when this rank next polls: answered at once.
+    if (h.kind == wire::Kind::barrier) send_acks(p);
   }
 }
 

@@ -374,6 +374,26 @@ int flush_body(int rank) {
 
 TEST(AmRanks, FlushSendsDeferredRequestsAtOnce) { expect_all_zero(run_ranks(2, flush_body)); }
 
+// A barrier's messages are acknowledged at once: after it, wait_acknowledged
+// does not wait for a peer that computes without polling.
+int barrier_ack_body(int rank) {
+  constexpr auto kBusy = std::chrono::milliseconds(1500);
+  CHECK_OR_RETURN(am::enable() == am::Status::ok, 1);
+  CHECK_OR_RETURN(am::barrier() == am::Status::ok, 2);
+  if (rank == 1) {
+    std::this_thread::sleep_for(kBusy);
+  } else {
+    const auto start = Clock::now();
+    CHECK_OR_RETURN(am::wait_acknowledged() == am::Status::ok, 3);
+    CHECK_OR_RETURN(Clock::now() - start < kBusy / 2, 4);
+  }
+  CHECK_OR_RETURN(am::barrier() == am::Status::ok, 5);
+  CHECK_OR_RETURN(am::disable() == am::Status::ok, 6);
+  return 0;
+}
+
+TEST(AmRanks, BarrierMessagesAreAcknowledgedAtOnce) { expect_all_zero(run_ranks(2, barrier_ack_body)); }
+
 // ---- bad input: a clear error, and the receiver goes on ----
 
 TEST(AmRanks, BadInputIsAClearErrorAndTheReceiverGoesOn) {
