@@ -446,7 +446,7 @@ void Runtime::block_until(Pred&& pred) {
   while (!pred()) {
     flush_all();  // what we wait for may be an answer to a deferred message
     if (service() > 0) continue;
-    if (pred()) return;
+    if (pred()) break;
     // Nothing to handle: about to sleep, so what the peers are owed goes now.
     flush_all();
     if (may_owe_acks_) send_all_acks();
@@ -455,6 +455,10 @@ void Runtime::block_until(Pred&& pred) {
     // 20 ms checks them here (a clock read is not worth making on every wait).
     if (nic_->wait([&] { return handle() > 0 || pred(); }, 20) == via::Result::timeout) check_timers();
   }
+  // Back to the program, which may compute for long without an AM call, while
+  // a peer waits for what it is owed (a store's completion, a barrier's
+  // acknowledgement): that goes now.
+  if (may_owe_acks_) send_all_acks();
 }
 
 void Runtime::on_send_complete(std::uint32_t di, VIP_DESCRIPTOR* d) {
@@ -660,9 +664,6 @@ void Runtime::handle_request(Peer& p, const wire::Message& m) {
   } else {
     p.filter.acknowledge(h.slot, services_);
     may_owe_acks_ = true;
-    // A barrier's messages are few, and the sender's wait_acknowledged must
-    // not depend on when this rank next polls: answered at once.
-    if (h.kind == wire::Kind::barrier) send_acks(p);
   }
 }
 

@@ -374,25 +374,36 @@ int flush_body(int rank) {
 
 TEST(AmRanks, FlushSendsDeferredRequestsAtOnce) { expect_all_zero(run_ranks(2, flush_body)); }
 
-// A barrier's messages are acknowledged at once: after it, wait_acknowledged
-// does not wait for a peer that computes without polling.
-int barrier_ack_body(int rank) {
+// What a rank owes leaves when its wait ends: after a barrier, and after a
+// wait for a one-way request, the sender's wait_acknowledged does not wait
+// for a peer that then computes without polling.
+int acks_when_a_wait_ends_body(int rank) {
   constexpr auto kBusy = std::chrono::milliseconds(1500);
+  bool arrived = false;
+  am::set_handler(1, [&](am::Token) { arrived = true; });  // one-way: no reply
   CHECK_OR_RETURN(am::enable() == am::Status::ok, 1);
-  CHECK_OR_RETURN(am::barrier() == am::Status::ok, 2);
-  if (rank == 1) {
-    std::this_thread::sleep_for(kBusy);
-  } else {
-    const auto start = Clock::now();
-    CHECK_OR_RETURN(am::wait_acknowledged() == am::Status::ok, 3);
-    CHECK_OR_RETURN(Clock::now() - start < kBusy / 2, 4);
+  for (int round = 0; round < 2; ++round) {
+    if (round == 0) {
+      CHECK_OR_RETURN(am::barrier() == am::Status::ok, 2);
+    } else if (rank == 0) {
+      CHECK_OR_RETURN(am::request(1, 1) == am::Status::ok, 3);
+    } else {
+      CHECK_OR_RETURN(am::wait_until([&] { return arrived; }) == am::Status::ok, 4);
+    }
+    if (rank == 1) {
+      std::this_thread::sleep_for(kBusy);
+    } else {
+      const auto start = Clock::now();
+      CHECK_OR_RETURN(am::wait_acknowledged() == am::Status::ok, 5);
+      CHECK_OR_RETURN(Clock::now() - start < kBusy / 2, 6 + round);
+    }
+    CHECK_OR_RETURN(am::barrier() == am::Status::ok, 8);
   }
-  CHECK_OR_RETURN(am::barrier() == am::Status::ok, 5);
-  CHECK_OR_RETURN(am::disable() == am::Status::ok, 6);
+  CHECK_OR_RETURN(am::disable() == am::Status::ok, 9);
   return 0;
 }
 
-TEST(AmRanks, BarrierMessagesAreAcknowledgedAtOnce) { expect_all_zero(run_ranks(2, barrier_ack_body)); }
+TEST(AmRanks, AcknowledgementsLeaveWhenAWaitEnds) { expect_all_zero(run_ranks(2, acks_when_a_wait_ends_body)); }
 
 // ---- bad input: a clear error, and the receiver goes on ----
 
