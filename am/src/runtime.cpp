@@ -496,7 +496,6 @@ void Runtime::on_receive(Peer& p, std::uint32_t di, VIP_DESCRIPTOR* d) {
   ++dispatching_;
   dispatch(p, buffer(di), d->CS.Length);
   --dispatching_;
-  flush(p);  // the replies
   if (p.reposts.size() + dispatching_ < kLateReposts)
     p.reposts.push_back(di);
   else
@@ -513,7 +512,9 @@ void Runtime::repost(Peer& p, std::uint32_t di) {
 // Handles the messages of one frame in order.
 void Runtime::dispatch(Peer& p, std::byte* data, std::size_t length) {
   wire::FrameReader frame(data, length);
+  const bool outer = more_in_frame_;  // handlers may poll, and dispatch other frames
   for (wire::Message m; frame.next(m);) {
+    more_in_frame_ = !frame.at_end();
     ++counters_.messages_received;
     // Acknowledgements first: they answer requests older than this message.
     for (unsigned i = 0; i < m.header.acks; ++i) handle_ack(p, m.ack(i));
@@ -523,6 +524,10 @@ void Runtime::dispatch(Peer& p, std::byte* data, std::size_t length) {
       default: handle_request(p, m); break;
     }
   }
+  more_in_frame_ = outer;
+  // Answers to a bundle whose last request had none, or that a malformed
+  // message cut short.
+  if (p.bundle_desc != kNoBundle) flush(p);
   if (frame.error() != wire::ParseError::none)
     std::fprintf(stderr, "am: rank %d: dropped a malformed message from rank %d (and the rest of its frame): %s\n", me_,
                  p.rank, wire::describe(frame.error()));
@@ -557,8 +562,8 @@ void Runtime::send_reply(Peer& p, std::uint16_t slot, std::uint32_t seq, std::ui
   const wire::Header h{wire::Kind::reply, std::uint8_t(nargs), status, 0, handler, slot, seq, std::uint32_t(bytes)};
   p.reply_length[slot] = compose(p, di, h, args, payload);
   ++counters_.replies_sent;
-  // Deferred: the replies to one frame's requests leave together, once it is handled.
-  post_send(p, di, p.reply_length[slot], true);
+  // The replies to a bundle's requests leave together, with the last one's.
+  post_send(p, di, p.reply_length[slot], more_in_frame_);
   p.filter.replied(slot);
 }
 

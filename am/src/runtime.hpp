@@ -233,6 +233,7 @@ class Runtime {
   unsigned dispatching_ = 0;  // receives being handled (handlers may poll)
   unsigned services_ = 0;
   unsigned open_bundles_ = 0;
+  bool more_in_frame_ = false;  // the message being handled has others after it in its frame
   bool vi_error_ = false;
   bool may_owe_acks_ = false;  // some peer may be owed acknowledgements (cleared by send_all_acks)
   bool disabling_ = false;

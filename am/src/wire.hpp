@@ -142,6 +142,8 @@ class FrameReader {
     return true;
   }
   ParseError error() const { return error_; }
+  // No message left after the last one next() gave.
+  bool at_end() const { return at_ >= len_; }
 
  private:
   const std::byte* data_;

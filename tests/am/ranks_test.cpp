@@ -301,13 +301,15 @@ TEST(AmRanks, SmallestDepthsNeverRunOutOfReceives) {
 // ---- deferred requests, sent in bundles ----
 
 // Every rank streams deferred requests to every other, with a plain request
-// now and then (it leaves behind the bundle it joins). Each is handled exactly
-// once and, on reliable VIs, in the order sent; they travelled in bundles.
+// now and then (it leaves behind the bundle it joins); one in four is
+// answered by a reply (replies to a bundle go back in one). Each request is
+// handled exactly once and, on reliable VIs, in the order sent; each reply
+// arrives once; they travelled in bundles.
 int deferred_body(int rank, bool reliable) {
   constexpr long kRequests = 20000;
-  std::vector<std::vector<unsigned char>> seen(8, std::vector<unsigned char>(kRequests));
+  std::vector<std::vector<unsigned char>> seen(8, std::vector<unsigned char>(kRequests)), answered = seen;
   std::vector<long> next(8, 0);
-  long handled = 0, out_of_order = 0, bad = 0;
+  long handled = 0, replies = 0, out_of_order = 0, bad = 0;
   am::set_handler(1, [&](am::Token t, long i) {
     if (t.src() < 0 || t.src() >= 8 || i < 0 || i >= kRequests || ++seen[std::size_t(t.src())][std::size_t(i)] > 1) {
       ++bad;
@@ -316,6 +318,14 @@ int deferred_body(int rank, bool reliable) {
     if (i != next[std::size_t(t.src())]) ++out_of_order;
     next[std::size_t(t.src())] = i + 1;
     ++handled;
+    if (i % 4 == 0 && t.reply(2, i) != am::Status::ok) ++bad;
+  });
+  am::set_handler(2, [&](am::Token t, long i) {
+    if (t.src() < 0 || t.src() >= 8 || i < 0 || i >= kRequests || i % 4 ||
+        ++answered[std::size_t(t.src())][std::size_t(i)] > 1)
+      ++bad;
+    else
+      ++replies;
   });
   CHECK_OR_RETURN(am::enable() == am::Status::ok, 1);
   const int procs = am::procs();
@@ -328,7 +338,7 @@ int deferred_body(int rank, bool reliable) {
   CHECK_OR_RETURN(am::wait_until([&] { return handled + bad >= kRequests * (procs - 1); }) == am::Status::ok, 3);
   CHECK_OR_RETURN(am::wait_acknowledged() == am::Status::ok, 4);
   CHECK_OR_RETURN(am::barrier() == am::Status::ok, 5);
-  CHECK_OR_RETURN(bad == 0 && handled == kRequests * (procs - 1), 6);
+  CHECK_OR_RETURN(bad == 0 && handled == kRequests * (procs - 1) && replies == kRequests / 4 * (procs - 1), 6);
   CHECK_OR_RETURN(!reliable || out_of_order == 0, 7);
   const am::Counters c = am::counters();
   CHECK_OR_RETURN(c.bundles_sent > 0 && c.bundles_sent * 4 < c.requests_sent, 8);
