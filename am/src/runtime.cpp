@@ -447,8 +447,8 @@ void Runtime::block_until(Pred&& pred) {
     flush_all();  // what we wait for may be an answer to a deferred message
     if (service() > 0) continue;
     if (pred()) break;
-    // Nothing to handle: about to sleep, so what the peers are owed goes now.
-    flush_all();
+    // Nothing to handle: about to sleep, so what the peers are owed goes now
+    // (the bundles went above, and no handler has run since).
     if (may_owe_acks_) send_all_acks();
     // The NIC's wait runs its progress before each check: handle() is enough.
     // Timers: handle() checks them now and then; a wait that saw nothing for

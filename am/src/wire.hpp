@@ -155,7 +155,7 @@ class FrameReader {
 // Appends a message of `length` bytes to a bundle of `used` bytes in `buf`,
 // after zero padding; returns the bundle's new length.
 inline std::size_t append(std::byte* buf, std::size_t used, const std::byte* message, std::size_t length) {
-  const std::size_t at = used ? padded(used) : 0;
+  const std::size_t at = padded(used);
   std::memset(buf + used, 0, at - used);
   std::memcpy(buf + at, message, length);
   return at + length;

@@ -8,9 +8,9 @@
 
 #include <algorithm>
 #include <bit>
-#include <utility>
 #include <cstdlib>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "heap.hpp"
@@ -66,7 +66,7 @@ struct State {
   bool puts_unsynced = false;            // puts or stores sent since the last sync
   std::vector<am::Future> bulk_in_flight;
   std::uint64_t stored_bytes = 0;        // store bytes arrived here, not yet taken by store_sync
-  unsigned local_ops = 0;                 // local gets, puts and stores (poll_now_and_then)
+  unsigned local_ops = 0;                // local gets, puts and stores (poll_now_and_then)
   std::string failure;                   // a returned message: the next wait throws it
   unsigned contributions = 0;            // rank 0: reduction inputs received
   Word accumulator = 0;
@@ -280,6 +280,15 @@ void poll_now_and_then() {
   if (++state.local_ops % kLocalOpsPerPoll == 0) am::poll();
 }
 
+void send_value(int handler, int proc, std::uintptr_t remote, const void* value, std::size_t bytes) {
+  state.puts_unsynced = true;
+  Word words[2] = {0, 0};
+  std::memcpy(words, value, bytes);
+  // Deferred: a put or store is complete only at sync (or the owner's
+  // store_sync), which waits and so sends it; until then it may wait for
+  // others to the same rank and leave with them in one frame.
+  check(am::request_deferred(proc, handler, remote, Word(bytes), words[0], words[1]), handler == kPut ? "put" : "store");
+}
 }  // namespace
 
 void get(int proc, std::uintptr_t remote, void* local, std::size_t bytes) {
@@ -293,18 +302,6 @@ void get(int proc, std::uintptr_t remote, void* local, std::size_t bytes) {
   // Deferred, as puts and stores: sync waits for the reply, and so sends it.
   check(am::request_deferred(proc, kGet, remote, Word(bytes), reinterpret_cast<std::uintptr_t>(local)), "get");
 }
-
-namespace {
-void send_value(int handler, int proc, std::uintptr_t remote, const void* value, std::size_t bytes) {
-  state.puts_unsynced = true;
-  Word words[2] = {0, 0};
-  std::memcpy(words, value, bytes);
-  // Deferred: a put or store is complete only at sync (or the owner's
-  // store_sync), which waits and so sends it; until then it may wait for
-  // others to the same rank and leave with them in one frame.
-  check(am::request_deferred(proc, handler, remote, Word(bytes), words[0], words[1]), handler == kPut ? "put" : "store");
-}
-}  // namespace
 
 void put(int proc, std::uintptr_t remote, const void* value, std::size_t bytes) {
   check_enabled();
