@@ -145,7 +145,7 @@ typedef struct {
   uint64_t bytes_got;
   uint64_t acks_sent; /* acknowledgements of requests whose handlers did not reply */
   uint64_t ack_messages_sent; /* messages sent only to carry acknowledgements */
-  uint64_t bundles_sent; /* frames that carried several messages (deferred requests, replies) */
+  uint64_t bundles_sent; /* bundles of deferred requests sent, each one message and one credit */
 } am_counters_t;
 void am_get_counters(am_counters_t* out);
 

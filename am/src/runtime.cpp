@@ -27,13 +27,9 @@ constexpr std::uint32_t kLateReposts = 4;
 // add no receives at the peer: every acknowledgement in flight answers one
 // of its open requests, as a reply would.
 constexpr std::uint32_t kAckDescs = 4;
-// Buffers per peer for bundles of deferred messages, used in turn: one being
-// filled while the last ones sent may still be on their way.
-constexpr std::uint32_t kBundleDescs = 4;
-// A bundle leaves once it holds this many messages. Below the window (32 by
-// default), so that the peer is handling one bundle, and acknowledging it,
-// while the next fills.
-constexpr std::uint32_t kBundleMessages = 16;
+// A bundle of deferred requests leaves once it holds this many (or once
+// the next does not fit in am_max_size() bytes).
+constexpr std::uint32_t kBundleItems = 32;
 // Service passes an owed acknowledgement may wait for a message to ride on
 // before it goes out alone: a program that keeps making AM calls without
 // ever waiting still answers its peers.
@@ -49,6 +45,14 @@ void print_returned(const Returned& r) {
   std::fprintf(stderr, "am: message to rank %d (handler %d) returned: %s\n", r.dest, r.handler, r.description);
 }
 std::function<void(const Returned&)> error_handler = print_returned;
+
+// The handler at `index` if it takes a message with `payload_bytes` bytes.
+const HandlerEntry* message_handler(std::uint16_t index, std::uint32_t payload_bytes) {
+  if (index >= AM_MAX_HANDLERS) return nullptr;
+  const HandlerEntry& e = handlers[index];
+  return e.type == HandlerEntry::Type::payload || (e.type == HandlerEntry::Type::words && payload_bytes == 0) ? &e
+                                                                                                           : nullptr;
+}
 
 const char* cause_text(int cause) {
   switch (cause) {
@@ -153,12 +157,11 @@ Status Runtime::start() {
                  "register the segment")) != Status::ok)
     return s;
 
-  // Arena: per peer `depth` request buffers, `depth` reply buffers,
-  // kAckDescs acknowledgement buffers, kBundleDescs bundle buffers and
+  // Arena: per peer `depth` request buffers (a bundle is written in its
+  // slot's), `depth` reply buffers, kAckDescs acknowledgement buffers and
   // 2 x depth receive buffers (a peer has at most depth requests and depth
-  // answers on the way to us, bundled or not) plus kLateReposts, and RDMA
-  // descriptors.
-  const std::uint32_t per_peer = 4u * depth_ + kAckDescs + kBundleDescs + kLateReposts;
+  // answers on the way to us) plus kLateReposts, and RDMA descriptors.
+  const std::uint32_t per_peer = 4u * depth_ + kAckDescs + kLateReposts;
   const std::uint32_t buffers = per_peer * std::uint32_t(size);
   const std::uint32_t descs = buffers + kRdmaDescs;
   arena_bytes_ = (std::size_t(descs) * kDescStride + std::size_t(buffers) * kBufBytes + 4095) / 4096 * 4096;
@@ -185,20 +188,18 @@ Status Runtime::start() {
   attrs.rdma_read = config_.reliability == Reliability::reliable;
   const via::NetAddress local{{}, {'a', 'm'}};
   for (int r = 0; r < size; ++r) {
-    // A VI's sends: its request, reply, acknowledgement and bundle buffers,
-    // and at most every RDMA descriptor; its receives: every receive buffer.
+    // A VI's sends: its request, reply and acknowledgement buffers, and at
+    // most every RDMA descriptor; its receives: every receive buffer.
     peers_.push_back(std::make_unique<Peer>(r, depth_, policy_, kMaxAckDelayPasses,
-                                            2u * depth_ + kAckDescs + kBundleDescs + kRdmaDescs,
-                                            2u * depth_ + kLateReposts));
+                                            2u * depth_ + kAckDescs + kRdmaDescs, 2u * depth_ + kLateReposts));
     Peer& p = *peers_.back();
     p.first_desc = per_peer * std::uint32_t(r);
-    const std::uint32_t first_bundle = 2u * depth_ + kAckDescs, first_receive = first_bundle + kBundleDescs;
+    const std::uint32_t first_receive = 2u * depth_ + kAckDescs;
     for (std::uint32_t i = 0; i < per_peer; ++i) {
-      const Role role = i < depth_                ? Role::request
-                        : i < 2u * depth_         ? Role::reply
-                        : i < first_bundle        ? Role::ack
-                        : i < first_receive       ? Role::bundle
-                                                  : Role::receive;
+      const Role role = i < depth_          ? Role::request
+                        : i < 2u * depth_   ? Role::reply
+                        : i < first_receive ? Role::ack
+                                            : Role::receive;
       desc_info_[p.first_desc + i] = DescInfo{role, std::uint16_t(r), std::uint16_t(i % depth_)};
     }
     if (r == me_) {
@@ -261,58 +262,53 @@ std::size_t Runtime::segment_size(int proc) const { return proc >= 0 && proc < p
 
 // ---- I/O ----
 
-std::uint32_t Runtime::bundle_desc(const Peer& p, std::uint32_t i) const { return ack_desc(p, kAckDescs + i); }
-
-// Sends the message in buffer `di` to p. A deferred one joins p's bundle and
-// leaves with it (once the bundle is full, or at the next flush); any other
-// leaves at once, behind what the bundle holds.
-bool Runtime::post_send(Peer& p, std::uint32_t di, std::uint32_t length, bool defer) {
+// Sends the message in buffer `di` to p.
+bool Runtime::post_send(Peer& p, std::uint32_t di, std::uint32_t length) {
   if (!p.vi) {
     std::byte* buf = buffer(di);
     loopback_.emplace_back(buf, buf + length);
     return true;
   }
-  if (p.failed) return false;
-  if (!defer && p.bundle_desc == kNoBundle) return send_frame(p, di, length);
-  add_to_bundle(p, di, length);
-  if (!defer || p.bundle_messages >= kBundleMessages) flush(p);
+  return !p.failed && send_frame(p, di, length);
+}
+
+// Polls until p has a credit for a request; false if p failed meanwhile.
+bool Runtime::await_credit(Peer& p) {
+  if (!p.window.has_credit()) {
+    ++counters_.credit_stalls;
+    block_until([&] { return p.window.has_credit() || p.failed; });
+  }
   return !p.failed;
 }
 
-// Copies the message in buffer `di` into p's bundle, opening one (or sending
-// the open one first, when the message does not fit).
-void Runtime::add_to_bundle(Peer& p, std::uint32_t di, std::uint32_t length) {
-  while (!p.failed) {
-    if (p.bundle_desc != kNoBundle) {
-      if (wire::padded(p.bundle_bytes) + length <= kBufBytes) {
-        p.bundle_bytes = std::uint32_t(wire::append(buffer(p.bundle_desc), p.bundle_bytes, buffer(di), length));
-        ++p.bundle_messages;
-        return;
-      }
-      flush(p);
-      continue;
-    }
-    const std::uint32_t bi = bundle_desc(p, p.next_bundle_desc);
-    if (desc_info_[bi].posted) {
-      wait_send_free(p, bi);  // handlers run meanwhile may open a bundle of their own: look again
-      continue;
-    }
-    p.next_bundle_desc = (p.next_bundle_desc + 1) % kBundleDescs;
-    p.bundle_desc = bi;
-    p.bundle_bytes = 0;
-    p.bundle_messages = 0;
-    ++open_bundles_;
-  }
+// Opens an empty bundle to p in a request slot of its own; false if p
+// failed meanwhile.
+bool Runtime::open_bundle(Peer& p) {
+  if (!await_credit(p)) return false;
+  const std::uint16_t slot = p.window.open();
+  p.sent[slot] = Sent{Purpose::bundle};
+  const std::uint32_t di = request_desc(p, slot);
+  if (desc_info_[di].posted) wait_send_free(p, di);
+  if (p.failed) return false;
+  flush(p);  // one that a handler run during the wait opened
+  p.bundle_slot = slot;
+  p.bundle_bytes = 0;
+  p.bundle_items = 0;
+  ++open_bundles_;
+  return true;
 }
 
-// Sends p's bundle, if one is open.
+// Sends p's bundle, if one is open: its header goes in front of its items.
 void Runtime::flush(Peer& p) {
-  if (p.bundle_desc == kNoBundle) return;
-  const std::uint32_t bi = std::exchange(p.bundle_desc, kNoBundle);
+  if (p.bundle_slot == kNoBundle) return;
+  const auto slot = std::uint16_t(std::exchange(p.bundle_slot, kNoBundle));
   --open_bundles_;
-  if (p.failed) return;
-  if (p.bundle_messages > 1) ++counters_.bundles_sent;
-  send_frame(p, bi, p.bundle_bytes);
+  const std::uint32_t di = request_desc(p, slot);
+  const wire::Header h{wire::Kind::bundle, 0, 0, 0, wire::kNoHandler, slot, p.window.seq(slot), p.bundle_bytes};
+  std::memcpy(buffer(di), &h, wire::kHeaderBytes);
+  p.sent[slot].length = std::uint32_t(wire::kHeaderBytes) + p.bundle_bytes;
+  ++counters_.bundles_sent;
+  post_send(p, di, p.sent[slot].length);
 }
 
 void Runtime::flush_all() {
@@ -509,40 +505,30 @@ void Runtime::repost(Peer& p, std::uint32_t di) {
     fail_peer(p, AM_E_UNREACHABLE, "cannot re-post a receive to the peer's VI");
 }
 
-// Handles the messages of one frame in order.
+// Handles the message of one frame.
 void Runtime::dispatch(Peer& p, std::byte* data, std::size_t length) {
-  wire::FrameReader frame(data, length);
-  const bool outer = more_in_frame_;  // handlers may poll, and dispatch other frames
-  for (wire::Message m; frame.next(m);) {
-    more_in_frame_ = !frame.at_end();
-    ++counters_.messages_received;
-    // Acknowledgements first: they answer requests older than this message.
-    for (unsigned i = 0; i < m.header.acks; ++i) handle_ack(p, m.ack(i));
-    switch (m.header.kind) {
-      case wire::Kind::reply: handle_reply(p, m); break;
-      case wire::Kind::ack: break;
-      default: handle_request(p, m); break;
-    }
+  wire::Message m;
+  if (const wire::ParseError e = wire::parse(data, length, m); e != wire::ParseError::none) {
+    std::fprintf(stderr, "am: rank %d: dropped a malformed message from rank %d: %s\n", me_, p.rank, wire::describe(e));
+    return;
   }
-  more_in_frame_ = outer;
-  // Answers to a bundle whose last request had none, or that a malformed
-  // message cut short.
-  if (p.bundle_desc != kNoBundle) flush(p);
-  if (frame.error() != wire::ParseError::none)
-    std::fprintf(stderr, "am: rank %d: dropped a malformed message from rank %d (and the rest of its frame): %s\n", me_,
-                 p.rank, wire::describe(frame.error()));
+  // A bundle and a bundle's answer count the requests and replies they carry.
+  if (m.header.kind != wire::Kind::bundle && m.header.handler != wire::kBundleReply) ++counters_.messages_received;
+  // Acknowledgements first: they answer requests older than this message.
+  for (unsigned i = 0; i < m.header.acks; ++i) handle_ack(p, m.ack(i));
+  switch (m.header.kind) {
+    case wire::Kind::reply: handle_reply(p, m); break;
+    case wire::Kind::ack: break;
+    default: handle_request(p, m); break;
+  }
 }
 
 // ---- sending ----
 
 Status Runtime::send_request(Peer& p, wire::Kind kind, std::uint16_t handler, const Word* args, unsigned nargs,
-                             const void* payload, std::size_t bytes, const Sent& sent, bool defer) {
-  if (p.failed) return error(Status::unreachable, "rank " + std::to_string(p.rank) + " is unreachable");
-  if (!p.window.has_credit()) {
-    ++counters_.credit_stalls;
-    block_until([&] { return p.window.has_credit() || p.failed; });
-    if (p.failed) return error(Status::unreachable, "rank " + std::to_string(p.rank) + " is unreachable");
-  }
+                             const void* payload, std::size_t bytes, const Sent& sent) {
+  if (p.failed || !await_credit(p))
+    return error(Status::unreachable, "rank " + std::to_string(p.rank) + " is unreachable");
   const std::uint16_t slot = p.window.open();
   const std::uint32_t di = request_desc(p, slot);
   if (desc_info_[di].posted) wait_send_free(p, di);
@@ -551,7 +537,29 @@ Status Runtime::send_request(Peer& p, wire::Kind kind, std::uint16_t handler, co
   s = sent;
   s.length = compose(p, di, h, args, payload);
   ++counters_.requests_sent;
-  post_send(p, di, s.length, defer);
+  flush(p);  // the deferred requests before it stay before it
+  post_send(p, di, s.length);
+  return Status::ok;
+}
+
+// Writes a deferred request into p's bundle, sending the bundle first when
+// it is full (and polling then, as a request does).
+Status Runtime::send_deferred(Peer& p, std::uint16_t handler, const Word* args, unsigned nargs) {
+  const auto bytes = std::uint32_t(wire::item_bytes(nargs, 0));
+  while (p.bundle_slot == kNoBundle || p.bundle_items == kBundleItems || p.bundle_bytes + bytes > wire::kMaxPayload) {
+    if (p.bundle_slot != kNoBundle) {
+      flush(p);
+      service();
+    } else if (p.failed || !open_bundle(p)) {
+      return error(Status::unreachable, "rank " + std::to_string(p.rank) + " is unreachable");
+    }
+  }
+  std::byte* at = buffer(request_desc(p, std::uint16_t(p.bundle_slot))) + wire::kHeaderBytes + p.bundle_bytes;
+  wire::encode_item(at, wire::ItemHeader{handler, std::uint8_t(nargs), 0, std::uint16_t(p.bundle_items), 0}, args,
+                    nullptr);
+  p.bundle_bytes += bytes;
+  ++p.bundle_items;
+  ++counters_.requests_sent;
   return Status::ok;
 }
 
@@ -562,9 +570,27 @@ void Runtime::send_reply(Peer& p, std::uint16_t slot, std::uint32_t seq, std::ui
   const wire::Header h{wire::Kind::reply, std::uint8_t(nargs), status, 0, handler, slot, seq, std::uint32_t(bytes)};
   p.reply_length[slot] = compose(p, di, h, args, payload);
   ++counters_.replies_sent;
-  // The replies to a bundle's requests leave together, with the last one's.
-  post_send(p, di, p.reply_length[slot], more_in_frame_);
+  post_send(p, di, p.reply_length[slot]);
   p.filter.replied(slot);
+}
+
+// Adds a reply (or a refusal: status set) to the request of a bundle that
+// ctx runs, to the items in the slot's reply buffer that the bundle's
+// answer carries.
+Status Runtime::add_bundle_reply(HandlerContext& ctx, std::uint16_t handler, std::uint8_t status, const Word* args,
+                                 unsigned nargs, const void* payload, std::size_t bytes) {
+  const std::size_t length = wire::item_bytes(nargs, bytes);
+  if (ctx.reply_bytes + length > wire::kMaxPayload)
+    return error(Status::too_large,
+                 "the replies to one bundle of deferred requests travel in one message of am_max_size() bytes, and "
+                 "this one does not fit: reply with large payloads to requests that are not deferred");
+  Peer& p = *ctx.peer;
+  const std::uint32_t di = reply_desc(p, ctx.slot);
+  if (ctx.reply_bytes == 0 && desc_info_[di].posted) wait_send_free(p, di);
+  const wire::ItemHeader h{handler, std::uint8_t(nargs), status, ctx.item, std::uint16_t(bytes)};
+  ctx.reply_bytes += std::uint32_t(wire::encode_item(buffer(di) + wire::kHeaderBytes + ctx.reply_bytes, h, args, payload));
+  if (!status) ++counters_.replies_sent;
+  return Status::ok;
 }
 
 // Encodes a message to p into buffer `di`, carrying as many of the
@@ -612,15 +638,20 @@ Status Runtime::send(bool reply, int dest, int handler, const Word* args, unsign
     if (!ctx || !ctx->may_reply) return error(Status::not_in_handler, "a reply is allowed only inside a request handler");
     if (ctx->replied) return error(Status::not_in_handler, "a request handler may reply only once");
     if (dest != ctx->peer->rank) return error(Status::bad_arg, "a reply goes only to the requester");
+    if (ctx->in_bundle) {
+      const Status s = add_bundle_reply(*ctx, std::uint16_t(handler), 0, args, nargs, payload, bytes);
+      ctx->replied = s == Status::ok;
+      return s;
+    }
     ctx->replied = true;
     send_reply(*ctx->peer, ctx->slot, ctx->seq, 0, std::uint16_t(handler), args, nargs, payload, bytes);
     return Status::ok;
   }
-  const Status s = send_request(*peers_[dest], wire::Kind::request, std::uint16_t(handler), args, nargs, payload, bytes,
-                                Sent{}, defer);
-  // Every request also polls, after sending so that the request is not kept
-  // waiting; a deferred one only when its bundle left.
-  if (!defer || peers_[dest]->bundle_desc == kNoBundle) service();
+  Peer& p = *peers_[dest];
+  if (defer && p.vi && !bytes) return send_deferred(p, std::uint16_t(handler), args, nargs);
+  const Status s = send_request(p, wire::Kind::request, std::uint16_t(handler), args, nargs, payload, bytes, Sent{});
+  // Every request also polls, after sending so that the request is not kept waiting.
+  service();
   return s;
 }
 
@@ -678,13 +709,14 @@ std::uint8_t Runtime::run_request(Peer& p, const wire::Message& m, HandlerContex
   std::byte* payload = const_cast<std::byte*>(m.payload);
   switch (h.kind) {
     case wire::Kind::request: {
-      const HandlerEntry* entry = h.handler < AM_MAX_HANDLERS ? &handlers[h.handler] : nullptr;
-      if (!entry || !(entry->type == HandlerEntry::Type::payload ||
-                      (entry->type == HandlerEntry::Type::words && h.payload_bytes == 0)))
-        return AM_E_BADHANDLER;
+      const HandlerEntry* entry = message_handler(h.handler, h.payload_bytes);
+      if (!entry) return AM_E_BADHANDLER;
       entry->message(Delivery{p.rank, h.nargs, m.args, payload, h.payload_bytes});
       return 0;
     }
+    case wire::Kind::bundle:
+      run_bundle(p, m, ctx);
+      return 0;
     case wire::Kind::store_data:
     case wire::Kind::store_done: {
       const std::uint64_t addr = m.args[0];
@@ -733,6 +765,35 @@ std::uint8_t Runtime::run_request(Peer& p, const wire::Message& m, HandlerContex
   return AM_E_BADLENGTH;
 }
 
+// Runs a bundle's requests in order. Their replies, and the refusals of
+// requests naming no handler, go back together as the bundle's reply; with
+// none, the bundle is acknowledged as one request.
+void Runtime::run_bundle(Peer& p, const wire::Message& m, HandlerContext& ctx) {
+  ctx.in_bundle = true;
+  wire::ItemReader items(m.payload, m.header.payload_bytes);
+  for (wire::Item it; items.next(it); ++ctx.item) {
+    ++counters_.messages_received;
+    ctx.replied = false;
+    const HandlerEntry* entry = message_handler(it.header.handler, it.header.payload_bytes);
+    if (!entry) {
+      add_bundle_reply(ctx, wire::kNoHandler, AM_E_BADHANDLER, nullptr, 0, nullptr, 0);
+      continue;
+    }
+    entry->message(Delivery{p.rank, it.header.nargs, it.args, const_cast<std::byte*>(it.payload), it.header.payload_bytes});
+  }
+  if (items.error() != wire::ParseError::none)
+    std::fprintf(stderr, "am: rank %d: dropped a malformed request in a bundle from rank %d, and the rest of it: %s\n",
+                 me_, p.rank, wire::describe(items.error()));
+  ctx.replied = ctx.reply_bytes > 0;
+  if (!ctx.replied) return;
+  const std::uint32_t di = reply_desc(p, ctx.slot);
+  const wire::Header h{wire::Kind::reply, 0, 0, 0, wire::kBundleReply, ctx.slot, ctx.seq, ctx.reply_bytes};
+  std::memcpy(buffer(di), &h, wire::kHeaderBytes);
+  p.reply_length[ctx.slot] = std::uint32_t(wire::kHeaderBytes) + ctx.reply_bytes;
+  post_send(p, di, p.reply_length[ctx.slot]);
+  p.filter.replied(ctx.slot);
+}
+
 void Runtime::handle_reply(Peer& p, const wire::Message& m) {
   const wire::Header& h = m.header;
   if (!p.window.close(h.slot, h.seq)) {
@@ -744,9 +805,8 @@ void Runtime::handle_reply(Peer& p, const wire::Message& m) {
   switch (s.purpose) {
     case Purpose::user: {
       if (h.handler == wire::kNoHandler) return;
-      const HandlerEntry* entry = h.handler < AM_MAX_HANDLERS ? &handlers[h.handler] : nullptr;
-      if (!entry || !(entry->type == HandlerEntry::Type::payload ||
-                      (entry->type == HandlerEntry::Type::words && h.payload_bytes == 0))) {
+      const HandlerEntry* entry = message_handler(h.handler, h.payload_bytes);
+      if (!entry) {
         std::fprintf(stderr, "am: rank %d: a reply from rank %d names handler %u, not registered here for it\n", me_,
                      p.rank, h.handler);
         return;
@@ -786,7 +846,76 @@ void Runtime::handle_reply(Peer& p, const wire::Message& m) {
       return;
     case Purpose::barrier:
       return;
+    case Purpose::bundle:
+      if (h.handler == wire::kBundleReply) run_bundle_replies(p, m);
+      return;
   }
+}
+
+// Runs the reply handlers of a bundle's answer, and reports its refused
+// requests to the error handler. The refused are read from the bundle as
+// sent before any handler runs: a handler may send, and reuse the slot.
+void Runtime::run_bundle_replies(Peer& p, const wire::Message& m) {
+  const wire::Header& h = m.header;
+  std::vector<Returned> refused;
+  wire::ItemReader items(m.payload, h.payload_bytes);
+  for (wire::Item it; items.next(it);) {
+    if (!it.header.status) continue;
+    const int cause = it.header.status;
+    for_each_bundled(p, h.slot, [&](std::uint16_t index, const wire::Item& request) {
+      if (index == it.header.index)
+        refused.push_back(
+            returned_request(p, request.header.handler, request.header.nargs, request.args, cause, cause_text(cause)));
+    });
+  }
+  HandlerContext ctx{&p, h.slot, h.seq, false, false};  // a reply handler may not reply
+  HandlerContext* outer = context_;
+  context_ = &ctx;
+  items = wire::ItemReader(m.payload, h.payload_bytes);
+  for (wire::Item it; items.next(it);) {
+    if (it.header.status) continue;
+    ++counters_.messages_received;
+    const HandlerEntry* entry = message_handler(it.header.handler, it.header.payload_bytes);
+    if (!entry) {
+      std::fprintf(stderr, "am: rank %d: a reply from rank %d names handler %u, not registered here for it\n", me_,
+                   p.rank, it.header.handler);
+      continue;
+    }
+    entry->message(Delivery{p.rank, it.header.nargs, it.args, const_cast<std::byte*>(it.payload), it.header.payload_bytes});
+  }
+  context_ = outer;
+  if (items.error() != wire::ParseError::none)
+    std::fprintf(stderr, "am: rank %d: dropped a malformed reply in a bundle's answer from rank %d, and the rest: %s\n",
+                 me_, p.rank, wire::describe(items.error()));
+  for (const Returned& r : refused) {
+    ++counters_.returned;
+    error_handler(r);
+  }
+}
+
+// Calls f(index, item) for each request of the bundle in `slot`, as sent
+// (or as written so far, while it is open).
+template <class F>
+void Runtime::for_each_bundled(const Peer& p, std::uint16_t slot, F&& f) {
+  const std::uint32_t length = p.bundle_slot == slot ? p.bundle_bytes
+                               : p.sent[slot].length  ? p.sent[slot].length - std::uint32_t(wire::kHeaderBytes)
+                                                      : 0;
+  wire::ItemReader items(buffer(request_desc(p, slot)) + wire::kHeaderBytes, length);
+  std::uint16_t index = 0;
+  for (wire::Item it; items.next(it); ++index) f(index, it);
+}
+
+Returned Runtime::returned_request(const Peer& p, int handler, unsigned nargs, const Word* args, int cause,
+                                   const char* why) const {
+  Returned r{};
+  r.cause = cause;
+  r.description = why;
+  r.dest = p.rank;
+  r.op = AM_OP_REQUEST;
+  r.handler = handler == wire::kNoHandler ? -1 : handler;
+  r.nargs = int(nargs);
+  std::memcpy(r.args, args, sizeof r.args);
+  return r;
 }
 
 // An acknowledgement answers a request as a reply without a handler would.
@@ -799,20 +928,25 @@ void Runtime::handle_ack(Peer& p, Ack ack) {
 // A request came back (refused, timed out, or its peer is gone): the
 // returned-message handler hears of it, and its operation fails.
 void Runtime::returned(Peer& p, std::uint16_t slot, int cause, const char* why) {
-  ++counters_.returned;
   const Sent& s = p.sent[slot];
+  if (s.purpose == Purpose::bundle) {  // each of its requests comes back
+    std::vector<Returned> all;
+    for_each_bundled(p, slot, [&](std::uint16_t, const wire::Item& it) {
+      all.push_back(returned_request(p, it.header.handler, it.header.nargs, it.args, cause, why));
+    });
+    for (const Returned& r : all) {
+      ++counters_.returned;
+      error_handler(r);
+    }
+    return;
+  }
+  ++counters_.returned;
   wire::Message original{};
   wire::parse(buffer(request_desc(p, slot)), s.length, original);
-  Returned r{};
-  r.cause = cause;
-  r.description = why;
-  r.dest = p.rank;
-  r.handler = original.header.handler == wire::kNoHandler ? -1 : original.header.handler;
-  r.nargs = original.header.nargs;
-  std::memcpy(r.args, original.args, sizeof r.args);
+  Returned r = returned_request(p, original.header.handler, original.header.nargs, original.args, cause, why);
   switch (s.purpose) {
     case Purpose::user:
-      r.op = AM_OP_REQUEST;
+    case Purpose::bundle:
       break;
     case Purpose::store_chunk:
     case Purpose::store_done:
@@ -847,6 +981,10 @@ void Runtime::fail_peer(Peer& p, int cause, const std::string& why) {
   if (p.failed) return;
   p.failed = true;
   p.window.close_all([&](std::uint16_t slot) { returned(p, slot, cause, why.c_str()); });
+  if (p.bundle_slot != kNoBundle) {  // came back above
+    p.bundle_slot = kNoBundle;
+    --open_bundles_;
+  }
 }
 
 void Runtime::check_timers() {
@@ -860,7 +998,8 @@ void Runtime::check_timers() {
         now,
         [&](std::uint16_t slot) {
           const std::uint32_t di = request_desc(p, slot);
-          if (desc_info_[di].posted) return;  // still queued: nothing to resend yet
+          // Still queued, or a bundle not sent yet: nothing to resend yet.
+          if (desc_info_[di].posted || p.sent[slot].length == 0) return;
           ++counters_.retransmitted;
           post_send(p, di, p.sent[slot].length);
         },

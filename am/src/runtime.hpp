@@ -65,13 +65,13 @@ class Runtime {
  private:
   static constexpr std::uint32_t kNoBundle = UINT32_MAX;
   // What a request slot is waiting for: what to do with its reply.
-  enum class Purpose : std::uint8_t { user, store_chunk, store_done, get_chunk, hello, barrier };
+  enum class Purpose : std::uint8_t { user, store_chunk, store_done, get_chunk, hello, barrier, bundle };
   struct Sent {
     Purpose purpose = Purpose::user;
     std::uint32_t op = 0;
     std::uint64_t offset = 0;  // get chunks: where the bytes go in the local buffer
     std::uint32_t chunk = 0;
-    std::uint32_t length = 0;  // encoded message length, for retransmission
+    std::uint32_t length = 0;  // encoded message length, for retransmission (0: a bundle not sent yet)
   };
   struct Peer {
     Peer(int r, std::uint16_t depth, const RetryPolicy& policy, std::uint64_t max_ack_delay, std::uint32_t max_sends,
@@ -93,20 +93,19 @@ class Runtime {
     std::vector<std::uint32_t> reply_length;  // per slot: the cached reply (filter.answer says if there is one)
     via::PostedQueue sends, receives;
     std::vector<std::uint32_t> reposts;  // handled receives, re-posted by the next poll
-    std::uint32_t first_desc = 0;  // requests, replies, acknowledgements, bundles, then receives
+    std::uint32_t first_desc = 0;  // requests, replies, acknowledgements, then receives
     std::uint32_t next_ack_desc = 0;
-    // The bundle being filled: deferred messages (copies of their request
-    // buffers) in one of the bundle buffers, sent together.
-    std::uint32_t bundle_desc = kNoBundle;
-    std::uint32_t bundle_bytes = 0;
-    std::uint32_t bundle_messages = 0;
-    std::uint32_t next_bundle_desc = 0;
+    // The bundle being filled, in the request buffer of its slot: deferred
+    // requests written as items behind room for its header.
+    std::uint32_t bundle_slot = kNoBundle;
+    std::uint32_t bundle_bytes = 0;  // of items
+    std::uint32_t bundle_items = 0;
     bool failed = false;
     bool hello_received = false;
     std::uint64_t seg_base = 0, seg_bytes = 0;
     via::MemHandle seg_handle = 0;
   };
-  enum class Role : std::uint8_t { request, reply, ack, bundle, receive, rdma };
+  enum class Role : std::uint8_t { request, reply, ack, receive, rdma };
   struct DescInfo {
     Role role;
     std::uint16_t peer;
@@ -140,6 +139,11 @@ class Runtime {
     std::uint32_t seq;
     bool may_reply;
     bool replied;
+    // A request of a bundle: its place there, and the bytes of the replies
+    // to the bundle's requests so far (items in the slot's reply buffer).
+    bool in_bundle = false;
+    std::uint16_t item = 0;
+    std::uint32_t reply_bytes = 0;
   };
 
   explicit Runtime(const Config& config);
@@ -151,10 +155,10 @@ class Runtime {
   std::uint32_t request_desc(const Peer& p, std::uint16_t slot) const { return p.first_desc + slot; }
   std::uint32_t reply_desc(const Peer& p, std::uint16_t slot) const { return p.first_desc + depth_ + slot; }
   std::uint32_t ack_desc(const Peer& p, std::uint32_t i) const { return p.first_desc + 2u * depth_ + i; }
-  std::uint32_t bundle_desc(const Peer& p, std::uint32_t i) const;
-  bool post_send(Peer& p, std::uint32_t di, std::uint32_t length, bool defer = false);
+  bool post_send(Peer& p, std::uint32_t di, std::uint32_t length);
   bool send_frame(Peer& p, std::uint32_t di, std::uint32_t length);
-  void add_to_bundle(Peer& p, std::uint32_t di, std::uint32_t length);
+  bool await_credit(Peer& p);
+  bool open_bundle(Peer& p);
   void flush(Peer& p);
   bool post_recv(Peer& p, std::uint32_t di);
   void repost(Peer& p, std::uint32_t di);
@@ -169,7 +173,10 @@ class Runtime {
   void block_until(Pred&& pred);
 
   Status send_request(Peer& p, wire::Kind kind, std::uint16_t handler, const Word* args, unsigned nargs,
-                      const void* payload, std::size_t bytes, const Sent& sent, bool defer = false);
+                      const void* payload, std::size_t bytes, const Sent& sent);
+  Status send_deferred(Peer& p, std::uint16_t handler, const Word* args, unsigned nargs);
+  Status add_bundle_reply(HandlerContext& ctx, std::uint16_t handler, std::uint8_t status, const Word* args,
+                          unsigned nargs, const void* payload, std::size_t bytes);
   void send_reply(Peer& p, std::uint16_t slot, std::uint32_t seq, std::uint8_t status, std::uint16_t handler,
                   const Word* args, unsigned nargs, const void* payload, std::size_t bytes);
   std::uint32_t compose(Peer& p, std::uint32_t di, wire::Header h, const Word* args, const void* payload);
@@ -181,7 +188,13 @@ class Runtime {
   void dispatch(Peer& p, std::byte* data, std::size_t length);
   void handle_request(Peer& p, const wire::Message& m);
   std::uint8_t run_request(Peer& p, const wire::Message& m, HandlerContext& ctx);
+  void run_bundle(Peer& p, const wire::Message& m, HandlerContext& ctx);
   void handle_reply(Peer& p, const wire::Message& m);
+  void run_bundle_replies(Peer& p, const wire::Message& m);
+  template <class F>
+  void for_each_bundled(const Peer& p, std::uint16_t slot, F&& f);
+  Returned returned_request(const Peer& p, int handler, unsigned nargs, const Word* args, int cause,
+                            const char* why) const;
   void handle_ack(Peer& p, Ack ack);
   void returned(Peer& p, std::uint16_t slot, int cause, const char* why);
   void fail_peer(Peer& p, int cause, const std::string& why);
@@ -233,7 +246,6 @@ class Runtime {
   unsigned dispatching_ = 0;  // receives being handled (handlers may poll)
   unsigned services_ = 0;
   unsigned open_bundles_ = 0;
-  bool more_in_frame_ = false;  // the message being handled has others after it in its frame
   bool vi_error_ = false;
   bool may_owe_acks_ = false;  // some peer may be owed acknowledgements (cleared by send_all_acks)
   bool disabling_ = false;

@@ -1,6 +1,4 @@
-// The AM wire format. A VIA message (a frame) carries one AM message or
-// several back to back (a bundle), each but the last padded with zeros to a
-// multiple of 8 bytes so that every message starts 8-byte aligned:
+// The AM wire format. A VIA message (a frame) carries one AM message:
 //
 //   header (16 bytes) | nargs x 64-bit argument | acks x 8-byte acknowledgement | payload
 //
@@ -8,9 +6,21 @@
 // (reliability.hpp): (slot, seq) of requests whose handlers did not reply.
 // They sit before the payload, so that the payload stays 8-byte aligned.
 //
+// A bundle is one request whose payload holds deferred requests (items)
+// back to back, each 8-byte aligned:
+//
+//   item header (8 bytes) | nargs x 64-bit argument | payload, zero-padded to 8 bytes
+//
+// Its answer is one reply (handler kBundleReply) whose items are the
+// replies to its requests, each naming the request it answers by its place
+// in the bundle, or an acknowledgement when none replied. One slot, one
+// sequence number and one answer serve the whole bundle: reliability and
+// flow control cost once per bundle, not once per deferred request.
+//
 // Parsing is kept apart from the runtime so that it can be fuzzed and tested
 // on its own: whatever bytes a peer sends, parse() either accepts a message
-// whose lengths add up or says what is wrong with it.
+// whose lengths add up or says what is wrong with it, and so does ItemReader
+// for a bundle's items.
 #pragma once
 
 #include <cstddef>
@@ -37,10 +47,12 @@ enum class Kind : std::uint8_t {
   hello = 6,       // args: segment base, segment length, segment memory handle, depth
   barrier = 7,     // args: epoch; handler: 0 = arrive (to rank 0), 1 = release (from rank 0)
   ack = 8,         // nothing but acknowledgements (slot and seq unused)
+  bundle = 9,      // payload: items, each a request
 };
-inline constexpr Kind kLastKind = Kind::ack;
+inline constexpr Kind kLastKind = Kind::bundle;
 
 inline constexpr std::uint16_t kNoHandler = 0xFFFF;
+inline constexpr std::uint16_t kBundleReply = 0xFFFE;  // a reply's handler: its payload holds items
 
 struct Header {
   Kind kind;
@@ -86,10 +98,9 @@ inline void copy_words(void* to, const void* from, unsigned n) {
 
 inline constexpr std::size_t padded(std::size_t n) { return (n + 7) & ~std::size_t(7); }
 
-// Parses the message at the start of `len` bytes a peer sent, which may go on
-// with more messages; `length` is its own length, unpadded. Inline: it is on
+// Parses exactly one message of `len` bytes a peer sent. Inline: it is on
 // the path of every message.
-inline ParseError parse_first(const std::byte* data, std::size_t len, Message& out, std::size_t& length) {
+inline ParseError parse(const std::byte* data, std::size_t len, Message& out) {
   if (len < kHeaderBytes) return ParseError::too_short;
   std::memcpy(&out.header, data, kHeaderBytes);
   const Header& h = out.header;
@@ -100,8 +111,7 @@ inline ParseError parse_first(const std::byte* data, std::size_t len, Message& o
   if (h.payload_bytes > kMaxPayload) return ParseError::payload_too_large;
   const std::size_t args_end = kHeaderBytes + h.nargs * 8u;
   const std::size_t acks_end = args_end + h.acks * kAckBytes;
-  length = acks_end + h.payload_bytes;
-  if (len < length) return ParseError::bad_length;
+  if (len != acks_end + h.payload_bytes) return ParseError::bad_length;
   std::memset(out.args, 0, sizeof out.args);
   copy_words(out.args, data + kHeaderBytes, h.nargs);
   out.acks = data + args_end;
@@ -109,57 +119,73 @@ inline ParseError parse_first(const std::byte* data, std::size_t len, Message& o
   return ParseError::none;
 }
 
-// Parses exactly one message of `len` bytes.
-inline ParseError parse(const std::byte* data, std::size_t len, Message& out) {
-  std::size_t length;
-  const ParseError e = parse_first(data, len, out, length);
-  return e != ParseError::none ? e : length == len ? ParseError::none : ParseError::bad_length;
+inline constexpr std::size_t kItemHeaderBytes = 8;
+
+struct ItemHeader {
+  std::uint16_t handler;
+  std::uint8_t nargs;
+  std::uint8_t status;  // replies: 0, or the AM_E_* cause its request was refused for (handler kNoHandler)
+  std::uint16_t index;  // replies: the place in its bundle of the request answered
+  std::uint16_t payload_bytes;
+};
+static_assert(sizeof(ItemHeader) == kItemHeaderBytes);
+
+struct Item {
+  ItemHeader header;
+  std::uint64_t args[kMaxArgs];  // unused ones are 0
+  const std::byte* payload;
+};
+
+// The room an item takes in a bundle.
+inline constexpr std::size_t item_bytes(unsigned nargs, std::size_t payload_bytes) {
+  return kItemHeaderBytes + nargs * 8u + padded(payload_bytes);
 }
 
-// The messages of a frame, one at a time. A frame whose bytes do not divide
-// into messages as above ends at the first that does not parse.
-class FrameReader {
+// Writes an item at `at` (room for item_bytes); returns its length there.
+inline std::size_t encode_item(std::byte* at, ItemHeader h, const std::uint64_t* args, const void* payload) {
+  std::memcpy(at, &h, kItemHeaderBytes);
+  copy_words(at + kItemHeaderBytes, args, h.nargs);
+  const std::size_t payload_at = kItemHeaderBytes + h.nargs * 8u;
+  if (h.payload_bytes == 0) return payload_at;
+  std::memcpy(at + payload_at, payload, h.payload_bytes);
+  std::memset(at + payload_at + h.payload_bytes, 0, padded(h.payload_bytes) - h.payload_bytes);
+  return payload_at + padded(h.payload_bytes);
+}
+
+// The items of a bundle (a payload of `len` bytes), one at a time. Items
+// whose lengths do not add up end the bundle there, with the error kept.
+class ItemReader {
  public:
-  FrameReader(const std::byte* data, std::size_t len)
-      : data_(data), len_(len), error_(len == 0 ? ParseError::too_short : ParseError::none) {}
-  // The next message: true; false at the end of the frame or at a malformed
-  // message (error() tells which).
-  bool next(Message& out) {
+  ItemReader(const std::byte* data, std::size_t len) : data_(data), len_(len) {}
+  // The next item: true; false at the end or at a malformed item (error() tells which).
+  bool next(Item& out) {
     if (at_ >= len_ || error_ != ParseError::none) return false;
-    std::size_t length;
-    error_ = parse_first(data_ + at_, len_ - at_, out, length);
-    if (error_ != ParseError::none) return false;
-    // The last message ends the frame exactly; any other is followed by its
-    // padding and at least a header.
-    if (at_ + length == len_) {
-      at_ = len_;
-    } else if (at_ + padded(length) + kHeaderBytes <= len_) {
-      at_ += padded(length);
-    } else {
-      error_ = ParseError::bad_length;
-      return false;
-    }
+    const std::size_t left = len_ - at_;
+    if (left < kItemHeaderBytes) return fail(ParseError::too_short);
+    std::memcpy(&out.header, data_ + at_, kItemHeaderBytes);
+    const ItemHeader& h = out.header;
+    if (h.nargs > kMaxArgs) return fail(ParseError::too_many_args);
+    if (h.payload_bytes > kMaxPayload) return fail(ParseError::payload_too_large);
+    const std::size_t length = item_bytes(h.nargs, h.payload_bytes);
+    if (left < length) return fail(ParseError::bad_length);
+    std::memset(out.args, 0, sizeof out.args);
+    copy_words(out.args, data_ + at_ + kItemHeaderBytes, h.nargs);
+    out.payload = data_ + at_ + kItemHeaderBytes + h.nargs * 8u;
+    at_ += length;
     return true;
   }
   ParseError error() const { return error_; }
-  // No message left after the last one next() gave.
-  bool at_end() const { return at_ >= len_; }
 
  private:
+  bool fail(ParseError e) {
+    error_ = e;
+    return false;
+  }
   const std::byte* data_;
   std::size_t len_;
   std::size_t at_ = 0;
-  ParseError error_;
+  ParseError error_ = ParseError::none;
 };
-
-// Appends a message of `length` bytes to a bundle of `used` bytes in `buf`,
-// after zero padding; returns the bundle's new length.
-inline std::size_t append(std::byte* buf, std::size_t used, const std::byte* message, std::size_t length) {
-  const std::size_t at = padded(used);
-  std::memset(buf + used, 0, at - used);
-  std::memcpy(buf + at, message, length);
-  return at + length;
-}
 
 // Writes a message into `buf` (room for kMaxMessage) with header.acks
 // acknowledgements from `acks`; returns its length.

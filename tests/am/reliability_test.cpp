@@ -524,69 +524,78 @@ TEST(Wire, AcknowledgementsOnAMessage) {
   EXPECT_EQ(m.header.kind, Kind::ack);
   EXPECT_EQ(m.ack(0).slot, 31);
   EXPECT_EQ(m.ack(0).seq, 42u);
-  buf[0] = std::byte(std::uint8_t(Kind::ack) + 1);
+  buf[0] = std::byte(std::uint8_t(kLastKind) + 1);
   EXPECT_EQ(parse(buf, n, m), ParseError::bad_kind);
 }
 
-// A bundle: messages back to back in one frame, each but the last padded to
-// 8 bytes; read one at a time, every payload 8-byte aligned.
-TEST(Wire, BundlesOfMessagesInOneFrame) {
+// A bundle: one request whose payload holds items back to back, each padded
+// to 8 bytes; read one at a time, every payload 8-byte aligned.
+TEST(Wire, BundleItems) {
   using namespace am::wire;
-  alignas(8) std::byte one[kMaxMessage], frame[3 * kMaxMessage];
+  alignas(8) std::byte frame[kMaxMessage];
   const std::uint64_t args[kMaxArgs] = {11, 12, 13, 14};
-  const Ack ack{3, 9};
+  std::byte* items = frame + kHeaderBytes;
   std::size_t used = 0;
-  // 16 + 8 + 3 = 27 bytes (padded to 32), 16 + 32 + 8 = 56, 16 + 8 + 5 = 29 (last: not padded).
-  used = append(frame, used, one, encode(one, Header{Kind::request, 1, 0, 0, 5, 0, 1, 3}, args, nullptr, "abc"));
-  used = append(frame, used, one, encode(one, Header{Kind::request, 4, 0, 1, 6, 1, 1, 0}, args, &ack, nullptr));
-  used = append(frame, used, one, encode(one, Header{Kind::reply, 1, 0, 0, 7, 2, 4, 5}, args, nullptr, "hello"));
-  ASSERT_EQ(used, 32u + 56u + 29u);
-  for (std::size_t i = 27; i < 32; ++i) EXPECT_EQ(frame[i], std::byte{0}) << "padding byte " << i;
+  // 8 + 8 + 3 (padded to 8) = 24 bytes, 8 + 32 = 40, 8 = 8.
+  used += encode_item(items + used, ItemHeader{5, 1, 0, 0, 3}, args, "abc");
+  used += encode_item(items + used, ItemHeader{6, 4, 0, 1, 0}, args, nullptr);
+  used += encode_item(items + used, ItemHeader{kNoHandler, 0, 2, 7, 0}, args, nullptr);
+  ASSERT_EQ(used, 24u + 40u + 8u);
+  EXPECT_EQ(item_bytes(1, 3), 24u);
+  for (std::size_t i = 19; i < 24; ++i) EXPECT_EQ(items[i], std::byte{0}) << "padding byte " << i;
+  const Header h{Kind::bundle, 0, 0, 0, kNoHandler, 3, 9, std::uint32_t(used)};
+  std::memcpy(frame, &h, kHeaderBytes);
 
-  FrameReader reader(frame, used);
   Message m;
-  ASSERT_TRUE(reader.next(m));
-  EXPECT_EQ(m.header.handler, 5);
-  EXPECT_EQ(std::memcmp(m.payload, "abc", 3), 0);
-  ASSERT_TRUE(reader.next(m));
-  EXPECT_EQ(m.header.handler, 6);
-  EXPECT_EQ(m.args[3], 14u);
-  ASSERT_EQ(m.header.acks, 1);
-  EXPECT_EQ(m.ack(0).seq, 9u);
-  ASSERT_TRUE(reader.next(m));
-  EXPECT_EQ(m.header.kind, Kind::reply);
-  EXPECT_EQ(std::memcmp(m.payload, "hello", 5), 0);
-  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(m.payload) % 8, 0u);
-  EXPECT_FALSE(reader.next(m));
+  ASSERT_EQ(parse(frame, kHeaderBytes + used, m), ParseError::none);
+  EXPECT_EQ(m.header.kind, Kind::bundle);
+  ItemReader reader(m.payload, m.header.payload_bytes);
+  Item it;
+  ASSERT_TRUE(reader.next(it));
+  EXPECT_EQ(it.header.handler, 5);
+  EXPECT_EQ(it.args[0], 11u);
+  EXPECT_EQ(it.args[1], 0u);
+  EXPECT_EQ(std::memcmp(it.payload, "abc", 3), 0);
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(it.payload) % 8, 0u);
+  ASSERT_TRUE(reader.next(it));
+  EXPECT_EQ(it.header.handler, 6);
+  EXPECT_EQ(it.header.index, 1);
+  EXPECT_EQ(it.args[3], 14u);
+  ASSERT_TRUE(reader.next(it));
+  EXPECT_EQ(it.header.status, 2);
+  EXPECT_EQ(it.header.index, 7);
+  EXPECT_FALSE(reader.next(it));
   EXPECT_EQ(reader.error(), ParseError::none);
 
-  // One message alone is still exactly one message.
-  EXPECT_EQ(parse(frame, 27, m), ParseError::none);
-  EXPECT_EQ(parse(frame, 32, m), ParseError::bad_length);
-
-  auto read_all = [&](std::size_t len, unsigned& messages) {
-    FrameReader r(frame, len);
-    messages = 0;
-    for (Message x; r.next(x);) ++messages;
+  auto read_all = [&](std::size_t len, unsigned& count) {
+    ItemReader r(items, len);
+    count = 0;
+    for (Item x; r.next(x);) ++count;
     return r.error();
   };
-  unsigned messages = 0;
-  // Cut inside the last message: the first two are read, then the error.
-  EXPECT_EQ(read_all(used - 1, messages), ParseError::bad_length);
-  EXPECT_EQ(messages, 2u);
-  // Bytes after the first message's padding that cannot hold a header.
-  EXPECT_EQ(read_all(32 + kHeaderBytes - 1, messages), ParseError::bad_length);
-  EXPECT_EQ(messages, 0u);
-  // Padding only, no next message.
-  EXPECT_EQ(read_all(30, messages), ParseError::bad_length);
-  EXPECT_EQ(messages, 0u);
-  // A malformed second message ends the frame there.
-  frame[32] = std::byte{0};
-  EXPECT_EQ(read_all(used, messages), ParseError::bad_kind);
-  EXPECT_EQ(messages, 1u);
-  // An empty frame is no message at all.
-  EXPECT_EQ(read_all(0, messages), ParseError::too_short);
-  EXPECT_EQ(messages, 0u);
+  unsigned count = 0;
+  // Cut inside the last item: the first two are read, then the error.
+  EXPECT_EQ(read_all(used - 1, count), ParseError::too_short);
+  EXPECT_EQ(count, 2u);
+  // Cut inside the second item's arguments.
+  EXPECT_EQ(read_all(24 + 20, count), ParseError::bad_length);
+  EXPECT_EQ(count, 1u);
+  // Cut inside the first item's padding: the padding is part of the item.
+  EXPECT_EQ(read_all(20, count), ParseError::bad_length);
+  EXPECT_EQ(count, 0u);
+  // No items at all is a bundle of none.
+  EXPECT_EQ(read_all(0, count), ParseError::none);
+  EXPECT_EQ(count, 0u);
+  // Too many arguments, or a payload past am_max_size(), end the bundle there.
+  items[24 + 2] = std::byte{5};
+  EXPECT_EQ(read_all(used, count), ParseError::too_many_args);
+  EXPECT_EQ(count, 1u);
+  const std::uint16_t huge = kMaxPayload + 1;
+  std::memcpy(items + 6, &huge, 2);
+  EXPECT_EQ(read_all(used, count), ParseError::payload_too_large);
+  EXPECT_EQ(count, 0u);
+  // A frame of a message and then more bytes is malformed.
+  EXPECT_EQ(parse(frame, kHeaderBytes + used + 8, m), ParseError::bad_length);
 }
 
 }  // namespace

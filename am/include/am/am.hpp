@@ -173,11 +173,14 @@ Status request(int dest, int handler, A... args) {
   return detail::send(false, dest, handler, words, sizeof...(A), nullptr, 0);
 }
 // As request, but the message may wait, bundled with other deferred ones to
-// `dest` into one frame, until the bundle is full or this process next polls,
-// waits, or sends `dest` a message that is not deferred (flush() sends every
-// bundle at once). Delivery is as reliable and as ordered as request's; it
-// saves a frame per message for streams of one-way messages (Split-C's puts
-// and stores), at the price of their leaving later.
+// `dest` into one message, until the bundle is full or this process next
+// polls, waits, or sends `dest` a request that is not deferred (flush() sends
+// every bundle at once). Delivery is as reliable and as ordered as request's;
+// a bundle takes one credit and one answer, so streams of small messages
+// (Split-C's gets, puts and stores) cost far less each, at the price of their
+// leaving later. The handler may reply: the replies to one bundle go back
+// together in one message of am_max_size() bytes, and a reply that does not
+// fit there fails with Status::too_large.
 template <class... A>
 Status request_deferred(int dest, int handler, A... args) {
   static_assert(sizeof...(A) <= 4, "at most 4 arguments");
