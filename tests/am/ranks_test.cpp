@@ -451,9 +451,52 @@ TEST(AmRanks, BadInputIsAClearErrorAndTheReceiverGoesOn) {
   expect_all_zero(status);
 }
 
+// Deferred requests share one answer: those naming no handler come back to
+// the error handler one by one, with their own handler and arguments, and
+// a reply that no longer fits the bundle's answer is refused at once.
+TEST(AmRanks, BundledRequestsAreRefusedOneByOne) {
+  auto status = run_ranks(2, [](int rank) -> int {
+    std::vector<am::Returned> returned;
+    am::set_error_handler([&](const am::Returned& r) { returned.push_back(r); });
+    std::vector<am::Status> reply_status;
+    long replies = 0;
+    const std::vector<std::byte> kilobytes(1500, std::byte{7});
+    am::set_handler(1, [&](am::Token t, long i) { reply_status.push_back(t.reply_payload(2, kilobytes, i)); });
+    am::set_handler(2, [&](am::Token, std::span<std::byte> payload, long i) {
+      if (payload.size() == kilobytes.size() && i == replies) ++replies;
+    });
+    CHECK_OR_RETURN(am::enable() == am::Status::ok, 1);
+    const int peer = 1 - rank;
+    CHECK_OR_RETURN(am::request_deferred(peer, 1, 0L) == am::Status::ok, 2);
+    CHECK_OR_RETURN(am::request_deferred(peer, 200, 7L, 70L) == am::Status::ok, 3);
+    CHECK_OR_RETURN(am::request_deferred(peer, 1, 1L) == am::Status::ok, 4);
+    CHECK_OR_RETURN(am::request_deferred(peer, 201, 8L) == am::Status::ok, 5);
+    CHECK_OR_RETURN(am::request_deferred(peer, 1, 2L) == am::Status::ok, 6);
+    am::flush();
+    CHECK_OR_RETURN(am::wait_acknowledged() == am::Status::ok, 7);
+    CHECK_OR_RETURN(am::wait_until([&] { return reply_status.size() == 3; }) == am::Status::ok, 8);
+    CHECK_OR_RETURN(am::counters().bundles_sent == 1, 9);
+    // Two replies of 1.5 KB fit one message; the third does not.
+    CHECK_OR_RETURN(reply_status[0] == am::Status::ok && reply_status[1] == am::Status::ok &&
+                        reply_status[2] == am::Status::too_large && replies == 2,
+                    10);
+    CHECK_OR_RETURN(returned.size() == 2, 11);
+    CHECK_OR_RETURN(returned[0].cause == AM_E_BADHANDLER && returned[0].op == AM_OP_REQUEST &&
+                        returned[0].dest == peer && returned[0].handler == 200 && returned[0].nargs == 2 &&
+                        returned[0].args[0] == 7 && returned[0].args[1] == 70,
+                    12);
+    CHECK_OR_RETURN(returned[1].handler == 201 && returned[1].nargs == 1 && returned[1].args[0] == 8, 13);
+    CHECK_OR_RETURN(am::barrier() == am::Status::ok, 14);
+    CHECK_OR_RETURN(am::disable() == am::Status::ok, 15);
+    return 0;
+  });
+  expect_all_zero(status);
+}
+
 // ---- a peer killed mid-run ----
 
-int killed_peer_body(int rank) {
+// deferred: every other request waits in a bundle.
+int killed_peer_body(int rank, bool deferred) {
   constexpr int kVictim = 3;
   Clock::time_point last_answer = Clock::now(), reported{};
   int cause = 0;
@@ -478,7 +521,7 @@ int killed_peer_body(int rank) {
     if (rank == kVictim && handled > 3000) raise(SIGKILL);
     for (int k = 1; k < procs; ++k) {
       const int dest = (rank + k) % procs;
-      am::Status s = am::request(dest, i % 2 ? 1 : 2);
+      am::Status s = deferred && i % 2 ? am::request_deferred(dest, 1) : am::request(dest, i % 2 ? 1 : 2);
       if (dest == kVictim && s != am::Status::ok) {
         CHECK_OR_RETURN(s == am::Status::unreachable, 2);
         if (!refused && reported == Clock::time_point{}) reported = Clock::now();
@@ -495,10 +538,10 @@ int killed_peer_body(int rank) {
   return 0;
 }
 
-void killed_peer(bool reliable) {
+void killed_peer(bool reliable, bool deferred = false) {
   set_reliability(reliable);
   setenv("VIASTACK_AM_TIMEOUT_MS", "2000", 1);
-  auto status = run_ranks(4, killed_peer_body);
+  auto status = run_ranks(4, [deferred](int rank) { return killed_peer_body(rank, deferred); });
   unsetenv("VIASTACK_AM_TIMEOUT_MS");
   set_reliability(true);
   EXPECT_EQ(status[3], 128 + SIGKILL);
@@ -507,5 +550,6 @@ void killed_peer(bool reliable) {
 
 TEST(AmRanks, PeerKilledMidRunReliable) { killed_peer(true); }
 TEST(AmRanks, PeerKilledMidRunUnreliable) { killed_peer(false); }
+TEST(AmRanks, PeerKilledMidRunWithDeferredRequests) { killed_peer(true, true); }
 
 }  // namespace
