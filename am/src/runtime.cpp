@@ -29,7 +29,7 @@ constexpr std::uint32_t kLateReposts = 4;
 constexpr std::uint32_t kAckDescs = 4;
 // A bundle of deferred requests leaves once it holds this many (or once
 // the next does not fit in am_max_size() bytes).
-constexpr std::uint32_t kBundleItems = 32;
+constexpr std::uint32_t kBundleItems = 128;
 // Service passes an owed acknowledgement may wait for a message to ride on
 // before it goes out alone: a program that keeps making AM calls without
 // ever waiting still answers its peers.

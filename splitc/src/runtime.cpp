@@ -287,7 +287,10 @@ void send_value(int handler, int proc, std::uintptr_t remote, const void* value,
   // Deferred: a put or store is complete only at sync (or the owner's
   // store_sync), which waits and so sends it; until then it may wait for
   // others to the same rank and leave with them in one frame.
-  check(am::request_deferred(proc, handler, remote, Word(bytes), words[0], words[1]), handler == kPut ? "put" : "store");
+  // A value of one word travels in 3 arguments (the handler's fourth is 0 then).
+  const am::Status s = bytes <= sizeof(Word) ? am::request_deferred(proc, handler, remote, Word(bytes), words[0])
+                                             : am::request_deferred(proc, handler, remote, Word(bytes), words[0], words[1]);
+  check(s, handler == kPut ? "put" : "store");
 }
 }  // namespace
 

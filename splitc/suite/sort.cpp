@@ -62,6 +62,21 @@ bool verify(const char* name, std::span<const Key> sorted, const Input& input) {
   return all_agree(why.empty(), name, why);
 }
 
+// Sorts keys made of sorted runs (run i: [bounds[i], bounds[i + 1])) by
+// merging neighbouring runs until one is left.
+void merge_runs(std::vector<Key>& keys, std::vector<std::size_t> bounds) {
+  while (bounds.size() > 2) {
+    std::vector<std::size_t> merged{0};
+    for (std::size_t i = 0; i + 1 < bounds.size(); i += 2) {
+      const std::size_t mid = bounds[i + 1], end = i + 2 < bounds.size() ? bounds[i + 2] : mid;
+      std::inplace_merge(keys.begin() + std::ptrdiff_t(bounds[i]), keys.begin() + std::ptrdiff_t(mid),
+                         keys.begin() + std::ptrdiff_t(end));
+      merged.push_back(end);
+    }
+    bounds = std::move(merged);
+  }
+}
+
 }  // namespace
 
 Outcome sample_sort(Size size, bool bulk) {
@@ -105,10 +120,13 @@ Outcome sample_sort(Size size, bool bulk) {
     for (std::size_t q = 0; q < procs; ++q) splitc::store(incoming[q * procs + me], run_start[q + 1] - run_start[q]);
     splitc::all_store_sync();
     std::uint64_t received = 0;
+    std::vector<std::size_t> run_here(procs + 1);  // run p of the keys we receive: from rank p, sorted
     for (std::size_t p = 0; p < procs; ++p) {
       splitc::store(where[p * procs + me], received);
+      run_here[p] = received;
       received += incoming.local()[p];
     }
+    run_here[procs] = received;
     splitc::all_store_sync();
     const std::size_t capacity = splitc::all_reduce_to_all(received, splitc::reduce_op::max);
 
@@ -118,7 +136,7 @@ Outcome sample_sort(Size size, bool bulk) {
                run_start[q + 1] - run_start[q]);
     splitc::all_store_sync();
     result.assign(arrived.local().begin(), arrived.local().begin() + std::ptrdiff_t(received));
-    std::sort(result.begin(), result.end());
+    merge_runs(result, run_here);
   });
   out.verified = verify(name, result, input);
   return out;
