@@ -28,8 +28,9 @@ constexpr std::uint32_t kLateReposts = 4;
 // of its open requests, as a reply would.
 constexpr std::uint32_t kAckDescs = 4;
 // A bundle of deferred requests leaves once it holds this many (or once
-// the next does not fit in am_max_size() bytes).
-constexpr std::uint32_t kBundleItems = 128;
+// the next does not fit in am_max_size() bytes): as many as leave room in
+// the bundle's answer for a reply of 4 words to each.
+constexpr std::uint32_t kBundleItems = wire::kMaxPayload / wire::item_bytes(wire::kMaxArgs, 0);
 // Service passes an owed acknowledgement may wait for a message to ride on
 // before it goes out alone: a program that keeps making AM calls without
 // ever waiting still answers its peers.

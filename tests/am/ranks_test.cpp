@@ -493,6 +493,36 @@ TEST(AmRanks, BundledRequestsAreRefusedOneByOne) {
   expect_all_zero(status);
 }
 
+// However many deferred requests a bundle holds, a reply of 4 words to
+// each fits the bundle's answer (Split-C's gets are answered so).
+TEST(AmRanks, WordRepliesToEveryBundledRequestFit) {
+  auto status = run_ranks(2, [](int rank) -> int {
+    constexpr long kRequests = 1000;
+    long replies = 0, bad = 0;
+    am::set_handler(1, [&](am::Token t, long i) {
+      if (t.reply(2, i, i + 1, i + 2, i + 3) != am::Status::ok) ++bad;
+    });
+    am::set_handler(2, [&](am::Token, long i, long j, long k, long l) {
+      if (i == replies && j == i + 1 && k == i + 2 && l == i + 3)
+        ++replies;
+      else
+        ++bad;
+    });
+    CHECK_OR_RETURN(am::enable() == am::Status::ok, 1);
+    for (long i = 0; i < kRequests; ++i) CHECK_OR_RETURN(am::request_deferred(1 - rank, 1, i) == am::Status::ok, 2);
+    const auto start = Clock::now();
+    CHECK_OR_RETURN(am::wait_until([&] {
+      return replies + bad == kRequests || Clock::now() - start > std::chrono::seconds(20);
+    }) == am::Status::ok, 3);
+    CHECK_OR_RETURN(replies == kRequests && bad == 0, 4);
+    CHECK_OR_RETURN(am::counters().bundles_sent < kRequests / 8, 5);
+    CHECK_OR_RETURN(am::barrier() == am::Status::ok, 6);
+    CHECK_OR_RETURN(am::disable() == am::Status::ok, 7);
+    return 0;
+  });
+  expect_all_zero(status);
+}
+
 // ---- a peer killed mid-run ----
 
 // deferred: every other request waits in a bundle.

@@ -179,8 +179,8 @@ Status request(int dest, int handler, A... args) {
 // a bundle takes one credit and one answer, so streams of small messages
 // (Split-C's gets, puts and stores) cost far less each, at the price of their
 // leaving later. The handler may reply: the replies to one bundle go back
-// together in one message of am_max_size() bytes, and a reply that does not
-// fit there fails with Status::too_large.
+// together in one message of am_max_size() bytes. A reply of words alone
+// always fits; one with a payload that does not fails with Status::too_large.
 template <class... A>
 Status request_deferred(int dest, int handler, A... args) {
   static_assert(sizeof...(A) <= 4, "at most 4 arguments");
