@@ -69,10 +69,14 @@ Status set_handler(int index, HandlerKind kind, std::function<void(const Deliver
   return Status::ok;
 }
 
-Status send(bool reply, int dest, int handler, const Word* args, unsigned nargs, const void* payload, std::size_t bytes,
-            bool defer) {
+Status send(bool reply, int dest, int handler, const Word* args, unsigned nargs, const void* payload, std::size_t bytes) {
   Runtime* rt = Runtime::get();
-  return rt ? rt->send(reply, dest, handler, args, nargs, payload, bytes, defer) : not_enabled();
+  return rt ? rt->send(reply, dest, handler, args, nargs, payload, bytes) : not_enabled();
+}
+
+Status send_deferred(int dest, int handler, const Word* args, unsigned nargs) {
+  Runtime* rt = Runtime::get();
+  return rt ? rt->send_deferred(dest, handler, args, nargs) : not_enabled();
 }
 
 Status wait(const Completion& c) {

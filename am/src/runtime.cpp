@@ -543,9 +543,34 @@ Status Runtime::send_request(Peer& p, wire::Kind kind, std::uint16_t handler, co
   return Status::ok;
 }
 
-// Writes a deferred request into p's bundle, sending the bundle first when
-// it is full (and polling then, as a request does).
-Status Runtime::send_deferred(Peer& p, std::uint16_t handler, const Word* args, unsigned nargs) {
+// Writes a deferred request into its destination's bundle. On the path of
+// every Split-C get, put and store: whatever else there is to do (a full
+// bundle, none open, bad arguments, a message to this rank) is left to
+// send_deferred_slow, called last so that this stays a leaf.
+Status Runtime::send_deferred(int dest, int handler, const Word* args, unsigned nargs) {
+  if (unsigned(dest) >= unsigned(procs()) || unsigned(handler) >= AM_MAX_HANDLERS || nargs > wire::kMaxArgs)
+    return send_deferred_slow(dest, handler, args, nargs);
+  Peer& p = *peers_[dest];
+  const auto bytes = std::uint32_t(wire::item_bytes(nargs, 0));
+  if (p.bundle_slot == kNoBundle || p.bundle_items == kBundleItems || p.bundle_bytes + bytes > wire::kMaxPayload)
+    return send_deferred_slow(dest, handler, args, nargs);
+  std::byte* at = buffer(request_desc(p, std::uint16_t(p.bundle_slot))) + wire::kHeaderBytes + p.bundle_bytes;
+  wire::encode_item(at, wire::ItemHeader{std::uint16_t(handler), std::uint8_t(nargs), 0, std::uint16_t(p.bundle_items), 0},
+                    args, nullptr);
+  p.bundle_bytes += bytes;
+  ++p.bundle_items;
+  ++counters_.requests_sent;
+  return Status::ok;
+}
+
+// Bad arguments and requests to this rank go as send's; otherwise p's
+// bundle leaves if it has no room (polling then, as a request does), a new
+// one opens, and send_deferred writes the request.
+Status Runtime::send_deferred_slow(int dest, int handler, const Word* args, unsigned nargs) {
+  if (unsigned(dest) >= unsigned(procs()) || unsigned(handler) >= AM_MAX_HANDLERS || nargs > wire::kMaxArgs ||
+      !peers_[dest]->vi)
+    return send(false, dest, handler, args, nargs, nullptr, 0);
+  Peer& p = *peers_[dest];
   const auto bytes = std::uint32_t(wire::item_bytes(nargs, 0));
   while (p.bundle_slot == kNoBundle || p.bundle_items == kBundleItems || p.bundle_bytes + bytes > wire::kMaxPayload) {
     if (p.bundle_slot != kNoBundle) {
@@ -555,13 +580,7 @@ Status Runtime::send_deferred(Peer& p, std::uint16_t handler, const Word* args, 
       return error(Status::unreachable, "rank " + std::to_string(p.rank) + " is unreachable");
     }
   }
-  std::byte* at = buffer(request_desc(p, std::uint16_t(p.bundle_slot))) + wire::kHeaderBytes + p.bundle_bytes;
-  wire::encode_item(at, wire::ItemHeader{handler, std::uint8_t(nargs), 0, std::uint16_t(p.bundle_items), 0}, args,
-                    nullptr);
-  p.bundle_bytes += bytes;
-  ++p.bundle_items;
-  ++counters_.requests_sent;
-  return Status::ok;
+  return send_deferred(dest, handler, args, nargs);
 }
 
 void Runtime::send_reply(Peer& p, std::uint16_t slot, std::uint32_t seq, std::uint8_t status, std::uint16_t handler,
@@ -628,7 +647,7 @@ bool Runtime::owes_acks() const {
 }
 
 Status Runtime::send(bool reply, int dest, int handler, const Word* args, unsigned nargs, const void* payload,
-                     std::size_t bytes, bool defer) {
+                     std::size_t bytes) {
   if (dest < 0 || dest >= procs()) return error(Status::bad_arg, "no rank " + std::to_string(dest));
   if (handler < 0 || handler >= AM_MAX_HANDLERS) return error(Status::bad_arg, "handler index out of range");
   if (nargs > wire::kMaxArgs) return error(Status::bad_arg, "more than 4 arguments");
@@ -649,7 +668,6 @@ Status Runtime::send(bool reply, int dest, int handler, const Word* args, unsign
     return Status::ok;
   }
   Peer& p = *peers_[dest];
-  if (defer && p.vi && !bytes) return send_deferred(p, std::uint16_t(handler), args, nargs);
   const Status s = send_request(p, wire::Kind::request, std::uint16_t(handler), args, nargs, payload, bytes, Sent{});
   // Every request also polls, after sending so that the request is not kept waiting.
   service();

@@ -42,9 +42,10 @@ class Runtime {
   std::size_t segment_size(int proc) const;
   const Counters& counters() const { return counters_; }
 
-  // defer: a request that may wait in the destination's bundle (am::request_deferred).
   Status send(bool reply, int dest, int handler, const Word* args, unsigned nargs, const void* payload,
-              std::size_t bytes, bool defer = false);
+              std::size_t bytes);
+  // am::request_deferred: a request that waits in the destination's bundle.
+  Status send_deferred(int dest, int handler, const Word* args, unsigned nargs);
   // Sends every bundle now.
   void flush_all();
   // on_local: the source buffer may be reused (C am_store_async).
@@ -174,7 +175,7 @@ class Runtime {
 
   Status send_request(Peer& p, wire::Kind kind, std::uint16_t handler, const Word* args, unsigned nargs,
                       const void* payload, std::size_t bytes, const Sent& sent);
-  Status send_deferred(Peer& p, std::uint16_t handler, const Word* args, unsigned nargs);
+  [[gnu::noinline]] Status send_deferred_slow(int dest, int handler, const Word* args, unsigned nargs);
   Status add_bundle_reply(HandlerContext& ctx, std::uint16_t handler, std::uint8_t status, const Word* args,
                           unsigned nargs, const void* payload, std::size_t bytes);
   void send_reply(Peer& p, std::uint16_t slot, std::uint32_t seq, std::uint8_t status, std::uint16_t handler,

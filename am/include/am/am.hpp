@@ -64,8 +64,8 @@ struct Delivery {
 };
 enum class HandlerKind { words, payload };
 Status set_handler(int index, HandlerKind kind, std::function<void(const Delivery&)> fn);
-Status send(bool reply, int dest, int handler, const Word* args, unsigned nargs, const void* payload, std::size_t bytes,
-            bool defer = false);
+Status send(bool reply, int dest, int handler, const Word* args, unsigned nargs, const void* payload, std::size_t bytes);
+Status send_deferred(int dest, int handler, const Word* args, unsigned nargs);
 struct Completion {
   bool done = false;
   Status status = Status::ok;
@@ -185,7 +185,7 @@ template <class... A>
 Status request_deferred(int dest, int handler, A... args) {
   static_assert(sizeof...(A) <= 4, "at most 4 arguments");
   const Word words[4] = {detail::to_word(args)...};
-  return detail::send(false, dest, handler, words, sizeof...(A), nullptr, 0, true);
+  return detail::send_deferred(dest, handler, words, sizeof...(A));
 }
 template <class... A>
 Status request_payload(int dest, int handler, std::span<const std::byte> payload, A... args) {
