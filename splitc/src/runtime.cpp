@@ -35,6 +35,18 @@ enum : int {
   kReduceResult,
 };
 
+// Copies a small value (at most kMaxSmall bytes) with fixed-size copies for
+// the usual sizes: a memcpy of a variable length is a library call, on the
+// path of every small get, put and store.
+void copy_small(void* to, const void* from, std::size_t bytes) {
+  switch (bytes) {
+    case 4: std::memcpy(to, from, 4); break;
+    case 8: std::memcpy(to, from, 8); break;
+    case 16: std::memcpy(to, from, 16); break;
+    default: std::memcpy(to, from, std::min(bytes, kMaxSmall)); break;
+  }
+}
+
 constexpr std::size_t kDefaultSegment = 64u << 20;
 constexpr std::size_t kPruneFutures = 256;  // completed bulk operations are dropped past this many
 constexpr int kModuleShift = 48;             // code addresses: module index above, offset below
@@ -170,22 +182,22 @@ void contribute(int src, Word code, Word value) {
 void install_handlers() {
   am::set_handler(kGet, [](am::Token t, std::uintptr_t address, Word bytes, std::uintptr_t local) {
     Word value[2] = {0, 0};
-    std::memcpy(value, reinterpret_cast<const void*>(address), std::min<Word>(bytes, sizeof value));
+    copy_small(value, reinterpret_cast<const void*>(address), bytes);
     t.reply(kGetReply, local, bytes, value[0], value[1]);
   });
   am::set_handler(kGetReply, [](am::Token, std::uintptr_t local, Word bytes, Word v0, Word v1) {
     const Word value[2] = {v0, v1};
-    std::memcpy(reinterpret_cast<void*>(local), value, std::min<Word>(bytes, sizeof value));
+    copy_small(reinterpret_cast<void*>(local), value, bytes);
     --state.in_flight;
   });
   // Puts and stores are one-way: no reply; sync() waits for AM's acknowledgements.
   am::set_handler(kPut, [](am::Token, std::uintptr_t address, Word bytes, Word v0, Word v1) {
     const Word value[2] = {v0, v1};
-    std::memcpy(reinterpret_cast<void*>(address), value, std::min<Word>(bytes, sizeof value));
+    copy_small(reinterpret_cast<void*>(address), value, bytes);
   });
   am::set_handler(kStore, [](am::Token, std::uintptr_t address, Word bytes, Word v0, Word v1) {
     const Word value[2] = {v0, v1};
-    std::memcpy(reinterpret_cast<void*>(address), value, std::min<Word>(bytes, sizeof value));
+    copy_small(reinterpret_cast<void*>(address), value, bytes);
     state.stored_bytes += bytes;
   });
   am::set_mem_handler(kBulkStored, [](int, void*, std::size_t bytes, Word) {
@@ -283,7 +295,7 @@ void poll_now_and_then() {
 void send_value(int handler, int proc, std::uintptr_t remote, const void* value, std::size_t bytes) {
   state.puts_unsynced = true;
   Word words[2] = {0, 0};
-  std::memcpy(words, value, bytes);
+  copy_small(words, value, bytes);
   // Deferred: a put or store is complete only at sync (or the owner's
   // store_sync), which waits and so sends it; until then it may wait for
   // others to the same rank and leave with them in one frame.
@@ -297,7 +309,7 @@ void send_value(int handler, int proc, std::uintptr_t remote, const void* value,
 void get(int proc, std::uintptr_t remote, void* local, std::size_t bytes) {
   check_enabled();
   if (proc == state.me) {
-    std::memcpy(local, reinterpret_cast<const void*>(remote), bytes);
+    copy_small(local, reinterpret_cast<const void*>(remote), bytes);
     poll_now_and_then();
     return;
   }
@@ -309,7 +321,7 @@ void get(int proc, std::uintptr_t remote, void* local, std::size_t bytes) {
 void put(int proc, std::uintptr_t remote, const void* value, std::size_t bytes) {
   check_enabled();
   if (proc == state.me) {
-    std::memcpy(reinterpret_cast<void*>(remote), value, bytes);
+    copy_small(reinterpret_cast<void*>(remote), value, bytes);
     poll_now_and_then();
   } else {
     send_value(kPut, proc, remote, value, bytes);
@@ -319,7 +331,7 @@ void put(int proc, std::uintptr_t remote, const void* value, std::size_t bytes) 
 void store(int proc, std::uintptr_t remote, const void* value, std::size_t bytes) {
   check_enabled();
   if (proc == state.me) {
-    std::memcpy(reinterpret_cast<void*>(remote), value, bytes);
+    copy_small(reinterpret_cast<void*>(remote), value, bytes);
     state.stored_bytes += bytes;
     poll_now_and_then();
   } else {
