@@ -47,6 +47,14 @@ void copy_small(void* to, const void* from, std::size_t bytes) {
   }
 }
 
+// An address and a small value's length in one AM argument: user-space
+// addresses fit in 56 bits, and a length of at most kMaxSmall in the top 8.
+// A store of a 4-byte key is then one 24-byte item of a bundle, not 32.
+constexpr int kLengthShift = 56;
+Word with_length(std::uintptr_t address, std::size_t bytes) { return Word(address) | Word(bytes) << kLengthShift; }
+std::uintptr_t address_of(Word w) { return std::uintptr_t(w & ((Word(1) << kLengthShift) - 1)); }
+std::size_t length_of(Word w) { return std::size_t(w >> kLengthShift); }
+
 constexpr std::size_t kDefaultSegment = 64u << 20;
 constexpr std::size_t kPruneFutures = 256;  // completed bulk operations are dropped past this many
 constexpr int kModuleShift = 48;             // code addresses: module index above, offset below
@@ -180,25 +188,30 @@ void contribute(int src, Word code, Word value) {
 }
 
 void install_handlers() {
-  am::set_handler(kGet, [](am::Token t, std::uintptr_t address, Word bytes, std::uintptr_t local) {
+  // Small operations: an address with the value's length (with_length), then the value's words.
+  am::set_handler(kGet, [](am::Token t, Word target, Word local) {
+    const std::size_t bytes = length_of(target);
     Word value[2] = {0, 0};
-    copy_small(value, reinterpret_cast<const void*>(address), bytes);
-    t.reply(kGetReply, local, bytes, value[0], value[1]);
+    copy_small(value, reinterpret_cast<const void*>(address_of(target)), bytes);
+    if (bytes <= sizeof(Word))
+      t.reply(kGetReply, with_length(std::uintptr_t(local), bytes), value[0]);
+    else
+      t.reply(kGetReply, with_length(std::uintptr_t(local), bytes), value[0], value[1]);
   });
-  am::set_handler(kGetReply, [](am::Token, std::uintptr_t local, Word bytes, Word v0, Word v1) {
+  am::set_handler(kGetReply, [](am::Token, Word target, Word v0, Word v1) {
     const Word value[2] = {v0, v1};
-    copy_small(reinterpret_cast<void*>(local), value, bytes);
+    copy_small(reinterpret_cast<void*>(address_of(target)), value, length_of(target));
     --state.in_flight;
   });
   // Puts and stores are one-way: no reply; sync() waits for AM's acknowledgements.
-  am::set_handler(kPut, [](am::Token, std::uintptr_t address, Word bytes, Word v0, Word v1) {
+  am::set_handler(kPut, [](am::Token, Word target, Word v0, Word v1) {
     const Word value[2] = {v0, v1};
-    copy_small(reinterpret_cast<void*>(address), value, bytes);
+    copy_small(reinterpret_cast<void*>(address_of(target)), value, length_of(target));
   });
-  am::set_handler(kStore, [](am::Token, std::uintptr_t address, Word bytes, Word v0, Word v1) {
+  am::set_handler(kStore, [](am::Token, Word target, Word v0, Word v1) {
     const Word value[2] = {v0, v1};
-    copy_small(reinterpret_cast<void*>(address), value, bytes);
-    state.stored_bytes += bytes;
+    copy_small(reinterpret_cast<void*>(address_of(target)), value, length_of(target));
+    state.stored_bytes += length_of(target);
   });
   am::set_mem_handler(kBulkStored, [](int, void*, std::size_t bytes, Word) {
     state.stored_bytes += bytes;
@@ -299,9 +312,10 @@ void send_value(int handler, int proc, std::uintptr_t remote, const void* value,
   // Deferred: a put or store is complete only at sync (or the owner's
   // store_sync), which waits and so sends it; until then it may wait for
   // others to the same rank and leave with them in one frame.
-  // A value of one word travels in 3 arguments (the handler's fourth is 0 then).
-  const am::Status s = bytes <= sizeof(Word) ? am::request_deferred(proc, handler, remote, Word(bytes), words[0])
-                                             : am::request_deferred(proc, handler, remote, Word(bytes), words[0], words[1]);
+  // A value of one word travels in 2 arguments (the handler's third is 0 then).
+  const Word target = with_length(remote, bytes);
+  const am::Status s = bytes <= sizeof(Word) ? am::request_deferred(proc, handler, target, words[0])
+                                             : am::request_deferred(proc, handler, target, words[0], words[1]);
   check(s, handler == kPut ? "put" : "store");
 }
 }  // namespace
@@ -315,7 +329,7 @@ void get(int proc, std::uintptr_t remote, void* local, std::size_t bytes) {
   }
   ++state.in_flight;
   // Deferred, as puts and stores: sync waits for the reply, and so sends it.
-  check(am::request_deferred(proc, kGet, remote, Word(bytes), reinterpret_cast<std::uintptr_t>(local)), "get");
+  check(am::request_deferred(proc, kGet, with_length(remote, bytes), reinterpret_cast<std::uintptr_t>(local)), "get");
 }
 
 void put(int proc, std::uintptr_t remote, const void* value, std::size_t bytes) {
