@@ -75,6 +75,15 @@ class SendWindow {
     return slot;
   }
 
+  // The open instance in `slot` leaves only now (a bundle filled for a
+  // while): its send time becomes the `now` of the next advance() again.
+  void restamp(std::uint16_t slot) {
+    Slot& s = slots_[slot];
+    if (s.sent_ns == kUnstamped) return;
+    s.sent_ns = kUnstamped;
+    unstamped_.push_back(slot);
+  }
+
   // A reply or an acknowledgement for (slot, seq): true if it answers an open
   // instance, which closes; false for a duplicate or stale one.
   bool close(std::uint16_t slot, std::uint32_t seq) {

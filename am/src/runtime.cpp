@@ -308,6 +308,9 @@ void Runtime::flush(Peer& p) {
   const wire::Header h{wire::Kind::bundle, 0, 0, 0, wire::kNoHandler, slot, p.window.seq(slot), p.bundle_bytes};
   std::memcpy(buffer(di), &h, wire::kHeaderBytes);
   p.sent[slot].length = std::uint32_t(wire::kHeaderBytes) + p.bundle_bytes;
+  // Its timers start now: the slot may have been stamped while a wait in
+  // open_bundle ran timers, long before the bundle filled.
+  p.window.restamp(slot);
   ++counters_.bundles_sent;
   post_send(p, di, p.sent[slot].length);
 }

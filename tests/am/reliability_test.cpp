@@ -117,6 +117,27 @@ TEST(SendWindow, SendTimeIsStampedByTheNextAdvance) {
   EXPECT_EQ(w.next_deadline(), am::kNever);
 }
 
+// A bundle's slot may be stamped while the bundle still fills: restamp()
+// starts its timers again when it leaves, so it does not expire at once.
+TEST(SendWindow, RestampStartsTheTimersAgain) {
+  SendWindow w(2, policy());
+  const auto s = w.open();
+  int resent = 0, expired = 0;
+  auto retransmit = [&](std::uint16_t) { ++resent; };
+  auto expire = [&](std::uint16_t) { ++expired; };
+  w.advance(0, retransmit, expire);  // stamped at 0
+  w.restamp(s);
+  w.restamp(s);  // twice: still one stamp
+  w.advance(5000 * kMs, retransmit, expire);  // far past the timeout of the first stamp
+  EXPECT_EQ(resent + expired, 0);
+  EXPECT_EQ(w.next_deadline(), 5010 * kMs);
+  w.advance(5999 * kMs, retransmit, expire);
+  EXPECT_EQ(expired, 0);
+  w.advance(6000 * kMs, retransmit, expire);
+  EXPECT_EQ(expired, 1);
+  EXPECT_FALSE(w.is_open(s));
+}
+
 TEST(SendWindow, CloseAllReturnsEveryOpenRequest) {
   SendWindow w(3, policy());
   w.open();
