@@ -550,13 +550,21 @@ Status Runtime::send_request(Peer& p, wire::Kind kind, std::uint16_t handler, co
 // every Split-C get, put and store: whatever else there is to do (a full
 // bundle, none open, bad arguments, a message to this rank) is left to
 // send_deferred_slow, called last so that this stays a leaf.
+namespace {
+bool valid_request(int dest, int procs, int handler, unsigned nargs) {
+  return unsigned(dest) < unsigned(procs) && unsigned(handler) < AM_MAX_HANDLERS && nargs <= wire::kMaxArgs;
+}
+}  // namespace
+
+bool Runtime::bundle_has_room(const Peer& p, std::uint32_t bytes) {
+  return p.bundle_slot != kNoBundle && p.bundle_items < kBundleItems && p.bundle_bytes + bytes <= wire::kMaxPayload;
+}
+
 Status Runtime::send_deferred(int dest, int handler, const Word* args, unsigned nargs) {
-  if (unsigned(dest) >= unsigned(procs()) || unsigned(handler) >= AM_MAX_HANDLERS || nargs > wire::kMaxArgs)
-    return send_deferred_slow(dest, handler, args, nargs);
+  if (!valid_request(dest, procs(), handler, nargs)) return send_deferred_slow(dest, handler, args, nargs);
   Peer& p = *peers_[dest];
   const auto bytes = std::uint32_t(wire::item_bytes(nargs, 0));
-  if (p.bundle_slot == kNoBundle || p.bundle_items == kBundleItems || p.bundle_bytes + bytes > wire::kMaxPayload)
-    return send_deferred_slow(dest, handler, args, nargs);
+  if (!bundle_has_room(p, bytes)) return send_deferred_slow(dest, handler, args, nargs);
   std::byte* at = buffer(request_desc(p, std::uint16_t(p.bundle_slot))) + wire::kHeaderBytes + p.bundle_bytes;
   wire::encode_item(at, wire::ItemHeader{std::uint16_t(handler), std::uint8_t(nargs), 0, std::uint16_t(p.bundle_items), 0},
                     args, nullptr);
@@ -570,12 +578,11 @@ Status Runtime::send_deferred(int dest, int handler, const Word* args, unsigned 
 // bundle leaves if it has no room (polling then, as a request does), a new
 // one opens, and send_deferred writes the request.
 Status Runtime::send_deferred_slow(int dest, int handler, const Word* args, unsigned nargs) {
-  if (unsigned(dest) >= unsigned(procs()) || unsigned(handler) >= AM_MAX_HANDLERS || nargs > wire::kMaxArgs ||
-      !peers_[dest]->vi)
+  if (!valid_request(dest, procs(), handler, nargs) || !peers_[dest]->vi)
     return send(false, dest, handler, args, nargs, nullptr, 0);
   Peer& p = *peers_[dest];
   const auto bytes = std::uint32_t(wire::item_bytes(nargs, 0));
-  while (p.bundle_slot == kNoBundle || p.bundle_items == kBundleItems || p.bundle_bytes + bytes > wire::kMaxPayload) {
+  while (!bundle_has_room(p, bytes)) {
     if (p.bundle_slot != kNoBundle) {
       flush(p);
       service();

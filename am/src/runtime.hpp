@@ -176,6 +176,7 @@ class Runtime {
   Status send_request(Peer& p, wire::Kind kind, std::uint16_t handler, const Word* args, unsigned nargs,
                       const void* payload, std::size_t bytes, const Sent& sent);
   [[gnu::noinline]] Status send_deferred_slow(int dest, int handler, const Word* args, unsigned nargs);
+  static bool bundle_has_room(const Peer& p, std::uint32_t bytes);
   Status add_bundle_reply(HandlerContext& ctx, std::uint16_t handler, std::uint8_t status, const Word* args,
                           unsigned nargs, const void* payload, std::size_t bytes);
   void send_reply(Peer& p, std::uint16_t slot, std::uint32_t seq, std::uint8_t status, std::uint16_t handler,
