@@ -142,6 +142,18 @@ Status Runtime::start() {
   Status s;
   if ((s = check(via::Nic::open("", nic_), "open NIC")) != Status::ok) return s;
   nic_->set_error_handler([this](const via::AsyncError&) { vi_error_ = true; });
+  // A VI's sends: its request, reply and acknowledgement buffers, and at
+  // most every RDMA descriptor; its receives: every receive buffer.
+  const std::uint32_t max_sends = 2u * depth_ + kAckDescs + kRdmaDescs, max_receives = 2u * depth_ + kLateReposts;
+  VIP_NIC_ATTRIBUTES nic_attributes{};
+  nic_->query(nic_attributes);
+  if (const std::uint32_t queue = std::uint32_t(nic_attributes.MaxDescriptorsPerQueue);
+      std::max(max_sends, max_receives) > queue)
+    return error(Status::enable_failed,
+                 "am_enable: VIASTACK_AM_DEPTH=" + std::to_string(depth_) + " needs " +
+                     std::to_string(std::max(max_sends, max_receives)) + " descriptors per VI queue, and this NIC's hold " +
+                     std::to_string(queue) + ": use a depth of at most " +
+                     std::to_string((queue - std::max(kAckDescs + kRdmaDescs, kLateReposts)) / 2));
   if ((s = check(nic_->create_ptag(ptag_), "create protection tag")) != Status::ok) return s;
 
   // Segment: the target of stores and the source of gets, open to the peers' RDMA.
@@ -189,10 +201,7 @@ Status Runtime::start() {
   attrs.rdma_read = config_.reliability == Reliability::reliable;
   const via::NetAddress local{{}, {'a', 'm'}};
   for (int r = 0; r < size; ++r) {
-    // A VI's sends: its request, reply and acknowledgement buffers, and at
-    // most every RDMA descriptor; its receives: every receive buffer.
-    peers_.push_back(std::make_unique<Peer>(r, depth_, policy_, kMaxAckDelayPasses,
-                                            2u * depth_ + kAckDescs + kRdmaDescs, 2u * depth_ + kLateReposts));
+    peers_.push_back(std::make_unique<Peer>(r, depth_, policy_, kMaxAckDelayPasses, max_sends, max_receives));
     Peer& p = *peers_.back();
     p.first_desc = per_peer * std::uint32_t(r);
     const std::uint32_t first_receive = 2u * depth_ + kAckDescs;

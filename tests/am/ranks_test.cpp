@@ -288,6 +288,33 @@ int late_repost_body(int rank) {
   return 0;
 }
 
+// A window deeper than the NIC's queues hold is refused at am_enable, with
+// the largest depth that fits (it failed later, posting receives, with no why).
+TEST(AmRanks, DepthPastTheNicsQueuesIsAClearError) {
+  setenv("VIASTACK_AM_DEPTH", "1024", 1);
+  auto status = run_ranks(2, [](int) -> int {
+    CHECK_OR_RETURN(am::enable() == am::Status::enable_failed, 1);
+    CHECK_OR_RETURN(std::strstr(am::last_error(), "VIASTACK_AM_DEPTH=1024") != nullptr, 2);
+    CHECK_OR_RETURN(std::strstr(am::last_error(), "at most 478") != nullptr, 3);
+    return 0;
+  });
+  unsetenv("VIASTACK_AM_DEPTH");
+  expect_all_zero(status);
+  setenv("VIASTACK_AM_DEPTH", "478", 1);
+  status = run_ranks(2, [](int rank) -> int {
+    long handled = 0;
+    am::set_handler(1, [&](am::Token) { ++handled; });
+    CHECK_OR_RETURN(am::enable() == am::Status::ok, 1);
+    for (int i = 0; i < 1000; ++i) CHECK_OR_RETURN(am::request(1 - rank, 1) == am::Status::ok, 2);
+    CHECK_OR_RETURN(am::wait_until([&] { return handled == 1000; }) == am::Status::ok, 3);
+    CHECK_OR_RETURN(am::barrier() == am::Status::ok, 4);
+    CHECK_OR_RETURN(am::disable() == am::Status::ok, 5);
+    return 0;
+  });
+  unsetenv("VIASTACK_AM_DEPTH");
+  expect_all_zero(status);
+}
+
 TEST(AmRanks, SmallestDepthsNeverRunOutOfReceives) {
   for (const char* depth : {"1", "2"}) {
     setenv("VIASTACK_AM_DEPTH", depth, 1);
