@@ -84,15 +84,17 @@ struct Message {
 enum class ParseError { none, too_short, bad_kind, too_many_args, too_many_acks, bad_length, payload_too_large };
 const char* describe(ParseError e);
 
-// Copies n <= 4 words in fixed-size pieces (a memcpy of a variable length is
-// a library call, on the path of every message).
+// Copies n <= 4 words one word at a time: a memcpy of a variable length is
+// a library call, on the path of every message, and a wider load would span
+// words the caller has just stored one by one (an argument array), which
+// the CPU cannot forward from its store buffer: the load waits.
 inline void copy_words(void* to, const void* from, unsigned n) {
-  switch (n) {
-    case 4: std::memcpy(to, from, 32); break;
-    case 3: std::memcpy(to, from, 24); break;
-    case 2: std::memcpy(to, from, 16); break;
-    case 1: std::memcpy(to, from, 8); break;
-    default: break;
+  auto* out = static_cast<std::byte*>(to);
+  const auto* in = static_cast<const std::byte*>(from);
+  for (unsigned i = 0; i < n; ++i) {
+    std::uint64_t word;
+    std::memcpy(&word, in + 8 * i, 8);
+    std::memcpy(out + 8 * i, &word, 8);
   }
 }
 

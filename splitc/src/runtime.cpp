@@ -308,7 +308,16 @@ void poll_now_and_then() {
 void send_value(int handler, int proc, std::uintptr_t remote, const void* value, std::size_t bytes) {
   state.puts_unsynced = true;
   Word words[2] = {0, 0};
-  copy_small(words, value, bytes);
+  // A 4-byte value is read into a register: copied into words[0] and read
+  // back as 8 bytes, it would stall the CPU (the 8-byte load cannot take
+  // its bytes from the pending 4-byte store), on every remote put or store.
+  if (bytes == 4) {
+    std::uint32_t v;
+    std::memcpy(&v, value, 4);
+    words[0] = v;
+  } else {
+    copy_small(words, value, bytes);
+  }
   // Deferred: a put or store is complete only at sync (or the owner's
   // store_sync), which waits and so sends it; until then it may wait for
   // others to the same rank and leave with them in one frame.
