@@ -555,10 +555,6 @@ Status Runtime::send_request(Peer& p, wire::Kind kind, std::uint16_t handler, co
   return Status::ok;
 }
 
-// Writes a deferred request into its destination's bundle. On the path of
-// every Split-C get, put and store: whatever else there is to do (a full
-// bundle, none open, bad arguments, a message to this rank) is left to
-// send_deferred_slow, called last so that this stays a leaf.
 namespace {
 bool valid_request(int dest, int procs, int handler, unsigned nargs) {
   return unsigned(dest) < unsigned(procs) && unsigned(handler) < AM_MAX_HANDLERS && nargs <= wire::kMaxArgs;
@@ -569,6 +565,10 @@ bool Runtime::bundle_has_room(const Peer& p, std::uint32_t bytes) {
   return p.bundle_slot != kNoBundle && p.bundle_items < kBundleItems && p.bundle_bytes + bytes <= wire::kMaxPayload;
 }
 
+// Writes a deferred request into its destination's bundle. On the path of
+// every Split-C get, put and store: whatever else there is to do (a full
+// bundle, none open, bad arguments, a message to this rank) is left to
+// send_deferred_slow, called last so that this stays a leaf.
 Status Runtime::send_deferred(int dest, int handler, const Word* args, unsigned nargs) {
   if (!valid_request(dest, procs(), handler, nargs)) return send_deferred_slow(dest, handler, args, nargs);
   Peer& p = *peers_[dest];
@@ -686,10 +686,9 @@ Status Runtime::send(bool reply, int dest, int handler, const Word* args, unsign
     send_reply(*ctx->peer, ctx->slot, ctx->seq, 0, std::uint16_t(handler), args, nargs, payload, bytes);
     return Status::ok;
   }
-  Peer& p = *peers_[dest];
-  const Status s = send_request(p, wire::Kind::request, std::uint16_t(handler), args, nargs, payload, bytes, Sent{});
-  // Every request also polls, after sending so that the request is not kept waiting.
-  service();
+  const Status s =
+      send_request(*peers_[dest], wire::Kind::request, std::uint16_t(handler), args, nargs, payload, bytes, Sent{});
+  service();  // every request also polls; after sending, so that the request is not kept waiting
   return s;
 }
 
@@ -841,21 +840,9 @@ void Runtime::handle_reply(Peer& p, const wire::Message& m) {
   if (h.status) return returned(p, h.slot, h.status, cause_text(h.status));
   const Sent& s = p.sent[h.slot];
   switch (s.purpose) {
-    case Purpose::user: {
-      if (h.handler == wire::kNoHandler) return;
-      const HandlerEntry* entry = message_handler(h.handler, h.payload_bytes);
-      if (!entry) {
-        std::fprintf(stderr, "am: rank %d: a reply from rank %d names handler %u, not registered here for it\n", me_,
-                     p.rank, h.handler);
-        return;
-      }
-      HandlerContext ctx{&p, h.slot, h.seq, false, false};  // a reply handler may not reply
-      HandlerContext* outer = context_;
-      context_ = &ctx;
-      entry->message(Delivery{p.rank, h.nargs, m.args, const_cast<std::byte*>(m.payload), h.payload_bytes});
-      context_ = outer;
+    case Purpose::user:
+      if (h.handler != wire::kNoHandler) run_reply_handler(p, h, h.handler, h.nargs, m.args, m.payload, h.payload_bytes);
       return;
-    }
     case Purpose::store_chunk: {
       Operation& op = ops_[s.op];
       --op.pending;
@@ -906,22 +893,12 @@ void Runtime::run_bundle_replies(Peer& p, const wire::Message& m) {
             returned_request(p, request.header.handler, request.header.nargs, request.args, cause, cause_text(cause)));
     });
   }
-  HandlerContext ctx{&p, h.slot, h.seq, false, false};  // a reply handler may not reply
-  HandlerContext* outer = context_;
-  context_ = &ctx;
   items = wire::ItemReader(m.payload, h.payload_bytes);
   for (wire::Item it; items.next(it);) {
     if (it.header.status) continue;
     ++counters_.messages_received;
-    const HandlerEntry* entry = message_handler(it.header.handler, it.header.payload_bytes);
-    if (!entry) {
-      std::fprintf(stderr, "am: rank %d: a reply from rank %d names handler %u, not registered here for it\n", me_,
-                   p.rank, it.header.handler);
-      continue;
-    }
-    entry->message(Delivery{p.rank, it.header.nargs, it.args, const_cast<std::byte*>(it.payload), it.header.payload_bytes});
+    run_reply_handler(p, h, it.header.handler, it.header.nargs, it.args, it.payload, it.header.payload_bytes);
   }
-  context_ = outer;
   if (items.error() != wire::ParseError::none)
     std::fprintf(stderr, "am: rank %d: dropped a malformed reply in a bundle's answer from rank %d, and the rest: %s\n",
                  me_, p.rank, wire::describe(items.error()));
@@ -929,6 +906,22 @@ void Runtime::run_bundle_replies(Peer& p, const wire::Message& m) {
     ++counters_.returned;
     error_handler(r);
   }
+}
+
+// Runs the handler a reply names (of the request in answer's slot).
+void Runtime::run_reply_handler(Peer& p, const wire::Header& answer, std::uint16_t handler, unsigned nargs,
+                                const Word* args, const std::byte* payload, std::uint32_t bytes) {
+  const HandlerEntry* entry = message_handler(handler, bytes);
+  if (!entry) {
+    std::fprintf(stderr, "am: rank %d: a reply from rank %d names handler %u, not registered here for it\n", me_,
+                 p.rank, handler);
+    return;
+  }
+  HandlerContext ctx{&p, answer.slot, answer.seq, false, false};  // a reply handler may not reply
+  HandlerContext* outer = context_;
+  context_ = &ctx;
+  entry->message(Delivery{p.rank, nargs, args, const_cast<std::byte*>(payload), bytes});
+  context_ = outer;
 }
 
 // Calls f(index, item) for each request of the bundle in `slot`, as sent
