@@ -60,6 +60,8 @@ Config Config::from_env() {
 
 namespace detail {
 
+std::span<BundleRoom> bundle_rooms;
+
 Status set_handler(int index, HandlerKind kind, std::function<void(const Delivery&)> fn) {
   if (index < 0 || index >= AM_MAX_HANDLERS) return error(Status::bad_arg, "handler index out of range");
   HandlerEntry& e = handler_table()[index];

@@ -87,6 +87,7 @@ Runtime::Runtime(const Config& config) : config_(config), depth_(std::uint16_t(s
 }
 
 Runtime::~Runtime() {
+  if (detail::bundle_rooms.data() == rooms_.data()) detail::bundle_rooms = {};
   if (nic_) {
     for (auto& p : peers_)
       if (p->vi) {
@@ -121,7 +122,10 @@ Status Runtime::enable(const Config& config) {
   // Installed first: peers' first requests may arrive while we wait for their hellos.
   instance_.reset(new Runtime(config));
   const Status s = instance_->start();
-  if (s != Status::ok) instance_.reset();
+  if (s != Status::ok)
+    instance_.reset();
+  else
+    detail::bundle_rooms = instance_->rooms_;
   return s;
 }
 
@@ -200,9 +204,11 @@ Status Runtime::start() {
   attrs.rdma_write = true;
   attrs.rdma_read = config_.reliability == Reliability::reliable;
   const via::NetAddress local{{}, {'a', 'm'}};
+  rooms_.resize(std::size_t(size));
   for (int r = 0; r < size; ++r) {
     peers_.push_back(std::make_unique<Peer>(r, depth_, policy_, kMaxAckDelayPasses, max_sends, max_receives));
     Peer& p = *peers_.back();
+    p.room = &rooms_[std::size_t(r)];
     p.first_desc = per_peer * std::uint32_t(r);
     const std::uint32_t first_receive = 2u * depth_ + kAckDescs;
     for (std::uint32_t i = 0; i < per_peer; ++i) {
@@ -302,21 +308,36 @@ bool Runtime::open_bundle(Peer& p) {
   if (p.failed) return false;
   flush(p);  // one that a handler run during the wait opened
   p.bundle_slot = slot;
-  p.bundle_bytes = 0;
-  p.bundle_items = 0;
+  *p.room = detail::BundleRoom{buffer(di) + wire::kHeaderBytes, std::uint32_t(wire::kMaxPayload),
+                               std::uint16_t(kBundleItems), 0};
   ++open_bundles_;
   return true;
+}
+
+// The bytes of items in p's open bundle.
+std::uint32_t Runtime::bundle_bytes(const Peer& p) const {
+  return std::uint32_t(p.room->next - (buffer(request_desc(p, std::uint16_t(p.bundle_slot))) + wire::kHeaderBytes));
+}
+
+// Closes p's open bundle to more requests; returns the bytes of its items.
+std::uint32_t Runtime::close_bundle(Peer& p) {
+  const std::uint32_t bytes = bundle_bytes(p);
+  counters_.requests_sent += p.room->items;
+  *p.room = detail::BundleRoom{};
+  p.bundle_slot = kNoBundle;
+  --open_bundles_;
+  return bytes;
 }
 
 // Sends p's bundle, if one is open: its header goes in front of its items.
 void Runtime::flush(Peer& p) {
   if (p.bundle_slot == kNoBundle) return;
-  const auto slot = std::uint16_t(std::exchange(p.bundle_slot, kNoBundle));
-  --open_bundles_;
+  const auto slot = std::uint16_t(p.bundle_slot);
+  const std::uint32_t bytes = close_bundle(p);
   const std::uint32_t di = request_desc(p, slot);
-  const wire::Header h{wire::Kind::bundle, 0, 0, 0, wire::kNoHandler, slot, p.window.seq(slot), p.bundle_bytes};
+  const wire::Header h{wire::Kind::bundle, 0, 0, 0, wire::kNoHandler, slot, p.window.seq(slot), bytes};
   std::memcpy(buffer(di), &h, wire::kHeaderBytes);
-  p.sent[slot].length = std::uint32_t(wire::kHeaderBytes) + p.bundle_bytes;
+  p.sent[slot].length = std::uint32_t(wire::kHeaderBytes) + bytes;
   // Its timers start now: the slot may have been stamped while a wait in
   // open_bundle ran timers, long before the bundle filled.
   p.window.restamp(slot);
@@ -561,37 +582,15 @@ bool valid_request(int dest, int procs, int handler, unsigned nargs) {
 }
 }  // namespace
 
-bool Runtime::bundle_has_room(const Peer& p, std::uint32_t bytes) {
-  return p.bundle_slot != kNoBundle && p.bundle_items < kBundleItems && p.bundle_bytes + bytes <= wire::kMaxPayload;
-}
-
-// Writes a deferred request into its destination's bundle. On the path of
-// every Split-C get, put and store: whatever else there is to do (a full
-// bundle, none open, bad arguments, a message to this rank) is left to
-// send_deferred_slow, called last so that this stays a leaf.
+// A deferred request that request_deferred could not write into an open
+// bundle. Bad arguments and requests to this rank go as send's; otherwise
+// p's bundle leaves if it has no room (polling then, as a request does),
+// and a new one opens.
 Status Runtime::send_deferred(int dest, int handler, const Word* args, unsigned nargs) {
-  if (!valid_request(dest, procs(), handler, nargs)) return send_deferred_slow(dest, handler, args, nargs);
-  Peer& p = *peers_[dest];
-  const auto bytes = std::uint32_t(wire::item_bytes(nargs, 0));
-  if (!bundle_has_room(p, bytes)) return send_deferred_slow(dest, handler, args, nargs);
-  std::byte* at = buffer(request_desc(p, std::uint16_t(p.bundle_slot))) + wire::kHeaderBytes + p.bundle_bytes;
-  wire::encode_item(at, wire::ItemHeader{std::uint16_t(handler), std::uint8_t(nargs), 0, std::uint16_t(p.bundle_items), 0},
-                    args, nullptr);
-  p.bundle_bytes += bytes;
-  ++p.bundle_items;
-  ++counters_.requests_sent;
-  return Status::ok;
-}
-
-// Bad arguments and requests to this rank go as send's; otherwise p's
-// bundle leaves if it has no room (polling then, as a request does), a new
-// one opens, and send_deferred writes the request.
-Status Runtime::send_deferred_slow(int dest, int handler, const Word* args, unsigned nargs) {
   if (!valid_request(dest, procs(), handler, nargs) || !peers_[dest]->vi)
     return send(false, dest, handler, args, nargs, nullptr, 0);
   Peer& p = *peers_[dest];
-  const auto bytes = std::uint32_t(wire::item_bytes(nargs, 0));
-  while (!bundle_has_room(p, bytes)) {
+  while (!detail::write_deferred(dest, handler, args, nargs)) {
     if (p.bundle_slot != kNoBundle) {
       flush(p);
       service();
@@ -599,7 +598,7 @@ Status Runtime::send_deferred_slow(int dest, int handler, const Word* args, unsi
       return error(Status::unreachable, "rank " + std::to_string(p.rank) + " is unreachable");
     }
   }
-  return send_deferred(dest, handler, args, nargs);
+  return Status::ok;
 }
 
 void Runtime::send_reply(Peer& p, std::uint16_t slot, std::uint32_t seq, std::uint8_t status, std::uint16_t handler,
@@ -928,7 +927,7 @@ void Runtime::run_reply_handler(Peer& p, const wire::Header& answer, std::uint16
 // (or as written so far, while it is open).
 template <class F>
 void Runtime::for_each_bundled(const Peer& p, std::uint16_t slot, F&& f) {
-  const std::uint32_t length = p.bundle_slot == slot ? p.bundle_bytes
+  const std::uint32_t length = p.bundle_slot == slot ? bundle_bytes(p)
                                : p.sent[slot].length  ? p.sent[slot].length - std::uint32_t(wire::kHeaderBytes)
                                                       : 0;
   wire::ItemReader items(buffer(request_desc(p, slot)) + wire::kHeaderBytes, length);
@@ -1011,11 +1010,9 @@ void Runtime::returned(Peer& p, std::uint16_t slot, int cause, const char* why) 
 void Runtime::fail_peer(Peer& p, int cause, const std::string& why) {
   if (p.failed) return;
   p.failed = true;
+  p.room->items_left = 0;  // the error handler's requests to p fail now, not wait in a bundle never sent
   p.window.close_all([&](std::uint16_t slot) { returned(p, slot, cause, why.c_str()); });
-  if (p.bundle_slot != kNoBundle) {  // came back above
-    p.bundle_slot = kNoBundle;
-    --open_bundles_;
-  }
+  if (p.bundle_slot != kNoBundle) close_bundle(p);  // its requests came back above
 }
 
 void Runtime::check_timers() {

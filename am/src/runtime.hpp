@@ -97,10 +97,10 @@ class Runtime {
     std::uint32_t first_desc = 0;  // requests, replies, acknowledgements, then receives
     std::uint32_t next_ack_desc = 0;
     // The bundle being filled, in the request buffer of its slot: deferred
-    // requests written as items behind room for its header.
+    // requests written as items (detail::write_deferred, into `room`)
+    // behind room for its header.
     std::uint32_t bundle_slot = kNoBundle;
-    std::uint32_t bundle_bytes = 0;  // of items
-    std::uint32_t bundle_items = 0;
+    detail::BundleRoom* room = nullptr;
     bool failed = false;
     bool hello_received = false;
     std::uint64_t seg_base = 0, seg_bytes = 0;
@@ -175,8 +175,8 @@ class Runtime {
 
   Status send_request(Peer& p, wire::Kind kind, std::uint16_t handler, const Word* args, unsigned nargs,
                       const void* payload, std::size_t bytes, const Sent& sent);
-  [[gnu::noinline]] Status send_deferred_slow(int dest, int handler, const Word* args, unsigned nargs);
-  static bool bundle_has_room(const Peer& p, std::uint32_t bytes);
+  std::uint32_t bundle_bytes(const Peer& p) const;
+  std::uint32_t close_bundle(Peer& p);
   Status add_bundle_reply(HandlerContext& ctx, std::uint16_t handler, std::uint8_t status, const Word* args,
                           unsigned nargs, const void* payload, std::size_t bytes);
   void send_reply(Peer& p, std::uint16_t slot, std::uint32_t seq, std::uint8_t status, std::uint16_t handler,
@@ -250,6 +250,7 @@ class Runtime {
   unsigned dispatching_ = 0;  // receives being handled (handlers may poll)
   unsigned services_ = 0;
   unsigned open_bundles_ = 0;
+  std::vector<detail::BundleRoom> rooms_;  // detail::bundle_rooms while this runtime is enabled
   bool vi_error_ = false;
   bool may_owe_acks_ = false;  // some peer may be owed acknowledgements (cleared by send_all_acks)
   bool disabling_ = false;

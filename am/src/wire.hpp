@@ -27,6 +27,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "am/bundle.hpp"
 #include "reliability.hpp"
 
 namespace am::wire {
@@ -84,17 +85,30 @@ struct Message {
 enum class ParseError { none, too_short, bad_kind, too_many_args, too_many_acks, bad_length, payload_too_large };
 const char* describe(ParseError e);
 
-// Copies n <= 4 words one word at a time: a memcpy of a variable length is
-// a library call, on the path of every message, and a wider load would span
-// words the caller has just stored one by one (an argument array), which
-// the CPU cannot forward from its store buffer: the load waits.
+// Copies n <= kMaxArgs words one word at a time, unrolled: a memcpy of a
+// variable length is a library call, and a loop over n costs more than the
+// words, on the path of every message. Never a wider load either: it would
+// span words the caller has just stored one by one (an argument array),
+// which the CPU cannot forward from its store buffer, and so wait.
 inline void copy_words(void* to, const void* from, unsigned n) {
   auto* out = static_cast<std::byte*>(to);
   const auto* in = static_cast<const std::byte*>(from);
-  for (unsigned i = 0; i < n; ++i) {
+#pragma GCC unroll 4
+  for (unsigned i = 0; i < kMaxArgs; ++i) {
+    if (i == n) break;
     std::uint64_t word;
     std::memcpy(&word, in + 8 * i, 8);
     std::memcpy(out + 8 * i, &word, 8);
+  }
+}
+
+// Reads n <= kMaxArgs argument words into all kMaxArgs of `out`, 0 past n.
+inline void read_args(std::uint64_t* out, const std::byte* in, unsigned n) {
+#pragma GCC unroll 4
+  for (unsigned i = 0; i < kMaxArgs; ++i) {
+    std::uint64_t word = 0;
+    if (i < n) std::memcpy(&word, in + 8 * i, 8);
+    out[i] = word;
   }
 }
 
@@ -114,23 +128,15 @@ inline ParseError parse(const std::byte* data, std::size_t len, Message& out) {
   const std::size_t args_end = kHeaderBytes + h.nargs * 8u;
   const std::size_t acks_end = args_end + h.acks * kAckBytes;
   if (len != acks_end + h.payload_bytes) return ParseError::bad_length;
-  std::memset(out.args, 0, sizeof out.args);
-  copy_words(out.args, data + kHeaderBytes, h.nargs);
+  read_args(out.args, data + kHeaderBytes, h.nargs);
   out.acks = data + args_end;
   out.payload = data + acks_end;
   return ParseError::none;
 }
 
-inline constexpr std::size_t kItemHeaderBytes = 8;
-
-struct ItemHeader {
-  std::uint16_t handler;
-  std::uint8_t nargs;
-  std::uint8_t status;  // replies: 0, or the AM_E_* cause its request was refused for (handler kNoHandler)
-  std::uint16_t index;  // replies: the place in its bundle of the request answered
-  std::uint16_t payload_bytes;
-};
-static_assert(sizeof(ItemHeader) == kItemHeaderBytes);
+// In a public header: request_deferred writes requests into bundles.
+using ItemHeader = detail::BundleItemHeader;
+inline constexpr std::size_t kItemHeaderBytes = sizeof(ItemHeader);
 
 struct Item {
   ItemHeader header;
@@ -170,8 +176,7 @@ class ItemReader {
     if (h.payload_bytes > kMaxPayload) return fail(ParseError::payload_too_large);
     const std::size_t length = item_bytes(h.nargs, h.payload_bytes);
     if (left < length) return fail(ParseError::bad_length);
-    std::memset(out.args, 0, sizeof out.args);
-    copy_words(out.args, data_ + at_ + kItemHeaderBytes, h.nargs);
+    read_args(out.args, data_ + at_ + kItemHeaderBytes, h.nargs);
     out.payload = data_ + at_ + kItemHeaderBytes + h.nargs * 8u;
     at_ += length;
     return true;

@@ -18,22 +18,12 @@
 
 namespace splitc {
 namespace detail {
+
+InlineState inline_state;
+
 namespace {
 
 using am::Word;
-
-// Handler indices; the range 224..239 is Split-C's (user AM handlers stay below).
-enum : int {
-  kGet = 224,
-  kGetReply,
-  kPut,
-  kStore,
-  kBulkStored,
-  kAtomic,
-  kAtomicReply,
-  kReduce,
-  kReduceResult,
-};
 
 // Copies a small value (at most kMaxSmall bytes) with fixed-size copies for
 // the usual sizes: a memcpy of a variable length is a library call, on the
@@ -47,11 +37,6 @@ void copy_small(void* to, const void* from, std::size_t bytes) {
   }
 }
 
-// An address and a small value's length in one AM argument: user-space
-// addresses fit in 56 bits, and a length of at most kMaxSmall in the top 8.
-// A store of a 4-byte key is then one 24-byte item of a bundle, not 32.
-constexpr int kLengthShift = 56;
-Word with_length(std::uintptr_t address, std::size_t bytes) { return Word(address) | Word(bytes) << kLengthShift; }
 std::uintptr_t address_of(Word w) { return std::uintptr_t(w & ((Word(1) << kLengthShift) - 1)); }
 std::size_t length_of(Word w) { return std::size_t(w >> kLengthShift); }
 
@@ -83,7 +68,6 @@ struct State {
   std::byte* segment = nullptr;
   Heap local_heap, symmetric_heap;
   std::size_t in_flight = 0;             // small gets not yet answered
-  bool puts_unsynced = false;            // puts or stores sent since the last sync
   std::vector<am::Future> bulk_in_flight;
   std::uint64_t stored_bytes = 0;        // store bytes arrived here, not yet taken by store_sync
   unsigned local_ops = 0;                // local gets, puts and stores (poll_now_and_then)
@@ -306,11 +290,9 @@ void poll_now_and_then() {
 }
 
 void send_value(int handler, int proc, std::uintptr_t remote, const void* value, std::size_t bytes) {
-  state.puts_unsynced = true;
+  inline_state.puts_unsynced = true;
   Word words[2] = {0, 0};
-  // A 4-byte value is read into a register: copied into words[0] and read
-  // back as 8 bytes, it would stall the CPU (the 8-byte load cannot take
-  // its bytes from the pending 4-byte store), on every remote put or store.
+  // A 4-byte value is read at its own width (see value_word).
   if (bytes == 4) {
     std::uint32_t v;
     std::memcpy(&v, value, 4);
@@ -430,6 +412,7 @@ void init() {
   detail::check(am::enable(config), "init");
   state.enabled = true;
   state.me = am::my_proc();
+  detail::inline_state = detail::InlineState{state.me, false};
   state.procs = am::procs();
   state.segment = static_cast<std::byte*>(am::segment(state.me));
   // A quarter for memory of one rank, the rest for symmetric (collective) memory.
@@ -445,6 +428,7 @@ void finalize() {
   sync();
   detail::check(am::disable(), "finalize");
   state = detail::State{};
+  detail::inline_state = detail::InlineState{};
 }
 
 int my_proc() { return state.me; }
@@ -459,7 +443,7 @@ void sync() {
   // if any were sent: AM's other requests (a barrier's, say) are acknowledged
   // whenever their destination next polls, which a rank busy computing may
   // not do for a long time.
-  if (std::exchange(state.puts_unsynced, false)) detail::check(am::wait_acknowledged(), "sync");
+  if (std::exchange(detail::inline_state.puts_unsynced, false)) detail::check(am::wait_acknowledged(), "sync");
   detail::check_failure();
 }
 

@@ -10,6 +10,8 @@
 
 #include <am.h>
 
+#include "am/bundle.hpp"
+
 #include <bit>
 #include <cstddef>
 #include <cstdint>
@@ -185,6 +187,7 @@ template <class... A>
 Status request_deferred(int dest, int handler, A... args) {
   static_assert(sizeof...(A) <= 4, "at most 4 arguments");
   const Word words[4] = {detail::to_word(args)...};
+  if (detail::write_deferred(dest, handler, words, sizeof...(A))) return Status::ok;
   return detail::send_deferred(dest, handler, words, sizeof...(A));
 }
 template <class... A>

@@ -118,6 +118,74 @@ void* symmetric_address(int proc, void* mine);
 void get(int proc, std::uintptr_t remote, void* local, std::size_t bytes);
 void put(int proc, std::uintptr_t remote, const void* value, std::size_t bytes);
 void store(int proc, std::uintptr_t remote, const void* value, std::size_t bytes);
+
+// Handler indices; the range 224..239 is Split-C's (user AM handlers stay below).
+enum : int {
+  kGet = 224,
+  kGetReply,
+  kPut,
+  kStore,
+  kBulkStored,
+  kAtomic,
+  kAtomicReply,
+  kReduce,
+  kReduceResult,
+};
+
+// An address and a small value's length in one AM argument: user-space
+// addresses fit in 56 bits, and a length of at most kMaxSmall in the top 8.
+// A store of a 4-byte key is then one 24-byte item of a bundle, not 32.
+inline constexpr int kLengthShift = 56;
+inline am::Word with_length(std::uintptr_t address, std::size_t bytes) {
+  return am::Word(address) | am::Word(bytes) << kLengthShift;
+}
+
+// A value of at most one word as the low bytes of a word, read at its own
+// width: copied into a word in memory and read back as 8 bytes, it would
+// stall the CPU (a load cannot take its bytes from a narrower store still
+// in the store buffer).
+template <class T>
+am::Word value_word(const T& value) {
+  static_assert(sizeof(T) <= sizeof(am::Word));
+  if constexpr (sizeof(T) == 1 || sizeof(T) == 2 || sizeof(T) == 4 || sizeof(T) == 8) {
+    using Bits = std::conditional_t<
+        sizeof(T) == 1, std::uint8_t,
+        std::conditional_t<sizeof(T) == 2, std::uint16_t, std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>>>;
+    Bits bits;
+    std::memcpy(&bits, &value, sizeof(T));
+    return bits;
+  } else {
+    am::Word word = 0;
+    std::memcpy(&word, &value, sizeof(T));
+    return word;
+  }
+}
+
+// What the inline paths of put and store share with the runtime.
+struct InlineState {
+  int me = -1;                 // MYPROC once initialised; -1 sends every operation the library's way
+  bool puts_unsynced = false;  // puts or stores sent since the last sync
+};
+extern InlineState inline_state;
+
+// A put or store of at most one word to another rank, written here into
+// AM's bundle to that rank (am::detail::write_deferred) without a call into
+// the library: the path of every key of the small-message sorts. False when
+// it takes the library's way: a local address, a larger value, no bundle
+// open or none with room, Split-C not initialised.
+template <class T>
+bool deferred_inline(int handler, global_ptr<T> dst, const T& value) {
+  if constexpr (sizeof(T) > sizeof(am::Word)) {
+    return false;
+  } else {
+    const int proc = dst.where();
+    if (proc == inline_state.me || inline_state.me < 0) return false;
+    const am::Word args[2] = {with_length(reinterpret_cast<std::uintptr_t>(dst.raw()), sizeof(T)), value_word(value)};
+    if (!am::detail::write_deferred(proc, handler, args, 2)) return false;
+    inline_state.puts_unsynced = true;
+    return true;
+  }
+}
 enum class Bulk { get, put, store };
 void bulk(Bulk kind, int proc, std::uintptr_t remote, void* local, std::size_t bytes);
 void bulk_wait(Bulk kind, int proc, std::uintptr_t remote, void* local, std::size_t bytes);
@@ -269,12 +337,14 @@ void get(T& local, global_ptr<T> src) {
 // Starts writing `value` to *dst; done (remotely visible) after sync().
 template <detail::Small T>
 void put(global_ptr<T> dst, const std::type_identity_t<T>& value) {
+  if (detail::deferred_inline(detail::kPut, dst, value)) return;
   detail::put(dst.where(), reinterpret_cast<std::uintptr_t>(dst.raw()), &value, sizeof(T));
 }
 // Signaling store: the owner counts the bytes (store_sync); the sender
 // learns of completion only at sync() / all_store_sync().
 template <detail::Small T>
 void store(global_ptr<T> dst, const std::type_identity_t<T>& value) {
+  if (detail::deferred_inline(detail::kStore, dst, value)) return;
   detail::store(dst.where(), reinterpret_cast<std::uintptr_t>(dst.raw()), &value, sizeof(T));
 }
 // Waits for every get, put and store this rank started.
