@@ -747,7 +747,7 @@ std::uint8_t Runtime::run_request(Peer& p, const wire::Message& m, HandlerContex
     case wire::Kind::request: {
       const HandlerEntry* entry = message_handler(h.handler, h.payload_bytes);
       if (!entry) return AM_E_BADHANDLER;
-      entry->message(Delivery{p.rank, h.nargs, m.args, payload, h.payload_bytes});
+      entry->message(Delivery{p.rank, h.nargs, reinterpret_cast<const std::byte*>(m.args), payload, h.payload_bytes});
       return 0;
     }
     case wire::Kind::bundle:
@@ -840,7 +840,8 @@ void Runtime::handle_reply(Peer& p, const wire::Message& m) {
   const Sent& s = p.sent[h.slot];
   switch (s.purpose) {
     case Purpose::user:
-      if (h.handler != wire::kNoHandler) run_reply_handler(p, h, h.handler, h.nargs, m.args, m.payload, h.payload_bytes);
+      if (h.handler != wire::kNoHandler) run_reply_handler(p, h, h.handler, h.nargs, reinterpret_cast<const std::byte*>(m.args), m.payload,
+                          h.payload_bytes);
       return;
     case Purpose::store_chunk: {
       Operation& op = ops_[s.op];
@@ -909,7 +910,7 @@ void Runtime::run_bundle_replies(Peer& p, const wire::Message& m) {
 
 // Runs the handler a reply names (of the request in answer's slot).
 void Runtime::run_reply_handler(Peer& p, const wire::Header& answer, std::uint16_t handler, unsigned nargs,
-                                const Word* args, const std::byte* payload, std::uint32_t bytes) {
+                                const std::byte* args, const std::byte* payload, std::uint32_t bytes) {
   const HandlerEntry* entry = message_handler(handler, bytes);
   if (!entry) {
     std::fprintf(stderr, "am: rank %d: a reply from rank %d names handler %u, not registered here for it\n", me_,
@@ -935,7 +936,7 @@ void Runtime::for_each_bundled(const Peer& p, std::uint16_t slot, F&& f) {
   for (wire::Item it; items.next(it); ++index) f(index, it);
 }
 
-Returned Runtime::returned_request(const Peer& p, int handler, unsigned nargs, const Word* args, int cause,
+Returned Runtime::returned_request(const Peer& p, int handler, unsigned nargs, const std::byte* args, int cause,
                                    const char* why) const {
   Returned r{};
   r.cause = cause;
@@ -944,7 +945,7 @@ Returned Runtime::returned_request(const Peer& p, int handler, unsigned nargs, c
   r.op = AM_OP_REQUEST;
   r.handler = handler == wire::kNoHandler ? -1 : handler;
   r.nargs = int(nargs);
-  std::memcpy(r.args, args, sizeof r.args);
+  wire::read_args(r.args, args, nargs);
   return r;
 }
 
@@ -973,7 +974,8 @@ void Runtime::returned(Peer& p, std::uint16_t slot, int cause, const char* why) 
   ++counters_.returned;
   wire::Message original{};
   wire::parse(buffer(request_desc(p, slot)), s.length, original);
-  Returned r = returned_request(p, original.header.handler, original.header.nargs, original.args, cause, why);
+  Returned r = returned_request(p, original.header.handler, original.header.nargs,
+                                reinterpret_cast<const std::byte*>(original.args), cause, why);
   switch (s.purpose) {
     case Purpose::user:
     case Purpose::bundle:

@@ -193,11 +193,11 @@ class Runtime {
   void run_bundle(Peer& p, const wire::Message& m, HandlerContext& ctx);
   void handle_reply(Peer& p, const wire::Message& m);
   void run_bundle_replies(Peer& p, const wire::Message& m);
-  void run_reply_handler(Peer& p, const wire::Header& answer, std::uint16_t handler, unsigned nargs, const Word* args,
+  void run_reply_handler(Peer& p, const wire::Header& answer, std::uint16_t handler, unsigned nargs, const std::byte* args,
                          const std::byte* payload, std::uint32_t bytes);
   template <class F>
   void for_each_bundled(const Peer& p, std::uint16_t slot, F&& f);
-  Returned returned_request(const Peer& p, int handler, unsigned nargs, const Word* args, int cause,
+  Returned returned_request(const Peer& p, int handler, unsigned nargs, const std::byte* args, int cause,
                             const char* why) const;
   void handle_ack(Peer& p, Ack ack);
   void returned(Peer& p, std::uint16_t slot, int cause, const char* why);

@@ -140,7 +140,7 @@ inline constexpr std::size_t kItemHeaderBytes = sizeof(ItemHeader);
 
 struct Item {
   ItemHeader header;
-  std::uint64_t args[kMaxArgs];  // unused ones are 0
+  const std::byte* args;  // header.nargs words, in the bundle (read_args copies them)
   const std::byte* payload;
 };
 
@@ -176,8 +176,8 @@ class ItemReader {
     if (h.payload_bytes > kMaxPayload) return fail(ParseError::payload_too_large);
     const std::size_t length = item_bytes(h.nargs, h.payload_bytes);
     if (left < length) return fail(ParseError::bad_length);
-    read_args(out.args, data_ + at_ + kItemHeaderBytes, h.nargs);
-    out.payload = data_ + at_ + kItemHeaderBytes + h.nargs * 8u;
+    out.args = data_ + at_ + kItemHeaderBytes;
+    out.payload = out.args + h.nargs * 8u;
     at_ += length;
     return true;
   }

@@ -37,6 +37,57 @@ void copy_small(void* to, const void* from, std::size_t bytes) {
   }
 }
 
+// A small value in the one or two words it travels in, and back. Each word
+// is read and written at the value's own width, never through a word
+// array in memory: the CPU cannot forward a load from narrower stores
+// still in its store buffer (a 4-byte value read back as a word), nor one
+// spanning two stores (two argument words just written, read back as one
+// 16-byte load, as the compiler does for a Word[2] built from them), and
+// either load waits.
+struct SmallValue {
+  Word w0 = 0, w1 = 0;
+};
+SmallValue read_small(const void* from, std::size_t bytes) {
+  SmallValue v;
+  switch (bytes) {
+    case 4: {
+      std::uint32_t low;
+      std::memcpy(&low, from, 4);
+      v.w0 = low;
+      break;
+    }
+    case 8: std::memcpy(&v.w0, from, 8); break;
+    case 16:
+      std::memcpy(&v.w0, from, 8);
+      std::memcpy(&v.w1, static_cast<const std::byte*>(from) + 8, 8);
+      break;
+    default: {
+      Word words[2] = {0, 0};
+      std::memcpy(words, from, std::min(bytes, kMaxSmall));
+      v = {words[0], words[1]};
+    }
+  }
+  return v;
+}
+void write_small(void* to, std::size_t bytes, Word w0, Word w1) {
+  switch (bytes) {
+    case 4: {
+      const auto low = std::uint32_t(w0);
+      std::memcpy(to, &low, 4);
+      break;
+    }
+    case 8: std::memcpy(to, &w0, 8); break;
+    case 16:
+      std::memcpy(to, &w0, 8);
+      std::memcpy(static_cast<std::byte*>(to) + 8, &w1, 8);
+      break;
+    default: {
+      const Word words[2] = {w0, w1};
+      std::memcpy(to, words, std::min(bytes, kMaxSmall));
+    }
+  }
+}
+
 std::uintptr_t address_of(Word w) { return std::uintptr_t(w & ((Word(1) << kLengthShift) - 1)); }
 std::size_t length_of(Word w) { return std::size_t(w >> kLengthShift); }
 
@@ -175,26 +226,22 @@ void install_handlers() {
   // Small operations: an address with the value's length (with_length), then the value's words.
   am::set_handler(kGet, [](am::Token t, Word target, Word local) {
     const std::size_t bytes = length_of(target);
-    Word value[2] = {0, 0};
-    copy_small(value, reinterpret_cast<const void*>(address_of(target)), bytes);
+    const SmallValue value = read_small(reinterpret_cast<const void*>(address_of(target)), bytes);
     if (bytes <= sizeof(Word))
-      t.reply(kGetReply, with_length(std::uintptr_t(local), bytes), value[0]);
+      t.reply(kGetReply, with_length(std::uintptr_t(local), bytes), value.w0);
     else
-      t.reply(kGetReply, with_length(std::uintptr_t(local), bytes), value[0], value[1]);
+      t.reply(kGetReply, with_length(std::uintptr_t(local), bytes), value.w0, value.w1);
   });
   am::set_handler(kGetReply, [](am::Token, Word target, Word v0, Word v1) {
-    const Word value[2] = {v0, v1};
-    copy_small(reinterpret_cast<void*>(address_of(target)), value, length_of(target));
+    write_small(reinterpret_cast<void*>(address_of(target)), length_of(target), v0, v1);
     --state.in_flight;
   });
   // Puts and stores are one-way: no reply; sync() waits for AM's acknowledgements.
   am::set_handler(kPut, [](am::Token, Word target, Word v0, Word v1) {
-    const Word value[2] = {v0, v1};
-    copy_small(reinterpret_cast<void*>(address_of(target)), value, length_of(target));
+    write_small(reinterpret_cast<void*>(address_of(target)), length_of(target), v0, v1);
   });
   am::set_handler(kStore, [](am::Token, Word target, Word v0, Word v1) {
-    const Word value[2] = {v0, v1};
-    copy_small(reinterpret_cast<void*>(address_of(target)), value, length_of(target));
+    write_small(reinterpret_cast<void*>(address_of(target)), length_of(target), v0, v1);
     state.stored_bytes += length_of(target);
   });
   am::set_mem_handler(kBulkStored, [](int, void*, std::size_t bytes, Word) {
@@ -291,22 +338,14 @@ void poll_now_and_then() {
 
 void send_value(int handler, int proc, std::uintptr_t remote, const void* value, std::size_t bytes) {
   inline_state.puts_unsynced = true;
-  Word words[2] = {0, 0};
-  // A 4-byte value is read at its own width (see value_word).
-  if (bytes == 4) {
-    std::uint32_t v;
-    std::memcpy(&v, value, 4);
-    words[0] = v;
-  } else {
-    copy_small(words, value, bytes);
-  }
+  const SmallValue v = read_small(value, bytes);
   // Deferred: a put or store is complete only at sync (or the owner's
   // store_sync), which waits and so sends it; until then it may wait for
   // others to the same rank and leave with them in one frame.
   // A value of one word travels in 2 arguments (the handler's third is 0 then).
   const Word target = with_length(remote, bytes);
-  const am::Status s = bytes <= sizeof(Word) ? am::request_deferred(proc, handler, target, words[0])
-                                             : am::request_deferred(proc, handler, target, words[0], words[1]);
+  const am::Status s = bytes <= sizeof(Word) ? am::request_deferred(proc, handler, target, v.w0)
+                                             : am::request_deferred(proc, handler, target, v.w0, v.w1);
   check(s, handler == kPut ? "put" : "store");
 }
 }  // namespace

@@ -15,6 +15,7 @@
 #include <bit>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <span>
@@ -60,9 +61,17 @@ namespace detail {
 struct Delivery {
   int src;
   unsigned nargs;
-  const Word* args;  // 4 words, unused ones 0
+  const std::byte* args;  // nargs words, where they arrived
   std::byte* payload;
   std::size_t bytes;
+  // Argument i, 0 past nargs. Each is read on its own from where it
+  // arrived: words copied out one by one first, then read two at a time
+  // (as compilers do for a pair of adjacent words), would stall the CPU.
+  Word arg(unsigned i) const {
+    Word w = 0;
+    if (i < nargs) std::memcpy(&w, args + i * sizeof(Word), sizeof(Word));
+    return w;
+  }
 };
 enum class HandlerKind { words, payload };
 Status set_handler(int index, HandlerKind kind, std::function<void(const Delivery&)> fn);
@@ -155,9 +164,9 @@ Status set_handler(int index, F f) {
     [&]<std::size_t... I>(std::index_sequence<I...>) {
       if constexpr (Shape::with_payload)
         f(Token(d.src), std::span<std::byte>(d.payload, d.bytes),
-          detail::from_word<std::tuple_element_t<Shape::first_word + I, Args>>(d.args[I])...);
+          detail::from_word<std::tuple_element_t<Shape::first_word + I, Args>>(d.arg(I))...);
       else
-        f(Token(d.src), detail::from_word<std::tuple_element_t<Shape::first_word + I, Args>>(d.args[I])...);
+        f(Token(d.src), detail::from_word<std::tuple_element_t<Shape::first_word + I, Args>>(d.arg(I))...);
     }(std::make_index_sequence<Shape::words>{});
   };
   return detail::set_handler(index, Shape::with_payload ? detail::HandlerKind::payload : detail::HandlerKind::words,
