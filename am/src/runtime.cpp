@@ -419,6 +419,9 @@ int Runtime::receive(Peer& p) {
     p.receives.pop();
     on_receive(p, di, d);
     ++handled;
+    // Due acknowledgements go between frames, not after the last: a peer
+    // that filled its window waits for them while we work through the rest.
+    if (p.filter.ack_due(services_)) send_acks(p);
   }
   return handled;
 }
