@@ -103,6 +103,31 @@ void get_put_sync() {
   splitc::barrier();
   for (std::size_t i = 0; i < kPer; ++i) CHECK(dst.local()[i] == long(right) * 1000 + long(i));
 
+  // Values of every width up to a word, which a put or store to another
+  // rank writes into AM's bundle inline (value_word), and one of 3 bytes.
+  struct Bytes3 {
+    char c[3];
+    bool operator==(const Bytes3&) const = default;
+  };
+  splitc::spread_array<char> chars{std::size_t(procs)};
+  splitc::spread_array<short> shorts{std::size_t(procs)};
+  splitc::spread_array<float> floats{std::size_t(procs)};
+  splitc::spread_array<double> doubles{std::size_t(procs)};
+  splitc::spread_array<Bytes3> threes{std::size_t(procs)};
+  splitc::put(chars[std::size_t(right)], char('a' + me));
+  splitc::store(shorts[std::size_t(right)], short(-1000 - me));
+  splitc::put(floats[std::size_t(right)], 0.25f + float(me));
+  splitc::store(doubles[std::size_t(right)], -1.5 * me);
+  splitc::put(threes[std::size_t(right)], Bytes3{{char(me), char(2 * me), char(-me)}});
+  splitc::sync();
+  splitc::barrier();
+  CHECK(*chars[std::size_t(me)].local() == char('a' + left));
+  CHECK(*shorts[std::size_t(me)].local() == short(-1000 - left));
+  CHECK(*floats[std::size_t(me)].local() == 0.25f + float(left));
+  CHECK(*doubles[std::size_t(me)].local() == -1.5 * left);
+  CHECK(*threes[std::size_t(me)].local() == (Bytes3{{char(left), char(2 * left), char(-left)}}));
+  splitc::all_store_sync();  // the stores above counted their bytes
+
   // Values of two words and of an odd size.
   splitc::spread_array<Pair> pairs{std::size_t(procs)};
   splitc::spread_array<Triple> triples{std::size_t(procs)};
@@ -275,11 +300,32 @@ void sync_does_not_wait_for_a_busy_peer() {
 
 }  // namespace
 
+// Before init, a store or put to another rank is refused, not written into
+// a bundle (the inline path leaves it to the library, which says why).
+bool refused_before_init() {
+  int target = 0;
+  const splitc::global_ptr<int> elsewhere(1, &target);
+  int refusals = 0;
+  try {
+    splitc::store(elsewhere, 1);
+  } catch (const splitc::error&) {
+    ++refusals;
+  }
+  try {
+    splitc::put(elsewhere, 2);
+  } catch (const splitc::error&) {
+    ++refusals;
+  }
+  return refusals == 2 && target == 0;
+}
+
 int main() {
+  const bool refused = refused_before_init();
   try {
     splitc::session session;
     me = MYPROC;
     procs = PROCS;
+    CHECK(refused);
     right = (me + 1) % procs;
     left = (me + procs - 1) % procs;
     global_pointers();
