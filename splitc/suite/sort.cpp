@@ -131,9 +131,11 @@ Outcome sample_sort(Size size, bool bulk) {
     const std::size_t capacity = splitc::all_reduce_to_all(received, splitc::reduce_op::max);
 
     splitc::spread_array<Key> arrived(procs * capacity, capacity);
-    for (std::size_t q = 0; q < procs; ++q)
+    for (std::size_t step = 0; step < procs; ++step) {
+      const std::size_t q = staggered(step, me, procs);
       send_run(bulk, arrived.base(int(q)) + std::ptrdiff_t(where.local()[q]), keys.data() + run_start[q],
                run_start[q + 1] - run_start[q]);
+    }
     splitc::all_store_sync();
     result.assign(arrived.local().begin(), arrived.local().begin() + std::ptrdiff_t(received));
     merge_runs(result, run_here);
@@ -160,13 +162,22 @@ Outcome radix_sort(Size size, bool bulk) {
     LocalArray<std::uint64_t> mine(kBuckets);
     LocalArray<Key> grouped(std::max<std::size_t>(n, 1));
     std::vector<std::uint64_t> next(kBuckets), fill(kBuckets);
+    // A run of one digit, or the part of it one rank owns: `count` keys from
+    // grouped[from] to offset `offset` of the owner's part.
+    struct Piece {
+      int owner;
+      std::size_t offset, from, count;
+    };
+    std::vector<Piece> pieces;
     for (int shift = 0; shift < 32; shift += kDigitBits) {
       const Key* src = from->local().data();
       auto digit = [shift](Key k) { return std::size_t(k >> shift) & (kBuckets - 1); };
       std::fill_n(mine.data(), kBuckets, 0);
       for (std::size_t i = 0; i < n; ++i) ++mine[digit(src[i])];
-      for (std::size_t q = 0; q < procs; ++q)
+      for (std::size_t step = 0; step < procs; ++step) {
+        const std::size_t q = staggered(step, me, procs);
         send_run(bulk, histograms[q * procs * kBuckets + me * kBuckets], mine.data(), kBuckets);
+      }
       splitc::all_store_sync();
 
       // Where our keys of each digit start globally: all keys of smaller
@@ -185,16 +196,21 @@ Outcome radix_sort(Size size, bool bulk) {
         at += mine[v];
       }
       for (std::size_t i = 0; i < n; ++i) grouped[fill[digit(src[i])]++] = src[i];
+      pieces.clear();
       for (std::size_t v = 0, at = 0; v < kBuckets; at += mine[v], ++v) {
         for (std::size_t done = 0; done < mine[v];) {
           const std::size_t g = next[v] + done;
           const int owner = share.owner(g);
           const std::size_t piece = std::min(mine[v] - done, share.first(std::size_t(owner) + 1) - g);
-          send_run(bulk, to->base(owner) + std::ptrdiff_t(g - share.first(std::size_t(owner))), grouped.data() + at + done,
-                   piece);
+          pieces.push_back(Piece{owner, g - share.first(std::size_t(owner)), at + done, piece});
           done += piece;
         }
       }
+      // Pieces go to their owners in increasing order; sent staggered
+      // instead: those for the next rank first, ours last.
+      const auto next_rank = std::find_if(pieces.begin(), pieces.end(), [&](const Piece& p) { return p.owner > int(me); });
+      std::rotate(pieces.begin(), next_rank, pieces.end());
+      for (const Piece& p : pieces) send_run(bulk, to->base(p.owner) + std::ptrdiff_t(p.offset), grouped.data() + p.from, p.count);
       splitc::all_store_sync();
       std::swap(from, to);
     }

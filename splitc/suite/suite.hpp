@@ -94,6 +94,12 @@ void send_run(bool bulk, splitc::global_ptr<T> dst, const T* src, std::size_t co
   }
 }
 
+// Step `step` (0 .. procs - 1) of an all-to-all from rank `me`: the next rank
+// first, this one last. Every rank then sends to a different one at each
+// step; in index order, all would first send to rank 0, which would be busy
+// storing while the others only sent, and then wait on it.
+inline std::size_t staggered(std::size_t step, std::size_t me, std::size_t procs) { return (me + 1 + step) % procs; }
+
 // `count` items dealt to the ranks as evenly as possible: rank r's share
 // starts at first(r).
 struct Even {
