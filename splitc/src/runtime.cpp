@@ -128,6 +128,7 @@ struct State {
   bool result_ready = false;             // ranks > 0: the reduction's result arrived
   Word result = 0;
   std::vector<Module> modules;
+  std::vector<std::byte*> segments;  // inline_state.segments
 };
 State state;
 
@@ -320,11 +321,9 @@ void all_deallocate(void* p) {
   if (!state.symmetric_heap.release(p)) fail("all_deallocate: not memory from splitc::all_allocate");
 }
 
-void* symmetric_address(int proc, void* mine) {
+void no_rank(int proc) {
   check_enabled();
-  if (proc < 0 || proc >= state.procs) fail("no rank " + std::to_string(proc));
-  const std::uintptr_t offset = reinterpret_cast<std::uintptr_t>(mine) - reinterpret_cast<std::uintptr_t>(state.segment);
-  return static_cast<std::byte*>(am::segment(proc)) + offset;
+  fail("no rank " + std::to_string(proc));
 }
 
 namespace {
@@ -451,9 +450,10 @@ void init() {
   detail::check(am::enable(config), "init");
   state.enabled = true;
   state.me = am::my_proc();
-  detail::inline_state = detail::InlineState{state.me, false};
   state.procs = am::procs();
   state.segment = static_cast<std::byte*>(am::segment(state.me));
+  for (int r = 0; r < state.procs; ++r) state.segments.push_back(static_cast<std::byte*>(am::segment(r)));
+  detail::inline_state = detail::InlineState{state.me, state.procs, state.segments.data(), false};
   // A quarter for memory of one rank, the rest for symmetric (collective) memory.
   const std::size_t bytes = am::segment_size(state.me);
   const std::size_t local = bytes / 4 / detail::Heap::kAlign * detail::Heap::kAlign;

@@ -112,8 +112,23 @@ void* allocate(std::size_t bytes);
 void deallocate(void* p);
 void* all_allocate(std::size_t bytes);
 void all_deallocate(void* p);
-// Where `mine` (symmetric memory of this rank) lies on `proc`.
-void* symmetric_address(int proc, void* mine);
+// What the inline paths (addresses of symmetric memory, puts and stores)
+// share with the runtime, which sets it at init.
+struct InlineState {
+  int me = -1;     // MYPROC; -1 before init sends every operation the library's way
+  int procs = 0;   // PROCS; 0 before init
+  std::byte* const* segments = nullptr;  // each rank's AM segment, where that rank has it
+  bool puts_unsynced = false;            // puts or stores sent since the last sync
+};
+extern InlineState inline_state;
+
+[[noreturn]] void no_rank(int proc);
+// Where `mine` (symmetric memory of this rank) lies on `proc`: at the same
+// offset in its segment. Inline: every spread_array element access asks.
+inline void* symmetric_address(int proc, void* mine) {
+  if (unsigned(proc) >= unsigned(inline_state.procs)) no_rank(proc);
+  return inline_state.segments[proc] + (static_cast<std::byte*>(mine) - inline_state.segments[inline_state.me]);
+}
 
 void get(int proc, std::uintptr_t remote, void* local, std::size_t bytes);
 void put(int proc, std::uintptr_t remote, const void* value, std::size_t bytes);
@@ -160,13 +175,6 @@ am::Word value_word(const T& value) {
     return word;
   }
 }
-
-// What the inline paths of put and store share with the runtime.
-struct InlineState {
-  int me = -1;                 // MYPROC once initialised; -1 sends every operation the library's way
-  bool puts_unsynced = false;  // puts or stores sent since the last sync
-};
-extern InlineState inline_state;
 
 // A put or store of at most one word to another rank, written here into
 // AM's bundle to that rank (am::detail::write_deferred) without a call into
@@ -293,8 +301,9 @@ class spread_array {
  public:
   explicit spread_array(std::size_t size, layout l = layout::cyclic)
       : spread_array(size, l == layout::cyclic ? 1 : (size + std::size_t(procs()) - 1) / std::size_t(procs())) {}
-  spread_array(std::size_t size, std::size_t block) : size_(size), block_(std::max<std::size_t>(block, 1)) {
-    const std::size_t round = block_ * std::size_t(procs());
+  spread_array(std::size_t size, std::size_t block)
+      : size_(size), block_(std::max<std::size_t>(block, 1)), procs_(std::size_t(procs())) {
+    const std::size_t round = block_ * procs_;
     local_size_ = (size_ + round - 1) / round * block_;
     mine_ = all_allocate<T>(std::max<std::size_t>(local_size_, 1));
     std::fill_n(mine_, local_size_, T{});
@@ -308,13 +317,17 @@ class spread_array {
   spread_array(const spread_array&) = delete;
   spread_array& operator=(const spread_array&) = delete;
   spread_array(spread_array&& o) noexcept
-      : size_(o.size_), block_(o.block_), local_size_(o.local_size_), mine_(std::exchange(o.mine_, nullptr)) {}
+      : size_(o.size_),
+        block_(o.block_),
+        procs_(o.procs_),
+        local_size_(o.local_size_),
+        mine_(std::exchange(o.mine_, nullptr)) {}
 
   std::size_t size() const { return size_; }
   std::size_t block() const { return block_; }
-  int owner(std::size_t i) const { return int((i / block_) % std::size_t(procs())); }
+  int owner(std::size_t i) const { return int((i / block_) % procs_); }
   global_ptr<T> operator[](std::size_t i) const {
-    const std::size_t blk = i / block_, round = blk / std::size_t(procs());
+    const std::size_t blk = i / block_, round = blk / procs_;
     return base(owner(i)) + std::ptrdiff_t(round * block_ + i % block_);
   }
   // The start of `proc`'s part (its elements in index order).
@@ -323,7 +336,7 @@ class spread_array {
   std::span<T> local() const { return {mine_, local_size_}; }
 
  private:
-  std::size_t size_, block_, local_size_ = 0;
+  std::size_t size_, block_, procs_, local_size_ = 0;
   T* mine_ = nullptr;
 };
 
