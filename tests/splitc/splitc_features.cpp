@@ -65,6 +65,18 @@ void global_pointers() {
     CHECK(threw);
   }
   CHECK(!splitc::global_ptr<long>() && bool(p));
+  // Symmetric memory on another rank: the same offset in its segment; a
+  // rank that does not exist is refused.
+  CHECK(splitc::on(right, a.local().data() + 2) == r + 2);
+  for (int bad : {-1, procs}) {
+    bool refused = false;
+    try {
+      (void)splitc::on(bad, a.local().data());
+    } catch (const splitc::error&) {
+      refused = true;
+    }
+    CHECK(refused);
+  }
 }
 
 void layouts() {
