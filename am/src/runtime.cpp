@@ -122,10 +122,7 @@ Status Runtime::enable(const Config& config) {
   // Installed first: peers' first requests may arrive while we wait for their hellos.
   instance_.reset(new Runtime(config));
   const Status s = instance_->start();
-  if (s != Status::ok)
-    instance_.reset();
-  else
-    detail::bundle_rooms = instance_->rooms_;
+  if (s != Status::ok) instance_.reset();
   return s;
 }
 
@@ -205,6 +202,8 @@ Status Runtime::start() {
   attrs.rdma_read = config_.reliability == Reliability::reliable;
   const via::NetAddress local{{}, {'a', 'm'}};
   rooms_.resize(std::size_t(size));
+  // Published now: handlers run (and may defer requests) while start waits for the peers.
+  detail::bundle_rooms = rooms_;
   for (int r = 0; r < size; ++r) {
     peers_.push_back(std::make_unique<Peer>(r, depth_, policy_, kMaxAckDelayPasses, max_sends, max_receives));
     Peer& p = *peers_.back();
@@ -307,6 +306,7 @@ bool Runtime::open_bundle(Peer& p) {
   if (desc_info_[di].posted) wait_send_free(p, di);
   if (p.failed) return false;
   flush(p);  // one that a handler run during the wait opened
+  if (p.failed) return false;  // and p failed sending it: the slot came back with the rest
   p.bundle_slot = slot;
   *p.room = detail::BundleRoom{buffer(di) + wire::kHeaderBytes, std::uint32_t(wire::kMaxPayload),
                                std::uint16_t(kBundleItems), 0};
@@ -593,7 +593,7 @@ Status Runtime::send_deferred(int dest, int handler, const Word* args, unsigned 
   if (!valid_request(dest, procs(), handler, nargs) || !peers_[dest]->vi)
     return send(false, dest, handler, args, nargs, nullptr, 0);
   Peer& p = *peers_[dest];
-  while (!detail::write_deferred(dest, handler, args, nargs)) {
+  while (!detail::write_item(*p.room, handler, args, nargs)) {
     if (p.bundle_slot != kNoBundle) {
       flush(p);
       service();

@@ -550,6 +550,38 @@ TEST(AmRanks, WordRepliesToEveryBundledRequestFit) {
   expect_all_zero(status);
 }
 
+// Rank 0 sends its first requests while the others may still be inside
+// am::enable, waiting for the rest of the hellos; their handler answers with
+// deferred requests. Those must go into bundles and arrive, not loop (the
+// bundles' free room was once published only when enable returned, and
+// each such request opened and sent empty bundles until credits ran out).
+TEST(AmRanks, DeferredRequestsFromAHandlerRunWhileEnabling) {
+  auto status = run_ranks(4, [](int rank) -> int {
+    constexpr long kRounds = 50;
+    long answers = 0, refused = 0;
+    am::set_handler(1, [&](am::Token t, long i) {
+      if (am::request_deferred(t.src(), 2, i) != am::Status::ok) ++refused;
+    });
+    am::set_handler(2, [&](am::Token, long) { ++answers; });
+    CHECK_OR_RETURN(am::enable() == am::Status::ok, 1);
+    if (rank == 0) {
+      for (long i = 0; i < kRounds; ++i)
+        for (int r = 1; r < am::procs(); ++r) CHECK_OR_RETURN(am::request(r, 1, i) == am::Status::ok, 2);
+      const long expected = kRounds * (am::procs() - 1);
+      const auto start = Clock::now();
+      CHECK_OR_RETURN(am::wait_until([&] {
+        return answers == expected || Clock::now() - start > std::chrono::seconds(20);
+      }) == am::Status::ok, 3);
+      CHECK_OR_RETURN(answers == expected, 4);
+    }
+    CHECK_OR_RETURN(am::barrier() == am::Status::ok, 5);
+    CHECK_OR_RETURN(refused == 0, 6);
+    CHECK_OR_RETURN(am::disable() == am::Status::ok, 7);
+    return 0;
+  }, 40);
+  expect_all_zero(status);
+}
+
 // ---- a peer killed mid-run ----
 
 // deferred: every other request waits in a bundle.

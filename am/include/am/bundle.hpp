@@ -36,12 +36,9 @@ struct BundleRoom {
 // One per rank while AM is enabled, empty otherwise. Kept by the runtime.
 extern std::span<BundleRoom> bundle_rooms;
 
-// Writes a request of nargs <= 4 words into dest's open bundle; false if
-// none is open, it is full, or dest or handler is out of range (the
-// library's send_deferred then sees to it).
-inline bool write_deferred(int dest, int handler, const am_word_t* args, unsigned nargs) {
-  if (unsigned(dest) >= bundle_rooms.size() || unsigned(handler) >= AM_MAX_HANDLERS) return false;
-  BundleRoom& room = bundle_rooms[unsigned(dest)];
+// Writes a request of nargs <= 4 words, for a handler below
+// AM_MAX_HANDLERS, into `room`; false if no bundle is open there or it is full.
+inline bool write_item(BundleRoom& room, int handler, const am_word_t* args, unsigned nargs) {
   const std::uint32_t bytes = sizeof(BundleItemHeader) + nargs * sizeof(am_word_t);
   if (room.items_left == 0 || room.bytes_left < bytes) return false;
   const BundleItemHeader h{std::uint16_t(handler), std::uint8_t(nargs), 0, room.items, 0};
@@ -55,6 +52,14 @@ inline bool write_deferred(int dest, int handler, const am_word_t* args, unsigne
   --room.items_left;
   ++room.items;
   return true;
+}
+
+// Writes a request of nargs <= 4 words into dest's open bundle; false if
+// none is open, it is full, or dest or handler is out of range (the
+// library's send_deferred then sees to it).
+inline bool write_deferred(int dest, int handler, const am_word_t* args, unsigned nargs) {
+  if (unsigned(dest) >= bundle_rooms.size() || unsigned(handler) >= AM_MAX_HANDLERS) return false;
+  return write_item(bundle_rooms[unsigned(dest)], handler, args, nargs);
 }
 
 }  // namespace am::detail
