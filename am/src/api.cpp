@@ -67,6 +67,7 @@ Status set_handler(int index, HandlerKind kind, std::function<void(const Deliver
   HandlerEntry& e = handler_table()[index];
   e = HandlerEntry{};
   e.type = kind == HandlerKind::words ? HandlerEntry::Type::words : HandlerEntry::Type::payload;
+  e.max_payload = kind == HandlerKind::words ? 0 : std::int32_t(wire::kMaxPayload);
   e.message = std::move(fn);
   return Status::ok;
 }

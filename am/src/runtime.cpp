@@ -30,7 +30,8 @@ constexpr std::uint32_t kAckDescs = 4;
 // A bundle of deferred requests leaves once it holds this many (or once
 // the next does not fit in am_max_size() bytes): as many as leave room in
 // the bundle's answer for a reply of 4 words to each.
-constexpr std::uint32_t kBundleItems = wire::kMaxPayload / wire::item_bytes(wire::kMaxArgs, 0);
+using detail::kBundleItems;
+static_assert(kBundleItems == wire::kMaxPayload / wire::item_bytes(wire::kMaxArgs, 0));
 // Service passes an owed acknowledgement may wait for a message to ride on
 // before it goes out alone: a program that keeps making AM calls without
 // ever waiting still answers its peers.
@@ -51,8 +52,7 @@ std::function<void(const Returned&)> error_handler = print_returned;
 const HandlerEntry* message_handler(std::uint16_t index, std::uint32_t payload_bytes) {
   if (index >= AM_MAX_HANDLERS) return nullptr;
   const HandlerEntry& e = handlers[index];
-  return e.type == HandlerEntry::Type::payload || (e.type == HandlerEntry::Type::words && payload_bytes == 0) ? &e
-                                                                                                           : nullptr;
+  return std::int64_t(payload_bytes) <= e.max_payload ? &e : nullptr;
 }
 
 const char* cause_text(int cause) {
@@ -308,8 +308,7 @@ bool Runtime::open_bundle(Peer& p) {
   flush(p);  // one that a handler run during the wait opened
   if (p.failed) return false;  // and p failed sending it: the slot came back with the rest
   p.bundle_slot = slot;
-  *p.room = detail::BundleRoom{buffer(di) + wire::kHeaderBytes, std::uint32_t(wire::kMaxPayload),
-                               std::uint16_t(kBundleItems), 0};
+  *p.room = detail::BundleRoom{buffer(di) + wire::kHeaderBytes, kBundleItems};
   ++open_bundles_;
   return true;
 }
@@ -322,7 +321,6 @@ std::uint32_t Runtime::bundle_bytes(const Peer& p) const {
 // Closes p's open bundle to more requests; returns the bytes of its items.
 std::uint32_t Runtime::close_bundle(Peer& p) {
   const std::uint32_t bytes = bundle_bytes(p);
-  counters_.requests_sent += p.room->items;
   *p.room = detail::BundleRoom{};
   p.bundle_slot = kNoBundle;
   --open_bundles_;
@@ -333,6 +331,7 @@ std::uint32_t Runtime::close_bundle(Peer& p) {
 void Runtime::flush(Peer& p) {
   if (p.bundle_slot == kNoBundle) return;
   const auto slot = std::uint16_t(p.bundle_slot);
+  counters_.requests_sent += kBundleItems - p.room->items_left;
   const std::uint32_t bytes = close_bundle(p);
   const std::uint32_t di = request_desc(p, slot);
   const wire::Header h{wire::Kind::bundle, 0, 0, 0, wire::kNoHandler, slot, p.window.seq(slot), bytes};
@@ -810,8 +809,8 @@ std::uint8_t Runtime::run_request(Peer& p, const wire::Message& m, HandlerContex
 void Runtime::run_bundle(Peer& p, const wire::Message& m, HandlerContext& ctx) {
   ctx.in_bundle = true;
   wire::ItemReader items(m.payload, m.header.payload_bytes);
+  const std::uint16_t first = ctx.item;
   for (wire::Item it; items.next(it); ++ctx.item) {
-    ++counters_.messages_received;
     ctx.replied = false;
     const HandlerEntry* entry = message_handler(it.header.handler, it.header.payload_bytes);
     if (!entry) {
@@ -820,6 +819,7 @@ void Runtime::run_bundle(Peer& p, const wire::Message& m, HandlerContext& ctx) {
     }
     entry->message(Delivery{p.rank, it.header.nargs, it.args, const_cast<std::byte*>(it.payload), it.header.payload_bytes});
   }
+  counters_.messages_received += std::uint16_t(ctx.item - first);
   if (items.error() != wire::ParseError::none)
     std::fprintf(stderr, "am: rank %d: dropped a malformed request in a bundle from rank %d, and the rest of it: %s\n",
                  me_, p.rank, wire::describe(items.error()));
@@ -1017,7 +1017,7 @@ void Runtime::fail_peer(Peer& p, int cause, const std::string& why) {
   p.failed = true;
   p.room->items_left = 0;  // the error handler's requests to p fail now, not wait in a bundle never sent
   p.window.close_all([&](std::uint16_t slot) { returned(p, slot, cause, why.c_str()); });
-  if (p.bundle_slot != kNoBundle) close_bundle(p);  // its requests came back above
+  if (p.bundle_slot != kNoBundle) close_bundle(p);  // its requests came back above, never sent
 }
 
 void Runtime::check_timers() {

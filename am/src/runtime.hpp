@@ -21,6 +21,10 @@ const char* last_error_message();
 
 struct HandlerEntry {
   enum class Type : std::uint8_t { none, words, payload, memory } type = Type::none;
+  // The largest payload a message for this handler may carry: 0 for words,
+  // am_max_size() for payload handlers, -1 (none) for memory handlers and
+  // empty entries. One test on the path of every message.
+  std::int32_t max_payload = -1;
   std::function<void(const Delivery&)> message;
   std::function<void(int, void*, std::size_t, Word)> memory;
 };

@@ -164,19 +164,18 @@ inline std::size_t encode_item(std::byte* at, ItemHeader h, const std::uint64_t*
 // whose lengths do not add up end the bundle there, with the error kept.
 class ItemReader {
  public:
-  ItemReader(const std::byte* data, std::size_t len) : data_(data), len_(len) {}
+  ItemReader(const std::byte* data, std::size_t len) : at_(data), end_(data + len) {}
   // The next item: true; false at the end or at a malformed item (error() tells which).
   bool next(Item& out) {
-    if (at_ >= len_ || error_ != ParseError::none) return false;
-    const std::size_t left = len_ - at_;
-    if (left < kItemHeaderBytes) return fail(ParseError::too_short);
-    std::memcpy(&out.header, data_ + at_, kItemHeaderBytes);
+    const std::size_t left = std::size_t(end_ - at_);
+    if (left < kItemHeaderBytes) return left != 0 && fail(ParseError::too_short);
+    std::memcpy(&out.header, at_, kItemHeaderBytes);
     const ItemHeader& h = out.header;
-    if (h.nargs > kMaxArgs) return fail(ParseError::too_many_args);
-    if (h.payload_bytes > kMaxPayload) return fail(ParseError::payload_too_large);
+    if (h.nargs > kMaxArgs || h.payload_bytes > kMaxPayload) [[unlikely]]
+      return fail(h.nargs > kMaxArgs ? ParseError::too_many_args : ParseError::payload_too_large);
     const std::size_t length = item_bytes(h.nargs, h.payload_bytes);
     if (left < length) return fail(ParseError::bad_length);
-    out.args = data_ + at_ + kItemHeaderBytes;
+    out.args = at_ + kItemHeaderBytes;
     out.payload = out.args + h.nargs * 8u;
     at_ += length;
     return true;
@@ -184,13 +183,14 @@ class ItemReader {
   ParseError error() const { return error_; }
 
  private:
+  // A malformed item ends the bundle: nothing after it is read.
   bool fail(ParseError e) {
     error_ = e;
+    at_ = end_;
     return false;
   }
-  const std::byte* data_;
-  std::size_t len_;
-  std::size_t at_ = 0;
+  const std::byte* at_;
+  const std::byte* end_;
   ParseError error_ = ParseError::none;
 };
 

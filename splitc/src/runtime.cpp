@@ -132,6 +132,25 @@ struct State {
 };
 State state;
 
+// Writes the value of a compact_word at its offset in this rank's segment;
+// returns its width. One may arrive before init has noted the segment: a
+// faster rank may start storing while am::enable still waits here.
+std::size_t write_compact(Word w) {
+  std::byte* base = state.segment ? state.segment : static_cast<std::byte*>(am::segment(am::my_proc()));
+  std::byte* to = base + (w & ((Word(1) << kCompactOffsetBits) - 1));
+  const auto value = std::uint32_t(w >> 32);
+  switch ((w >> kCompactOffsetBits) & 3) {
+    case 0: *reinterpret_cast<std::uint8_t*>(to) = std::uint8_t(value); return 1;
+    case 1: {
+      const auto low = std::uint16_t(value);
+      std::memcpy(to, &low, 2);
+      return 2;
+    }
+    case 2: std::memcpy(to, &value, 4); return 4;
+    default: return 0;  // no sender makes it
+  }
+}
+
 [[noreturn]] void fail(const std::string& what) { throw error("splitc: " + what); }
 
 void check(am::Status s, const char* what) {
@@ -245,6 +264,8 @@ void install_handlers() {
     write_small(reinterpret_cast<void*>(address_of(target)), length_of(target), v0, v1);
     state.stored_bytes += length_of(target);
   });
+  am::set_handler(kPutCompact, [](am::Token, Word w) { write_compact(w); });
+  am::set_handler(kStoreCompact, [](am::Token, Word w) { state.stored_bytes += write_compact(w); });
   am::set_mem_handler(kBulkStored, [](int, void*, std::size_t bytes, Word) {
     state.stored_bytes += bytes;
   });

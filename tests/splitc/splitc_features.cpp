@@ -140,6 +140,25 @@ void get_put_sync() {
   CHECK(*threes[std::size_t(me)].local() == (Bytes3{{char(left), char(2 * left), char(-left)}}));
   splitc::all_store_sync();  // the stores above counted their bytes
 
+  // Memory outside the segment (here the heap): values of up to 4 bytes to
+  // the segment travel as an offset in it (compact_word), these by address.
+  std::vector<int> outside(2, -1);
+  std::vector<char> outside_chars(1, 0);
+  splitc::spread_array<std::uintptr_t> where{2 * std::size_t(procs)};
+  *where[std::size_t(me)].local() = reinterpret_cast<std::uintptr_t>(outside.data());
+  *where[std::size_t(procs + me)].local() = reinterpret_cast<std::uintptr_t>(outside_chars.data());
+  splitc::barrier();
+  auto* right_ints = reinterpret_cast<int*>(splitc::read(where[std::size_t(right)]));
+  auto* right_chars = reinterpret_cast<char*>(splitc::read(where[std::size_t(procs + right)]));
+  splitc::put(splitc::global_ptr<int>(right, right_ints), 70 + me);
+  splitc::store(splitc::global_ptr<int>(right, right_ints + 1), 80 + me);
+  splitc::store(splitc::global_ptr<char>(right, right_chars), char('k' + me));
+  splitc::sync();
+  splitc::store_sync(sizeof(int) + sizeof(char));  // both stores counted their bytes
+  CHECK(outside[0] == 70 + left && outside[1] == 80 + left);
+  CHECK(outside_chars[0] == char('k' + left));
+  splitc::barrier();
+
   // Values of two words and of an odd size.
   splitc::spread_array<Pair> pairs{std::size_t(procs)};
   splitc::spread_array<Triple> triples{std::size_t(procs)};

@@ -145,6 +145,8 @@ enum : int {
   kAtomicReply,
   kReduce,
   kReduceResult,
+  kPutCompact,
+  kStoreCompact,
 };
 
 // An address and a small value's length in one AM argument: user-space
@@ -176,22 +178,45 @@ am::Word value_word(const T& value) {
   }
 }
 
-// A put or store of at most one word to another rank, written here into
-// AM's bundle to that rank (am::detail::write_deferred) without a call into
-// the library: the path of every key of the small-message sorts. False when
-// it takes the library's way: a local address, a larger value, no bundle
-// open or none with room, Split-C not initialised.
+// A value of 1, 2 or 4 bytes at an offset below 2^30 in the destination's
+// segment (every spread array's element) travels in one AM argument: the
+// offset, log2 of the width above it, the value in the high half. A store
+// of a 4-byte key is then a 16-byte item of a bundle, not 24: less to copy
+// through the shared-memory rings and to read at the destination.
+inline constexpr int kCompactOffsetBits = 30;
 template <class T>
-bool deferred_inline(int handler, global_ptr<T> dst, const T& value) {
+inline constexpr bool kCompactWidth = sizeof(T) == 1 || sizeof(T) == 2 || sizeof(T) == 4;
+inline am::Word compact_word(std::uintptr_t offset, std::size_t bytes, am::Word value) {
+  return am::Word(offset) | am::Word(std::bit_width(bytes) - 1) << kCompactOffsetBits | value << 32;
+}
+
+// A put or store (`signaling`) of at most one word to another rank, written
+// here into AM's bundle to that rank (am::detail::write_deferred) without a
+// call into the library: the path of every key of the small-message sorts.
+// False when it takes the library's way: a local address, a larger value,
+// no bundle open or none with room, a rank that does not exist, Split-C not
+// initialised (procs 0).
+template <class T>
+bool deferred_inline(bool signaling, global_ptr<T> dst, const T& value) {
   if constexpr (sizeof(T) > sizeof(am::Word)) {
     return false;
   } else {
     const int proc = dst.where();
-    if (proc == inline_state.me || inline_state.me < 0) return false;
-    const am::Word args[2] = {with_length(reinterpret_cast<std::uintptr_t>(dst.raw()), sizeof(T)), value_word(value)};
-    if (!am::detail::write_deferred(proc, handler, args, 2)) return false;
-    inline_state.puts_unsynced = true;
-    return true;
+    if (proc == inline_state.me || unsigned(proc) >= unsigned(inline_state.procs)) return false;
+    const auto address = reinterpret_cast<std::uintptr_t>(dst.raw());
+    auto written = [](bool w) {
+      if (w) inline_state.puts_unsynced = true;
+      return w;
+    };
+    if constexpr (kCompactWidth<T>) {
+      const std::uintptr_t offset = address - reinterpret_cast<std::uintptr_t>(inline_state.segments[proc]);
+      if (offset < (std::uintptr_t(1) << kCompactOffsetBits)) {
+        const am::Word arg = compact_word(offset, sizeof(T), value_word(value));
+        return written(am::detail::write_deferred(proc, signaling ? kStoreCompact : kPutCompact, &arg, 1));
+      }
+    }
+    const am::Word args[2] = {with_length(address, sizeof(T)), value_word(value)};
+    return written(am::detail::write_deferred(proc, signaling ? kStore : kPut, args, 2));
   }
 }
 enum class Bulk { get, put, store };
@@ -350,14 +375,14 @@ void get(T& local, global_ptr<T> src) {
 // Starts writing `value` to *dst; done (remotely visible) after sync().
 template <detail::Small T>
 void put(global_ptr<T> dst, const std::type_identity_t<T>& value) {
-  if (detail::deferred_inline(detail::kPut, dst, value)) return;
+  if (detail::deferred_inline(false, dst, value)) return;
   detail::put(dst.where(), reinterpret_cast<std::uintptr_t>(dst.raw()), &value, sizeof(T));
 }
 // Signaling store: the owner counts the bytes (store_sync); the sender
 // learns of completion only at sync() / all_store_sync().
 template <detail::Small T>
 void store(global_ptr<T> dst, const std::type_identity_t<T>& value) {
-  if (detail::deferred_inline(detail::kStore, dst, value)) return;
+  if (detail::deferred_inline(true, dst, value)) return;
   detail::store(dst.where(), reinterpret_cast<std::uintptr_t>(dst.raw()), &value, sizeof(T));
 }
 // Waits for every get, put and store this rank started.
