@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <bit>
 #include <cstdlib>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -92,6 +93,7 @@ std::uintptr_t address_of(Word w) { return std::uintptr_t(w & ((Word(1) << kLeng
 std::size_t length_of(Word w) { return std::size_t(w >> kLengthShift); }
 
 constexpr std::size_t kDefaultSegment = 64u << 20;
+constexpr std::size_t kPage = 4096;
 constexpr std::size_t kPruneFutures = 256;  // completed bulk operations are dropped past this many
 constexpr int kModuleShift = 48;             // code addresses: module index above, offset below
 
@@ -113,9 +115,16 @@ struct AtomicHeader {
   Word call, fn, target, result_bytes;
 };
 
+struct FreeMemory {
+  void operator()(std::byte* p) const { std::free(p); }
+};
+
 struct State {
   bool enabled = false;
   int me = 0, procs = 1;
+  // This rank's AM segment, allocated here and given to am::enable: compact
+  // stores (compact_word) from faster ranks may arrive before it returns.
+  std::unique_ptr<std::byte[], FreeMemory> segment_memory;
   std::byte* segment = nullptr;
   Heap local_heap, symmetric_heap;
   std::size_t in_flight = 0;             // small gets not yet answered
@@ -133,11 +142,9 @@ struct State {
 State state;
 
 // Writes the value of a compact_word at its offset in this rank's segment;
-// returns its width. One may arrive before init has noted the segment: a
-// faster rank may start storing while am::enable still waits here.
+// returns its width.
 std::size_t write_compact(Word w) {
-  std::byte* base = state.segment ? state.segment : static_cast<std::byte*>(am::segment(am::my_proc()));
-  std::byte* to = base + (w & ((Word(1) << kCompactOffsetBits) - 1));
+  std::byte* to = state.segment + (w & ((Word(1) << kCompactOffsetBits) - 1));
   const auto value = std::uint32_t(w >> 32);
   switch ((w >> kCompactOffsetBits) & 3) {
     case 0: *reinterpret_cast<std::uint8_t*>(to) = std::uint8_t(value); return 1;
@@ -467,12 +474,17 @@ void init() {
   if (!std::getenv("VIASTACK_AM_SEGMENT")) config.segment_bytes = detail::kDefaultSegment;
   // Reset first: faster ranks' first requests may arrive while am::enable waits for the slower ones.
   state = detail::State{};
+  config.segment_bytes = (config.segment_bytes + detail::kPage - 1) / detail::kPage * detail::kPage;
+  state.segment_memory.reset(static_cast<std::byte*>(std::aligned_alloc(detail::kPage, config.segment_bytes)));
+  if (!state.segment_memory)
+    throw error("splitc: init: cannot allocate a segment of " + std::to_string(config.segment_bytes) + " bytes");
+  state.segment = state.segment_memory.get();
+  config.segment = state.segment;
   detail::install_handlers();
   detail::check(am::enable(config), "init");
   state.enabled = true;
   state.me = am::my_proc();
   state.procs = am::procs();
-  state.segment = static_cast<std::byte*>(am::segment(state.me));
   for (int r = 0; r < state.procs; ++r) state.segments.push_back(static_cast<std::byte*>(am::segment(r)));
   detail::inline_state = detail::InlineState{state.me, state.procs, state.segments.data(), false};
   // A quarter for memory of one rank, the rest for symmetric (collective) memory.
