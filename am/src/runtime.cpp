@@ -308,7 +308,7 @@ bool Runtime::open_bundle(Peer& p) {
   flush(p);  // one that a handler run during the wait opened
   if (p.failed) return false;  // and p failed sending it: the slot came back with the rest
   p.bundle_slot = slot;
-  *p.room = detail::BundleRoom{buffer(di) + wire::kHeaderBytes, kBundleItems};
+  *p.room = detail::BundleRoom{buffer(di) + wire::kHeaderBytes, nullptr, kBundleItems};
   ++open_bundles_;
   return true;
 }
@@ -808,7 +808,7 @@ std::uint8_t Runtime::run_request(Peer& p, const wire::Message& m, HandlerContex
 // none, the bundle is acknowledged as one request.
 void Runtime::run_bundle(Peer& p, const wire::Message& m, HandlerContext& ctx) {
   ctx.in_bundle = true;
-  wire::ItemReader items(m.payload, m.header.payload_bytes);
+  wire::ItemReader items(m.payload, m.header.payload_bytes, wire::Items::requests);
   const std::uint16_t first = ctx.item;
   for (wire::Item it; items.next(it); ++ctx.item) {
     ctx.replied = false;
@@ -886,7 +886,7 @@ void Runtime::handle_reply(Peer& p, const wire::Message& m) {
 void Runtime::run_bundle_replies(Peer& p, const wire::Message& m) {
   const wire::Header& h = m.header;
   std::vector<Returned> refused;
-  wire::ItemReader items(m.payload, h.payload_bytes);
+  wire::ItemReader items(m.payload, h.payload_bytes, wire::Items::replies);
   for (wire::Item it; items.next(it);) {
     if (!it.header.status) continue;
     const int cause = it.header.status;
@@ -896,7 +896,7 @@ void Runtime::run_bundle_replies(Peer& p, const wire::Message& m) {
             returned_request(p, request.header.handler, request.header.nargs, request.args, cause, cause_text(cause)));
     });
   }
-  items = wire::ItemReader(m.payload, h.payload_bytes);
+  items = wire::ItemReader(m.payload, h.payload_bytes, wire::Items::replies);
   for (wire::Item it; items.next(it);) {
     if (it.header.status) continue;
     ++counters_.messages_received;
@@ -934,7 +934,7 @@ void Runtime::for_each_bundled(const Peer& p, std::uint16_t slot, F&& f) {
   const std::uint32_t length = p.bundle_slot == slot ? bundle_bytes(p)
                                : p.sent[slot].length  ? p.sent[slot].length - std::uint32_t(wire::kHeaderBytes)
                                                       : 0;
-  wire::ItemReader items(buffer(request_desc(p, slot)) + wire::kHeaderBytes, length);
+  wire::ItemReader items(buffer(request_desc(p, slot)) + wire::kHeaderBytes, length, wire::Items::requests);
   std::uint16_t index = 0;
   for (wire::Item it; items.next(it); ++index) f(index, it);
 }

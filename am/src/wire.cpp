@@ -11,6 +11,7 @@ const char* describe(ParseError e) {
     case ParseError::too_many_acks: return "more acknowledgements than one message may carry";
     case ParseError::bad_length: return "message length does not match its header";
     case ParseError::payload_too_large: return "payload larger than am_max_size()";
+    case ParseError::bad_run: return "a run of requests with a payload, or longer than a bundle holds";
   }
   return "unknown parse error";
 }

@@ -82,7 +82,7 @@ struct Message {
   }
 };
 
-enum class ParseError { none, too_short, bad_kind, too_many_args, too_many_acks, bad_length, payload_too_large };
+enum class ParseError { none, too_short, bad_kind, too_many_args, too_many_acks, bad_length, payload_too_large, bad_run };
 const char* describe(ParseError e);
 
 // Copies n <= kMaxArgs words one word at a time, unrolled: a memcpy of a
@@ -160,23 +160,46 @@ inline std::size_t encode_item(std::byte* at, ItemHeader h, const std::uint64_t*
   return payload_at + padded(h.payload_bytes);
 }
 
-// The items of a bundle (a payload of `len` bytes), one at a time. Items
-// whose lengths do not add up end the bundle there, with the error kept.
+// What a bundle's payload holds: the requests of a bundle, whose items may
+// be runs (BundleItemHeader::index), or the replies to one.
+enum class Items { requests, replies };
+
+// The items of a bundle (a payload of `len` bytes), one at a time, each
+// request of a run as an item of its own. Items whose lengths do not add up
+// end the bundle there, with the error kept.
 class ItemReader {
  public:
-  ItemReader(const std::byte* data, std::size_t len) : at_(data), end_(data + len) {}
+  ItemReader(const std::byte* data, std::size_t len, Items items)
+      : at_(data), end_(data + len), runs_(items == Items::requests) {}
   // The next item: true; false at the end or at a malformed item (error() tells which).
   bool next(Item& out) {
+    if (more_in_run_ != 0) {
+      --more_in_run_;
+      out.header = run_;
+      out.args = run_next_;
+      out.payload = run_next_ += run_.nargs * 8u;
+      return true;
+    }
     const std::size_t left = std::size_t(end_ - at_);
     if (left < kItemHeaderBytes) return left != 0 && fail(ParseError::too_short);
     std::memcpy(&out.header, at_, kItemHeaderBytes);
     const ItemHeader& h = out.header;
     if (h.nargs > kMaxArgs || h.payload_bytes > kMaxPayload) [[unlikely]]
       return fail(h.nargs > kMaxArgs ? ParseError::too_many_args : ParseError::payload_too_large);
-    const std::size_t length = item_bytes(h.nargs, h.payload_bytes);
+    std::size_t length = item_bytes(h.nargs, h.payload_bytes);
+    const bool run = runs_ && h.index != 0;
+    if (run) {
+      if (h.payload_bytes != 0 || h.index >= detail::kBundleItems) return fail(ParseError::bad_run);
+      length += std::size_t(h.index) * h.nargs * 8u;
+    }
     if (left < length) return fail(ParseError::bad_length);
     out.args = at_ + kItemHeaderBytes;
     out.payload = out.args + h.nargs * 8u;
+    if (run) {
+      more_in_run_ = h.index;
+      run_ = h;
+      run_next_ = out.payload;
+    }
     at_ += length;
     return true;
   }
@@ -191,6 +214,10 @@ class ItemReader {
   }
   const std::byte* at_;
   const std::byte* end_;
+  bool runs_;
+  std::uint16_t more_in_run_ = 0;  // requests of the current run not yet read
+  ItemHeader run_{};
+  const std::byte* run_next_ = nullptr;  // their words
   ParseError error_ = ParseError::none;
 };
 

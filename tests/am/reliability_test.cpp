@@ -549,8 +549,8 @@ TEST(Wire, AcknowledgementsOnAMessage) {
   EXPECT_EQ(parse(buf, n, m), ParseError::bad_kind);
 }
 
-// A bundle: one request whose payload holds items back to back, each padded
-// to 8 bytes; read one at a time, every payload 8-byte aligned.
+// A bundle's reply: one message whose payload holds items back to back,
+// each padded to 8 bytes; read one at a time, every payload 8-byte aligned.
 TEST(Wire, BundleItems) {
   using namespace am::wire;
   alignas(8) std::byte frame[kMaxMessage];
@@ -570,7 +570,7 @@ TEST(Wire, BundleItems) {
   Message m;
   ASSERT_EQ(parse(frame, kHeaderBytes + used, m), ParseError::none);
   EXPECT_EQ(m.header.kind, Kind::bundle);
-  ItemReader reader(m.payload, m.header.payload_bytes);
+  ItemReader reader(m.payload, m.header.payload_bytes, Items::replies);
   Item it;
   std::uint64_t got[kMaxArgs];
   ASSERT_TRUE(reader.next(it));
@@ -592,7 +592,7 @@ TEST(Wire, BundleItems) {
   EXPECT_EQ(reader.error(), ParseError::none);
 
   auto read_all = [&](std::size_t len, unsigned& count) {
-    ItemReader r(items, len);
+    ItemReader r(items, len, Items::replies);
     count = 0;
     for (Item x; r.next(x);) ++count;
     return r.error();
@@ -620,6 +620,78 @@ TEST(Wire, BundleItems) {
   EXPECT_EQ(count, 0u);
   // A frame of a message and then more bytes is malformed.
   EXPECT_EQ(parse(frame, kHeaderBytes + used + 8, m), ParseError::bad_length);
+}
+
+// Deferred requests as write_item puts them in a bundle: a request for the
+// handler, with as many words, as the one before joins its item (a run);
+// read back, every request is an item of its own, in order.
+TEST(Wire, BundleRuns) {
+  using namespace am::wire;
+  alignas(8) std::byte items[kMaxPayload];
+  am::detail::BundleRoom room{items, nullptr, am::detail::kBundleItems};
+  struct Request {
+    int handler;
+    unsigned nargs;
+  };
+  const Request sent[] = {{7, 1}, {7, 1}, {7, 1}, {7, 2}, {8, 2}, {8, 2}, {7, 2}, {9, 0}, {9, 0}, {7, 1}};
+  std::uint64_t word = 100;
+  for (const Request& r : sent) {
+    const std::uint64_t args[2] = {word, word + 1};
+    ASSERT_TRUE(am::detail::write_item(room, r.handler, args, r.nargs));
+    word += 10;
+  }
+  // 6 items (handler 7 three times with 1 word, 7 with 2, 8 twice with 2,
+  // 7 with 2, 9 twice with none, 7 with 1): 6 headers and 12 words.
+  const std::size_t used = std::size_t(room.next - items);
+  EXPECT_EQ(used, 6 * kItemHeaderBytes + 12 * 8);
+  EXPECT_EQ(room.items_left, am::detail::kBundleItems - 10);
+
+  ItemReader reader(items, used, Items::requests);
+  Item it;
+  word = 100;
+  for (const Request& r : sent) {
+    ASSERT_TRUE(reader.next(it));
+    EXPECT_EQ(it.header.handler, r.handler);
+    EXPECT_EQ(it.header.nargs, r.nargs);
+    EXPECT_EQ(it.header.payload_bytes, 0);
+    std::uint64_t got[kMaxArgs];
+    read_args(got, it.args, it.header.nargs);
+    EXPECT_EQ(got[0], r.nargs > 0 ? word : 0u);
+    EXPECT_EQ(got[1], r.nargs > 1 ? word + 1 : 0u);
+    word += 10;
+  }
+  EXPECT_FALSE(reader.next(it));
+  EXPECT_EQ(reader.error(), ParseError::none);
+
+  auto read_all = [&](std::size_t len, unsigned& count) {
+    ItemReader r(items, len, Items::requests);
+    count = 0;
+    for (Item x; r.next(x);) ++count;
+    return r.error();
+  };
+  unsigned count = 0;
+  // A run cut short: nothing of it is read.
+  EXPECT_EQ(read_all(kItemHeaderBytes + 2 * 8, count), ParseError::bad_length);
+  EXPECT_EQ(count, 0u);
+  // A run longer than a bundle holds, or one with a payload, is malformed.
+  ItemHeader first;
+  std::memcpy(&first, items, kItemHeaderBytes);
+  ItemHeader bad = first;
+  bad.index = am::detail::kBundleItems;
+  std::memcpy(items, &bad, kItemHeaderBytes);
+  EXPECT_EQ(read_all(used, count), ParseError::bad_run);
+  bad = first;
+  bad.payload_bytes = 8;
+  std::memcpy(items, &bad, kItemHeaderBytes);
+  EXPECT_EQ(read_all(used, count), ParseError::bad_run);
+  EXPECT_EQ(count, 0u);
+  // Read as a bundle's replies, the same bytes are items whose index is a place.
+  std::memcpy(items, &first, kItemHeaderBytes);
+  ItemReader replies(items, used, Items::replies);
+  ASSERT_TRUE(replies.next(it));
+  EXPECT_EQ(it.header.index, 2);  // a place: the next item starts after one request's words
+  ASSERT_TRUE(replies.next(it));
+  EXPECT_EQ(it.args, items + 2 * kItemHeaderBytes + 8);
 }
 
 }  // namespace

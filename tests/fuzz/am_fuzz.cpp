@@ -19,7 +19,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   for (std::uint32_t i = 0; i < m.header.payload_bytes; ++i) sink = sink ^ std::uint8_t(m.payload[i]);
   // So do a bundle's items, however many it claims.
   if (m.header.kind == am::wire::Kind::bundle || m.header.handler == am::wire::kBundleReply) {
-    am::wire::ItemReader items(m.payload, m.header.payload_bytes);
+    const auto kind = m.header.kind == am::wire::Kind::bundle ? am::wire::Items::requests : am::wire::Items::replies;
+    am::wire::ItemReader items(m.payload, m.header.payload_bytes, kind);
     for (am::wire::Item it; items.next(it);)
       for (std::uint32_t i = 0; i < it.header.payload_bytes; ++i) sink = sink ^ std::uint8_t(it.payload[i]);
   }

@@ -20,7 +20,11 @@ struct BundleItemHeader {
   std::uint16_t handler;
   std::uint8_t nargs;
   std::uint8_t status;  // replies: 0, or the AM_E_* cause its request was refused for (handler kNoHandler)
-  std::uint16_t index;  // replies: the place in its bundle of the request answered; requests: 0
+  // Replies: the place in its bundle of the request answered. Requests: how
+  // many more requests follow this one's words in the same item (a run), for
+  // the same handler, each its own nargs words and no payload: a stream of
+  // requests to one handler costs its words, not a header each.
+  std::uint16_t index;
   std::uint16_t payload_bytes;
 };
 static_assert(sizeof(BundleItemHeader) == 8);
@@ -30,24 +34,40 @@ static_assert(sizeof(BundleItemHeader) == 8);
 // bytes, and so do the requests themselves, of at most 4 words each.
 inline constexpr std::uint16_t kBundleItems = 4096 / (sizeof(BundleItemHeader) + 4 * sizeof(am_word_t));
 
-// The free part of the bundle open to one rank. Two fields only: the caller's
-// loop writes both back for every request, and waits on them in the next.
+// The free part of the bundle open to one rank.
 struct BundleRoom {
   std::byte* next = nullptr;     // where the next request goes
+  std::byte* run = nullptr;      // the header of the last item, which the next request may join
   std::uint16_t items_left = 0;  // 0 while no bundle is open
 };
 
+// The first four bytes of a request's item header, as write_item compares them.
+inline std::uint32_t run_key(int handler, unsigned nargs) { return std::uint32_t(handler) | std::uint32_t(nargs) << 16; }
+
 // Writes a request of nargs <= 4 words, for a handler below
-// AM_MAX_HANDLERS, into `room`; false if no bundle is open there or it is full.
+// AM_MAX_HANDLERS, into `room`; false if no bundle is open there or it is
+// full. A request for the same handler with as many words as the last one
+// joins its item (BundleItemHeader::index).
 inline bool write_item(BundleRoom& room, int handler, const am_word_t* args, unsigned nargs) {
   if (room.items_left == 0) return false;
-  const BundleItemHeader h{std::uint16_t(handler), std::uint8_t(nargs), 0, 0, 0};
-  std::memcpy(room.next, &h, sizeof h);
+  std::byte* at = room.next;
+  std::uint32_t last_key = 0;
+  if (room.run) std::memcpy(&last_key, room.run, sizeof last_key);
+  if (room.run && last_key == run_key(handler, nargs)) {
+    std::uint16_t more;
+    std::memcpy(&more, room.run + offsetof(BundleItemHeader, index), sizeof more);
+    ++more;
+    std::memcpy(room.run + offsetof(BundleItemHeader, index), &more, sizeof more);
+  } else {
+    const BundleItemHeader h{std::uint16_t(handler), std::uint8_t(nargs), 0, 0, 0};
+    std::memcpy(at, &h, sizeof h);
+    room.run = at;
+    at += sizeof h;
+  }
   // Word by word: a wider load of words the caller has just stored one by
   // one waits for them to leave the CPU's store buffer.
-  for (unsigned i = 0; i < nargs; ++i)
-    std::memcpy(room.next + sizeof h + i * sizeof(am_word_t), &args[i], sizeof(am_word_t));
-  room.next += sizeof h + nargs * sizeof(am_word_t);
+  for (unsigned i = 0; i < nargs; ++i) std::memcpy(at + i * sizeof(am_word_t), &args[i], sizeof(am_word_t));
+  room.next = at + nargs * sizeof(am_word_t);
   --room.items_left;
   return true;
 }
