@@ -549,6 +549,15 @@ TEST(Wire, AcknowledgementsOnAMessage) {
   EXPECT_EQ(parse(buf, n, m), ParseError::bad_kind);
 }
 
+// Reads the first `len` bytes of `items` to the end or the first error:
+// how many items were read, and the error.
+am::wire::ParseError read_items(const std::byte* items, std::size_t len, am::wire::Items kind, unsigned& count) {
+  am::wire::ItemReader r(items, len, kind);
+  count = 0;
+  for (am::wire::Item x; r.next(x);) ++count;
+  return r.error();
+}
+
 // A bundle's reply: one message whose payload holds items back to back,
 // each padded to 8 bytes; read one at a time, every payload 8-byte aligned.
 TEST(Wire, BundleItems) {
@@ -591,12 +600,7 @@ TEST(Wire, BundleItems) {
   EXPECT_FALSE(reader.next(it));
   EXPECT_EQ(reader.error(), ParseError::none);
 
-  auto read_all = [&](std::size_t len, unsigned& count) {
-    ItemReader r(items, len, Items::replies);
-    count = 0;
-    for (Item x; r.next(x);) ++count;
-    return r.error();
-  };
+  auto read_all = [&](std::size_t len, unsigned& count) { return read_items(items, len, Items::replies, count); };
   unsigned count = 0;
   // Cut inside the last item: the first two are read, then the error.
   EXPECT_EQ(read_all(used - 1, count), ParseError::too_short);
@@ -663,12 +667,7 @@ TEST(Wire, BundleRuns) {
   EXPECT_FALSE(reader.next(it));
   EXPECT_EQ(reader.error(), ParseError::none);
 
-  auto read_all = [&](std::size_t len, unsigned& count) {
-    ItemReader r(items, len, Items::requests);
-    count = 0;
-    for (Item x; r.next(x);) ++count;
-    return r.error();
-  };
+  auto read_all = [&](std::size_t len, unsigned& count) { return read_items(items, len, Items::requests, count); };
   unsigned count = 0;
   // A run cut short: nothing of it is read.
   EXPECT_EQ(read_all(kItemHeaderBytes + 2 * 8, count), ParseError::bad_length);
