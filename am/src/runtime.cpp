@@ -331,7 +331,7 @@ std::uint32_t Runtime::close_bundle(Peer& p) {
 void Runtime::flush(Peer& p) {
   if (p.bundle_slot == kNoBundle) return;
   const auto slot = std::uint16_t(p.bundle_slot);
-  counters_.requests_sent += kBundleItems - p.room->items_left;
+  if (!p.failed) counters_.requests_sent += kBundleItems - p.room->items_left;  // a failed peer's come back unsent
   const std::uint32_t bytes = close_bundle(p);
   const std::uint32_t di = request_desc(p, slot);
   const wire::Header h{wire::Kind::bundle, 0, 0, 0, wire::kNoHandler, slot, p.window.seq(slot), bytes};

@@ -115,8 +115,14 @@ struct AtomicHeader {
   Word call, fn, target, result_bytes;
 };
 
-struct FreeMemory {
-  void operator()(std::byte* p) const { std::free(p); }
+// Frees a segment AM no longer uses. A process that ends without finalize
+// destroys this library's state before AM's runtime, which still has the
+// segment registered (a peer's RDMA may still reach it): then it is left
+// to the process's end.
+struct FreeSegment {
+  void operator()(std::byte* p) const {
+    if (am::segment(am::my_proc()) != p) std::free(p);
+  }
 };
 
 struct State {
@@ -124,7 +130,7 @@ struct State {
   int me = 0, procs = 1;
   // This rank's AM segment, allocated here and given to am::enable: compact
   // stores (compact_word) from faster ranks may arrive before it returns.
-  std::unique_ptr<std::byte[], FreeMemory> segment_memory;
+  std::unique_ptr<std::byte[], FreeSegment> segment_memory;
   std::byte* segment = nullptr;
   Heap local_heap, symmetric_heap;
   std::size_t in_flight = 0;             // small gets not yet answered

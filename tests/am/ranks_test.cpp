@@ -520,6 +520,40 @@ TEST(AmRanks, BundledRequestsAreRefusedOneByOne) {
   expect_all_zero(status);
 }
 
+// Requests for one handler in a row share a bundle item (a run); each
+// refused one still comes back on its own, with its own arguments, and the
+// answers of the others reach their handlers in order.
+TEST(AmRanks, RefusedRequestsInRunsComeBackOneByOne) {
+  auto status = run_ranks(2, [](int rank) -> int {
+    std::vector<am::Returned> returned;
+    am::set_error_handler([&](const am::Returned& r) { returned.push_back(r); });
+    std::vector<long> got;
+    am::set_handler(1, [&](am::Token t, long i) { t.reply(2, i); });
+    am::set_handler(2, [&](am::Token, long i) { got.push_back(i); });
+    CHECK_OR_RETURN(am::enable() == am::Status::ok, 1);
+    const int peer = 1 - rank;
+    const auto before = am::counters().requests_sent;
+    for (long i = 0; i < 3; ++i) CHECK_OR_RETURN(am::request_deferred(peer, 1, i) == am::Status::ok, 2);
+    for (long i = 0; i < 3; ++i) CHECK_OR_RETURN(am::request_deferred(peer, 200, 10 + i) == am::Status::ok, 3);
+    for (long i = 3; i < 5; ++i) CHECK_OR_RETURN(am::request_deferred(peer, 1, i) == am::Status::ok, 4);
+    CHECK_OR_RETURN(am::request_deferred(peer, 201, 20L, 21L) == am::Status::ok, 5);
+    am::flush();
+    CHECK_OR_RETURN(am::wait_acknowledged() == am::Status::ok, 6);
+    CHECK_OR_RETURN(am::counters().bundles_sent == 1 && am::counters().requests_sent - before == 9, 7);
+    CHECK_OR_RETURN(got == (std::vector<long>{0, 1, 2, 3, 4}), 8);
+    CHECK_OR_RETURN(returned.size() == 4, 9);
+    for (int k = 0; k < 3; ++k)
+      CHECK_OR_RETURN(
+          returned[k].handler == 200 && returned[k].nargs == 1 && returned[k].args[0] == am::Word(10 + k), 10 + k);
+    CHECK_OR_RETURN(returned[3].handler == 201 && returned[3].nargs == 2 && returned[3].args[0] == 20 &&
+                        returned[3].args[1] == 21, 13);
+    CHECK_OR_RETURN(am::barrier() == am::Status::ok, 14);
+    CHECK_OR_RETURN(am::disable() == am::Status::ok, 15);
+    return 0;
+  });
+  expect_all_zero(status);
+}
+
 // However many deferred requests a bundle holds, a reply of 4 words to
 // each fits the bundle's answer (Split-C's gets are answered so).
 TEST(AmRanks, WordRepliesToEveryBundledRequestFit) {
@@ -589,10 +623,22 @@ int killed_peer_body(int rank, bool deferred) {
   constexpr int kVictim = 3;
   Clock::time_point last_answer = Clock::now(), reported{};
   int cause = 0;
+  // With deferred requests: one more to the dead peer from the error
+  // handler is refused, and counts as sent neither itself nor the bundle
+  // it finds open (whose requests come back unsent).
+  bool in_handler = false;
+  am::Status from_handler = am::Status::ok;
+  std::uint64_t counted_from_handler = 0;
   am::set_error_handler([&](const am::Returned& r) {
     if (r.dest == kVictim && reported == Clock::time_point{}) {
       reported = Clock::now();
       cause = r.cause;
+      if (deferred && !in_handler) {
+        in_handler = true;
+        const std::uint64_t before = am::counters().requests_sent;
+        from_handler = am::request_deferred(kVictim, 1);
+        counted_from_handler = am::counters().requests_sent - before;
+      }
     }
   });
   long handled = 0;
@@ -623,6 +669,10 @@ int killed_peer_body(int rank, bool deferred) {
   // The error came within the peer timeout (set to 2 s) of the victim's last answer.
   CHECK_OR_RETURN(reported - last_answer < std::chrono::seconds(4), 4);
   CHECK_OR_RETURN(refused || cause == AM_E_UNREACHABLE || cause == AM_E_TIMEOUT, 5);
+  if (deferred && in_handler) {
+    CHECK_OR_RETURN(from_handler == am::Status::unreachable, 6);
+    CHECK_OR_RETURN(counted_from_handler == 0, 7);
+  }
   am::disable();  // the barrier fails (a rank is gone); it must still return
   return 0;
 }

@@ -691,6 +691,22 @@ TEST(Wire, BundleRuns) {
   EXPECT_EQ(it.header.index, 2);  // a place: the next item starts after one request's words
   ASSERT_TRUE(replies.next(it));
   EXPECT_EQ(it.args, items + 2 * kItemHeaderBytes + 8);
+
+  // A full bundle of one handler is one run of kBundleItems requests, and
+  // no more fit; a bundle opened again starts with an item of its own.
+  room = am::detail::BundleRoom{items, nullptr, am::detail::kBundleItems};
+  for (unsigned i = 0; i < am::detail::kBundleItems; ++i) ASSERT_TRUE(am::detail::write_item(room, 3, &word, 1));
+  EXPECT_FALSE(am::detail::write_item(room, 3, &word, 1));
+  const std::size_t full = std::size_t(room.next - items);
+  EXPECT_EQ(full, kItemHeaderBytes + am::detail::kBundleItems * 8u);
+  EXPECT_EQ(read_items(items, full, Items::requests, count), ParseError::none);
+  EXPECT_EQ(count, am::detail::kBundleItems);
+  room = am::detail::BundleRoom{items, nullptr, am::detail::kBundleItems};
+  ASSERT_TRUE(am::detail::write_item(room, 3, &word, 1));
+  EXPECT_EQ(std::size_t(room.next - items), kItemHeaderBytes + 8u);
+  ItemHeader again;
+  std::memcpy(&again, items, kItemHeaderBytes);
+  EXPECT_EQ(again.index, 0);
 }
 
 }  // namespace

@@ -21,8 +21,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (m.header.kind == am::wire::Kind::bundle || m.header.handler == am::wire::kBundleReply) {
     const auto kind = m.header.kind == am::wire::Kind::bundle ? am::wire::Items::requests : am::wire::Items::replies;
     am::wire::ItemReader items(m.payload, m.header.payload_bytes, kind);
-    for (am::wire::Item it; items.next(it);)
+    for (am::wire::Item it; items.next(it);) {
+      std::uint64_t words[am::wire::kMaxArgs];
+      am::wire::read_args(words, it.args, it.header.nargs);
+      for (std::uint64_t w : words) sink = sink ^ std::uint8_t(w);
       for (std::uint32_t i = 0; i < it.header.payload_bytes; ++i) sink = sink ^ std::uint8_t(it.payload[i]);
+    }
   }
   // Acknowledgements name any slot and sequence number: only open requests close.
   if (window.has_credit()) window.open();

@@ -140,6 +140,35 @@ void get_put_sync() {
   CHECK(*threes[std::size_t(me)].local() == (Bytes3{{char(left), char(2 * left), char(-left)}}));
   splitc::all_store_sync();  // the stores above counted their bytes
 
+  // Negative values of 1, 2 and 4 bytes (compact_word) land whole and leave
+  // their neighbours alone.
+  {
+    splitc::spread_array<signed char> sc(8 * std::size_t(procs), 8);
+    splitc::spread_array<short> ss(8 * std::size_t(procs), 8);
+    splitc::spread_array<int> si(8 * std::size_t(procs), 8);
+    for (int k = 0; k < 8; ++k) {
+      sc.local()[k] = 0x55;
+      ss.local()[k] = 0x5555;
+      si.local()[k] = 0x55555555;
+    }
+    splitc::barrier();
+    splitc::store(sc.base(right) + 3, static_cast<signed char>(-128 + me));
+    splitc::store(sc.base(right) + 4, static_cast<signed char>(-1));
+    splitc::put(ss.base(right) + 3, short(-32768 + me));
+    splitc::put(ss.base(right) + 4, short(-1));
+    splitc::store(si.base(right) + 3, int(-2147483647 - 1 + me));
+    splitc::store(si.base(right) + 4, -1);
+    splitc::sync();
+    splitc::store_sync(2 + 8);
+    splitc::barrier();
+    for (int k = 0; k < 8; ++k) {
+      CHECK(sc.local()[k] == (k == 3 ? -128 + left : k == 4 ? -1 : 0x55));
+      CHECK(ss.local()[k] == (k == 3 ? short(-32768 + left) : k == 4 ? short(-1) : short(0x5555)));
+      CHECK(si.local()[k] == (k == 3 ? int(-2147483647 - 1 + left) : k == 4 ? -1 : 0x55555555));
+    }
+    splitc::barrier();
+  }
+
   // Memory outside the segment (here the heap): values of up to 4 bytes to
   // the segment travel as an offset in it (compact_word), these by address.
   std::vector<int> outside(2, -1);

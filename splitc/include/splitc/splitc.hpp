@@ -180,9 +180,10 @@ am::Word value_word(const T& value) {
 
 // A value of 1, 2 or 4 bytes at an offset below 2^30 in the destination's
 // segment (every spread array's element) travels in one AM argument: the
-// offset, log2 of the width above it, the value in the high half. A store
-// of a 4-byte key is then a 16-byte item of a bundle, not 24: less to copy
-// through the shared-memory rings and to read at the destination.
+// offset, log2 of the width above it, the value in the high half. A stream
+// of stores of 4-byte keys then takes 8 bytes of a bundle each (one word
+// of an AM run), not 24: less to copy through the shared-memory rings and
+// to read at the destination.
 inline constexpr int kCompactOffsetBits = 30;
 template <class T>
 inline constexpr bool kCompactWidth = sizeof(T) == 1 || sizeof(T) == 2 || sizeof(T) == 4;
