@@ -27,9 +27,9 @@ constexpr std::uint32_t kLateReposts = 4;
 // add no receives at the peer: every acknowledgement in flight answers one
 // of its open requests, as a reply would.
 constexpr std::uint32_t kAckDescs = 4;
-// A bundle of deferred requests leaves once it holds this many (or once
-// the next does not fit in am_max_size() bytes): as many as leave room in
-// the bundle's answer for a reply of 4 words to each.
+// A bundle of deferred requests leaves once it holds this many: as many as
+// leave room in the bundle's answer for a reply of 4 words to each, and as
+// no request takes more room than such a reply, the count bounds its bytes.
 using detail::kBundleItems;
 static_assert(kBundleItems == wire::kMaxPayload / wire::item_bytes(wire::kMaxArgs, 0));
 // Service passes an owed acknowledgement may wait for a message to ride on

@@ -130,8 +130,7 @@ struct State {
   int me = 0, procs = 1;
   // This rank's AM segment, allocated here and given to am::enable: compact
   // stores (compact_word) from faster ranks may arrive before it returns.
-  std::unique_ptr<std::byte[], FreeSegment> segment_memory;
-  std::byte* segment = nullptr;
+  std::unique_ptr<std::byte[], FreeSegment> segment;
   Heap local_heap, symmetric_heap;
   std::size_t in_flight = 0;             // small gets not yet answered
   std::vector<am::Future> bulk_in_flight;
@@ -150,18 +149,11 @@ State state;
 // Writes the value of a compact_word at its offset in this rank's segment;
 // returns its width.
 std::size_t write_compact(Word w) {
-  std::byte* to = state.segment + (w & ((Word(1) << kCompactOffsetBits) - 1));
-  const auto value = std::uint32_t(w >> 32);
-  switch ((w >> kCompactOffsetBits) & 3) {
-    case 0: *reinterpret_cast<std::uint8_t*>(to) = std::uint8_t(value); return 1;
-    case 1: {
-      const auto low = std::uint16_t(value);
-      std::memcpy(to, &low, 2);
-      return 2;
-    }
-    case 2: std::memcpy(to, &value, 4); return 4;
-    default: return 0;  // no sender makes it
-  }
+  const unsigned log_width = (w >> kCompactOffsetBits) & 3;
+  if (log_width == 3) return 0;  // no sender makes it
+  const std::size_t bytes = std::size_t(1) << log_width;
+  write_small(state.segment.get() + (w & ((Word(1) << kCompactOffsetBits) - 1)), bytes, w >> 32, 0);
+  return bytes;
 }
 
 [[noreturn]] void fail(const std::string& what) { throw error("splitc: " + what); }
@@ -313,7 +305,7 @@ am::Future start_bulk(Bulk kind, int proc, std::uintptr_t remote, void* local, s
   if (bytes == 0) return am::Future();
   if (proc == state.me) {
     // The same rule as for other ranks: bulk transfers reach global memory only.
-    const auto base = reinterpret_cast<std::uintptr_t>(state.segment);
+    const auto base = reinterpret_cast<std::uintptr_t>(state.segment.get());
     if (remote < base || bytes > am::segment_size(proc) || remote - base > am::segment_size(proc) - bytes)
       fail("bulk transfer: the range lies outside this rank's global memory");
     auto* mine = reinterpret_cast<void*>(remote);
@@ -481,11 +473,10 @@ void init() {
   // Reset first: faster ranks' first requests may arrive while am::enable waits for the slower ones.
   state = detail::State{};
   config.segment_bytes = (config.segment_bytes + detail::kPage - 1) / detail::kPage * detail::kPage;
-  state.segment_memory.reset(static_cast<std::byte*>(std::aligned_alloc(detail::kPage, config.segment_bytes)));
-  if (!state.segment_memory)
+  state.segment.reset(static_cast<std::byte*>(std::aligned_alloc(detail::kPage, config.segment_bytes)));
+  if (!state.segment)
     throw error("splitc: init: cannot allocate a segment of " + std::to_string(config.segment_bytes) + " bytes");
-  state.segment = state.segment_memory.get();
-  config.segment = state.segment;
+  config.segment = state.segment.get();
   detail::install_handlers();
   detail::check(am::enable(config), "init");
   state.enabled = true;
@@ -496,8 +487,8 @@ void init() {
   // A quarter for memory of one rank, the rest for symmetric (collective) memory.
   const std::size_t bytes = am::segment_size(state.me);
   const std::size_t local = bytes / 4 / detail::Heap::kAlign * detail::Heap::kAlign;
-  state.local_heap.reset(state.segment, local);
-  state.symmetric_heap.reset(state.segment + local, bytes - local);
+  state.local_heap.reset(state.segment.get(), local);
+  state.symmetric_heap.reset(state.segment.get() + local, bytes - local);
   detail::refresh_modules();
 }
 

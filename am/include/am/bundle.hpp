@@ -41,8 +41,14 @@ struct BundleRoom {
   std::uint16_t items_left = 0;  // 0 while no bundle is open
 };
 
-// The first four bytes of a request's item header, as write_item compares them.
-inline std::uint32_t run_key(int handler, unsigned nargs) { return std::uint32_t(handler) | std::uint32_t(nargs) << 16; }
+// Whether a request joins the run whose item header is at `header`: the
+// same handler and argument count (the header's first four bytes; a
+// request's status byte is 0).
+inline bool joins_run(const std::byte* header, int handler, unsigned nargs) {
+  std::uint32_t first;
+  std::memcpy(&first, header, sizeof first);
+  return first == (std::uint32_t(handler) | std::uint32_t(nargs) << 16);
+}
 
 // Writes a request of nargs <= 4 words, for a handler below
 // AM_MAX_HANDLERS, into `room`; false if no bundle is open there or it is
@@ -51,9 +57,7 @@ inline std::uint32_t run_key(int handler, unsigned nargs) { return std::uint32_t
 inline bool write_item(BundleRoom& room, int handler, const am_word_t* args, unsigned nargs) {
   if (room.items_left == 0) return false;
   std::byte* at = room.next;
-  std::uint32_t last_key = 0;
-  if (room.run) std::memcpy(&last_key, room.run, sizeof last_key);
-  if (room.run && last_key == run_key(handler, nargs)) {
+  if (room.run && joins_run(room.run, handler, nargs)) {
     std::uint16_t more;
     std::memcpy(&more, room.run + offsetof(BundleItemHeader, index), sizeof more);
     ++more;
