@@ -14,6 +14,7 @@
 #include <map>
 #include <optional>
 
+#include "engine/clock.hpp"
 #include "providers/shm/shm_link.hpp"
 #include "via/bootstrap.hpp"
 
@@ -141,12 +142,12 @@ class ShmProvider final : public Provider {
     // Nobody may write into this slot before the request is out: clear what a
     // former peer left (a late close, late frames) for the new connection.
     reset_rings(self_->slots[vi.provider_slot]);
-    Pending p{mode, local, remote, *remote_nic, ++last_request_, false};
+    Pending p{mode, local, remote, *remote_nic, ++last_request_, request_message(vi, mode, local, remote)};
+    p.message.request = p.request;
     // The slot names the request it waits for, so the other side can tell a
     // live request from one that was withdrawn (or from an earlier life of the slot).
     self_->slots[vi.provider_slot].state_word.store(slot_word(kSlotPending, p.request), std::memory_order_release);
-    pending_[vi.provider_slot] = p;
-    send_request(vi, pending_[vi.provider_slot]);
+    send_request(pending_[vi.provider_slot] = p);
     return Result::success;
   }
 
@@ -155,7 +156,6 @@ class ShmProvider final : public Provider {
     auto it = pending_.find(vi.provider_slot);
     if (it == pending_.end()) return Result::invalid_state;
     Pending& p = it->second;
-    if (!p.sent) send_request(vi, p);
     return p.mode == ConnectMode::client ? poll_client(vi, p) : poll_peer(vi, p);
   }
 
@@ -235,6 +235,16 @@ class ShmProvider final : public Provider {
   }
 
   void progress_control() override {
+    drain_inbox();
+    // Requests that found the peer's inbox full (or the peer not there yet)
+    // are retried from here, whichever VI the program waits on: a rank that
+    // waits for one peer must still get its requests to the others out.
+    const std::uint64_t now = now_ns();
+    for (auto& [slot, p] : pending_)
+      if (!p.sent && now >= p.next_attempt_ns) send_request(p, now);
+  }
+
+  void drain_inbox() {
     for (;;) {
       InboxEntry& e = self_->inbox[inbox_read_ % kInboxEntries];
       if (e.seq.load(std::memory_order_acquire) != inbox_read_ + 1) return;
@@ -271,8 +281,14 @@ class ShmProvider final : public Provider {
     NetAddress local, remote;
     std::uint32_t remote_nic;
     std::uint64_t request;
-    bool sent;
+    ControlMessage message;  // what goes into the remote NIC's inbox
+    bool sent = false;
+    // Back-off between attempts to reach an inbox that is full or not there yet.
+    std::uint64_t next_attempt_ns = 0;
+    std::uint64_t backoff_ns = kFirstRetryNs;
   };
+  static constexpr std::uint64_t kFirstRetryNs = 50'000;
+  static constexpr std::uint64_t kMaxRetryNs = 10'000'000;
 
   static ViAttributes attributes_of(const ControlMessage& m) {
     return ViAttributes{m.reliability, m.max_transfer, 0, m.rdma_write != 0, m.rdma_read != 0};
@@ -302,16 +318,13 @@ class ShmProvider final : public Provider {
     return mapping;
   }
 
-  // Posts the connect or peer request into the remote NIC's inbox, if it exists yet.
-  void send_request(Vi& vi, Pending& p) {
-    std::shared_ptr<Segment> peer = peer_segment(p.remote_nic);
-    if (!peer) return;
+  ControlMessage request_message(Vi& vi, ConnectMode mode, const NetAddress& local, const NetAddress& remote) const {
     ControlMessage m{};
-    m.type = p.mode == ConnectMode::client ? kControlConnect : kControlPeer;
-    m.local_disc_len = std::uint8_t(p.local.discriminator.size());
-    m.target_disc_len = std::uint8_t(p.remote.discriminator.size());
-    std::copy(p.local.discriminator.begin(), p.local.discriminator.end(), m.local_disc);
-    std::copy(p.remote.discriminator.begin(), p.remote.discriminator.end(), m.target_disc);
+    m.type = mode == ConnectMode::client ? kControlConnect : kControlPeer;
+    m.local_disc_len = std::uint8_t(local.discriminator.size());
+    m.target_disc_len = std::uint8_t(remote.discriminator.size());
+    std::copy(local.discriminator.begin(), local.discriminator.end(), m.local_disc);
+    std::copy(remote.discriminator.begin(), remote.discriminator.end(), m.target_disc);
     m.reliability = vi.attributes().reliability;
     m.rdma_write = vi.attributes().rdma_write;
     m.rdma_read = vi.attributes().rdma_read;
@@ -319,26 +332,43 @@ class ShmProvider final : public Provider {
     m.from_nic = nic_;
     m.from_slot = vi.provider_slot;
     m.from_generation = self_->slots[vi.provider_slot].generation;
-    m.request = p.request;
-    std::atomic<std::uint64_t>& write = peer->header.inbox_write;
+    return m;
+  }
+
+  // Posts the connect or peer request into the remote NIC's inbox if the NIC
+  // exists and its inbox has room; else schedules the next attempt.
+  void send_request(Pending& p, std::uint64_t now = now_ns()) {
+    if (std::shared_ptr<Segment> peer = peer_segment(p.remote_nic); peer && post_to_inbox(*peer, p.message)) {
+      p.sent = true;
+      wake(*peer);
+      return;
+    }
+    p.next_attempt_ns = now + p.backoff_ns;
+    p.backoff_ns = std::min(p.backoff_ns * 2, kMaxRetryNs);
+  }
+
+  // Claims an entry of a peer's inbox; false when it is full. The peer's
+  // counters are not trusted to be sane: the claim gives up after a bounded
+  // number of tries instead of spinning on a corrupt inbox.
+  static bool post_to_inbox(Segment& peer, const ControlMessage& m) {
+    std::atomic<std::uint64_t>& write = peer.header.inbox_write;
     std::uint64_t pos = write.load(std::memory_order_relaxed);
-    for (;;) {
-      InboxEntry& e = peer->inbox[pos % kInboxEntries];
+    for (int attempt = 0; attempt < 64; ++attempt) {
+      InboxEntry& e = peer.inbox[pos % kInboxEntries];
       std::uint64_t seq = e.seq.load(std::memory_order_acquire);
       if (seq == pos) {
         if (write.compare_exchange_weak(pos, pos + 1, std::memory_order_relaxed)) {
           e.message = m;
           e.seq.store(pos + 1, std::memory_order_release);
-          p.sent = true;
-          wake(*peer);
-          return;
+          return true;
         }
       } else if (seq < pos) {
-        return;  // inbox full: try again on the next poll
+        return false;  // full
       } else {
         pos = write.load(std::memory_order_relaxed);
       }
     }
+    return false;
   }
 
   Result poll_client(Vi& vi, Pending& p) {
@@ -369,6 +399,8 @@ class ShmProvider final : public Provider {
   }
 
   Result poll_peer(Vi& vi, Pending& p) {
+    // The peer learns of the match only from our request: match once it is out.
+    if (!p.sent) return Result::not_done;
     for (auto it = held_peers_.begin(); it != held_peers_.end(); ++it) {
       const ControlMessage& m = *it;
       if (m.from_nic != p.remote_nic || !disc_equal(m.local_disc, m.local_disc_len, p.remote.discriminator) ||
