@@ -208,11 +208,12 @@ std::string job_id_of(const RunResult& result) {
   return "";
 }
 
+// What is left of a job's folder of segments (its own name, if it is left empty).
 std::vector<std::string> shm_segments_of_job(const std::string& job_id) {
   std::vector<std::string> names;
   for (const auto& entry : std::filesystem::directory_iterator("/dev/shm")) {
     std::string name = entry.path().filename();
-    if (name.starts_with("viastack." + job_id + ".")) names.push_back(name);
+    if (name == "viastack." + job_id) names.push_back(name);
   }
   return names;
 }

@@ -10,7 +10,7 @@
 //   partial             print "tail R" without a newline
 //   stdin               print how many bytes stdin gave before end of file
 //   fds                 print how many pipes are open beyond stdin, stdout, stderr
-//   shm-file [FAIL]     create /dev/shm/viastack.<job>.<rank> and print the job id;
+//   shm-file [FAIL]     create /dev/shm/viastack.<job>/nic.<rank> and print the job id;
 //                       with FAIL, that rank exits 1 once every rank's file
 //                       exists and the others sleep forever
 //   grandchild          leave a child sleeping forever (holding stdout), print
@@ -86,7 +86,7 @@ int count_inherited_pipes() {
 }
 
 std::string shm_file(int rank) {
-  return "/dev/shm/viastack." + env("VIASTACK_JOB") + "." + std::to_string(rank);
+  return "/dev/shm/viastack." + env("VIASTACK_JOB") + "/nic." + std::to_string(rank);
 }
 
 void wait_for_every_shm_file() {

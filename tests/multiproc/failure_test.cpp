@@ -28,11 +28,9 @@ class Failure : public ::testing::Test {
   }
   // What viarun does after a job: a killed peer leaves its segment behind.
   void TearDown() override {
-    const std::string prefix = "viastack." + job_ + ".";
-    for (const auto& entry : std::filesystem::directory_iterator("/dev/shm"))
-      if (entry.path().filename().string().rfind(prefix, 0) == 0) std::filesystem::remove(entry.path());
+    std::filesystem::remove_all("/dev/shm/viastack." + job_);
   }
-  std::string segment_path(int nic) const { return "/dev/shm/viastack." + job_ + "." + std::to_string(nic); }
+  std::string segment_path(int nic) const { return "/dev/shm/viastack." + job_ + "/nic." + std::to_string(nic); }
   std::string job_;
 };
 

@@ -8,12 +8,12 @@
 #include <csignal>
 #include <cstdio>
 #include <exception>
-#include <filesystem>
 #include <string>
 #include <system_error>
 
 #include "job.hpp"
 #include "bootstrap/directory.hpp"
+#include "providers/shm/segment.hpp"
 #include "options.hpp"
 #include "posix_io.hpp"
 #include "signal_watcher.hpp"
@@ -25,24 +25,22 @@ constexpr int kUsageStatus = 2;
 constexpr int kNotFoundStatus = 127;
 constexpr int kInternalErrorStatus = 1;
 
-// Removes the job's shared-memory segments, which the shm provider names
-// /dev/shm/viastack.<job id>.<anything>, whether or not the ranks did.
-class SharedMemoryCleanup {
+// The job's folder of shared-memory segments (see the shm provider), made
+// before any rank starts, so that nobody who watches /dev/shm can take its
+// name between the ranks' start-ups, and removed with whatever the ranks left
+// in it when the job ends.
+class SharedMemoryFolder {
  public:
-  explicit SharedMemoryCleanup(const std::string& job_id) : prefix_("viastack." + job_id + ".") {}
-  ~SharedMemoryCleanup() {
-    std::error_code error;
-    for (const auto& entry : std::filesystem::directory_iterator("/dev/shm", error)) {
-      if (entry.path().filename().string().starts_with(prefix_)) {
-        std::filesystem::remove(entry.path(), error);
-      }
-    }
+  explicit SharedMemoryFolder(std::string job_id) : job_id_(std::move(job_id)) {
+    std::string error;
+    if (!via::shm::prepare_job_directory(job_id_, error)) throw std::runtime_error(error);
   }
-  SharedMemoryCleanup(const SharedMemoryCleanup&) = delete;
-  SharedMemoryCleanup& operator=(const SharedMemoryCleanup&) = delete;
+  ~SharedMemoryFolder() { via::shm::remove_job_directory(job_id_); }
+  SharedMemoryFolder(const SharedMemoryFolder&) = delete;
+  SharedMemoryFolder& operator=(const SharedMemoryFolder&) = delete;
 
  private:
-  std::string prefix_;
+  std::string job_id_;
 };
 
 // The address ranks on other hosts reach this machine on: what this host's
@@ -63,7 +61,7 @@ asio::ip::address default_listen_address(const viarun::LaunchOptions& options) {
 int run_job(const viarun::LaunchOptions& options) {
   std::string program_path = viarun::resolve_program(options.command.front());
   std::string job_id = viarun::make_job_id();
-  SharedMemoryCleanup cleanup(job_id);  // declared before the job: runs after it ends
+  SharedMemoryFolder shared_memory(job_id);  // declared before the job: removed after it ends
   // Every job has its own secret; the directory where the ranks publish their
   // addresses only answers connections that prove they know it.
   const via::tcp::JobKey key = via::tcp::random_key();

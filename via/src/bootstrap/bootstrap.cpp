@@ -1,3 +1,4 @@
+#include <sys/random.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -13,6 +14,22 @@
 
 namespace via {
 
+namespace {
+
+std::string random_hex(std::size_t bytes) {
+  std::string hex;
+  while (hex.size() < 2 * bytes) {
+    unsigned char byte = 0;
+    if (getrandom(&byte, 1, 0) != 1) continue;
+    constexpr char kDigits[] = "0123456789abcdef";
+    hex += kDigits[byte >> 4];
+    hex += kDigits[byte & 15];
+  }
+  return hex;
+}
+
+}  // namespace
+
 bool Bootstrap::set_layout(int rank, int size, std::vector<int> node_of_rank, std::string job_id,
                            std::string& error) {
   if (size < 1 || rank < 0 || rank >= size) {
@@ -27,8 +44,9 @@ bool Bootstrap::set_layout(int rank, int size, std::vector<int> node_of_rank, st
   // process manager called them.
   std::map<int, int> renumbered;
   for (int& node : node_of_rank) node = renumbered.try_emplace(node, int(renumbered.size())).first->second;
-  // Without a job of its own a process shares the per-user namespace.
-  if (job_id.empty()) job_id = "u" + std::to_string(getuid());
+  // Without a job of its own a process gets a name nobody can guess and hold
+  // first (a fixed name would let another user block it for ever).
+  if (job_id.empty()) job_id = "u" + std::to_string(getuid()) + "-" + random_hex(8);
   for (char& c : job_id)
     if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_') c = '_';
   rank_ = rank;

@@ -9,9 +9,11 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstddef>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <mutex>
 #include <new>
@@ -22,21 +24,30 @@ namespace via::shm {
 
 namespace {
 
+constexpr const char* kShmRoot = "/dev/shm";
+
 // Segments this process created, removed at exit even if the program never
 // closed its NICs (a killed process leaves them to viarun or the next owner).
 // Never destroyed: the atexit handler below runs after static destructors
 // registered later than it would.
 std::mutex owned_mutex;
-std::set<std::string>& owned_names() {
-  static auto* names = new std::set<std::string>();
-  return *names;
+std::set<std::string>& owned_paths() {
+  static auto* paths = new std::set<std::string>();
+  return *paths;
 }
-pid_t owner_pid = 0;  // the process that created the names (a forked child must not remove them)
+pid_t owner_pid = 0;  // the process that created the files (a forked child must not remove them)
+
+// Removes a segment file and, if it was the last, its job's folder.
+void remove_path(const std::string& path) {
+  unlink(path.c_str());
+  rmdir(path.substr(0, path.rfind('/')).c_str());  // fails while other NICs' segments remain
+}
+
 void remove_owned_at_exit() {
   std::lock_guard lock(owned_mutex);
   if (getpid() != owner_pid) return;
-  for (const std::string& name : owned_names()) shm_unlink(name.c_str());
-  owned_names().clear();
+  for (const std::string& path : owned_paths()) remove_path(path);
+  owned_paths().clear();
 }
 
 void* map_fd(int fd, std::size_t size) {
@@ -44,9 +55,26 @@ void* map_fd(int fd, std::size_t size) {
   return p == MAP_FAILED ? nullptr : p;
 }
 
+std::string segment_path(const std::string& job, std::uint32_t nic) {
+  return job_directory(job) + "/nic." + std::to_string(nic);
+}
+
+// Opens a segment file without following a link; -1 unless it is a regular
+// file of this user's.
+int open_own_file(const std::string& path, int flags) {
+  int fd = open(path.c_str(), flags | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return -1;
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid()) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
 // A segment whose owner is gone (or that was never finished) may be replaced.
-bool segment_is_stale(const std::string& name) {
-  int fd = shm_open(name.c_str(), O_RDONLY, 0);
+bool segment_is_stale(const std::string& path) {
+  int fd = open_own_file(path, O_RDONLY);
   if (fd < 0) return errno == ENOENT;
   struct stat st;
   bool stale = true;
@@ -65,14 +93,37 @@ bool segment_is_stale(const std::string& name) {
   return stale;
 }
 
+// posix_fallocate's reason, naming the file system and the bytes wanted.
+std::string no_room(const std::string& what, std::size_t bytes, int error) {
+  return std::string("cannot reserve ") + std::to_string(bytes) + " bytes in " + kShmRoot + " for " + what + ": " +
+         std::strerror(error) + (error == ENOSPC ? " (is /dev/shm full or too small?)" : "");
+}
+
 }  // namespace
 
-std::string segment_name(const std::string& job, std::uint32_t nic) {
-  std::string name = "/viastack.";
-  name += job;
-  name += '.';
-  name += std::to_string(nic);
-  return name;
+std::string job_directory(const std::string& job) { return std::string(kShmRoot) + "/viastack." + job; }
+
+bool prepare_job_directory(const std::string& job, std::string& error) {
+  const std::string path = job_directory(job);
+  if (mkdir(path.c_str(), 0700) != 0 && errno != EEXIST) {
+    error = "cannot create " + path + ": " + std::strerror(errno);
+    return false;
+  }
+  int fd = open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  struct stat st;
+  const bool ok = fd >= 0 && fstat(fd, &st) == 0 && st.st_uid == geteuid() && (st.st_mode & 077) == 0;
+  if (fd >= 0) close(fd);
+  if (!ok) {
+    error = path + " is not a folder of this user's that only this user may enter (another user may hold this " +
+            "job's name); refusing to put the job's shared memory there";
+    return false;
+  }
+  return true;
+}
+
+void remove_job_directory(const std::string& job) {
+  std::error_code ignored;
+  std::filesystem::remove_all(job_directory(job), ignored);
 }
 
 std::uint64_t process_start_time(int pid) {
@@ -82,13 +133,16 @@ std::uint64_t process_start_time(int pid) {
   std::ifstream stat(path);
   std::string line;
   if (!std::getline(stat, line)) return 0;
-  // Field 22 (starttime) follows the command name, which is in parentheses and may hold spaces.
+  // The state (field 3) and starttime (field 22) follow the command name,
+  // which is in parentheses and may hold spaces.
   std::size_t close_paren = line.rfind(')');
   if (close_paren == std::string::npos) return 0;
   std::istringstream rest(line.substr(close_paren + 2));
   std::string field;
-  for (int i = 3; i <= 22 && rest >> field; ++i)
+  for (int i = 3; i <= 22 && rest >> field; ++i) {
+    if (i == 3 && (field == "Z" || field == "X")) return 0;  // a zombie has ended
     if (i == 22) return std::strtoull(field.c_str(), nullptr, 10);
+  }
   return 0;
 }
 
@@ -99,36 +153,39 @@ bool process_alive(int pid, std::uint64_t start_time) {
   return now != 0 && now == start_time;
 }
 
-Segment* create_segment(const std::string& job, std::uint32_t nic, std::string& error) {
-  const std::string name = segment_name(job, nic);
+Segment* create_segment(const std::string& job, std::uint32_t nic, int& fd_out, std::string& error) {
+  const std::string path = segment_path(job, nic);
   int fd = -1;
-  for (int attempt = 0; attempt < 2 && fd < 0; ++attempt) {
-    fd = shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
-    if (fd >= 0 || errno != EEXIST) break;
-    if (!segment_is_stale(name)) {
-      error = "NIC " + std::to_string(nic) + " of this job is already open in another live process (" + name + ")";
-      return nullptr;
+  // A NIC of the job that closes last removes the folder: make it again then.
+  for (int attempt = 0; attempt < 4 && fd < 0; ++attempt) {
+    if (!prepare_job_directory(job, error)) return nullptr;
+    fd = open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd >= 0 || (errno != EEXIST && errno != ENOENT)) break;
+    if (errno == EEXIST) {
+      if (!segment_is_stale(path)) {
+        error = "NIC " + std::to_string(nic) + " of this job is already open in another live process (" + path + ")";
+        return nullptr;
+      }
+      unlink(path.c_str());  // left behind by a dead process
     }
-    shm_unlink(name.c_str());  // left behind by a dead process
   }
   if (fd < 0) {
-    error = "cannot create shared segment " + name + ": " + std::strerror(errno);
+    error = "cannot create shared segment " + path + ": " + std::strerror(errno);
     return nullptr;
   }
-  // The file is sparse: pages of VI slots never used are never allocated.
-  if (ftruncate(fd, sizeof(Segment)) != 0) {
-    error = "cannot size shared segment " + name + ": " + std::strerror(errno);
+  auto fail = [&](std::string why) -> Segment* {
+    error = std::move(why);
     close(fd);
-    shm_unlink(name.c_str());
+    remove_path(path);
     return nullptr;
-  }
+  };
+  // The file spans every VI slot, but only the slots in use are ever backed by memory.
+  if (ftruncate(fd, sizeof(Segment)) != 0)
+    return fail("cannot size shared segment " + path + ": " + std::strerror(errno));
+  if (int e = posix_fallocate(fd, 0, offsetof(Segment, slots)); e != 0)
+    return fail(no_room("NIC " + std::to_string(nic) + "'s shared segment", offsetof(Segment, slots), e));
   void* p = map_fd(fd, sizeof(Segment));
-  close(fd);
-  if (!p) {
-    error = "cannot map shared segment " + name + ": " + std::strerror(errno);
-    shm_unlink(name.c_str());
-    return nullptr;
-  }
+  if (!p) return fail("cannot map shared segment " + path + ": " + std::strerror(errno));
   auto* s = static_cast<Segment*>(p);
   SegmentHeader& h = s->header;
   h.version = kVersion;
@@ -144,25 +201,31 @@ Segment* create_segment(const std::string& job, std::uint32_t nic, std::string& 
     std::lock_guard lock(owned_mutex);
     static bool registered = (std::atexit(remove_owned_at_exit), true);
     (void)registered;
-    if (owner_pid != getpid()) owned_names().clear();  // names a parent made are its own to remove
+    if (owner_pid != getpid()) owned_paths().clear();  // files a parent made are its own to remove
     owner_pid = getpid();
-    owned_names().insert(name);
+    owned_paths().insert(path);
   }
+  fd_out = fd;
   return s;
 }
 
+bool reserve_slot(int fd, std::uint32_t slot, std::string& error) {
+  const std::size_t offset = offsetof(Segment, slots) + std::size_t(slot) * sizeof(ViSlot);
+  if (int e = posix_fallocate(fd, off_t(offset), sizeof(ViSlot)); e != 0) {
+    error = no_room("a VI's receive rings", sizeof(ViSlot), e);
+    return false;
+  }
+  return true;
+}
+
 std::uint64_t segment_inode(const std::string& job, std::uint32_t nic) {
-  int fd = shm_open(segment_name(job, nic).c_str(), O_RDONLY, 0);
-  if (fd < 0) return 0;
   struct stat st;
-  std::uint64_t inode = fstat(fd, &st) == 0 ? std::uint64_t(st.st_ino) : 0;
-  close(fd);
-  return inode;
+  if (lstat(segment_path(job, nic).c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return 0;
+  return std::uint64_t(st.st_ino);
 }
 
 Segment* open_segment(const std::string& job, std::uint32_t nic, std::uint64_t& inode) {
-  const std::string name = segment_name(job, nic);
-  int fd = shm_open(name.c_str(), O_RDWR, 0);
+  int fd = open_own_file(segment_path(job, nic), O_RDWR);
   if (fd < 0) return nullptr;
   struct stat st;
   if (fstat(fd, &st) != 0 || std::size_t(st.st_size) != sizeof(Segment)) {
@@ -187,10 +250,10 @@ void unmap_segment(Segment* s) {
 }
 
 void remove_segment(const std::string& job, std::uint32_t nic) {
-  const std::string name = segment_name(job, nic);
-  if (owner_pid == getpid()) shm_unlink(name.c_str());
+  const std::string path = segment_path(job, nic);
   std::lock_guard lock(owned_mutex);
-  owned_names().erase(name);
+  if (owner_pid == getpid()) remove_path(path);
+  owned_paths().erase(path);
 }
 
 }  // namespace via::shm

@@ -1,4 +1,8 @@
-// Layout of a shm-provider NIC's shared segment, /dev/shm/viastack.<job>.<nic>.
+// Layout of a shm-provider NIC's shared segment, /dev/shm/viastack.<job>/nic.<nic>.
+//
+// A job's segments live in a folder only their user can enter (0700), so
+// another user on the machine can neither see their names nor take a name
+// first; a peer's segment is mapped only if it belongs to the same user.
 //
 // Each NIC owns one segment. Peers map it to (1) post connection requests into
 // its inbox, (2) write frames into the receive ring of the VI slot they are
@@ -20,7 +24,7 @@ namespace via::shm {
 
 inline constexpr std::uint64_t kMagic = 0x31306d6873616976ull;  // "viashm01"
 inline constexpr std::uint32_t kVersion = 1;
-inline constexpr std::uint32_t kMaxVi = 128;
+inline constexpr std::uint32_t kMaxVi = 1024;   // slots are backed by memory only once used
 inline constexpr std::uint32_t kCells = 256;              // frames in flight per VI
 inline constexpr std::uint32_t kCellBytes = 128;
 inline constexpr std::uint32_t kDataBytes = 256 * 1024;   // payload ring per VI
@@ -116,15 +120,26 @@ struct Segment {
   ViSlot slots[kMaxVi];
 };
 
-// "/viastack.<job>.<nic>", job being the bootstrap's job id.
-std::string segment_name(const std::string& job, std::uint32_t nic);
+// The folder holding a job's segments, "/dev/shm/viastack.<job>", job being the bootstrap's job id.
+std::string job_directory(const std::string& job);
+// Creates the job's folder unless it exists, and checks that it is a folder of
+// this user's that no other user may enter; false with the reason otherwise.
+bool prepare_job_directory(const std::string& job, std::string& error);
+// Removes the job's folder and every segment in it (viarun, after the job).
+void remove_job_directory(const std::string& job);
 // The start time of a process (from /proc), 0 if it does not exist.
 std::uint64_t process_start_time(int pid);
+// Alive: the same process (by start time) and not a zombie.
 bool process_alive(int pid, std::uint64_t start_time);
 
-// Maps of segments: create this NIC's own (replacing a stale one), or open a peer's.
-Segment* create_segment(const std::string& job, std::uint32_t nic, std::string& error);
-// Maps a live peer's segment; `inode` identifies this incarnation of the name.
+// This NIC's own segment, created in place of a stale one. The space of its
+// header, inbox and region table is reserved at once (a full /dev/shm is an
+// error here, never a SIGBUS later); a VI slot's space is reserved when the
+// slot is first used (reserve_slot). `fd` stays open for that.
+Segment* create_segment(const std::string& job, std::uint32_t nic, int& fd, std::string& error);
+// Reserves the space of VI slot `slot`; false with the reason if /dev/shm is full.
+bool reserve_slot(int fd, std::uint32_t slot, std::string& error);
+// Maps a live peer's segment, if it is this user's; `inode` identifies this incarnation of the name.
 Segment* open_segment(const std::string& job, std::uint32_t nic, std::uint64_t& inode);
 // The inode currently behind a NIC's segment name, 0 if there is none: a NIC
 // closed and opened again keeps its name but gets a new file.

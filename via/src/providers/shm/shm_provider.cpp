@@ -55,13 +55,15 @@ bool disc_equal(const std::uint8_t* a, std::uint8_t alen, const std::vector<std:
 
 class ShmProvider final : public Provider {
  public:
-  ShmProvider(std::string job, std::uint32_t nic, Segment* self)
-      : job_(std::move(job)), nic_(nic), self_(self), self_mapping_(self, [](Segment*) {}), host_(host_of(nic)) {}
+  ShmProvider(std::string job, std::uint32_t nic, Segment* self, int self_fd)
+      : job_(std::move(job)), nic_(nic), self_(self), self_fd_(self_fd), self_mapping_(self, [](Segment*) {}),
+        host_(host_of(nic)) {}
 
   ~ShmProvider() override {
     peers_.clear();
     self_->header.magic.store(0, std::memory_order_release);  // no peer maps a closing NIC anew
     unmap_segment(self_);
+    close(self_fd_);
     remove_segment(job_, nic_);
   }
 
@@ -101,21 +103,31 @@ class ShmProvider final : public Provider {
   std::uint32_t max_vis() const override { return kMaxVi; }
 
   Result add_vi(Vi& vi) override {
-    for (std::uint32_t i = 0; i < kMaxVi; ++i) {
-      ViSlot& slot = self_->slots[i];
-      if (slot_state(slot.state_word.load(std::memory_order_relaxed)) != kSlotFree) continue;
-      ++slot.generation;
-      reset_rings(slot);
-      slot.state_word.store(slot_word(kSlotIdle, 0), std::memory_order_release);
-      vi.provider_slot = i;
-      return Result::success;
+    auto free_slot = std::find(slot_in_use_.begin(), slot_in_use_.end(), false);
+    const auto i = std::uint32_t(free_slot - slot_in_use_.begin());
+    if (free_slot == slot_in_use_.end()) {
+      // Slots are backed by memory as they are first needed, in order.
+      if (i == kMaxVi) return Result::error_resource;
+      std::string error;
+      if (!reserve_slot(self_fd_, i, error)) {
+        std::fprintf(stderr, "viastack: shm: %s\n", error.c_str());
+        return Result::error_resource;
+      }
+      slot_in_use_.push_back(false);
     }
-    return Result::error_resource;
+    ViSlot& slot = self_->slots[i];
+    ++slot.generation;
+    reset_rings(slot);
+    slot.state_word.store(slot_word(kSlotIdle, 0), std::memory_order_release);
+    slot_in_use_[i] = true;
+    vi.provider_slot = i;
+    return Result::success;
   }
 
   void remove_vi(Vi& vi) override {
     pending_.erase(vi.provider_slot);
     self_->slots[vi.provider_slot].state_word.store(slot_word(kSlotFree, 0), std::memory_order_release);
+    slot_in_use_[vi.provider_slot] = false;
   }
 
   void publish_vi_attributes(Vi& vi) override {
@@ -451,6 +463,8 @@ class ShmProvider final : public Provider {
   const std::string job_;
   const std::uint32_t nic_;
   Segment* const self_;
+  const int self_fd_;  // kept to reserve VI slots' space as they are first used
+  std::vector<bool> slot_in_use_;  // one entry per slot reserved so far
   const std::shared_ptr<Segment> self_mapping_;  // for links to VIs of this same NIC; owns nothing
   const std::vector<std::uint8_t> host_;
   std::map<std::uint32_t, PeerMapping> peers_;
@@ -479,12 +493,13 @@ Result open_shm_provider(std::string_view device, Bootstrap& job, std::unique_pt
   // allow it where the Yama LSM would otherwise restrict ptrace to descendants.
   prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
   std::string error;
-  Segment* self = create_segment(job.job_id(), nic, error);
+  int fd = -1;
+  Segment* self = create_segment(job.job_id(), nic, fd, error);
   if (!self) {
-    std::fprintf(stderr, "viastack: %s\n", error.c_str());
+    std::fprintf(stderr, "viastack: shm: %s\n", error.c_str());
     return Result::error_resource;
   }
-  out = std::make_unique<ShmProvider>(job.job_id(), nic, self);
+  out = std::make_unique<ShmProvider>(job.job_id(), nic, self, fd);
   return Result::success;
 }
 

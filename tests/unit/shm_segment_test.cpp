@@ -1,0 +1,209 @@
+// The shm provider's segments against other users and a full /dev/shm: a job's
+// segments sit in a folder only its user may enter, a peer segment that is
+// not the user's or whose inbox is hostile is never used (and never spun on),
+// and running out of /dev/shm is an error, never a SIGBUS.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sched.h>
+#include <sys/mman.h>
+#include <sys/mount.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <functional>
+#include <string>
+
+#include "providers/shm/segment.hpp"
+#include "support/endpoint.hpp"
+
+namespace {
+
+using namespace testing_support;
+namespace shm = via::shm;
+
+constexpr uid_t kOtherUser = 65534;  // nobody
+
+// Runs body in a child (which may change its user or mounts) and returns its
+// exit code, or 128 + the signal that ended it; a child still running after
+// `limit_s` is killed (a hang is a failure, not a stuck suite).
+int in_child(const std::function<int()>& body, unsigned limit_s = 20) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    alarm(limit_s);
+    int code = 1;
+    try {
+      code = body();
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "child: %s\n", e.what());
+    }
+    _exit(code);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+double cpu_seconds() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) +
+         double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6;
+}
+
+// Writes a segment for NIC `nic` of `job` that looks alive (this process as
+// its owner); `inbox_seq` is what every inbox entry's sequence word holds.
+void plant_segment(const std::string& job, std::uint32_t nic, std::uint64_t inbox_seq, uid_t owner) {
+  std::string error;
+  ASSERT_TRUE(shm::prepare_job_directory(job, error)) << error;
+  const std::string path = shm::job_directory(job) + "/nic." + std::to_string(nic);
+  int fd = open(path.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
+  ASSERT_GE(fd, 0) << path;
+  ASSERT_EQ(ftruncate(fd, sizeof(shm::Segment)), 0);
+  void* p = mmap(nullptr, sizeof(shm::Segment), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  ASSERT_NE(p, MAP_FAILED);
+  auto* s = static_cast<shm::Segment*>(p);
+  s->header.version = shm::kVersion;
+  s->header.nic_id = nic;
+  s->header.owner_pid = getpid();
+  s->header.owner_start_time = shm::process_start_time(getpid());
+  s->header.segment_size = sizeof(shm::Segment);
+  for (std::uint32_t i = 0; i < shm::kInboxEntries; ++i) s->inbox[i].seq.store(inbox_seq + i);
+  s->header.magic.store(shm::kMagic);
+  munmap(p, sizeof(shm::Segment));
+  if (owner != geteuid()) ASSERT_EQ(fchown(fd, owner, owner), 0);
+  close(fd);
+}
+
+std::uint64_t planted_inbox_writes(const std::string& job, std::uint32_t nic) {
+  const std::string path = shm::job_directory(job) + "/nic." + std::to_string(nic);
+  int fd = open(path.c_str(), O_RDONLY);
+  if (fd < 0) return ~0ull;
+  void* p = mmap(nullptr, sizeof(shm::SegmentHeader), PROT_READ, MAP_SHARED, fd, 0);
+  close(fd);
+  const std::uint64_t writes = static_cast<shm::SegmentHeader*>(p)->inbox_write.load();
+  munmap(p, sizeof(shm::SegmentHeader));
+  return writes;
+}
+
+// NIC 0 asks NIC 1 (the planted one) for a connection, allowing `timeout_ms`.
+via::Result connect_to_planted(Endpoint& ep, std::uint32_t timeout_ms) {
+  via::Vi* vi = ep.create_vi();
+  expect_ok(vi->connect_peer_request(address(*ep.nic, "0", "p"), address(*ep.nic, "1", "p"), timeout_ms),
+            "connect request");
+  return vi->connect_peer_wait();
+}
+
+class ShmSegments : public ::testing::Test {
+ protected:
+  void SetUp() override { job_ = use_unique_job("shmsegtest"); }
+  void TearDown() override { shm::remove_job_directory(job_); }
+  std::string job_;
+};
+
+TEST_F(ShmSegments, AHostileInboxIsATimeoutNotASpin) {
+  // Every entry claims to be far ahead of the inbox's write position.
+  plant_segment(job_, 1, 1ull << 40, geteuid());
+  EXPECT_EQ(in_child([&] {
+              Endpoint ep;
+              ep.open("shm:0", 4096);
+              const auto start = std::chrono::steady_clock::now();
+              const double cpu_before = cpu_seconds();
+              const via::Result r = connect_to_planted(ep, 300);
+              const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+              const double cpu = cpu_seconds() - cpu_before;
+              std::fprintf(stderr, "connect: %s after %.2f s wall, %.2f s CPU\n", via::describe(r), wall, cpu);
+              return r == via::Result::timeout && wall < 3 && cpu < 1.5 ? 0 : 1;
+            }),
+            0);
+}
+
+TEST_F(ShmSegments, AnotherUsersSegmentIsNeverUsed) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to make a file another user owns";
+  plant_segment(job_, 1, 0, kOtherUser);
+  EXPECT_EQ(in_child([&] {
+              Endpoint ep;
+              ep.open("shm:0", 4096);
+              return connect_to_planted(ep, 300) == via::Result::timeout ? 0 : 1;
+            }),
+            0);
+  EXPECT_EQ(planted_inbox_writes(job_, 1), 0u) << "a request went into another user's segment";
+}
+
+TEST_F(ShmSegments, AnotherUserCannotEnterTheJobsFolder) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to act as another user";
+  Endpoint ep;
+  ep.open("shm:0", 4096);
+  const std::string folder = shm::job_directory(job_);
+  struct stat st;
+  ASSERT_EQ(stat(folder.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+  EXPECT_EQ(in_child([&] {
+              if (setgid(kOtherUser) != 0 || setuid(kOtherUser) != 0) return 2;
+              // Neither the names inside nor a planted segment of its own.
+              if (open(folder.c_str(), O_RDONLY | O_DIRECTORY) >= 0) return 3;
+              if (open((folder + "/nic.1").c_str(), O_RDWR | O_CREAT | O_EXCL, 0600) >= 0) return 4;
+              if (open((folder + "/nic.0").c_str(), O_RDWR) >= 0) return 5;
+              return 0;
+            }),
+            0);
+}
+
+TEST_F(ShmSegments, AFolderHeldByAnotherUserIsAClearError) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to make a folder another user owns";
+  const std::string folder = shm::job_directory(job_);
+  ASSERT_EQ(mkdir(folder.c_str(), 0777), 0);
+  ASSERT_EQ(chown(folder.c_str(), kOtherUser, kOtherUser), 0);
+  std::unique_ptr<via::Nic> nic;
+  EXPECT_EQ(via::Nic::open("shm:0", nic), via::Result::error_resource);
+}
+
+// A tmpfs of `bytes` mounted over /dev/shm in a mount namespace of a child's own.
+bool small_dev_shm(std::size_t bytes) {
+  if (unshare(CLONE_NEWNS) != 0 || mount("none", "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) return false;
+  const std::string options = "size=" + std::to_string(bytes);
+  return mount("tmpfs", "/dev/shm", "tmpfs", 0, options.c_str()) == 0;
+}
+
+TEST_F(ShmSegments, AFullDevShmIsAnErrorNeverASigbus) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to mount a small /dev/shm in a mount namespace";
+  const std::size_t header = offsetof(shm::Segment, slots);
+  // Room for two NICs and a VI on each: a third VI must be refused, the two work.
+  EXPECT_EQ(in_child([&] {
+              if (!small_dev_shm(2 * header + 2 * sizeof(shm::ViSlot) + 64 * 1024)) return 2;
+              Endpoint x, y;
+              x.open("shm:0", 1 << 20);
+              y.open("shm:1", 1 << 20);
+              via::Vi* a = x.create_vi();
+              via::Vi* b = y.create_vi();
+              via::Vi* c = nullptr;
+              via::ViAttributes attrs;
+              attrs.ptag = x.ptag;
+              if (x.nic->create_vi(attrs, nullptr, nullptr, c) != via::Result::error_resource) return 3;
+              auto [ra, rb] = connect_peers(x, "0", a, y, "1", b, "full");
+              if (ra != via::Result::success || rb != via::Result::success) return 4;
+              // Fill the rings: every page of both slots is written.
+              for (int i = 0; i < 16; ++i) {
+                VIP_DESCRIPTOR* received = y.message(0, 64 * 1024);
+                VIP_DESCRIPTOR* sent = x.message(0, 64 * 1024);
+                expect_ok(b->post_recv(received, y.arena.handle), "post receive");
+                expect_ok(a->post_send(sent, x.arena.handle), "post send");
+                VIP_DESCRIPTOR* d;
+                if (!pump({x.nic.get(), y.nic.get()}, [&] { return b->recv_done(d) == via::Result::success; })) return 5;
+                if (!pump({x.nic.get(), y.nic.get()}, [&] { return a->send_done(d) == via::Result::success; })) return 6;
+              }
+              return 0;
+            }),
+            0);
+  EXPECT_EQ(in_child([&] {
+              if (!small_dev_shm(header / 2)) return 2;
+              std::unique_ptr<via::Nic> nic;
+              return via::Nic::open("shm:0", nic) == via::Result::error_resource ? 0 : 3;
+            }),
+            0);
+}
+
+}  // namespace
