@@ -100,6 +100,47 @@ int bad_access() {
   return splitc::all_reduce_to_all(failures, splitc::reduce_op::sum) == 0 ? 0 : 1;
 }
 
+int registered_memory() {
+  splitc::session session;
+  const int me = MYPROC;
+  std::vector<long> heap(4, 7);
+  splitc::spread_array<std::uintptr_t> where(std::size_t(PROCS));
+  *where[std::size_t(me)].local() = reinterpret_cast<std::uintptr_t>(heap.data());
+  // Registered memory is reachable, whole and only whole; no longer once unregistered.
+  if (me == 1) splitc::register_memory(heap.data(), heap.size() * sizeof(long));
+  splitc::barrier();
+  auto* const heap_of_1 = reinterpret_cast<long*>(splitc::read(where[1]));
+  if (me == 0) {
+    CHECK(splitc::read(splitc::global_ptr<long>(1, heap_of_1 + 3)) == 7);
+    splitc::write(splitc::global_ptr<long>(1, heap_of_1 + 1), 9L);
+    CHECK(splitc::atomic(add, splitc::global_ptr<long>(1, heap_of_1 + 2), 5L) == 12);
+    CHECK(refused("put just past a registered region", [&] { splitc::put(splitc::global_ptr<long>(1, heap_of_1 + 4), 1L); }));
+  }
+  splitc::barrier();
+  if (me == 1) {
+    CHECK(heap[1] == 9 && heap[2] == 12 && heap[0] == 7 && heap[3] == 7);
+    splitc::unregister_memory(heap.data());
+  }
+  splitc::barrier();
+  if (me == 0) CHECK(refused("put to an unregistered region", [&] { splitc::put(splitc::global_ptr<long>(1, heap_of_1), 1L); }));
+  // Registration's own mistakes.
+  for (auto bad : {+[](long* p) { splitc::register_memory(p, 0); },
+                   +[](long* p) { splitc::register_memory(p + 1, sizeof(long)); },  // overlaps the one below
+                   +[](long*) { splitc::unregister_memory(reinterpret_cast<void*>(16)); }}) {
+    std::vector<long> mine(2);
+    splitc::register_memory(mine.data(), sizeof mine[0] * 2);
+    bool threw = false;
+    try {
+      bad(mine.data());
+    } catch (const splitc::error&) {
+      threw = true;
+    }
+    CHECK(threw);
+    splitc::unregister_memory(mine.data());
+  }
+  return splitc::all_reduce_to_all(failures, splitc::reduce_op::sum) == 0 ? 0 : 1;
+}
+
 void ignore(int, am_word_t, am_word_t, am_word_t, am_word_t) {}
 
 int reserved_handlers() {
@@ -167,6 +208,7 @@ int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
   try {
     if (mode == "bad_access") return bad_access();
+    if (mode == "registered_memory") return registered_memory();
     if (mode == "reserved_handlers") return reserved_handlers();
     if (mode == "handler_taken_before_init") return handler_taken_before_init();
     if (mode == "peer_leaves") return peer_leaves();
@@ -174,6 +216,6 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "rank %d: %s\n", MYPROC, e.what());
     return 1;
   }
-  std::fprintf(stderr, "usage: splitc_safety bad_access|reserved_handlers|handler_taken_before_init|peer_leaves\n");
+  std::fprintf(stderr, "usage: splitc_safety bad_access|registered_memory|reserved_handlers|handler_taken_before_init|peer_leaves\n");
   return 2;
 }
