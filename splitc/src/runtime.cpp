@@ -185,19 +185,18 @@ bool reachable(std::uintptr_t address, std::size_t bytes) {
   (void)t.reply(kRefused, Word(access), Word(address), Word(bytes), waiter);
 }
 
-// Writes the value of a compact_word at its offset in this rank's segment;
-// returns its width, or refuses it (0) if it does not fit there: its offset
-// is below 2^30, not necessarily below the segment's size.
-std::size_t write_compact(am::Token t, Access access, Word w) {
-  const unsigned log_width = (w >> kCompactOffsetBits) & 3;
-  const std::size_t bytes = std::size_t(1) << log_width;
+// Writes the value of a compact_word (a put or store) at its offset in this
+// rank's segment, or refuses it if it does not fit there: its offset is
+// below 2^30, not necessarily below the segment's size. (A width of 8,
+// which no sender makes, writes the value zero-extended.) The refusal is
+// the last call, so that the handler needs no stack frame of its own.
+void write_compact(am::Token t, Access access, Word w) {
+  const std::size_t bytes = std::size_t(1) << ((w >> kCompactOffsetBits) & 3);
   const std::size_t offset = w & ((Word(1) << kCompactOffsetBits) - 1);
-  if (offset + bytes > state.segment_bytes || log_width == 3) [[unlikely]] {  // no sender makes a width of 8
-    refuse(t, access, reinterpret_cast<std::uintptr_t>(state.segment.get()) + offset, bytes, 0);
-    return 0;
-  }
+  if (offset + bytes > state.segment_bytes) [[unlikely]]
+    return refuse(t, access, reinterpret_cast<std::uintptr_t>(state.segment.get()) + offset, bytes, 0);
   write_small(state.segment.get() + offset, bytes, w >> 32, 0);
-  return bytes;
+  if (access == Access::store) state.stored_bytes += bytes;
 }
 
 [[noreturn]] void fail(const std::string& what) { throw error("splitc: " + what); }
@@ -329,8 +328,7 @@ void install_handlers() {
     state.stored_bytes += length_of(target);
   }, kOwner);
   am::set_handler(kPutCompact, [](am::Token t, Word w) { write_compact(t, Access::put, w); }, kOwner);
-  am::set_handler(kStoreCompact, [](am::Token t, Word w) { state.stored_bytes += write_compact(t, Access::store, w); },
-                  kOwner);
+  am::set_handler(kStoreCompact, [](am::Token t, Word w) { write_compact(t, Access::store, w); }, kOwner);
   am::set_mem_handler(kBulkStored, [](int, void*, std::size_t bytes, Word) { state.stored_bytes += bytes; }, kOwner);
   am::set_handler(kAtomic, [](am::Token t, std::span<std::byte> payload, std::uintptr_t waiter) {
     AtomicHeader h;
