@@ -84,6 +84,8 @@ size_t am_max_size(void);
 void* am_segment(int proc);
 size_t am_segment_size(int proc);
 
+/* Indices a library built on AM reserved for itself (am::reserve_handlers;
+ * Split-C: 224..239) are refused: AM_ERR_BAD_ARG, am_last_error() naming the owner. */
 int am_set_handler(int index, am_handler_t handler);
 int am_set_medium_handler(int index, am_medium_handler_t handler);
 int am_set_mem_handler(int index, am_mem_handler_t handler);

@@ -62,8 +62,37 @@ namespace detail {
 
 std::span<BundleRoom> bundle_rooms;
 
-Status set_handler(int index, HandlerKind kind, std::function<void(const Delivery&)> fn) {
+namespace {
+
+// Handler indices a library keeps for itself (reserve_handlers).
+struct Reservation {
+  int first, last;
+  std::string owner;
+};
+std::vector<Reservation> reservations;
+
+const Reservation* reservation_of(int index) {
+  for (const Reservation& r : reservations)
+    if (index >= r.first && index <= r.last) return &r;
+  return nullptr;
+}
+
+std::string range_text(int first, int last) { return std::to_string(first) + ".." + std::to_string(last); }
+
+// Whether `owner` (nullptr: the program) may set the handler at `index`.
+Status may_set(int index, const char* owner) {
   if (index < 0 || index >= AM_MAX_HANDLERS) return error(Status::bad_arg, "handler index out of range");
+  const Reservation* r = reservation_of(index);
+  if (r && (!owner || r->owner != owner))
+    return error(Status::bad_arg, "handler " + std::to_string(index) + " is reserved for " + r->owner + " (handlers " +
+                                      range_text(r->first, r->last) + "); use an index outside that range");
+  return Status::ok;
+}
+
+}  // namespace
+
+Status set_handler(int index, HandlerKind kind, std::function<void(const Delivery&)> fn, const char* owner) {
+  if (const Status s = may_set(index, owner); s != Status::ok) return s;
   HandlerEntry& e = handler_table()[index];
   e = HandlerEntry{};
   e.type = kind == HandlerKind::words ? HandlerEntry::Type::words : HandlerEntry::Type::payload;
@@ -90,8 +119,27 @@ Status wait(const Completion& c) {
 
 }  // namespace detail
 
-Status set_mem_handler(int index, std::function<void(int, void*, std::size_t, Word)> fn) {
-  if (index < 0 || index >= AM_MAX_HANDLERS) return detail::error(Status::bad_arg, "handler index out of range");
+Status reserve_handlers(int first, int last, const char* owner) {
+  using detail::error;
+  if (!owner || !*owner || first < 0 || last < first || last >= AM_MAX_HANDLERS)
+    return error(Status::bad_arg, "reserve_handlers: needs first <= last within 0.." +
+                                      std::to_string(AM_MAX_HANDLERS - 1) + " and an owner's name");
+  bool held = true;  // already the owner's, every one
+  for (int i = first; i <= last; ++i) {
+    const detail::Reservation* r = detail::reservation_of(i);
+    const std::string needs =
+        std::string(owner) + " needs AM handlers " + detail::range_text(first, last) + ", but handler " + std::to_string(i);
+    if (r && r->owner != owner) return error(Status::bad_arg, needs + " is reserved for " + r->owner);
+    if (!r && detail::handler_table()[i].type != detail::HandlerEntry::Type::none)
+      return error(Status::bad_arg, needs + " is already registered: the program's handlers must stay outside that range");
+    held = held && r;
+  }
+  if (!held) detail::reservations.push_back(detail::Reservation{first, last, owner});
+  return Status::ok;
+}
+
+Status set_mem_handler(int index, std::function<void(int, void*, std::size_t, Word)> fn, const char* owner) {
+  if (const Status s = detail::may_set(index, owner); s != Status::ok) return s;
   detail::HandlerEntry& e = detail::handler_table()[index];
   e = detail::HandlerEntry{};
   e.type = detail::HandlerEntry::Type::memory;
@@ -138,6 +186,7 @@ Status wait_until(const std::function<bool()>& pred) {
 Status barrier() { return Runtime::get() ? Runtime::get()->barrier() : not_enabled(); }
 Status wait_acknowledged() { return Runtime::get() ? Runtime::get()->wait_acknowledged() : not_enabled(); }
 Counters counters() { return Runtime::get() ? Runtime::get()->counters() : Counters{}; }
+int failed_peers() { return Runtime::get() ? Runtime::get()->failed_peers() : 0; }
 const char* last_error() { return detail::last_error_message(); }
 
 }  // namespace am

@@ -46,13 +46,13 @@ int am_set_handler(int index, am_handler_t handler) {
   if (!handler) return code(am::detail::error(Status::bad_arg, "null handler"));
   return code(am::detail::set_handler(index, am::detail::HandlerKind::words, [handler](const am::detail::Delivery& d) {
     handler(d.src, d.arg(0), d.arg(1), d.arg(2), d.arg(3));
-  }));
+  }, nullptr));
 }
 int am_set_medium_handler(int index, am_medium_handler_t handler) {
   if (!handler) return code(am::detail::error(Status::bad_arg, "null handler"));
   return code(am::detail::set_handler(index, am::detail::HandlerKind::payload, [handler](const am::detail::Delivery& d) {
     handler(d.src, d.payload, d.bytes, d.arg(0), d.arg(1), d.arg(2), d.arg(3));
-  }));
+  }, nullptr));
 }
 int am_set_mem_handler(int index, am_mem_handler_t handler) {
   if (!handler) return code(am::detail::error(Status::bad_arg, "null handler"));

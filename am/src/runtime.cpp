@@ -1015,6 +1015,7 @@ void Runtime::returned(Peer& p, std::uint16_t slot, int cause, const char* why) 
 void Runtime::fail_peer(Peer& p, int cause, const std::string& why) {
   if (p.failed) return;
   p.failed = true;
+  ++failed_peers_;
   p.room->items_left = 0;  // the error handler's requests to p fail now, not wait in a bundle never sent
   p.window.close_all([&](std::uint16_t slot) { returned(p, slot, cause, why.c_str()); });
   if (p.bundle_slot != kNoBundle) close_bundle(p);  // its requests came back above, never sent

@@ -45,6 +45,7 @@ class Runtime {
   void* segment(int proc) const;
   std::size_t segment_size(int proc) const;
   const Counters& counters() const { return counters_; }
+  int failed_peers() const { return failed_peers_; }
 
   Status send(bool reply, int dest, int handler, const Word* args, unsigned nargs, const void* payload,
               std::size_t bytes);
@@ -256,6 +257,7 @@ class Runtime {
   unsigned open_bundles_ = 0;
   std::vector<detail::BundleRoom> rooms_;  // detail::bundle_rooms while this runtime is enabled
   bool vi_error_ = false;
+  int failed_peers_ = 0;  // peers given up on (fail_peer)
   bool may_owe_acks_ = false;  // some peer may be owed acknowledgements (cleared by send_all_acks)
   bool disabling_ = false;
   std::uint32_t barrier_epoch_ = 0;

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <string>
@@ -96,6 +97,7 @@ constexpr std::size_t kDefaultSegment = 64u << 20;
 constexpr std::size_t kPage = 4096;
 constexpr std::size_t kPruneFutures = 256;  // completed bulk operations are dropped past this many
 constexpr int kModuleShift = 48;             // code addresses: module index above, offset below
+constexpr const char* kOwner = "Split-C";    // of AM handlers kFirstHandler..kLastHandler
 
 // A module (executable or shared object) as loaded here. Every rank runs the
 // same program with the same libraries in the same order, so the index names
@@ -112,7 +114,15 @@ struct AtomicWait {
 
 // What travels in an atomic request's payload before the arguments.
 struct AtomicHeader {
-  Word call, fn, target, result_bytes;
+  Word call, fn, target, target_bytes, result_bytes;
+};
+
+// What another rank asked for, in a refusal (kRefused).
+enum class Access : Word { get, put, store, atomic };
+
+// Memory the program registered for other ranks' small accesses (register_memory).
+struct Region {
+  std::uintptr_t begin, end;
 };
 
 // Frees a segment AM no longer uses. A process that ends without finalize
@@ -131,6 +141,8 @@ struct State {
   // This rank's AM segment, allocated here and given to am::enable: compact
   // stores (compact_word) from faster ranks may arrive before it returns.
   std::unique_ptr<std::byte[], FreeSegment> segment;
+  std::size_t segment_bytes = 0;
+  std::vector<Region> regions;  // by address, none overlapping
   Heap local_heap, symmetric_heap;
   std::size_t in_flight = 0;             // small gets not yet answered
   std::vector<am::Future> bulk_in_flight;
@@ -146,14 +158,45 @@ struct State {
 };
 State state;
 
-// Writes the value of a compact_word at its offset in this rank's segment;
-// returns its width.
-std::size_t write_compact(Word w) {
-  const unsigned log_width = (w >> kCompactOffsetBits) & 3;
-  if (log_width == 3) return 0;  // no sender makes it
-  const std::size_t bytes = std::size_t(1) << log_width;
-  write_small(state.segment.get() + (w & ((Word(1) << kCompactOffsetBits) - 1)), bytes, w >> 32, 0);
-  return bytes;
+// The rule for what other ranks' accesses may touch here (register_memory
+// in splitc.hpp): a range within this rank's segment, or within one region
+// the program registered. Bulk transfers, here and at other ranks (AM checks
+// them the same way), reach the segment only.
+bool in_segment(std::uintptr_t address, std::size_t bytes) {
+  // An address below the base wraps to more than the segment's size.
+  const std::uintptr_t offset = address - reinterpret_cast<std::uintptr_t>(state.segment.get());
+  return bytes <= state.segment_bytes && offset <= state.segment_bytes - bytes;
+}
+bool in_registered_region(std::uintptr_t address, std::size_t bytes) {
+  // The last region that starts at or below the address.
+  const auto after = std::upper_bound(state.regions.begin(), state.regions.end(), address,
+                                      [](std::uintptr_t a, const Region& r) { return a < r.begin; });
+  if (after == state.regions.begin()) return false;
+  const Region& r = *std::prev(after);
+  return bytes <= r.end - r.begin && address - r.begin <= r.end - r.begin - bytes;
+}
+bool reachable(std::uintptr_t address, std::size_t bytes) {
+  return in_segment(address, bytes) || in_registered_region(address, bytes);
+}
+
+// Answers an access outside what reachable() allows, instead of making it.
+[[gnu::cold, gnu::noinline]] void refuse(am::Token t, Access access, std::uintptr_t address, std::size_t bytes,
+                                         Word waiter) {
+  (void)t.reply(kRefused, Word(access), Word(address), Word(bytes), waiter);
+}
+
+// Writes the value of a compact_word (a put or store) at its offset in this
+// rank's segment, or refuses it if it does not fit there: its offset is
+// below 2^30, not necessarily below the segment's size. (A width of 8,
+// which no sender makes, writes the value zero-extended.) The refusal is
+// the last call, so that the handler needs no stack frame of its own.
+void write_compact(am::Token t, Access access, Word w) {
+  const std::size_t bytes = std::size_t(1) << ((w >> kCompactOffsetBits) & 3);
+  const std::size_t offset = w & ((Word(1) << kCompactOffsetBits) - 1);
+  if (offset + bytes > state.segment_bytes) [[unlikely]]
+    return refuse(t, access, reinterpret_cast<std::uintptr_t>(state.segment.get()) + offset, bytes, 0);
+  write_small(state.segment.get() + offset, bytes, w >> 32, 0);
+  if (access == Access::store) state.stored_bytes += bytes;
 }
 
 [[noreturn]] void fail(const std::string& what) { throw error("splitc: " + what); }
@@ -170,16 +213,24 @@ void check_failure() {
   if (!state.failure.empty()) fail(std::exchange(state.failure, {}));
 }
 
+// Keeps the first failure for the next wait to throw.
+void note_failure(std::string why) {
+  if (state.failure.empty()) state.failure = std::move(why);
+}
+
 void check_enabled() {
   if (!state.enabled) fail("not initialised (call splitc::init)");
 }
 
-// Handles messages until pred() holds or a message came back (then throws
-// why), sleeping in AM's wait between messages.
+// Handles messages until pred() holds, sleeping in AM's wait between
+// messages. Throws if a message came back or was refused, or if AM gives up
+// on a rank first: what we wait for may be that rank's to do, and it may
+// fail with nothing of ours outstanding to it, so that nothing comes back.
 template <class Pred>
 void wait_until(Pred pred) {
-  check(am::wait_until([&] { return pred() || !state.failure.empty(); }), "wait");
+  check(am::wait_until([&] { return pred() || !state.failure.empty() || am::failed_peers() != 0; }), "wait");
   check_failure();
+  if (!pred()) fail("a rank is unreachable (it died, left or stopped answering)");
 }
 
 int load_modules(dl_phdr_info* info, std::size_t, void* out) {
@@ -249,54 +300,73 @@ void contribute(int src, Word code, Word value) {
 
 void install_handlers() {
   // Small operations: an address with the value's length (with_length), then the value's words.
+  // Every access is checked against what others may reach here (reachable).
   am::set_handler(kGet, [](am::Token t, Word target, Word local) {
     const std::size_t bytes = length_of(target);
+    if (!reachable(address_of(target), bytes)) [[unlikely]]
+      return refuse(t, Access::get, address_of(target), bytes, 0);
     const SmallValue value = read_small(reinterpret_cast<const void*>(address_of(target)), bytes);
     if (bytes <= sizeof(Word))
       t.reply(kGetReply, with_length(std::uintptr_t(local), bytes), value.w0);
     else
       t.reply(kGetReply, with_length(std::uintptr_t(local), bytes), value.w0, value.w1);
-  });
+  }, kOwner);
   am::set_handler(kGetReply, [](am::Token, Word target, Word v0, Word v1) {
     write_small(reinterpret_cast<void*>(address_of(target)), length_of(target), v0, v1);
     --state.in_flight;
-  });
-  // Puts and stores are one-way: no reply; sync() waits for AM's acknowledgements.
-  am::set_handler(kPut, [](am::Token, Word target, Word v0, Word v1) {
+  }, kOwner);
+  // Puts and stores are one-way: no reply (but a refusal); sync() waits for AM's acknowledgements.
+  am::set_handler(kPut, [](am::Token t, Word target, Word v0, Word v1) {
+    if (!reachable(address_of(target), length_of(target))) [[unlikely]]
+      return refuse(t, Access::put, address_of(target), length_of(target), 0);
     write_small(reinterpret_cast<void*>(address_of(target)), length_of(target), v0, v1);
-  });
-  am::set_handler(kStore, [](am::Token, Word target, Word v0, Word v1) {
+  }, kOwner);
+  am::set_handler(kStore, [](am::Token t, Word target, Word v0, Word v1) {
+    if (!reachable(address_of(target), length_of(target))) [[unlikely]]
+      return refuse(t, Access::store, address_of(target), length_of(target), 0);
     write_small(reinterpret_cast<void*>(address_of(target)), length_of(target), v0, v1);
     state.stored_bytes += length_of(target);
-  });
-  am::set_handler(kPutCompact, [](am::Token, Word w) { write_compact(w); });
-  am::set_handler(kStoreCompact, [](am::Token, Word w) { state.stored_bytes += write_compact(w); });
-  am::set_mem_handler(kBulkStored, [](int, void*, std::size_t bytes, Word) {
-    state.stored_bytes += bytes;
-  });
+  }, kOwner);
+  am::set_handler(kPutCompact, [](am::Token t, Word w) { write_compact(t, Access::put, w); }, kOwner);
+  am::set_handler(kStoreCompact, [](am::Token t, Word w) { write_compact(t, Access::store, w); }, kOwner);
+  am::set_mem_handler(kBulkStored, [](int, void*, std::size_t bytes, Word) { state.stored_bytes += bytes; }, kOwner);
   am::set_handler(kAtomic, [](am::Token t, std::span<std::byte> payload, std::uintptr_t waiter) {
     AtomicHeader h;
     std::memcpy(&h, payload.data(), sizeof h);
+    if (!reachable(std::uintptr_t(h.target), std::size_t(h.target_bytes))) [[unlikely]]
+      return refuse(t, Access::atomic, std::uintptr_t(h.target), std::size_t(h.target_bytes), waiter);
     std::vector<std::byte> result(std::min<std::size_t>(h.result_bytes, am::max_size()));
     const auto call = reinterpret_cast<AtomicCall>(decode_code(h.call));
     call(decode_code(h.fn), std::uintptr_t(h.target), payload.data() + sizeof h, result.data());
     t.reply_payload(kAtomicReply, result, waiter);
-  });
+  }, kOwner);
   am::set_handler(kAtomicReply, [](am::Token, std::span<std::byte> payload, std::uintptr_t waiter) {
     auto* w = reinterpret_cast<AtomicWait*>(waiter);
     if (w->result_bytes) std::memcpy(w->result, payload.data(), std::min(payload.size(), w->result_bytes));
     w->done = true;
-  });
-  am::set_handler(kReduce, [](am::Token t, Word code, Word value) { contribute(t.src(), code, value); });
+  }, kOwner);
+  am::set_handler(kRefused, [](am::Token t, Word access, Word address, Word bytes, Word waiter) {
+    static constexpr const char* kWhat[] = {"get from", "put to", "store to", "atomic at"};
+    char why[256];
+    std::snprintf(why, sizeof why,
+                  "%s rank %d at %#llx (%llu bytes) refused: outside the memory Split-C may reach there (its "
+                  "global memory and the regions it registered)",
+                  kWhat[std::min<Word>(access, 3)], t.src(), static_cast<unsigned long long>(address),
+                  static_cast<unsigned long long>(bytes));
+    note_failure(why);
+    if (Access(access) == Access::get) --state.in_flight;
+    if (Access(access) == Access::atomic) reinterpret_cast<AtomicWait*>(waiter)->done = true;
+  }, kOwner);
+  am::set_handler(kReduce, [](am::Token t, Word code, Word value) { contribute(t.src(), code, value); }, kOwner);
   am::set_handler(kReduceResult, [](am::Token, Word value) {
     state.result = value;
     state.result_ready = true;
-  });
+  }, kOwner);
   am::set_error_handler([](const am::Returned& r) {
     std::string why = "a message to rank " + std::to_string(r.dest);
     why += " came back: ";
     why += r.description;
-    if (state.failure.empty()) state.failure = why;
+    note_failure(std::move(why));
   });
 }
 
@@ -305,9 +375,7 @@ am::Future start_bulk(Bulk kind, int proc, std::uintptr_t remote, void* local, s
   if (bytes == 0) return am::Future();
   if (proc == state.me) {
     // The same rule as for other ranks: bulk transfers reach global memory only.
-    const auto base = reinterpret_cast<std::uintptr_t>(state.segment.get());
-    if (remote < base || bytes > am::segment_size(proc) || remote - base > am::segment_size(proc) - bytes)
-      fail("bulk transfer: the range lies outside this rank's global memory");
+    if (!in_segment(remote, bytes)) fail("bulk transfer: the range lies outside this rank's global memory");
     auto* mine = reinterpret_cast<void*>(remote);
     if (kind == Bulk::get)
       std::memmove(local, mine, bytes);
@@ -351,6 +419,45 @@ void no_rank(int proc) {
   check_enabled();
   fail("no rank " + std::to_string(proc));
 }
+
+namespace {
+std::string hex(std::uintptr_t address) {
+  char text[24];
+  std::snprintf(text, sizeof text, "%#llx", static_cast<unsigned long long>(address));
+  return text;
+}
+}  // namespace
+
+}  // namespace detail
+
+void register_memory(void* address, std::size_t bytes) {
+  using namespace detail;
+  check_enabled();
+  const auto begin = reinterpret_cast<std::uintptr_t>(address);
+  if (!address || bytes == 0 || begin + bytes < begin)
+    fail("register_memory: needs a non-null address and a size above 0 that does not wrap around");
+  auto& regions = state.regions;
+  const auto after = std::upper_bound(regions.begin(), regions.end(), begin,
+                                      [](std::uintptr_t a, const Region& r) { return a < r.begin; });
+  if ((after != regions.end() && after->begin < begin + bytes) ||
+      (after != regions.begin() && std::prev(after)->end > begin))
+    fail("register_memory: " + hex(begin) + " (" + std::to_string(bytes) + " bytes) overlaps a registered region");
+  regions.insert(after, Region{begin, begin + bytes});
+}
+
+void unregister_memory(void* address) {
+  using namespace detail;
+  check_enabled();
+  auto& regions = state.regions;
+  const auto begin = reinterpret_cast<std::uintptr_t>(address);
+  const auto at = std::lower_bound(regions.begin(), regions.end(), begin,
+                                   [](const Region& r, std::uintptr_t a) { return r.begin < a; });
+  if (at == regions.end() || at->begin != begin)
+    fail("unregister_memory: no region registered at " + hex(begin));
+  regions.erase(at);
+}
+
+namespace detail {
 
 namespace {
 // Local gets, puts and stores are plain memory accesses; every so often one
@@ -425,14 +532,15 @@ void bulk_wait(Bulk kind, int proc, std::uintptr_t remote, void* local, std::siz
   check_failure();
 }
 
-void atomic(int proc, AtomicCall call, std::uintptr_t fn, std::uintptr_t target, const std::byte* args,
-            std::size_t args_bytes, void* result, std::size_t result_bytes) {
+void atomic(int proc, AtomicCall call, std::uintptr_t fn, std::uintptr_t target, std::size_t target_bytes,
+            const std::byte* args, std::size_t args_bytes, void* result, std::size_t result_bytes) {
   check_enabled();
   if (proc == state.me) {
     call(fn, target, args, result);
     return;
   }
-  const AtomicHeader h{encode_code(reinterpret_cast<std::uintptr_t>(call)), encode_code(fn), target, result_bytes};
+  const AtomicHeader h{encode_code(reinterpret_cast<std::uintptr_t>(call)), encode_code(fn), target, target_bytes,
+                       result_bytes};
   if (sizeof h + args_bytes > am::max_size() || result_bytes > am::max_size())
     fail("atomic: arguments or result larger than one Active Message");
   std::vector<std::byte> payload(sizeof h + args_bytes);
@@ -477,6 +585,8 @@ void init() {
   if (!state.segment)
     throw error("splitc: init: cannot allocate a segment of " + std::to_string(config.segment_bytes) + " bytes");
   config.segment = state.segment.get();
+  state.segment_bytes = config.segment_bytes;
+  detail::check(am::reserve_handlers(detail::kFirstHandler, detail::kLastHandler, detail::kOwner), "init");
   detail::install_handlers();
   detail::check(am::enable(config), "init");
   state.enabled = true;

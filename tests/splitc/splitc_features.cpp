@@ -169,10 +169,13 @@ void get_put_sync() {
     splitc::barrier();
   }
 
-  // Memory outside the segment (here the heap): values of up to 4 bytes to
-  // the segment travel as an offset in it (compact_word), these by address.
+  // Memory outside the segment (here the heap), registered for the others:
+  // values of up to 4 bytes to the segment travel as an offset in it
+  // (compact_word), these by address.
   std::vector<int> outside(2, -1);
   std::vector<char> outside_chars(1, 0);
+  splitc::register_memory(outside.data(), outside.size() * sizeof(int));
+  splitc::register_memory(outside_chars.data(), outside_chars.size());
   splitc::spread_array<std::uintptr_t> where{2 * std::size_t(procs)};
   *where[std::size_t(me)].local() = reinterpret_cast<std::uintptr_t>(outside.data());
   *where[std::size_t(procs + me)].local() = reinterpret_cast<std::uintptr_t>(outside_chars.data());
@@ -187,6 +190,8 @@ void get_put_sync() {
   CHECK(outside[0] == 70 + left && outside[1] == 80 + left);
   CHECK(outside_chars[0] == char('k' + left));
   splitc::barrier();
+  splitc::unregister_memory(outside.data());
+  splitc::unregister_memory(outside_chars.data());
 
   // Values of two words and of an odd size.
   splitc::spread_array<Pair> pairs{std::size_t(procs)};

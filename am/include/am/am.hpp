@@ -74,7 +74,8 @@ struct Delivery {
   }
 };
 enum class HandlerKind { words, payload };
-Status set_handler(int index, HandlerKind kind, std::function<void(const Delivery&)> fn);
+Status set_handler(int index, HandlerKind kind, std::function<void(const Delivery&)> fn,
+                   const char* owner);
 Status send(bool reply, int dest, int handler, const Word* args, unsigned nargs, const void* payload, std::size_t bytes);
 Status send_deferred(int dest, int handler, const Word* args, unsigned nargs);
 struct Completion {
@@ -150,11 +151,22 @@ class Token {
   int src_;
 };
 
+// Keeps handler indices first..last for `owner`, a library built on AM that
+// names itself (Split-C reserves 224..239 at init): from then on
+// set_handler and set_mem_handler refuse them (Status::bad_arg, last_error()
+// naming the owner) unless given the same owner, and so do the C API's
+// am_set_handler, am_set_medium_handler and am_set_mem_handler. Fails if
+// another owner holds one of them, or one already has a handler nobody
+// reserved it for. Reserving again what the owner holds changes nothing;
+// a reservation lasts as long as the process.
+Status reserve_handlers(int first, int last, const char* owner);
+
 // Registers a handler at `index` (the same on every rank). F is called as
 // f(Token, args...) with up to 4 arguments of integral, floating-point or
 // pointer type, or f(Token, std::span<std::byte> payload, args...).
+// `owner`: who reserved the index (reserve_handlers), if anyone did.
 template <class F>
-Status set_handler(int index, F f) {
+Status set_handler(int index, F f, const char* owner = nullptr) {
   using Shape = detail::HandlerShape<F>;
   using Args = typename Shape::Args;
   static_assert(std::tuple_size_v<Args> >= 1 && std::is_same_v<std::tuple_element_t<0, Args>, Token>,
@@ -170,11 +182,12 @@ Status set_handler(int index, F f) {
     }(std::make_index_sequence<Shape::words>{});
   };
   return detail::set_handler(index, Shape::with_payload ? detail::HandlerKind::payload : detail::HandlerKind::words,
-                             std::move(call));
+                             std::move(call), owner);
 }
 
 // Store handlers run at the destination; get handlers at the initiator.
-Status set_mem_handler(int index, std::function<void(int src, void* addr, std::size_t bytes, Word arg)> fn);
+Status set_mem_handler(int index, std::function<void(int src, void* addr, std::size_t bytes, Word arg)> fn,
+                       const char* owner = nullptr);
 void set_error_handler(std::function<void(const Returned&)> fn);
 
 template <class... A>
@@ -248,6 +261,11 @@ Status barrier();
 // acknowledged it, after the handler ran. Not from inside a handler.
 Status wait_acknowledged();
 Counters counters();
+// How many peers AM has given up on (timed out, or their VI broke: the
+// process died or left). A peer may fail while nothing is outstanding to it,
+// so that no message comes back: a wait for something only a peer can do
+// (its request) reads this in its predicate to end when the peer is gone.
+int failed_peers();
 const char* last_error();
 
 }  // namespace am

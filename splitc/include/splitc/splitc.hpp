@@ -32,8 +32,9 @@
 
 namespace splitc {
 
-// A communication failure (a dead or unreachable rank, a bad remote address)
-// or running out of global memory.
+// A communication failure (a dead or unreachable rank, a remote address
+// outside the memory Split-C may reach there: see register_memory) or
+// running out of global memory.
 class error : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
@@ -46,8 +47,9 @@ void init();
 void finalize();
 struct session {
   session() { init(); }
-  // Skipped while an exception unwinds: the job is failing anyway.
-  ~session() {
+  // Skipped while an exception unwinds: the job is failing anyway. Otherwise
+  // a failing finalize (a rank gone) throws, as every Split-C call does.
+  ~session() noexcept(false) {
     if (std::uncaught_exceptions() == 0) finalize();
   }
   session(const session&) = delete;
@@ -56,6 +58,19 @@ struct session {
 
 int my_proc();
 int procs();
+
+// What other ranks' gets, puts, stores and atomics may touch on this rank:
+// its global memory (the AM segment: spread arrays, allocate, all_allocate)
+// and the regions registered here. Each access is checked by its target,
+// whole (a value that starts inside and ends outside is refused); a refused
+// one throws splitc::error at the rank that made it, by its next sync (or
+// the call that waits for it), and the target carries on. Bulk transfers
+// reach global memory only. Registering (not collective) and unregistering
+// are this rank's own: others may reach the region once told of it (a
+// barrier, say) and must stop before it is unregistered. Regions may not
+// overlap one another; init and finalize start with none.
+void register_memory(void* address, std::size_t bytes);
+void unregister_memory(void* address);
 
 // (processor, address). Arithmetic moves the address on the same processor,
 // as in Split-C; comparison orders by processor, then address.
@@ -134,9 +149,11 @@ void get(int proc, std::uintptr_t remote, void* local, std::size_t bytes);
 void put(int proc, std::uintptr_t remote, const void* value, std::size_t bytes);
 void store(int proc, std::uintptr_t remote, const void* value, std::size_t bytes);
 
-// Handler indices; the range 224..239 is Split-C's (user AM handlers stay below).
+// AM handler indices: Split-C reserves 224..239 (am::reserve_handlers at
+// init, so that am::set_handler refuses them to the program) and uses 224..235.
 enum : int {
-  kGet = 224,
+  kFirstHandler = 224,
+  kGet = kFirstHandler,
   kGetReply,
   kPut,
   kStore,
@@ -147,6 +164,8 @@ enum : int {
   kReduceResult,
   kPutCompact,
   kStoreCompact,
+  kRefused,  // the answer to an access outside what the target lets Split-C reach
+  kLastHandler = 239,
 };
 
 // An address and a small value's length in one AM argument: user-space
@@ -224,10 +243,11 @@ enum class Bulk { get, put, store };
 void bulk(Bulk kind, int proc, std::uintptr_t remote, void* local, std::size_t bytes);
 void bulk_wait(Bulk kind, int proc, std::uintptr_t remote, void* local, std::size_t bytes);
 
-// Runs `call`(fn, target, args, result) at `proc` and copies the result back.
+// Runs `call`(fn, target, args, result) at `proc` (target: an object of
+// target_bytes there) and copies the result back.
 using AtomicCall = void (*)(std::uintptr_t fn, std::uintptr_t target, const std::byte* args, void* result);
-void atomic(int proc, AtomicCall call, std::uintptr_t fn, std::uintptr_t target, const std::byte* args,
-            std::size_t args_bytes, void* result, std::size_t result_bytes);
+void atomic(int proc, AtomicCall call, std::uintptr_t fn, std::uintptr_t target, std::size_t target_bytes,
+            const std::byte* args, std::size_t args_bytes, void* result, std::size_t result_bytes);
 
 // Arguments laid end to end in bytes (std::tuple is not trivially copyable).
 template <class... A>
@@ -320,8 +340,9 @@ enum class layout { cyclic, blocked };
 // `block` consecutive elements dealt to the ranks in turn. cyclic = blocks of
 // one (element i on rank i % PROCS); blocked = one block per rank.
 // Construction and destruction are collective (each ends in a barrier, so no
-// rank touches the array before it exists or after it is gone); the
-// elements start value-initialised.
+// rank touches the array before it exists or after it is gone; the
+// destructor's throws splitc::error if a rank is gone, unless an exception
+// is already on its way); the elements start value-initialised.
 template <detail::Transferable T>
 class spread_array {
  public:
@@ -335,7 +356,7 @@ class spread_array {
     std::fill_n(mine_, local_size_, T{});
     barrier();
   }
-  ~spread_array() {
+  ~spread_array() noexcept(false) {
     if (!mine_) return;
     if (std::uncaught_exceptions() == 0) barrier();
     all_deallocate(mine_);
@@ -491,12 +512,12 @@ R atomic(R (*fn)(T&, A...), global_ptr<T> target, std::type_identity_t<A>... arg
   };
   const auto where = reinterpret_cast<std::uintptr_t>(target.raw());
   if constexpr (std::is_void_v<R>) {
-    detail::atomic(target.where(), call, reinterpret_cast<std::uintptr_t>(fn), where, packed.data(), packed.size(),
-                   nullptr, 0);
+    detail::atomic(target.where(), call, reinterpret_cast<std::uintptr_t>(fn), where, sizeof(T), packed.data(),
+                   packed.size(), nullptr, 0);
   } else {
     R result;
-    detail::atomic(target.where(), call, reinterpret_cast<std::uintptr_t>(fn), where, packed.data(), packed.size(),
-                   &result, sizeof(R));
+    detail::atomic(target.where(), call, reinterpret_cast<std::uintptr_t>(fn), where, sizeof(T), packed.data(),
+                   packed.size(), &result, sizeof(R));
     return result;
   }
 }
