@@ -35,12 +35,12 @@ struct PerRank {
 };
 
 // Per-rank counts and displacements; uniform ones for the non-v variants.
-struct Layout {
+struct RankLayout {
   std::vector<int> counts, displs;
-  Layout(int n, int count) : counts(std::size_t(n), count), displs(std::size_t(n)) {
+  RankLayout(int n, int count) : counts(std::size_t(n), count), displs(std::size_t(n)) {
     for (int r = 0; r < n; ++r) displs[std::size_t(r)] = r * count;
   }
-  Layout(int n, const PerRank& given) {
+  RankLayout(int n, const PerRank& given) {
     require(given.displs != nullptr, given.null_displs_error, "null displacement array");
     require(given.counts != nullptr, given.null_counts_error, "null count array");
     counts.assign(given.counts, given.counts + n);
@@ -50,8 +50,8 @@ struct Layout {
 };
 
 // The v variants' layout (per_rank given), or the uniform one of `count`.
-Layout layout_of(int n, const PerRank* per_rank, int count) {
-  return per_rank ? Layout(n, *per_rank) : Layout(n, count);
+RankLayout layout_of(int n, const PerRank* per_rank, int count) {
+  return per_rank ? RankLayout(n, *per_rank) : RankLayout(n, count);
 }
 
 }  // namespace
@@ -125,7 +125,7 @@ int gather_common(const char* function, const void* sendbuf, int sendcount, MPI_
     check_root(c, root);
     const bool is_root = c.rank() == root;
     const Datatype* rtype = is_root ? &datatype_of(recvtype) : nullptr;
-    Layout layout = is_root ? layout_of(c.size(), per_rank, recvcount) : Layout(c.size(), recvcount);
+    RankLayout layout = is_root ? layout_of(c.size(), per_rank, recvcount) : RankLayout(c.size(), recvcount);
     Blocks recv{recvbuf, layout.counts, layout.displs, rtype};
     if (sendbuf == MPI_IN_PLACE && is_root) {
       const std::byte* own = static_cast<const std::byte*>(recvbuf) + layout.displs[std::size_t(root)] * rtype->extent();
@@ -146,7 +146,7 @@ int scatter_common(const char* function, const void* sendbuf, const PerRank* per
     check_root(c, root);
     const bool is_root = c.rank() == root;
     const Datatype* stype = is_root ? &datatype_of(sendtype) : nullptr;
-    Layout layout = is_root ? layout_of(c.size(), per_rank, sendcount) : Layout(c.size(), sendcount);
+    RankLayout layout = is_root ? layout_of(c.size(), per_rank, sendcount) : RankLayout(c.size(), sendcount);
     Blocks send{sendbuf, layout.counts, layout.displs, stype};
     if (recvbuf == MPI_IN_PLACE && is_root) {
       // The root's own block stays where it is: scatter it onto itself.
@@ -165,7 +165,7 @@ int allgather_common(const char* function, const void* sendbuf, int sendcount, M
     runtime();
     Communicator& c = communicator_of(comm);
     const Datatype& rtype = datatype_of(recvtype);
-    Layout layout = layout_of(c.size(), per_rank, recvcount);
+    RankLayout layout = layout_of(c.size(), per_rank, recvcount);
     Blocks recv{recvbuf, layout.counts, layout.displs, &rtype};
     if (sendbuf == MPI_IN_PLACE) {
       const std::byte* own = static_cast<const std::byte*>(recvbuf) + layout.displs[std::size_t(c.rank())] * rtype.extent();
@@ -184,11 +184,11 @@ int alltoall_common(const char* function, const void* sendbuf, const PerRank* se
     runtime();
     Communicator& c = communicator_of(comm);
     const Datatype& rtype = datatype_of(recvtype);
-    Layout rlayout = layout_of(c.size(), recv_per_rank, recvcount);
+    RankLayout rlayout = layout_of(c.size(), recv_per_rank, recvcount);
     Blocks recv{recvbuf, rlayout.counts, rlayout.displs, &rtype};
     if (sendbuf == MPI_IN_PLACE) return alltoallv_in_place(recv, c);
     const Datatype& stype = datatype_of(sendtype);
-    Layout slayout = layout_of(c.size(), send_per_rank, sendcount);
+    RankLayout slayout = layout_of(c.size(), send_per_rank, sendcount);
     alltoallv(Blocks{sendbuf, slayout.counts, slayout.displs, &stype}, recv, c);
   });
 }
