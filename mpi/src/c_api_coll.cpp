@@ -26,16 +26,33 @@ void check_root(const Communicator& comm, int root) {
   require(root >= 0 && root < comm.size(), MPI_ERR_ROOT, "root is not a rank of the communicator");
 }
 
+// The count and displacement arrays a v variant was given, and the error
+// class for each when it is NULL where significant (Open MPI 4's classes).
+struct PerRank {
+  const int* counts;
+  const int* displs;
+  int null_counts_error, null_displs_error;
+};
+
 // Per-rank counts and displacements; uniform ones for the non-v variants.
-struct Layout {
+struct RankLayout {
   std::vector<int> counts, displs;
-  Layout(int n, int count) : counts(std::size_t(n), count), displs(std::size_t(n)) {
+  RankLayout(int n, int count) : counts(std::size_t(n), count), displs(std::size_t(n)) {
     for (int r = 0; r < n; ++r) displs[std::size_t(r)] = r * count;
   }
-  Layout(int n, const int* c, const int* d) : counts(c, c + n), displs(d, d + n) {
+  RankLayout(int n, const PerRank& given) {
+    require(given.displs != nullptr, given.null_displs_error, "null displacement array");
+    require(given.counts != nullptr, given.null_counts_error, "null count array");
+    counts.assign(given.counts, given.counts + n);
+    displs.assign(given.displs, given.displs + n);
     for (int x : counts) check_count(x);
   }
 };
+
+// The v variants' layout (per_rank given), or the uniform one of `count`.
+RankLayout layout_of(int n, const PerRank* per_rank, int count) {
+  return per_rank ? RankLayout(n, *per_rank) : RankLayout(n, count);
+}
 
 }  // namespace
 
@@ -99,16 +116,16 @@ int MPI_Reduce_scatter_block(const void* sendbuf, void* recvbuf, int recvcount, 
 
 namespace {
 
+// per_rank: the receive arrays of the v variant (read at the root only); nullptr for the uniform one.
 int gather_common(const char* function, const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
-                  const int* recvcounts, const int* displs, int recvcount, MPI_Datatype recvtype, int root,
-                  MPI_Comm comm) {
+                  const PerRank* per_rank, int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm) {
   return guarded(function, comm, [&] {
     runtime();
     Communicator& c = communicator_of(comm);
     check_root(c, root);
     const bool is_root = c.rank() == root;
     const Datatype* rtype = is_root ? &datatype_of(recvtype) : nullptr;
-    Layout layout = is_root && recvcounts ? Layout(c.size(), recvcounts, displs) : Layout(c.size(), recvcount);
+    RankLayout layout = is_root ? layout_of(c.size(), per_rank, recvcount) : RankLayout(c.size(), recvcount);
     Blocks recv{recvbuf, layout.counts, layout.displs, rtype};
     if (sendbuf == MPI_IN_PLACE && is_root) {
       const std::byte* own = static_cast<const std::byte*>(recvbuf) + layout.displs[std::size_t(root)] * rtype->extent();
@@ -119,7 +136,8 @@ int gather_common(const char* function, const void* sendbuf, int sendcount, MPI_
   });
 }
 
-int scatter_common(const char* function, const void* sendbuf, const int* sendcounts, const int* displs, int sendcount,
+// per_rank: the send arrays of the v variant (read at the root only); nullptr for the uniform one.
+int scatter_common(const char* function, const void* sendbuf, const PerRank* per_rank, int sendcount,
                    MPI_Datatype sendtype, void* recvbuf, int recvcount, MPI_Datatype recvtype, int root,
                    MPI_Comm comm) {
   return guarded(function, comm, [&] {
@@ -128,7 +146,7 @@ int scatter_common(const char* function, const void* sendbuf, const int* sendcou
     check_root(c, root);
     const bool is_root = c.rank() == root;
     const Datatype* stype = is_root ? &datatype_of(sendtype) : nullptr;
-    Layout layout = is_root && sendcounts ? Layout(c.size(), sendcounts, displs) : Layout(c.size(), sendcount);
+    RankLayout layout = is_root ? layout_of(c.size(), per_rank, sendcount) : RankLayout(c.size(), sendcount);
     Blocks send{sendbuf, layout.counts, layout.displs, stype};
     if (recvbuf == MPI_IN_PLACE && is_root) {
       // The root's own block stays where it is: scatter it onto itself.
@@ -142,12 +160,12 @@ int scatter_common(const char* function, const void* sendbuf, const int* sendcou
 }
 
 int allgather_common(const char* function, const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
-                     const int* recvcounts, const int* displs, int recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
+                     const PerRank* per_rank, int recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
   return guarded(function, comm, [&] {
     runtime();
     Communicator& c = communicator_of(comm);
     const Datatype& rtype = datatype_of(recvtype);
-    Layout layout = recvcounts ? Layout(c.size(), recvcounts, displs) : Layout(c.size(), recvcount);
+    RankLayout layout = layout_of(c.size(), per_rank, recvcount);
     Blocks recv{recvbuf, layout.counts, layout.displs, &rtype};
     if (sendbuf == MPI_IN_PLACE) {
       const std::byte* own = static_cast<const std::byte*>(recvbuf) + layout.displs[std::size_t(c.rank())] * rtype.extent();
@@ -158,18 +176,19 @@ int allgather_common(const char* function, const void* sendbuf, int sendcount, M
   });
 }
 
-int alltoall_common(const char* function, const void* sendbuf, const int* sendcounts, const int* sdispls, int sendcount,
-                    MPI_Datatype sendtype, void* recvbuf, const int* recvcounts, const int* rdispls, int recvcount,
+// In place, the send arrays are not read.
+int alltoall_common(const char* function, const void* sendbuf, const PerRank* send_per_rank, int sendcount,
+                    MPI_Datatype sendtype, void* recvbuf, const PerRank* recv_per_rank, int recvcount,
                     MPI_Datatype recvtype, MPI_Comm comm) {
   return guarded(function, comm, [&] {
     runtime();
     Communicator& c = communicator_of(comm);
     const Datatype& rtype = datatype_of(recvtype);
-    Layout rlayout = recvcounts ? Layout(c.size(), recvcounts, rdispls) : Layout(c.size(), recvcount);
+    RankLayout rlayout = layout_of(c.size(), recv_per_rank, recvcount);
     Blocks recv{recvbuf, rlayout.counts, rlayout.displs, &rtype};
     if (sendbuf == MPI_IN_PLACE) return alltoallv_in_place(recv, c);
     const Datatype& stype = datatype_of(sendtype);
-    Layout slayout = sendcounts ? Layout(c.size(), sendcounts, sdispls) : Layout(c.size(), sendcount);
+    RankLayout slayout = layout_of(c.size(), send_per_rank, sendcount);
     alltoallv(Blocks{sendbuf, slayout.counts, slayout.displs, &stype}, recv, c);
   });
 }
@@ -178,48 +197,50 @@ int alltoall_common(const char* function, const void* sendbuf, const int* sendco
 
 int MPI_Gather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
                MPI_Datatype recvtype, int root, MPI_Comm comm) {
-  return gather_common("MPI_Gather", sendbuf, sendcount, sendtype, recvbuf, nullptr, nullptr, recvcount, recvtype, root,
-                       comm);
+  return gather_common("MPI_Gather", sendbuf, sendcount, sendtype, recvbuf, nullptr, recvcount, recvtype, root, comm);
 }
 
 int MPI_Gatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, const int recvcounts[],
                 const int displs[], MPI_Datatype recvtype, int root, MPI_Comm comm) {
-  return gather_common("MPI_Gatherv", sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, 0, recvtype, root, comm);
+  const PerRank per_rank{recvcounts, displs, MPI_ERR_COUNT, MPI_ERR_ARG};
+  return gather_common("MPI_Gatherv", sendbuf, sendcount, sendtype, recvbuf, &per_rank, 0, recvtype, root, comm);
 }
 
 int MPI_Scatter(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
                 MPI_Datatype recvtype, int root, MPI_Comm comm) {
-  return scatter_common("MPI_Scatter", sendbuf, nullptr, nullptr, sendcount, sendtype, recvbuf, recvcount, recvtype, root,
-                        comm);
+  return scatter_common("MPI_Scatter", sendbuf, nullptr, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
 }
 
 int MPI_Scatterv(const void* sendbuf, const int sendcounts[], const int displs[], MPI_Datatype sendtype, void* recvbuf,
                  int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm) {
-  return scatter_common("MPI_Scatterv", sendbuf, sendcounts, displs, 0, sendtype, recvbuf, recvcount, recvtype, root,
-                        comm);
+  const PerRank per_rank{sendcounts, displs, MPI_ERR_COUNT, MPI_ERR_ARG};
+  return scatter_common("MPI_Scatterv", sendbuf, &per_rank, 0, sendtype, recvbuf, recvcount, recvtype, root, comm);
 }
 
 int MPI_Allgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
                   MPI_Datatype recvtype, MPI_Comm comm) {
-  return allgather_common("MPI_Allgather", sendbuf, sendcount, sendtype, recvbuf, nullptr, nullptr, recvcount, recvtype,
-                          comm);
+  return allgather_common("MPI_Allgather", sendbuf, sendcount, sendtype, recvbuf, nullptr, recvcount, recvtype, comm);
 }
 
 int MPI_Allgatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, const int recvcounts[],
                    const int displs[], MPI_Datatype recvtype, MPI_Comm comm) {
-  return allgather_common("MPI_Allgatherv", sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, 0, recvtype, comm);
+  // Open MPI 4 reads NULL counts here (and crashes); they are MPI_ERR_COUNT as in MPI_Gatherv.
+  const PerRank per_rank{recvcounts, displs, MPI_ERR_COUNT, MPI_ERR_BUFFER};
+  return allgather_common("MPI_Allgatherv", sendbuf, sendcount, sendtype, recvbuf, &per_rank, 0, recvtype, comm);
 }
 
 int MPI_Alltoall(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
                  MPI_Datatype recvtype, MPI_Comm comm) {
-  return alltoall_common("MPI_Alltoall", sendbuf, nullptr, nullptr, sendcount, sendtype, recvbuf, nullptr, nullptr,
-                         recvcount, recvtype, comm);
+  return alltoall_common("MPI_Alltoall", sendbuf, nullptr, sendcount, sendtype, recvbuf, nullptr, recvcount, recvtype,
+                         comm);
 }
 
 int MPI_Alltoallv(const void* sendbuf, const int sendcounts[], const int sdispls[], MPI_Datatype sendtype, void* recvbuf,
                   const int recvcounts[], const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm) {
-  return alltoall_common("MPI_Alltoallv", sendbuf, sendcounts, sdispls, 0, sendtype, recvbuf, recvcounts, rdispls, 0,
-                         recvtype, comm);
+  const PerRank send_per_rank{sendcounts, sdispls, MPI_ERR_ARG, MPI_ERR_ARG};
+  const PerRank recv_per_rank{recvcounts, rdispls, MPI_ERR_ARG, MPI_ERR_ARG};
+  return alltoall_common("MPI_Alltoallv", sendbuf, &send_per_rank, 0, sendtype, recvbuf, &recv_per_rank, 0, recvtype,
+                         comm);
 }
 
 int MPI_Op_create(MPI_User_function* function, int commute, MPI_Op* op) {

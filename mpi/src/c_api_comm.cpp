@@ -15,6 +15,21 @@ MPI_Comm publish(std::unique_ptr<Communicator> comm) { return comm.release()->ha
 
 MPI_Group publish(std::unique_ptr<Group> group) { return &group.release()->handle; }
 
+// Which ranks of `group` ranks[0..n) lists: each must be a rank of the group
+// and listed once (MPI_ERR_RANK, the standard's class; Open MPI 4 checks the
+// range only).
+std::vector<bool> listed_ranks(const Group& group, int n, const int ranks[]) {
+  require(n >= 0, MPI_ERR_ARG, "negative number of ranks");
+  require(ranks != nullptr || n == 0, MPI_ERR_ARG, "null rank array");
+  std::vector<bool> listed(std::size_t(group.size()), false);
+  for (int i = 0; i < n; ++i) {
+    require(ranks[i] >= 0 && ranks[i] < group.size(), MPI_ERR_RANK, "rank not in the group");
+    require(!listed[std::size_t(ranks[i])], MPI_ERR_RANK, "a rank is listed twice");
+    listed[std::size_t(ranks[i])] = true;
+  }
+  return listed;
+}
+
 }  // namespace
 
 int MPI_Comm_rank(MPI_Comm comm, int* rank) {
@@ -153,12 +168,22 @@ int MPI_Group_incl(MPI_Group group, int n, const int ranks[], MPI_Group* newgrou
     Runtime& rt = runtime();
     const Group& g = group_of(group);
     check_pointer(newgroup, "null output pointer");
-    require(n >= 0 && n <= g.size(), MPI_ERR_ARG, "bad number of ranks");
+    listed_ranks(g, n, ranks);
     std::vector<int> world_ranks;
-    for (int i = 0; i < n; ++i) {
-      require(ranks[i] >= 0 && ranks[i] < g.size(), MPI_ERR_RANK, "rank not in the group");
-      world_ranks.push_back(g.world_rank(ranks[i]));
-    }
+    for (int i = 0; i < n; ++i) world_ranks.push_back(g.world_rank(ranks[i]));
+    *newgroup = publish(std::make_unique<Group>(std::move(world_ranks), rt.world_rank()));
+  });
+}
+
+int MPI_Group_excl(MPI_Group group, int n, const int ranks[], MPI_Group* newgroup) {
+  return guarded("MPI_Group_excl", MPI_COMM_WORLD, [&] {
+    Runtime& rt = runtime();
+    const Group& g = group_of(group);
+    check_pointer(newgroup, "null output pointer");
+    const std::vector<bool> excluded = listed_ranks(g, n, ranks);
+    std::vector<int> world_ranks;
+    for (int r = 0; r < g.size(); ++r)
+      if (!excluded[std::size_t(r)]) world_ranks.push_back(g.world_rank(r));
     *newgroup = publish(std::make_unique<Group>(std::move(world_ranks), rt.world_rank()));
   });
 }

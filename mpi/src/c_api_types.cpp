@@ -1,4 +1,5 @@
 // C entry points: datatypes.
+#include <climits>
 #include <cstring>
 #include <vector>
 
@@ -62,15 +63,34 @@ int MPI_Type_free(MPI_Datatype* datatype) {
   });
 }
 
+// A size beyond an int is MPI_UNDEFINED (MPI 3.1, 4.1.5); MPI_Type_size_x gives it.
 int MPI_Type_size(MPI_Datatype datatype, int* size) {
   return guarded("MPI_Type_size", MPI_COMM_WORLD, [&] {
     check_pointer(size, "null output pointer");
-    *size = int(datatype_for_construction(datatype).size());
+    const std::size_t bytes = datatype_for_construction(datatype).size();
+    *size = bytes > std::size_t(INT_MAX) ? MPI_UNDEFINED : int(bytes);
+  });
+}
+
+int MPI_Type_size_x(MPI_Datatype datatype, MPI_Count* size) {
+  return guarded("MPI_Type_size_x", MPI_COMM_WORLD, [&] {
+    check_pointer(size, "null output pointer");
+    *size = MPI_Count(datatype_for_construction(datatype).size());
   });
 }
 
 int MPI_Type_get_extent(MPI_Datatype datatype, MPI_Aint* lb, MPI_Aint* extent) {
   return guarded("MPI_Type_get_extent", MPI_COMM_WORLD, [&] {
+    check_pointer(lb, "null output pointer");
+    check_pointer(extent, "null output pointer");
+    const Datatype& type = datatype_for_construction(datatype);
+    *lb = type.lb();
+    *extent = type.extent();
+  });
+}
+
+int MPI_Type_get_extent_x(MPI_Datatype datatype, MPI_Count* lb, MPI_Count* extent) {
+  return guarded("MPI_Type_get_extent_x", MPI_COMM_WORLD, [&] {
     check_pointer(lb, "null output pointer");
     check_pointer(extent, "null output pointer");
     const Datatype& type = datatype_for_construction(datatype);

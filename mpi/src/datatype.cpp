@@ -10,31 +10,109 @@ namespace viastack::mpi {
 
 namespace {
 
-// Adjacent blocks become one, so contiguous layouts are recognised as such.
-std::vector<Datatype::Block> merged(std::vector<Datatype::Block> blocks) {
-  std::vector<Datatype::Block> out;
-  for (const Datatype::Block& b : blocks) {
-    if (b.length == 0) continue;
-    if (!out.empty() && out.back().offset + std::ptrdiff_t(out.back().length) == b.offset)
-      out.back().length += b.length;
-    else
-      out.push_back(b);
+using Piece = Layout::Piece;
+
+[[noreturn]] void too_large() {
+  fail(MPI_ERR_COUNT, "the datatype's size or extent does not fit in an address-sized integer (MPI_Aint)");
+}
+
+std::ptrdiff_t checked_product(std::ptrdiff_t a, std::ptrdiff_t b) {
+  std::ptrdiff_t product;
+  if (__builtin_mul_overflow(a, b, &product)) too_large();
+  return product;
+}
+
+std::ptrdiff_t checked_sum(std::ptrdiff_t a, std::ptrdiff_t b) {
+  std::ptrdiff_t sum;
+  if (__builtin_add_overflow(a, b, &sum)) too_large();
+  return sum;
+}
+
+std::size_t checked_size(std::size_t element_size, std::size_t count) {
+  const std::ptrdiff_t size = checked_product(std::ptrdiff_t(element_size), std::ptrdiff_t(count));
+  return std::size_t(size);
+}
+
+// A run of contiguous bytes repeated `stride` apart is one longer run when
+// the repetitions touch; a contiguous run directly after another joins it.
+void append(std::vector<Piece>& pieces, Piece piece) {
+  if (piece.count == 0 || (!piece.inner && piece.bytes == 0)) return;
+  if (!piece.inner && piece.count > 1 && piece.stride == std::ptrdiff_t(piece.bytes)) {
+    piece.bytes *= piece.count;
+    piece.count = 1;
+    piece.stride = 0;
   }
+  if (!pieces.empty()) {
+    Piece& last = pieces.back();
+    if (!piece.inner && !last.inner && piece.count == 1 && last.count == 1 &&
+        last.offset + std::ptrdiff_t(last.bytes) == piece.offset) {
+      last.bytes += piece.bytes;
+      return;
+    }
+  }
+  pieces.push_back(std::move(piece));
+}
+
+// The pieces of `count` copies of `layout`, `stride` bytes apart, shifted by
+// `displacement`. A lone piece is repeated in place (its count multiplied when
+// the copies continue its own progression), so nests of vectors stay flat where they can.
+void append_repeated(std::vector<Piece>& pieces, const std::shared_ptr<const Layout>& layout, std::size_t count,
+                     std::ptrdiff_t stride, std::ptrdiff_t displacement) {
+  if (count == 0 || layout->pieces.empty()) return;
+  if (count == 1) {
+    for (Piece piece : layout->pieces) {
+      piece.offset += displacement;
+      append(pieces, std::move(piece));
+    }
+    return;
+  }
+  if (layout->pieces.size() == 1) {
+    Piece piece = layout->pieces.front();
+    piece.offset += displacement;
+    if (piece.count == 1) {
+      piece.count = count;
+      piece.stride = stride;
+      return append(pieces, std::move(piece));
+    }
+    std::ptrdiff_t progression;
+    if (!__builtin_mul_overflow(piece.stride, std::ptrdiff_t(piece.count), &progression) && progression == stride) {
+      piece.count = std::size_t(checked_product(std::ptrdiff_t(piece.count), std::ptrdiff_t(count)));
+      return append(pieces, std::move(piece));
+    }
+  }
+  append(pieces, Piece{displacement, count, stride, 0, layout});
+}
+
+std::shared_ptr<const Layout> repeated(const std::shared_ptr<const Layout>& layout, std::size_t count,
+                                       std::ptrdiff_t stride) {
+  auto out = std::make_shared<Layout>();
+  append_repeated(out->pieces, layout, count, stride, 0);
   return out;
 }
 
-// The blocks of `count` elements of `type` placed at `base`, `stride` bytes apart.
-void append_elements(std::vector<Datatype::Block>& out, const Datatype& type, std::size_t count, std::ptrdiff_t base,
-                     std::ptrdiff_t stride) {
-  for (std::size_t i = 0; i < count; ++i)
-    for (const Datatype::Block& b : type.blocks()) out.push_back({base + std::ptrdiff_t(i) * stride + b.offset, b.length});
+std::shared_ptr<const Layout> layout_of_blocks(const std::vector<Datatype::Block>& blocks) {
+  auto out = std::make_shared<Layout>();
+  for (const Datatype::Block& b : blocks) append(out->pieces, Piece{b.offset, 1, 0, b.length, nullptr});
+  return out;
+}
+
+// One element is one run at offset 0 as long as the extent (or nothing at all).
+bool dense(const Layout& layout, std::size_t size, std::ptrdiff_t lb, std::ptrdiff_t extent) {
+  if (size == 0) return true;
+  if (layout.pieces.size() != 1 || lb != 0) return false;
+  const Piece& p = layout.pieces.front();
+  return !p.inner && p.count == 1 && p.offset == 0 && std::ptrdiff_t(p.bytes) == extent;
 }
 
 }  // namespace
 
+std::shared_ptr<const Layout> contiguous_layout(std::size_t bytes) {
+  return layout_of_blocks({{0, bytes}});
+}
+
 Datatype::Datatype(const char* name, MPI_Datatype public_handle, std::size_t size, Basic basic, std::ptrdiff_t extent,
                    std::vector<Block> blocks)
-    : blocks_(blocks.empty() ? std::vector<Block>{{0, size}} : std::move(blocks)),
+    : layout_(blocks.empty() ? contiguous_layout(size) : layout_of_blocks(blocks)),
       size_(size),
       extent_(extent ? extent : std::ptrdiff_t(size)),
       alignment_(std::max<std::size_t>(1, std::min<std::size_t>(size, 16))),
@@ -44,35 +122,35 @@ Datatype::Datatype(const char* name, MPI_Datatype public_handle, std::size_t siz
       name_(name),
       public_handle_(public_handle) {
   if (extent) alignment_ = std::min<std::size_t>(std::size_t(extent), 16);
-  contiguous_ = blocks_.size() == 1 && blocks_[0].offset == 0 && std::ptrdiff_t(blocks_[0].length) == extent_;
+  contiguous_ = dense(*layout_, size_, lb_, extent_);
 }
 
-Datatype::Datatype(std::vector<Block> blocks, std::ptrdiff_t lb, std::ptrdiff_t extent, std::size_t alignment, Basic basic)
-    : blocks_(merged(std::move(blocks))), lb_(lb), extent_(extent), alignment_(alignment), basic_(basic) {
-  for (const Block& b : blocks_) size_ += b.length;
-  contiguous_ = blocks_.empty() || (blocks_.size() == 1 && blocks_[0].offset == 0 && lb_ == 0 &&
-                                    std::ptrdiff_t(blocks_[0].length) == extent_);
+Datatype::Datatype(std::shared_ptr<const Layout> layout, std::size_t size, std::ptrdiff_t lb, std::ptrdiff_t extent,
+                   std::size_t alignment, Basic basic)
+    : layout_(std::move(layout)), size_(size), lb_(lb), extent_(extent), alignment_(alignment), basic_(basic) {
+  contiguous_ = dense(*layout_, size_, lb_, extent_);
 }
 
 void Datatype::pack(const void* buf, std::size_t count, std::byte* out) const {
   const auto* base = static_cast<const std::byte*>(buf);
-  for (std::size_t i = 0; i < count; ++i)
-    for (const Block& b : blocks_) {
-      std::memcpy(out, base + std::ptrdiff_t(i) * extent_ + b.offset, b.length);
-      out += b.length;
-    }
+  auto copy_out = [&](std::ptrdiff_t offset, std::size_t length) {
+    std::memcpy(out, base + offset, length);
+    out += length;
+    return true;
+  };
+  for (std::size_t i = 0; i < count; ++i) layout_->for_each_run(std::ptrdiff_t(i) * extent_, copy_out);
 }
 
 void Datatype::unpack(const std::byte* in, std::size_t bytes, void* buf) const {
   auto* base = static_cast<std::byte*>(buf);
-  for (std::size_t i = 0; bytes > 0; ++i)
-    for (const Block& b : blocks_) {
-      const std::size_t n = std::min(b.length, bytes);
-      std::memcpy(base + std::ptrdiff_t(i) * extent_ + b.offset, in, n);
-      in += n;
-      bytes -= n;
-      if (bytes == 0) return;
-    }
+  auto copy_in = [&](std::ptrdiff_t offset, std::size_t length) {
+    const std::size_t n = std::min(length, bytes);
+    std::memcpy(base + offset, in, n);
+    in += n;
+    bytes -= n;
+    return bytes > 0;
+  };
+  for (std::size_t i = 0; bytes > 0 && size_ > 0; ++i) layout_->for_each_run(std::ptrdiff_t(i) * extent_, copy_in);
 }
 
 std::size_t basic_size(Basic basic) {
@@ -110,28 +188,30 @@ const Datatype& datatype_of(MPI_Datatype handle) {
 
 Datatype* make_contiguous(int count, const Datatype& old) {
   require(count >= 0, MPI_ERR_COUNT, "negative count");
-  std::vector<Datatype::Block> blocks;
-  append_elements(blocks, old, std::size_t(count), 0, old.extent());
-  return new Datatype(std::move(blocks), old.lb(), old.extent() * count, old.alignment(), old.basic());
+  const std::ptrdiff_t extent = checked_product(old.extent(), count);
+  return new Datatype(repeated(old.layout(), std::size_t(count), old.extent()), checked_size(old.size(), std::size_t(count)),
+                      old.lb(), extent, old.alignment(), old.basic());
 }
 
 Datatype* make_hvector(int count, int blocklength, std::ptrdiff_t stride_bytes, const Datatype& old) {
   require(count >= 0 && blocklength >= 0, MPI_ERR_COUNT, "negative count or block length");
-  std::vector<Datatype::Block> blocks;
-  for (int i = 0; i < count; ++i)
-    append_elements(blocks, old, std::size_t(blocklength), std::ptrdiff_t(i) * stride_bytes, old.extent());
+  const std::ptrdiff_t block_extent = checked_product(old.extent(), blocklength);
+  const std::size_t size = checked_size(checked_size(old.size(), std::size_t(blocklength)), std::size_t(count));
   std::ptrdiff_t lb = 0, ub = 0;
   if (count > 0 && blocklength > 0) {
-    const std::ptrdiff_t last = std::ptrdiff_t(count - 1) * stride_bytes;
-    lb = std::min<std::ptrdiff_t>(0, last) + old.lb();
-    ub = std::max<std::ptrdiff_t>(0, last) + old.lb() + old.extent() * blocklength;
+    const std::ptrdiff_t last = checked_product(count - 1, stride_bytes);
+    lb = checked_sum(std::min<std::ptrdiff_t>(0, last), old.lb());
+    ub = checked_sum(checked_sum(std::max<std::ptrdiff_t>(0, last), old.lb()), block_extent);
   }
-  return new Datatype(std::move(blocks), lb, ub - lb, old.alignment(), old.basic());
+  const auto block = repeated(old.layout(), std::size_t(blocklength), old.extent());
+  return new Datatype(repeated(block, std::size_t(count), stride_bytes), size, lb, checked_sum(ub, -lb),
+                      old.alignment(), old.basic());
 }
 
 Datatype* make_struct(std::span<const int> blocklengths, std::span<const MPI_Aint> displacements,
                       std::span<const Datatype* const> types) {
-  std::vector<Datatype::Block> blocks;
+  auto layout = std::make_shared<Layout>();
+  std::size_t size = 0;
   std::ptrdiff_t lb = 0, ub = 0;
   bool first = true;
   std::size_t alignment = 1;
@@ -139,9 +219,10 @@ Datatype* make_struct(std::span<const int> blocklengths, std::span<const MPI_Ain
   for (std::size_t i = 0; i < types.size(); ++i) {
     require(blocklengths[i] >= 0, MPI_ERR_COUNT, "negative block length");
     const Datatype& t = *types[i];
-    append_elements(blocks, t, std::size_t(blocklengths[i]), displacements[i], t.extent());
-    const std::ptrdiff_t block_lb = displacements[i] + t.lb();
-    const std::ptrdiff_t block_ub = block_lb + t.extent() * blocklengths[i];
+    append_repeated(layout->pieces, t.layout(), std::size_t(blocklengths[i]), t.extent(), displacements[i]);
+    size = std::size_t(checked_sum(std::ptrdiff_t(size), std::ptrdiff_t(checked_size(t.size(), std::size_t(blocklengths[i])))));
+    const std::ptrdiff_t block_lb = checked_sum(displacements[i], t.lb());
+    const std::ptrdiff_t block_ub = checked_sum(block_lb, checked_product(t.extent(), blocklengths[i]));
     lb = first ? block_lb : std::min(lb, block_lb);
     ub = first ? block_ub : std::max(ub, block_ub);
     first = false;
@@ -149,13 +230,13 @@ Datatype* make_struct(std::span<const int> blocklengths, std::span<const MPI_Ain
     if (t.basic() != basic) basic = Basic::none;
   }
   // Like C structs, the extent is padded to the strictest member alignment.
-  std::ptrdiff_t extent = ub - lb;
-  extent = (extent + std::ptrdiff_t(alignment) - 1) / std::ptrdiff_t(alignment) * std::ptrdiff_t(alignment);
-  return new Datatype(std::move(blocks), lb, extent, alignment, basic);
+  const auto align = std::ptrdiff_t(alignment);
+  const std::ptrdiff_t extent = checked_sum(checked_sum(ub, -lb), align - 1) / align * align;
+  return new Datatype(std::move(layout), size, lb, extent, alignment, basic);
 }
 
 Datatype* make_resized(const Datatype& old, std::ptrdiff_t lb, std::ptrdiff_t extent) {
-  return new Datatype(old.blocks(), lb, extent, old.alignment(), old.basic());
+  return new Datatype(old.layout(), old.size(), lb, extent, old.alignment(), old.basic());
 }
 
 void free_datatype(MPI_Datatype handle) {

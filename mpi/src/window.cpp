@@ -110,7 +110,7 @@ void Window::on_accumulate(const WireHeader& h, std::span<const std::byte> paylo
 // data, as elements of kind `basic`, combined by op into the window at offset.
 void Window::combine(Builtin op, Basic basic, std::uint64_t offset, std::span<const std::byte> data) {
   const std::size_t size = basic_size(basic);
-  const Datatype element(std::vector<Datatype::Block>{{0, size}}, 0, std::ptrdiff_t(size), 1, basic);
+  const Datatype element(contiguous_layout(size), size, 0, std::ptrdiff_t(size), 1, basic);
   Op{op, nullptr}.apply(data.data(), base_ + offset, data.size() / size, element);
 }
 

@@ -1,7 +1,9 @@
 /* Error handling. With no argument: bad arguments return the right error
- * class under MPI_ERRORS_RETURN. "fatal": a bad rank under the default
+ * class under MPI_ERRORS_RETURN (for groups and the v collectives, the
+ * classes Open MPI 4 returns where it checks). "fatal": a bad rank under the default
  * MPI_ERRORS_ARE_FATAL ends the job. "unsupported": a function outside the
  * subset ends the job naming itself. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "check.h"
@@ -10,6 +12,86 @@ static int error_class(int rc) {
   int cls = -1;
   MPI_Error_class(rc, &cls);
   return cls;
+}
+
+/* Ranks that are repeated or not in the group, in MPI_Group_incl and _excl. */
+static void group_ranks(int size) {
+  MPI_Group world, made = MPI_GROUP_NULL;
+  MPI_Comm_group(MPI_COMM_WORLD, &world);
+  const int twice[2] = {0, 0}, outside[1] = {size}, negative[1] = {-1};
+  CHECK(error_class(MPI_Group_incl(world, 2, twice, &made)) == MPI_ERR_RANK);
+  CHECK(error_class(MPI_Group_incl(world, 1, outside, &made)) == MPI_ERR_RANK);
+  CHECK(error_class(MPI_Group_incl(world, 1, negative, &made)) == MPI_ERR_RANK);
+  CHECK(error_class(MPI_Group_incl(world, 1, NULL, &made)) == MPI_ERR_ARG);
+  CHECK(error_class(MPI_Group_excl(world, 2, twice, &made)) == MPI_ERR_RANK);
+  CHECK(error_class(MPI_Group_excl(world, 1, outside, &made)) == MPI_ERR_RANK);
+  CHECK(error_class(MPI_Group_excl(world, 1, NULL, &made)) == MPI_ERR_ARG);
+  CHECK(made == MPI_GROUP_NULL);
+  /* What is allowed: excluding rank 0 leaves the others in order. */
+  const int zero[1] = {0};
+  CHECK(MPI_Group_excl(world, 1, zero, &made) == MPI_SUCCESS);
+  int made_size = -1, translated = -1, one = 1;
+  MPI_Group_size(made, &made_size);
+  CHECK(made_size == size - 1);
+  if (size > 1) {
+    MPI_Group_translate_ranks(world, 1, &one, made, &translated);
+    CHECK(translated == 0);
+  }
+  MPI_Group_free(&made);
+  CHECK(MPI_Group_excl(world, 0, NULL, &made) == MPI_SUCCESS);
+  MPI_Group_size(made, &made_size);
+  CHECK(made_size == size);
+  MPI_Group_free(&made);
+  MPI_Group_free(&world);
+}
+
+/* Count and displacement arrays that are significant must not be NULL. The
+ * rooted cases run on MPI_COMM_SELF, where the failing rank is the only one. */
+static void null_arrays(int rank, int size) {
+  MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_RETURN);
+  int buf[4] = {0}, got[4] = {0};
+  const int counts[1] = {1}, displs[1] = {0};
+  CHECK(error_class(MPI_Scatterv(buf, NULL, displs, MPI_INT, got, 1, MPI_INT, 0, MPI_COMM_SELF)) == MPI_ERR_COUNT);
+  CHECK(error_class(MPI_Scatterv(buf, counts, NULL, MPI_INT, got, 1, MPI_INT, 0, MPI_COMM_SELF)) == MPI_ERR_ARG);
+  CHECK(error_class(MPI_Gatherv(buf, 1, MPI_INT, got, NULL, displs, MPI_INT, 0, MPI_COMM_SELF)) == MPI_ERR_COUNT);
+  CHECK(error_class(MPI_Gatherv(buf, 1, MPI_INT, got, counts, NULL, MPI_INT, 0, MPI_COMM_SELF)) == MPI_ERR_ARG);
+  CHECK(error_class(MPI_Allgatherv(buf, 1, MPI_INT, got, NULL, displs, MPI_INT, MPI_COMM_SELF)) == MPI_ERR_COUNT);
+  CHECK(error_class(MPI_Allgatherv(buf, 1, MPI_INT, got, counts, NULL, MPI_INT, MPI_COMM_SELF)) == MPI_ERR_BUFFER);
+  CHECK(error_class(MPI_Alltoallv(buf, NULL, displs, MPI_INT, got, counts, displs, MPI_INT, MPI_COMM_SELF)) ==
+        MPI_ERR_ARG);
+  CHECK(error_class(MPI_Alltoallv(buf, counts, NULL, MPI_INT, got, counts, displs, MPI_INT, MPI_COMM_SELF)) ==
+        MPI_ERR_ARG);
+  CHECK(error_class(MPI_Alltoallv(buf, counts, displs, MPI_INT, got, NULL, displs, MPI_INT, MPI_COMM_SELF)) ==
+        MPI_ERR_ARG);
+  CHECK(error_class(MPI_Alltoallv(buf, counts, displs, MPI_INT, got, counts, NULL, MPI_INT, MPI_COMM_SELF)) ==
+        MPI_ERR_ARG);
+  /* In place, the send arrays are not read. */
+  got[0] = 5;
+  CHECK(MPI_Alltoallv(MPI_IN_PLACE, NULL, NULL, MPI_INT, got, counts, displs, MPI_INT, MPI_COMM_SELF) == MPI_SUCCESS);
+  CHECK(got[0] == 5);
+  MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_ARE_FATAL);
+
+  /* Away from the root the arrays are not significant: NULL is fine and the data arrives. */
+  const int root = size - 1;
+  int* all_counts = malloc(sizeof(int) * (size_t)size);
+  int* all_displs = malloc(sizeof(int) * (size_t)size);
+  int* all = malloc(sizeof(int) * (size_t)size * 2);
+  for (int r = 0; r < size; ++r) all_counts[r] = 2, all_displs[r] = 2 * r, all[2 * r] = 10 * r, all[2 * r + 1] = 10 * r + 1;
+  const int is_root = rank == root;
+  int mine[2] = {-1, -1};
+  CHECK(MPI_Scatterv(is_root ? all : NULL, is_root ? all_counts : NULL, is_root ? all_displs : NULL, MPI_INT, mine, 2,
+                     MPI_INT, root, MPI_COMM_WORLD) == MPI_SUCCESS);
+  CHECK(mine[0] == 10 * rank && mine[1] == 10 * rank + 1);
+  mine[0] += 1000;
+  mine[1] += 1000;
+  memset(all, 0, sizeof(int) * (size_t)size * 2);
+  CHECK(MPI_Gatherv(mine, 2, MPI_INT, is_root ? all : NULL, is_root ? all_counts : NULL, is_root ? all_displs : NULL,
+                    MPI_INT, root, MPI_COMM_WORLD) == MPI_SUCCESS);
+  if (is_root)
+    for (int r = 0; r < size; ++r) CHECK(all[2 * r] == 10 * r + 1000 && all[2 * r + 1] == 10 * r + 1001);
+  free(all_counts);
+  free(all_displs);
+  free(all);
 }
 
 int main(int argc, char** argv) {
@@ -49,6 +131,9 @@ int main(int argc, char** argv) {
   CHECK(error_class(MPI_Comm_rank(MPI_COMM_NULL, &r)) == MPI_ERR_COMM);
   MPI_Request bogus = (MPI_Request)&v;
   CHECK(error_class(MPI_Wait(&bogus, MPI_STATUS_IGNORE)) == MPI_ERR_REQUEST);
+
+  group_ranks(size);
+  null_arrays(rank, size);
 
   char text[MPI_MAX_ERROR_STRING];
   int len = 0;
