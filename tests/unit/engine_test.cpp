@@ -161,6 +161,39 @@ TEST_P(Engine, ManySendsArriveInOrder) {
   EXPECT_EQ(received, kMessages);
 }
 
+// Receives posted on one VI keep their descriptors while hundreds of others
+// come and go on another VI of the same NIC (the test helper once handed a
+// still-posted descriptor's slot out again after 256 others).
+TEST_P(Engine, PostedReceivesKeepTheirDescriptorsWhileAnotherViChurns) {
+  auto [idle_a, idle_b] = connect(VIP_SERVICE_RELIABLE_DELIVERY, nullptr, nullptr, "idle");
+  auto [busy_a, busy_b] = connect(VIP_SERVICE_RELIABLE_DELIVERY, nullptr, nullptr, "busy");
+  constexpr int kIdleReceives = 8, kBusyMessages = 300;
+  constexpr std::size_t kSlot = 64, kBusyArea = 1u << 20;
+  for (int i = 0; i < kIdleReceives; ++i)
+    expect_ok(idle_b->post_recv(b.message(std::size_t(i) * kSlot, kSlot), b.arena.handle), "post idle recv");
+  for (int i = 0; i < kBusyMessages; ++i) {
+    expect_ok(busy_b->post_recv(b.message(kBusyArea, kSlot), b.arena.handle), "post busy recv");
+    expect_ok(busy_a->post_send(a.message(kBusyArea, 8), a.arena.handle), "busy send");
+    VIP_DESCRIPTOR* r = wait_done(busy_b, true);
+    VIP_DESCRIPTOR* s = wait_done(busy_a, false);
+    ASSERT_NE(r, nullptr) << "busy message " << i;
+    ASSERT_NE(s, nullptr) << "busy message " << i;
+    ASSERT_EQ(status_err(r) | status_err(s), 0u) << "busy message " << i;
+  }
+  for (int i = 0; i < kIdleReceives; ++i) {
+    SCOPED_TRACE("idle message " + std::to_string(i));
+    const std::size_t offset = std::size_t(i) * kSlot;
+    a.fill(offset, kSlot, 100 + std::uint64_t(i));
+    expect_ok(idle_a->post_send(a.message(offset, kSlot), a.arena.handle), "idle send");
+    VIP_DESCRIPTOR* r = wait_done(idle_b, true);
+    ASSERT_NE(r, nullptr);
+    EXPECT_EQ(status_err(r), 0u);
+    EXPECT_EQ(r->DS[0].Local.Data.Address, b.arena.data(offset));
+    EXPECT_EQ(b.mismatch(offset, kSlot, 100 + std::uint64_t(i)), -1);
+    ASSERT_NE(wait_done(idle_a, false), nullptr);
+  }
+}
+
 TEST_P(Engine, InlineSendsArriveGatheredAndInOrderBehindPostedWork) {
   auto [va, vb] = connect();
   for (int i = 0; i < 4; ++i) expect_ok(vb->post_recv(b.message(std::size_t(i) * 512, 512), b.arena.handle), "recv");
