@@ -113,6 +113,8 @@ class ViarunProcess {
   ViarunProcess& operator=(const ViarunProcess&) = delete;
 
   void send_signal(int signal_number) { ::kill(pid_, signal_number); }
+  pid_t pid() const { return pid_; }
+  const std::string& stdout_so_far() const { return result_.out; }
 
   // Reads output until `text` appears on stdout; false if it did not in time.
   bool wait_for_stdout(const std::string& text, std::chrono::milliseconds limit) {
@@ -218,13 +220,29 @@ std::vector<std::string> shm_segments_of_job(const std::string& job_id) {
   return names;
 }
 
-// Dead, or a zombie nobody reaps (as under a container's minimal init).
-bool process_is_gone(pid_t pid) {
+// The state letter of /proc/PID/stat ('R', 'S', 'T' stopped, 'Z' zombie...),
+// or 0 when there is no such process.
+char process_state(pid_t pid) {
   std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  if (!stat) return true;
+  if (!stat) return 0;
   std::string contents((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
   size_t state = contents.rfind(')') + 2;
-  return state < contents.size() && contents[state] == 'Z';
+  return state < contents.size() ? contents[state] : 0;
+}
+
+// Dead, or a zombie nobody reaps (as under a container's minimal init).
+bool process_is_gone(pid_t pid) {
+  char state = process_state(pid);
+  return state == 0 || state == 'Z';
+}
+
+bool wait_for_state(pid_t pid, char state, std::chrono::milliseconds limit) {
+  auto deadline = Clock::now() + limit;
+  while (process_state(pid) != state) {
+    if (Clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(1ms);
+  }
+  return true;
 }
 
 TEST(Viarun, GivesEveryRankItsEnvironment) {
@@ -331,6 +349,57 @@ TEST(Viarun, RankKilledBySignalGives128PlusTheSignal) {
   EXPECT_LT(result.seconds, 3.0);
   EXPECT_NE(result.err.find("viarun: rank 1 killed by signal 9 (SIGKILL)\n"), std::string::npos)
       << result.err;
+}
+
+// Ranks of an "on-signal" job that each printed their pid, by rank.
+std::map<int, pid_t> rank_pids(ViarunProcess& viarun, int ranks) {
+  std::map<int, pid_t> pids;
+  for (int rank = 0; rank < ranks; ++rank) {
+    if (!viarun.wait_for_stdout("rank=" + std::to_string(rank) + " pid=", 5000ms)) break;
+  }
+  for (const std::string& line : split_lines(viarun.stdout_so_far())) {
+    auto fields = parse_fields(line);
+    pids[std::stoi(fields.at("rank"))] = std::stoi(fields.at("pid"));
+  }
+  return pids;
+}
+
+// Two ranks end while viarun cannot reap them (stopped here, as on a busy
+// machine): viarun must name the one that died first, by its real cause, and
+// end with its status, whatever order it then finds them in.
+TEST(Viarun, NamesTheFirstRankToDieWhenSeveralEndedBeforeItReaped) {
+  struct Ending {
+    int rank;
+    int signal_to_rank;  // SIGUSR1: the rank kills itself with SIGKILL; SIGUSR2: it exits 1
+  };
+  struct Case {
+    Ending first, second;
+    int status;
+    std::string report;
+  };
+  const Case cases[] = {
+      {{2, SIGUSR1}, {0, SIGUSR2}, 128 + SIGKILL, "viarun: rank 2 killed by signal 9 (SIGKILL)\n"},
+      {{0, SIGUSR2}, {2, SIGUSR1}, 1, "viarun: rank 0 exited with status 1\n"},
+      {{3, SIGUSR2}, {1, SIGUSR1}, 1, "viarun: rank 3 exited with status 1\n"},
+  };
+  for (int round = 0; round < 4; ++round) {
+    for (const Case& c : cases) {
+      SCOPED_TRACE("round " + std::to_string(round) + ": first rank " + std::to_string(c.first.rank));
+      ViarunProcess viarun({"-n", "4", kRankProgram, "on-signal"});
+      std::map<int, pid_t> pids = rank_pids(viarun, 4);
+      ASSERT_EQ(pids.size(), 4u) << viarun.stdout_so_far();
+      viarun.send_signal(SIGSTOP);
+      ASSERT_TRUE(wait_for_state(viarun.pid(), 'T', 2000ms));
+      for (const Ending& ending : {c.first, c.second}) {
+        ::kill(pids[ending.rank], ending.signal_to_rank);
+        ASSERT_TRUE(wait_for_state(pids[ending.rank], 'Z', 2000ms)) << "rank " << ending.rank;
+      }
+      viarun.send_signal(SIGCONT);
+      RunResult result = viarun.wait();
+      EXPECT_EQ(result.exit_code, c.status) << result.err;
+      EXPECT_EQ(result.err, c.report);
+    }
+  }
 }
 
 TEST(Viarun, TimeoutEndsTheJobWith124) {

@@ -4,6 +4,8 @@
 //   exit-on RANK CODE   rank RANK exits with CODE, the others sleep forever
 //   kill-on RANK        rank RANK raises SIGKILL, the others sleep forever
 //   sleep               print "ready", then sleep forever
+//   on-signal           print "rank=R pid=P", then wait: SIGUSR1 makes the
+//                       rank kill itself with SIGKILL, SIGUSR2 exit with 1
 //   ignore-term         ignore SIGTERM, then sleep forever
 //   lines COUNT LENGTH  print COUNT test lines of LENGTH bytes as fast as possible
 //   out-and-err         print "out R" on stdout and "err R" on stderr
@@ -53,6 +55,20 @@ int print_env() {
             << " key=" << env("VIASTACK_JOB_KEY") << " directory=" << env("VIASTACK_DIRECTORY")
             << " host=" << env("VIARUN_TEST_HOST") << std::endl;
   return 0;
+}
+
+// Signals from the test decide how and when the rank ends.
+int end_on_signal() {
+  sigset_t wanted;
+  sigemptyset(&wanted);
+  sigaddset(&wanted, SIGUSR1);
+  sigaddset(&wanted, SIGUSR2);
+  ::sigprocmask(SIG_BLOCK, &wanted, nullptr);
+  std::cout << "rank=" << my_rank() << " pid=" << ::getpid() << std::endl;
+  int received = 0;
+  ::sigwait(&wanted, &received);
+  if (received == SIGUSR1) std::raise(SIGKILL);
+  return 1;
 }
 
 int print_lines(int count, int length) {
@@ -135,6 +151,7 @@ int run(const std::string& mode, const std::vector<std::string>& args) {
     std::cout << "ready" << std::endl;
     sleep_forever();
   }
+  if (mode == "on-signal") return end_on_signal();
   if (mode == "ignore-term") {
     std::signal(SIGTERM, SIG_IGN);
     std::cout << "ignoring SIGTERM" << std::endl;

@@ -80,13 +80,17 @@ bool exchange(Endpoint& ep, int rank, std::map<int, Peer>& peers, int round) {
   }
   bool ok = true;
   for (auto& [p, peer] : peers) {
-    VIP_DESCRIPTOR* d;
-    if (!complete(peer.vi, false, d) || !complete(peer.vi, true, d)) return false;
-    if (d->CS.Length != size || ep.mismatch(peer.in(size_index, round), size, seed_of(p, rank, size, round)) != -1) {
+    VIP_DESCRIPTOR* sent;
+    VIP_DESCRIPTOR* received;
+    if (!complete(peer.vi, false, sent) || !complete(peer.vi, true, received)) return false;
+    if (received->CS.Length != size ||
+        ep.mismatch(peer.in(size_index, round), size, seed_of(p, rank, size, round)) != -1) {
       std::fprintf(stderr, "mp_alltoall: rank %d: %zu bytes from rank %d arrived wrong\n", rank, size, p);
       exit_code = 1;
       ok = false;
     }
+    ep.release(sent);
+    ep.release(received);
   }
   return ok;
 }

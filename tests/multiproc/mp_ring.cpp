@@ -50,6 +50,7 @@ struct Ring {
     expect_ok(vi->post_send(ep.message(off, sizeof value), ep.arena.handle), "send");
     VIP_DESCRIPTOR* d;
     expect_ok(vi->send_wait(60000, d), "send completion");
+    ep.release(d);
   }
 
   std::uint64_t receive(int from) {
@@ -60,6 +61,7 @@ struct Ring {
     std::uint64_t value;
     std::memcpy(&value, d->DS[0].Local.Data.Address, sizeof value);
     int i = int((static_cast<std::byte*>(d->DS[0].Local.Data.Address) - ep.arena.data(recv_offset(vi, 0))) / kSlot);
+    ep.release(d);
     post_recv(vi, i);
     return value;
   }

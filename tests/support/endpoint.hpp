@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -38,9 +39,13 @@ inline void expect_ok(via::Result r, const char* what) {
 // A fill pattern that differs per message and per byte.
 inline std::uint8_t pattern(std::uint64_t seed, std::uint64_t i) { return std::uint8_t((seed * 131 + i * 7 + (i >> 8)) & 0xFF); }
 
+// Registered memory: kDescSlots descriptor slots, then the data buffers. A
+// slot handed out stays taken until release(): a posted descriptor must not
+// be rewritten for other work before its completion is reaped.
 struct Arena {
   static constexpr std::size_t kDescSlot = 1024;  // room for a descriptor with 60 segments
-  static constexpr std::size_t kDescSlots = 256;
+  // Enough for a test that fills a peer's 256-cell ring and posts more behind it.
+  static constexpr std::size_t kDescSlots = 512;
 
   std::byte* base = nullptr;
   std::size_t bytes = 0;
@@ -53,10 +58,37 @@ struct Arena {
     bytes = kDescSlot * kDescSlots + data_bytes;
     base = static_cast<std::byte*>(std::aligned_alloc(4096, (bytes + 4095) / 4096 * 4096));
     std::memset(base, 0, bytes);
+    free_slots_.clear();
+    for (std::size_t slot = kDescSlots; slot-- > 0;) free_slots_.push_back(slot);  // slot 0 is taken first
+    slot_taken_.assign(kDescSlots, false);
   }
-  VIP_DESCRIPTOR* desc(std::size_t i) { return reinterpret_cast<VIP_DESCRIPTOR*>(base + (i % kDescSlots) * kDescSlot); }
+  // A zeroed descriptor slot; throws when every slot is taken.
+  VIP_DESCRIPTOR* take_desc() {
+    if (free_slots_.empty())
+      throw std::runtime_error("test endpoint: all " + std::to_string(kDescSlots) +
+                               " descriptor slots are taken; release() each descriptor once its completion is reaped");
+    const std::size_t slot = free_slots_.back();
+    free_slots_.pop_back();
+    slot_taken_[slot] = true;
+    auto* d = reinterpret_cast<VIP_DESCRIPTOR*>(base + slot * kDescSlot);
+    std::memset(d, 0, kDescSlot);
+    return d;
+  }
+  // Gives a descriptor's slot back; throws for anything take_desc() did not hand out.
+  void release(const VIP_DESCRIPTOR* d) {
+    const auto at = reinterpret_cast<std::uintptr_t>(d) - reinterpret_cast<std::uintptr_t>(base);
+    const std::size_t slot = at / kDescSlot;
+    if (at % kDescSlot != 0 || slot >= kDescSlots || !slot_taken_[slot])
+      throw std::runtime_error("test endpoint: release() of a descriptor that is not a taken slot");
+    slot_taken_[slot] = false;
+    free_slots_.push_back(slot);
+  }
   std::byte* data(std::size_t offset = 0) { return base + kDescSlot * kDescSlots + offset; }
   std::size_t data_bytes() const { return bytes - kDescSlot * kDescSlots; }
+
+ private:
+  std::vector<std::size_t> free_slots_;
+  std::vector<bool> slot_taken_;
 };
 
 // Segment i of a descriptor with room for more than the two that VIP_DESCRIPTOR declares.
@@ -69,7 +101,6 @@ struct Endpoint {
   std::unique_ptr<via::Nic> nic;
   via::Ptag ptag = 0;
   Arena arena;
-  std::size_t next_desc = 0;
 
   // Opens `device` and registers an arena with `data_bytes` of buffers.
   void open(const std::string& device, std::size_t data_bytes, bool rdma_write = true, bool rdma_read = true) {
@@ -94,8 +125,7 @@ struct Endpoint {
 
   // A send/receive descriptor over [offset, offset+len) of the arena's data, split into `segments` pieces.
   VIP_DESCRIPTOR* message(std::size_t offset, std::size_t len, unsigned segments = 1) {
-    VIP_DESCRIPTOR* d = arena.desc(next_desc++);
-    std::memset(d, 0, Arena::kDescSlot);
+    VIP_DESCRIPTOR* d = arena.take_desc();
     d->CS.SegCount = std::uint16_t(segments);
     d->CS.Length = std::uint32_t(len);
     std::size_t left = len;
@@ -114,8 +144,7 @@ struct Endpoint {
   // An RDMA descriptor: remote (address, handle), local [offset, offset+len).
   VIP_DESCRIPTOR* rdma(unsigned op, std::uint64_t remote_addr, via::MemHandle remote_handle, std::size_t offset,
                        std::size_t len) {
-    VIP_DESCRIPTOR* d = arena.desc(next_desc++);
-    std::memset(d, 0, Arena::kDescSlot);
+    VIP_DESCRIPTOR* d = arena.take_desc();
     d->CS.Control = std::uint16_t(op);
     d->CS.SegCount = 2;
     d->CS.Length = std::uint32_t(len);
@@ -126,6 +155,10 @@ struct Endpoint {
     d->DS[1].Local.Length = std::uint32_t(len);
     return d;
   }
+
+  // Gives back the slot of a descriptor whose completion has been reaped (or
+  // that was never posted); message() and rdma() take the free ones.
+  void release(const VIP_DESCRIPTOR* d) { arena.release(d); }
 
   void fill(std::size_t offset, std::size_t len, std::uint64_t seed) {
     for (std::size_t i = 0; i < len; ++i) arena.data(offset)[i] = std::byte(pattern(seed, i));

@@ -5,6 +5,7 @@
 #include <sys/mman.h>
 
 #include <atomic>
+#include <set>
 #include <thread>
 
 #include "support/endpoint.hpp"
@@ -147,11 +148,15 @@ TEST_P(Engine, ManySendsArriveInOrder) {
         break;
       ++sent;
     }
-    while (va->send_done(d) == via::Result::success) EXPECT_EQ(status_err(d), 0u);
+    while (va->send_done(d) == via::Result::success) {
+      EXPECT_EQ(status_err(d), 0u);
+      a.release(d);
+    }
     while (vb->recv_done(d) == via::Result::success) {
       EXPECT_EQ(status_err(d), 0u);
       EXPECT_EQ(*reinterpret_cast<std::uint32_t*>(d->DS[0].Local.Data.Address), std::uint32_t(received));
       EXPECT_EQ(d->CS.Length, 4u + received % 60);
+      b.release(d);
       ++received;
     }
     post_recvs();
@@ -159,6 +164,41 @@ TEST_P(Engine, ManySendsArriveInOrder) {
   }, 20000);
   EXPECT_TRUE(ok);
   EXPECT_EQ(received, kMessages);
+}
+
+// Receives posted on one VI keep their descriptors while hundreds of others
+// come and go on another VI of the same NIC (the test helper once handed a
+// still-posted descriptor's slot out again after 256 others).
+TEST_P(Engine, PostedReceivesKeepTheirDescriptorsWhileAnotherViChurns) {
+  auto [idle_a, idle_b] = connect(VIP_SERVICE_RELIABLE_DELIVERY, nullptr, nullptr, "idle");
+  auto [busy_a, busy_b] = connect(VIP_SERVICE_RELIABLE_DELIVERY, nullptr, nullptr, "busy");
+  constexpr int kIdleReceives = 8, kBusyMessages = 300;
+  constexpr std::size_t kSlot = 64, kBusyArea = 1u << 20;
+  for (int i = 0; i < kIdleReceives; ++i)
+    expect_ok(idle_b->post_recv(b.message(std::size_t(i) * kSlot, kSlot), b.arena.handle), "post idle recv");
+  for (int i = 0; i < kBusyMessages; ++i) {
+    expect_ok(busy_b->post_recv(b.message(kBusyArea, kSlot), b.arena.handle), "post busy recv");
+    expect_ok(busy_a->post_send(a.message(kBusyArea, 8), a.arena.handle), "busy send");
+    VIP_DESCRIPTOR* r = wait_done(busy_b, true);
+    VIP_DESCRIPTOR* s = wait_done(busy_a, false);
+    ASSERT_NE(r, nullptr) << "busy message " << i;
+    ASSERT_NE(s, nullptr) << "busy message " << i;
+    ASSERT_EQ(status_err(r) | status_err(s), 0u) << "busy message " << i;
+    b.release(r);
+    a.release(s);
+  }
+  for (int i = 0; i < kIdleReceives; ++i) {
+    SCOPED_TRACE("idle message " + std::to_string(i));
+    const std::size_t offset = std::size_t(i) * kSlot;
+    a.fill(offset, kSlot, 100 + std::uint64_t(i));
+    expect_ok(idle_a->post_send(a.message(offset, kSlot), a.arena.handle), "idle send");
+    VIP_DESCRIPTOR* r = wait_done(idle_b, true);
+    ASSERT_NE(r, nullptr);
+    EXPECT_EQ(status_err(r), 0u);
+    EXPECT_EQ(r->DS[0].Local.Data.Address, b.arena.data(offset));
+    EXPECT_EQ(b.mismatch(offset, kSlot, 100 + std::uint64_t(i)), -1);
+    ASSERT_NE(wait_done(idle_a, false), nullptr);
+  }
 }
 
 TEST_P(Engine, InlineSendsArriveGatheredAndInOrderBehindPostedWork) {
@@ -282,6 +322,7 @@ TEST_P(Engine, RdmaWriteWithImmediateWhenThePeersRingIsFull) {
         immediate = true;
         EXPECT_EQ(d->CS.ImmediateData, 0xABCDu);
       } else {
+        b.release(d);
         expect_ok(vb->post_recv(b.message(0, 64), b.arena.handle), "repost");
       }
     }
@@ -701,6 +742,24 @@ TEST_P(Engine, RegistrationChecks) {
   expect_ok(a.nic->register_memory(buf.data(), 100, via::MemAttributes{a.ptag, false, false}, h2), "register again");
   EXPECT_NE(h, h2);
   EXPECT_EQ(a.nic->query_memory(buf.data(), h, got), via::Result::invalid_parameter);
+}
+
+// The test helper itself: a descriptor slot is handed out once until it is
+// released, and running out of slots is an error, never a reused slot.
+TEST(TestEndpoint, DescriptorSlotsAreHandedOutOnceUntilReleased) {
+  Arena arena;
+  arena.allocate(4096);
+  std::set<VIP_DESCRIPTOR*> taken;
+  for (std::size_t i = 0; i < Arena::kDescSlots; ++i) taken.insert(arena.take_desc());
+  EXPECT_EQ(taken.size(), Arena::kDescSlots);
+  EXPECT_THROW(arena.take_desc(), std::runtime_error);
+  VIP_DESCRIPTOR* some = *std::next(taken.begin(), 7);
+  arena.release(some);
+  EXPECT_EQ(arena.take_desc(), some);
+  arena.release(some);
+  EXPECT_THROW(arena.release(some), std::runtime_error) << "released twice";
+  EXPECT_THROW(arena.release(reinterpret_cast<VIP_DESCRIPTOR*>(arena.data())), std::runtime_error)
+      << "not a descriptor slot";
 }
 
 INSTANTIATE_TEST_SUITE_P(Providers, Engine,

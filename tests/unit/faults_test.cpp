@@ -154,8 +154,7 @@ class Faults : public ::testing::TestWithParam<const char*> {
           ++got.corrupt;
         expect_ok(vb->post_recv(d, b.arena.handle), "repost");
       }
-      while (va->send_done(d) == via::Result::success) {
-      }
+      while (va->send_done(d) == via::Result::success) a.release(d);
     };
     for (std::uint32_t id = 0; id < count; ++id) {
       const std::size_t off = std::size_t(id % 4) * kSlot;

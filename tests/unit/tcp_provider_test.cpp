@@ -352,12 +352,14 @@ TEST_F(TcpProviderTest, IntrudersAreRefusedAndLoggedWhileTheJobStreamsIntact) {
     }
     while (va->send_done(d) == via::Result::success) {
       send_errors += status_err(d) != 0;
+      a.release(d);
       ++sends_done;
     }
     while (vb->recv_done(d) == via::Result::success) {
       const std::size_t offset = std::size_t(received % kWindow) * kSlot;
       if (status_err(d) != 0 || d->CS.Length != size_of(received) || b.mismatch(offset, size_of(received), received) != -1)
         ++corrupt;
+      b.release(d);
       ++received;
     }
     post_receives();

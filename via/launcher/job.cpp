@@ -229,26 +229,33 @@ void Job::drain(Rank& rank) {
 }
 
 void Job::handle_signals() {
-  for (int signal_number : signals_.take_pending()) {
-    if (signal_number == SIGCHLD) {
-      reap_children();
+  for (const ReceivedSignal& received : signals_.take_pending()) {
+    if (received.number == SIGCHLD) {
+      reap_children(received.sender);
     } else {
-      on_termination_signal(signal_number);
+      on_termination_signal(received.number);
     }
   }
 }
 
-void Job::reap_children() {
+// Several ranks may have ended since viarun last looked, on a busy machine;
+// the one to blame is the first to fail, so the first to end goes first.
+// waitpid(-1) returns them in the order they were started, whoever died
+// first. The others come after it in that order: which of them ended first
+// is not known, so a failure among them is blamed on the lowest rank.
+void Job::reap_children(pid_t first_to_end) {
   int wait_status = 0;
+  if (first_to_end > 0 && ::waitpid(first_to_end, &wait_status, WNOHANG) == first_to_end)
+    on_rank_exit(first_to_end, wait_status);
   pid_t pid;
-  while ((pid = ::waitpid(-1, &wait_status, WNOHANG)) > 0) {
-    auto rank =
-        std::find_if(ranks_.begin(), ranks_.end(), [pid](const Rank& r) { return r.pid == pid; });
-    if (rank != ranks_.end()) on_rank_exit(*rank, wait_status);
-  }
+  while ((pid = ::waitpid(-1, &wait_status, WNOHANG)) > 0) on_rank_exit(pid, wait_status);
 }
 
-void Job::on_rank_exit(Rank& rank, int wait_status) {
+void Job::on_rank_exit(pid_t pid, int wait_status) {
+  auto found =
+      std::find_if(ranks_.begin(), ranks_.end(), [pid](const Rank& r) { return r.pid == pid; });
+  if (found == ranks_.end()) return;
+  Rank& rank = *found;
   rank.running = false;
   drain(rank);
   if (phase_ != Phase::running) return;  // the job is already ending; not a new failure

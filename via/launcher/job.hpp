@@ -68,8 +68,8 @@ class Job {
   void drain(Rank& rank);
 
   void handle_signals();
-  void reap_children();
-  void on_rank_exit(Rank& rank, int wait_status);
+  void reap_children(pid_t first_to_end);
+  void on_rank_exit(pid_t pid, int wait_status);
   void on_termination_signal(int signal_number);
   void on_deadline();
 

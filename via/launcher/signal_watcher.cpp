@@ -37,11 +37,11 @@ SignalWatcher::SignalWatcher() {
   if (!fd_.is_open()) throw std::system_error(errno, std::generic_category(), "signalfd");
 }
 
-std::vector<int> SignalWatcher::take_pending() {
-  std::vector<int> signals;
+std::vector<ReceivedSignal> SignalWatcher::take_pending() {
+  std::vector<ReceivedSignal> signals;
   signalfd_siginfo info{};
   while (::read(fd_.get(), &info, sizeof info) == static_cast<ssize_t>(sizeof info)) {
-    signals.push_back(static_cast<int>(info.ssi_signo));
+    signals.push_back({static_cast<int>(info.ssi_signo), static_cast<pid_t>(info.ssi_pid)});
   }
   return signals;
 }

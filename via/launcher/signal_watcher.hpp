@@ -3,12 +3,21 @@
 #pragma once
 
 #include <signal.h>
+#include <sys/types.h>
 
 #include <vector>
 
 #include "posix_io.hpp"
 
 namespace viarun {
+
+struct ReceivedSignal {
+  int number;
+  // Who sent it; for SIGCHLD, the first child to end since the last
+  // take_pending(): the kernel keeps the details of a pending SIGCHLD and
+  // drops those of the children that end after it.
+  pid_t sender;
+};
 
 class SignalWatcher {
  public:
@@ -21,7 +30,7 @@ class SignalWatcher {
   int fd() const { return fd_.get(); }
   const sigset_t& original_mask() const { return original_mask_; }
   // The signals that arrived since the last call, oldest first.
-  std::vector<int> take_pending();
+  std::vector<ReceivedSignal> take_pending();
 
  private:
   sigset_t original_mask_;
