@@ -243,6 +243,79 @@ TEST(TcpFlood, MoreSimultaneousConnectionsThanThePendingLimitAllConnect) {
   EXPECT_LE(count_lines(log, "viastack: tcp:"), kMaxFloodLogLines) << log.substr(0, 4000);
 }
 
+// Every descriptor of this process taken up to a lowered soft limit, for the
+// life of the object; then the limit as it was.
+class DescriptorsExhausted {
+ public:
+  explicit DescriptorsExhausted(rlim_t soft_limit) {
+    getrlimit(RLIMIT_NOFILE, &saved_);
+    rlimit lowered = saved_;
+    lowered.rlim_cur = soft_limit;
+    setrlimit(RLIMIT_NOFILE, &lowered);
+    for (int fd; (fd = dup(0)) >= 0;) taken_.push_back(fd);
+    error_ = errno;
+  }
+  ~DescriptorsExhausted() {
+    for (int fd : taken_) close(fd);
+    setrlimit(RLIMIT_NOFILE, &saved_);
+  }
+  DescriptorsExhausted(const DescriptorsExhausted&) = delete;
+  DescriptorsExhausted& operator=(const DescriptorsExhausted&) = delete;
+  int error() const { return error_; }
+
+ private:
+  rlimit saved_{};
+  std::vector<int> taken_;
+  int error_ = 0;
+};
+
+TEST(TcpDescriptors, ANicOutOfDescriptorsSaysSoNamingTheLimitAndRecovers) {
+  use_job_directory();
+  Endpoint a, b;
+  a.open("tcp:0", 4096);
+  b.open("tcp:1", 4096);
+  Endpoint& acceptor = a.nic->host_address() < b.nic->host_address() ? b : a;
+  const via::NetAddress a_local = address(*a.nic, "rank0", "short"), a_remote = address(*a.nic, "rank1", "short");
+  const via::NetAddress b_local = address(*b.nic, "rank1", "short"), b_remote = address(*b.nic, "rank0", "short");
+  via::Vi* va = a.create_vi();
+  via::Vi* vb = b.create_vi();
+  // A stranger's connection waits in the acceptor's queue for a descriptor.
+  Flood waiting(socket_address(acceptor.nic->host_address()), 1, 1000ms);
+  ASSERT_EQ(waiting.connected(), 1);
+
+  testing::internal::CaptureStderr();
+  via::Result ra = via::Result::not_done, rb = via::Result::not_done;
+  unsigned polls = 0;
+  {
+    constexpr rlim_t kLowered = 1024;
+    DescriptorsExhausted exhausted(kLowered);
+    ASSERT_EQ(exhausted.error(), EMFILE);
+    // Neither side can open or accept a stream: both time out, the opener
+    // having said once why, the acceptor once that it cannot accept, and
+    // neither spinning inside a progress call.
+    expect_ok(va->connect_peer_request(a_local, a_remote, 600), "request");
+    expect_ok(vb->connect_peer_request(b_local, b_remote, 600), "request");
+    drive({a.nic.get(), b.nic.get()}, [&] {
+      ++polls;
+      if (ra == via::Result::not_done) ra = va->connect_peer_done();
+      if (rb == via::Result::not_done) rb = vb->connect_peer_done();
+      return ra != via::Result::not_done && rb != via::Result::not_done;
+    }, 3000ms);
+  }
+  const std::string log = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(ra, via::Result::timeout);
+  EXPECT_EQ(rb, via::Result::timeout);
+  EXPECT_GT(polls, 100u);
+  const std::string shortage = "this process is out of file descriptors (EMFILE: RLIMIT_NOFILE, soft limit 1024, hard limit ";
+  EXPECT_EQ(count_lines(log, "viastack: tcp: cannot connect to "), 1u) << log;
+  EXPECT_EQ(count_lines(log, "viastack: tcp: cannot accept connections: " + shortage), 1u) << log;
+  EXPECT_EQ(count_lines(log, shortage), 2u) << log;
+
+  // With descriptors again, the same pair connects.
+  EXPECT_EQ(connect_peers(a, "rank0", va, b, "rank1", vb, "again"),
+            std::make_pair(via::Result::success, via::Result::success));
+}
+
 // ---- the job's directory ----
 
 // viarun's directory in a process of its own with only 256 file descriptors

@@ -1,6 +1,7 @@
 #include "providers/tcp/admission.hpp"
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <fstream>
 
@@ -13,6 +14,11 @@ constexpr std::size_t kMaxSourcesCounted = 4096;
 constexpr std::chrono::milliseconds kAcceptPause{100};
 
 std::string limit_text(rlim_t value) { return value == RLIM_INFINITY ? "unlimited" : std::to_string(value); }
+
+// Asio's errors are in its own category, which maps to no std::errc.
+bool system_out_of_descriptors(const asio::error_code& ec) {
+  return ec.category() == asio::error::get_system_category() && ec.value() == ENFILE;
+}
 }  // namespace
 
 rlimit raise_descriptor_limit() {
@@ -32,11 +38,11 @@ rlimit raise_descriptor_limit() {
 }
 
 bool out_of_descriptors(const asio::error_code& ec) {
-  return ec == std::errc::too_many_files_open || ec == std::errc::too_many_files_open_in_system;
+  return ec == asio::error::no_descriptors || system_out_of_descriptors(ec);
 }
 
 std::string describe_descriptor_shortage(const asio::error_code& ec) {
-  if (ec == std::errc::too_many_files_open_in_system)
+  if (system_out_of_descriptors(ec))
     return "the system is out of file descriptors (ENFILE: the kernel's fs.file-max)";
   rlimit limit{};
   getrlimit(RLIMIT_NOFILE, &limit);
