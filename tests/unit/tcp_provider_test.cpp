@@ -20,6 +20,7 @@
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <numeric>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -28,6 +29,7 @@
 
 #include "engine/frame.hpp"
 #include "providers/provider.hpp"
+#include "providers/tcp/admission.hpp"
 #include "providers/tcp/tcp_link.hpp"
 #include "providers/tcp/wire.hpp"
 #include "support/endpoint.hpp"
@@ -477,30 +479,37 @@ TEST_F(TcpProviderTest, ProvenButSilentConnectionsAreToldApartFromUnprovenOnes) 
   EXPECT_NE(log.find(line), std::string::npos) << log;
 }
 
-TEST_F(TcpProviderTest, StrangersCannotPileUpConnections) {
+TEST_F(TcpProviderTest, StrangersCannotPileUpConnectionsTheOldestMakeRoom) {
   Endpoint b;
   b.open("tcp:1", 4096);
+  // The NIC raised the descriptor limit when it opened; its bounds follow from it.
+  const std::size_t per_source = tcp::PendingLimits::for_descriptors(tcp::raise_descriptor_limit().rlim_cur).per_source;
   StderrCapture stderr_log;
-  constexpr int kStrangers = 80;  // more than the NIC lets prove themselves at once
+  constexpr std::size_t kBeyond = 16;  // strangers beyond what one address may have proving themselves
   std::vector<std::unique_ptr<RawPeer>> strangers;
-  for (int i = 0; i < kStrangers; ++i) strangers.push_back(std::make_unique<RawPeer>(b.nic->host_address()));
-  // The NIC takes them in as it polls; the ones beyond its limit are closed
-  // at once, long before the silent ones' auth timeout.
+  for (std::size_t i = 0; i < per_source + kBeyond; ++i)
+    strangers.push_back(std::make_unique<RawPeer>(b.nic->host_address()));
+  // The NIC takes them in as it polls, in the order they came; each one past
+  // the bound evicts the oldest, long before the silent ones' auth timeout.
   auto closed_so_far = [&] {
-    return int(std::count_if(strangers.begin(), strangers.end(), [](auto& s) { return s->closed_now(); }));
+    return std::size_t(std::count_if(strangers.begin(), strangers.end(), [](auto& s) { return s->closed_now(); }));
   };
-  EXPECT_TRUE(drive({b.nic.get()}, [&] { return closed_so_far() >= kStrangers - 64; }, 250));
-  int closed_early = 0;
-  for (auto& s : strangers) closed_early += s->wait_closed(20ms);
-  EXPECT_GE(closed_early, kStrangers - 64);
-  EXPECT_LT(closed_early, kStrangers);
-  const std::string log = stderr_log.take();
-  EXPECT_EQ(count_lines(log, "connections are still proving themselves"), std::size_t(closed_early)) << log;
-  // Once the silent ones time out, a member of the job gets in again.
-  strangers.clear();
-  drive({b.nic.get()}, [] { return false; }, 400);
+  EXPECT_TRUE(drive({b.nic.get()}, [&] { return closed_so_far() >= kBeyond; }, 250));
+  std::vector<std::size_t> closed;
+  for (std::size_t i = 0; i < strangers.size(); ++i)
+    if (strangers[i]->closed_now()) closed.push_back(i);
+  std::vector<std::size_t> oldest(kBeyond);
+  std::iota(oldest.begin(), oldest.end(), 0);
+  EXPECT_EQ(closed, oldest);
+  // A member of the job gets in while the rest are still there.
   via::Vi* vi = nullptr;
   EXPECT_NE(accepted_raw_client(b, vi), nullptr);
+  b.nic.reset();  // says what it did not log line by line
+  const std::string log = stderr_log.take();
+  const std::size_t in_full = count_lines(log, ": evicted to make room: " + std::to_string(per_source) +
+                                                   " connections from its address were still proving themselves\n");
+  EXPECT_EQ(in_full, std::size_t(tcp::RefusalLog::kInFull)) << log;
+  EXPECT_NE(log.find("viastack: tcp: refused or evicted "), std::string::npos) << log;
 }
 
 // ---- bad frames on an accepted connection ----

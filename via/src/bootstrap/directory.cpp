@@ -2,7 +2,6 @@
 
 #include <fcntl.h>
 
-#include <cstdio>
 #include <istream>
 
 #include "providers/tcp/handshake.hpp"
@@ -18,18 +17,16 @@ constexpr std::chrono::seconds kExchangeTimeout{30};
 
 struct DirectoryServer::Session {
   std::shared_ptr<Handshake> conn;
-  asio::steady_timer deadline;
   asio::streambuf input{kMaxLine};
   std::string reply;
-  Session(asio::ip::tcp::socket s, asio::io_context& io)
-      : conn(std::make_shared<Handshake>(std::move(s))), deadline(io) {}
 };
 
 DirectoryServer::DirectoryServer(const JobKey& key, const asio::ip::address& address)
-    : key_(key), acceptor_(io_, asio::ip::tcp::endpoint(address, 0)) {
+    : key_(key), acceptor_(io_, asio::ip::tcp::endpoint(address, 0)),
+      admissions_(acceptor_, "viastack: directory: ", [this](const auto& a) { prove(a); }) {
   address_ = describe_endpoint(acceptor_.local_endpoint());
   fcntl(acceptor_.native_handle(), F_SETFD, FD_CLOEXEC);  // the ranks viarun starts do not inherit it
-  accept_next();
+  admissions_.start();
   thread_ = std::thread([this] { io_.run(); });
 }
 
@@ -38,28 +35,14 @@ DirectoryServer::~DirectoryServer() {
   thread_.join();
 }
 
-void DirectoryServer::accept_next() {
-  acceptor_.async_accept([this](const asio::error_code& ec, asio::ip::tcp::socket socket) {
-    if (ec == asio::error::operation_aborted) return;
-    if (!ec) {
-      auto s = std::make_shared<Session>(std::move(socket), io_);
-      // A connection that does not prove itself in time is dropped.
-      s->deadline.expires_after(auth_timeout());
-      s->deadline.async_wait([s](const asio::error_code& ec) {
-        if (!ec) s->conn->socket.close();
-      });
-      run_server_handshake(s->conn, key_, [this, s](const std::string& error) {
-        s->deadline.cancel();
-        if (!error.empty() || s->conn->purpose != Purpose::directory) {
-          std::fprintf(stderr, "viastack: directory: refused a connection from %s: %s\n", s->conn->peer.c_str(),
-                       error.empty() ? "not a directory client" : error.c_str());
-          s->conn->socket.close();
-          return;
-        }
-        serve(s);
-      });
-    }
-    accept_next();
+void DirectoryServer::prove(const std::shared_ptr<Admissions::Admission>& a) {
+  run_server_handshake(a->conn, key_, [this, a](const std::string& error) {
+    if (!error.empty()) return admissions_.refuse(*a, error);
+    if (a->conn->purpose != Purpose::directory) return admissions_.refuse(*a, "not a directory client");
+    if (!admissions_.settle(*a)) return;  // evicted or timed out meanwhile
+    auto s = std::make_shared<Session>();
+    s->conn = a->conn;
+    serve(s);
   });
 }
 
@@ -106,7 +89,8 @@ std::unique_ptr<DirectoryClient> DirectoryClient::connect(const std::string& add
   asio::error_code ec;
   client->socket_.connect(*endpoint, ec);
   if (ec) {
-    error = "cannot reach the job's directory at " + address + ": " + ec.message();
+    error = "cannot reach the job's directory at " + address + ": " +
+            (out_of_descriptors(ec) ? describe_descriptor_shortage(ec) : ec.message());
     return nullptr;
   }
   auto h = std::make_shared<Handshake>(std::move(client->socket_));

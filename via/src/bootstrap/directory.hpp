@@ -18,13 +18,16 @@
 #include <string>
 #include <thread>
 
+#include "providers/tcp/admission.hpp"
 #include "providers/tcp/wire.hpp"
 
 namespace via::tcp {
 
 class DirectoryServer {
  public:
-  // Listens on `address` (port chosen by the kernel) and serves from its own thread.
+  // Listens on `address` (port chosen by the kernel) and serves from its own
+  // thread. Connections still proving themselves are bounded and logged as a
+  // tcp NIC's are (admission.hpp); it raises the process's descriptor limit.
   DirectoryServer(const JobKey& key, const asio::ip::address& address);
   ~DirectoryServer();
   DirectoryServer(const DirectoryServer&) = delete;
@@ -34,13 +37,14 @@ class DirectoryServer {
 
  private:
   struct Session;
-  void accept_next();
+  void prove(const std::shared_ptr<Admissions::Admission>& a);
   void serve(const std::shared_ptr<Session>& s);
   std::string answer(const std::string& line);
 
   const JobKey key_;
   asio::io_context io_;
   asio::ip::tcp::acceptor acceptor_;
+  Admissions admissions_;
   std::string address_;
   std::map<std::string, std::string> entries_;  // touched only by the server thread
   std::thread thread_;

@@ -60,6 +60,7 @@ std::string io_error(const char* what, const asio::error_code& ec) {
 void read_exactly(const std::shared_ptr<Handshake>& h, std::size_t n, HandshakeDone done) {
   h->buffer.resize(n);
   asio::async_read(h->socket, asio::buffer(h->buffer), [h, done = std::move(done)](const asio::error_code& ec, std::size_t) {
+    h->stream_failed = bool(ec);
     done(ec ? io_error("reading", ec) : std::string());
   });
 }
@@ -67,6 +68,7 @@ void read_exactly(const std::shared_ptr<Handshake>& h, std::size_t n, HandshakeD
 void write_all(const std::shared_ptr<Handshake>& h, std::vector<std::uint8_t> bytes, HandshakeDone done) {
   auto data = std::make_shared<std::vector<std::uint8_t>>(std::move(bytes));
   asio::async_write(h->socket, asio::buffer(*data), [h, data, done = std::move(done)](const asio::error_code& ec, std::size_t) {
+    h->stream_failed = bool(ec);
     done(ec ? io_error("writing", ec) : std::string());
   });
 }

@@ -23,6 +23,9 @@ struct Handshake {
   Purpose purpose = Purpose::vi;
   Nonce client_nonce{}, server_nonce{};
   std::vector<std::uint8_t> buffer;
+  // The last error was the stream's (closed, reset, timed out), not something
+  // the peer said: a connecting side may try again on a new stream.
+  bool stream_failed = false;
 };
 
 // `done` gets an empty string on success, else what went wrong. Nothing the

@@ -17,8 +17,9 @@
 #include <deque>
 #include <map>
 #include <optional>
+#include <random>
 
-#include "engine/clock.hpp"
+#include "providers/tcp/admission.hpp"
 #include "providers/tcp/handshake.hpp"
 #include "providers/tcp/tcp_link.hpp"
 #include "via/bootstrap.hpp"
@@ -29,10 +30,11 @@ namespace {
 
 constexpr std::uint32_t kMaxVi = 1024;
 constexpr std::size_t kMaxHeldRequests = 1024;
-// Connections still proving themselves; beyond this, new ones are closed at
-// once, so strangers cannot pile up sockets for the length of the auth timeout.
-constexpr std::size_t kMaxUnproven = 64;
-constexpr std::uint64_t kRetryNs = 20'000'000;  // a refused connection is tried again this much later
+// A stream that could not be opened, or was closed before it was answered
+// (the peer not listening yet, or evicting it to make room: admission.hpp),
+// is opened again after a delay that doubles up to the last, until the VI's
+// connect timeout.
+constexpr std::chrono::milliseconds kFirstRetryDelay{2}, kLastRetryDelay{500};
 
 std::vector<std::uint8_t> host_bytes(const asio::ip::tcp::endpoint& e) {
   const auto ip = e.address().to_v4().to_bytes();
@@ -80,7 +82,7 @@ struct Outgoing {
   std::shared_ptr<Handshake> conn;
   ConnectResponse response;
   Result failure = Result::no_match;
-  std::uint64_t retry_at = 0;
+  std::chrono::milliseconds retry_delay = kFirstRetryDelay;
   std::uint64_t attempt = 0;  // handlers of an abandoned attempt find a newer number here
 };
 
@@ -88,13 +90,14 @@ class TcpProvider final : public Provider {
  public:
   TcpProvider(std::uint32_t nic, std::shared_ptr<Bootstrap> bootstrap, const asio::ip::tcp::endpoint& listen)
       : nic_(nic), bootstrap_(std::move(bootstrap)), acceptor_(io_),
+        admissions_(acceptor_, "viastack: tcp: ", [this](const auto& a) { prove(a); }),
         regions_(std::make_unique<RegionTable>()), epoll_fd_(epoll_create1(EPOLL_CLOEXEC)) {
     acceptor_.open(listen.protocol());
     acceptor_.bind(listen);
     acceptor_.listen();
     host_ = host_bytes(acceptor_.local_endpoint());
     watch(acceptor_.native_handle(), EPOLLIN);
-    accept_next();
+    admissions_.start();
   }
 
   ~TcpProvider() override { ::close(epoll_fd_); }
@@ -237,10 +240,8 @@ class TcpProvider final : public Provider {
     if (!p.out) return poll_peer(vi, p);
     Outgoing& o = *p.out;
     switch (o.phase) {
-      case Outgoing::Phase::connecting: return Result::not_done;
-      case Outgoing::Phase::waiting_to_retry:
-        if (now_ns() >= o.retry_at) start(p.out);
-        return Result::not_done;
+      case Outgoing::Phase::connecting:
+      case Outgoing::Phase::waiting_to_retry: return Result::not_done;
       case Outgoing::Phase::failed: {
         const Result r = o.failure;
         pending_.erase(it);
@@ -381,19 +382,26 @@ class TcpProvider final : public Provider {
     o->conn->peer = describe_endpoint(o->target);
     o->conn->socket.async_connect(o->target, [this, o, attempt](const asio::error_code& ec) {
       if (attempt != o->attempt) return;
-      if (ec) return retry_later(*o);  // not listening yet, or gone: the VI's timeout decides
+      if (out_of_descriptors(ec))
+        admissions_.log().warn("cannot connect to " + o->conn->peer + ": " + describe_descriptor_shortage(ec));
+      if (ec) return retry_later(o);  // not listening yet, or gone: the VI's timeout decides
       watch(o->conn->socket.native_handle(), EPOLLIN);
-      run_client_handshake(o->conn, key_, Purpose::vi, [this, o, attempt](const std::string& error) {
+      // A stream that fails before the answer (the peer evicted it) is opened
+      // again; only what the peer says can make the request fail.
+      auto failed = [this, o](const std::string& error) {
+        return o->conn->stream_failed ? retry_later(o) : fail(*o, error);
+      };
+      run_client_handshake(o->conn, key_, Purpose::vi, [this, o, attempt, failed](const std::string& error) {
         if (attempt != o->attempt) return;
-        if (!error.empty()) return fail(*o, error);
-        write_all(o->conn, encode(o->request), [this, o, attempt](const std::string& error) {
+        if (!error.empty()) return failed(error);
+        write_all(o->conn, encode(o->request), [this, o, attempt, failed](const std::string& error) {
           if (attempt != o->attempt) return;
-          if (!error.empty()) return fail(*o, error);
-          read_exactly(o->conn, ConnectResponse::kBytes, [this, o, attempt](const std::string& error) {
+          if (!error.empty()) return failed(error);
+          read_exactly(o->conn, ConnectResponse::kBytes, [o, attempt, failed](const std::string& error) {
             if (attempt != o->attempt) return;
             std::string why = error;
             auto response = why.empty() ? decode_response(o->conn->buffer, why) : std::nullopt;
-            if (!response) return fail(*o, why);
+            if (!response) return failed(why);
             o->response = *response;
             o->phase = Outgoing::Phase::answered;
           });
@@ -402,11 +410,19 @@ class TcpProvider final : public Provider {
     });
   }
 
-  void retry_later(Outgoing& o) {
-    o.phase = Outgoing::Phase::waiting_to_retry;
-    o.retry_at = now_ns() + kRetryNs;
+  // From whichever progress call runs the timer; abandon() makes it a no-op.
+  void retry_later(const std::shared_ptr<Outgoing>& o) {
+    o->phase = Outgoing::Phase::waiting_to_retry;
     asio::error_code ignored;
-    o.conn->socket.close(ignored);
+    o->conn->socket.close(ignored);
+    // Half to all of the delay, so that streams evicted together come back apart.
+    const auto delay = std::chrono::microseconds(std::uniform_int_distribution<std::int64_t>(
+        o->retry_delay.count() * 500, o->retry_delay.count() * 1000)(jitter_));
+    o->retry_delay = std::min(o->retry_delay * 2, kLastRetryDelay);
+    auto timer = std::make_shared<asio::steady_timer>(io_, delay);
+    timer->async_wait([this, o, timer, attempt = o->attempt](const asio::error_code& ec) {
+      if (!ec && attempt == o->attempt) start(o);
+    });
   }
 
   void fail(Outgoing& o, const std::string& error) {
@@ -455,64 +471,23 @@ class TcpProvider final : public Provider {
 
   // ---- incoming streams ----
 
-  void accept_next() {
-    acceptor_.async_accept([this](const asio::error_code& ec, asio::ip::tcp::socket socket) {
-      if (ec == asio::error::operation_aborted) return;
-      if (!ec) admit(std::move(socket));
-      accept_next();
-    });
-  }
-
   // Nothing but the handshake is read from a new stream until it proved
   // itself, and it has auth_timeout() to prove itself and ask for a VI.
-  void admit(asio::ip::tcp::socket socket) {
-    auto conn = std::make_shared<Handshake>(std::move(socket));
-    if (unproven_ >= kMaxUnproven) {
-      std::fprintf(stderr, "viastack: tcp: refused a connection from %s: %zu connections are still proving themselves\n",
-                   conn->peer.c_str(), unproven_);
-      return;  // the socket closes with `conn`
-    }
-    ++unproven_;
+  void prove(const std::shared_ptr<Admissions::Admission>& a) {
+    const std::shared_ptr<Handshake>& conn = a->conn;
     watch(conn->socket.native_handle(), EPOLLIN);
-    struct Admission {
-      bool timed_out = false, proven = false, settled = false;
-    };
-    auto state = std::make_shared<Admission>();
-    auto deadline = std::make_shared<asio::steady_timer>(io_, auth_timeout());
-    deadline->async_wait([conn, state](const asio::error_code& ec) {
-      if (ec) return;
-      state->timed_out = true;
-      asio::error_code ignored;
-      conn->socket.close(ignored);
-    });
-    // Ends the admission either way, exactly once.
-    auto settle = [this, state, deadline] {
-      if (state->settled) return;
-      state->settled = true;
-      --unproven_;
-      deadline->cancel();
-    };
-    auto refuse = [conn, state, settle](const std::string& error) {
-      settle();
-      const char* why = !state->timed_out ? error.c_str()
-                        : state->proven   ? "it proved it belongs to the job but sent no request in time"
-                                          : "it did not prove it belongs to the job in time";
-      std::fprintf(stderr, "viastack: tcp: refused a connection from %s: %s\n", conn->peer.c_str(), why);
-      asio::error_code ignored;
-      conn->socket.close(ignored);
-    };
-    run_server_handshake(conn, key_, [this, conn, state, settle, refuse](const std::string& error) {
-      if (!error.empty()) return refuse(error);
-      if (conn->purpose != Purpose::vi) return refuse("not a VI connection");
-      state->proven = true;
-      read_exactly(conn, ConnectRequest::kBytes, [this, conn, settle, refuse](const std::string& error) {
+    run_server_handshake(conn, key_, [this, a](const std::string& error) {
+      if (!error.empty()) return admissions_.refuse(*a, error);
+      if (a->conn->purpose != Purpose::vi) return admissions_.refuse(*a, "not a VI connection");
+      a->proven = true;
+      read_exactly(a->conn, ConnectRequest::kBytes, [this, a](const std::string& error) {
         std::string why = error;
-        auto request = why.empty() ? decode_request(conn->buffer, why) : std::nullopt;
-        if (!request) return refuse(why);
-        settle();
+        auto request = why.empty() ? decode_request(a->conn->buffer, why) : std::nullopt;
+        if (!request) return admissions_.refuse(*a, why);
+        if (!admissions_.settle(*a)) return;  // evicted or timed out meanwhile
         auto& held = request->mode == tcp::ConnectMode::client ? held_connects_ : held_peers_;
         if (held.size() >= kMaxHeldRequests) held.pop_front();
-        held.push_back(Incoming{conn, std::move(*request)});
+        held.push_back(Incoming{a->conn, std::move(*request)});
       });
     });
   }
@@ -522,6 +497,7 @@ class TcpProvider final : public Provider {
   JobKey key_{};  // settled by publish()
   asio::io_context io_;
   asio::ip::tcp::acceptor acceptor_;
+  Admissions admissions_;
   std::unique_ptr<RegionTable> regions_;
   const int epoll_fd_;
   std::vector<std::uint8_t> host_;
@@ -531,7 +507,7 @@ class TcpProvider final : public Provider {
   std::map<std::uint64_t, Incoming> accepted_;  // requests handed out by take_request
   std::uint64_t last_cookie_ = 0;
   std::vector<TcpLink*> links_;
-  std::size_t unproven_ = 0;  // connections admitted but not yet settled
+  std::minstd_rand jitter_{std::random_device{}()};
 };
 
 // Where peers can reach this NIC: where we were told; else the address that
