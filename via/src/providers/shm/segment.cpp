@@ -101,6 +101,21 @@ std::string no_room(const std::string& what, std::size_t bytes, int error) {
 
 }  // namespace
 
+RingGeometry RingGeometry::for_local_ranks(int local_ranks) {
+  // About 4 MiB of payload rings per NIC if it connects to every local rank.
+  std::uint32_t data = kMaxData;
+  while (data > kMinData && std::uint64_t(data) * std::uint64_t(std::max(local_ranks, 1)) > (4u << 20)) data /= 2;
+  if (local_ranks <= 16) data = kMaxData;
+  return RingGeometry{std::clamp(data / 1024, kMinCells, kMaxCells), data};
+}
+
+bool RingGeometry::valid() const {
+  auto power_of_two_within = [](std::uint32_t v, std::uint32_t lo, std::uint32_t hi) {
+    return v >= lo && v <= hi && (v & (v - 1)) == 0;
+  };
+  return power_of_two_within(cells, kMinCells, kMaxCells) && power_of_two_within(data_bytes, kMinData, kMaxData);
+}
+
 std::string job_directory(const std::string& job) { return std::string(kShmRoot) + "/viastack." + job; }
 
 bool prepare_job_directory(const std::string& job, std::string& error) {
@@ -153,7 +168,8 @@ bool process_alive(int pid, std::uint64_t start_time) {
   return now != 0 && now == start_time;
 }
 
-Segment* create_segment(const std::string& job, std::uint32_t nic, int& fd_out, std::string& error) {
+Segment* create_segment(const std::string& job, std::uint32_t nic, RingGeometry rings, int& fd_out,
+                        std::string& error) {
   const std::string path = segment_path(job, nic);
   int fd = -1;
   // A NIC of the job that closes last removes the folder: make it again then.
@@ -180,11 +196,12 @@ Segment* create_segment(const std::string& job, std::uint32_t nic, int& fd_out, 
     return nullptr;
   };
   // The file spans every VI slot, but only the slots in use are ever backed by memory.
-  if (ftruncate(fd, sizeof(Segment)) != 0)
+  const std::size_t size = segment_bytes(rings);
+  if (ftruncate(fd, off_t(size)) != 0)
     return fail("cannot size shared segment " + path + ": " + std::strerror(errno));
-  if (int e = posix_fallocate(fd, 0, offsetof(Segment, slots)); e != 0)
-    return fail(no_room("NIC " + std::to_string(nic) + "'s shared segment", offsetof(Segment, slots), e));
-  void* p = map_fd(fd, sizeof(Segment));
+  if (int e = posix_fallocate(fd, 0, kSlotsOffset); e != 0)
+    return fail(no_room("NIC " + std::to_string(nic) + "'s shared segment", kSlotsOffset, e));
+  void* p = map_fd(fd, size);
   if (!p) return fail("cannot map shared segment " + path + ": " + std::strerror(errno));
   auto* s = static_cast<Segment*>(p);
   SegmentHeader& h = s->header;
@@ -194,7 +211,8 @@ Segment* create_segment(const std::string& job, std::uint32_t nic, int& fd_out, 
   h.owner_start_time = process_start_time(getpid());
   h.owner_base = reinterpret_cast<std::uintptr_t>(s);
   h.probe_value = kMagic ^ std::uint64_t(getpid());
-  h.segment_size = sizeof(Segment);
+  h.segment_size = size;
+  h.rings = rings;
   for (std::uint32_t i = 0; i < kInboxEntries; ++i) s->inbox[i].seq.store(i, std::memory_order_relaxed);
   h.magic.store(kMagic, std::memory_order_release);
   {
@@ -209,10 +227,10 @@ Segment* create_segment(const std::string& job, std::uint32_t nic, int& fd_out, 
   return s;
 }
 
-bool reserve_slot(int fd, std::uint32_t slot, std::string& error) {
-  const std::size_t offset = offsetof(Segment, slots) + std::size_t(slot) * sizeof(ViSlot);
-  if (int e = posix_fallocate(fd, off_t(offset), sizeof(ViSlot)); e != 0) {
-    error = no_room("a VI's receive rings", sizeof(ViSlot), e);
+bool reserve_slot(int fd, RingGeometry rings, std::uint32_t slot, std::string& error) {
+  const std::size_t offset = kSlotsOffset + std::size_t(slot) * rings.slot_bytes();
+  if (int e = posix_fallocate(fd, off_t(offset), off_t(rings.slot_bytes())); e != 0) {
+    error = no_room("a VI's receive rings", rings.slot_bytes(), e);
     return false;
   }
   return true;
@@ -227,26 +245,32 @@ std::uint64_t segment_inode(const std::string& job, std::uint32_t nic) {
 Segment* open_segment(const std::string& job, std::uint32_t nic, std::uint64_t& inode) {
   int fd = open_own_file(segment_path(job, nic), O_RDWR);
   if (fd < 0) return nullptr;
+  // The header says how large the segment is; it must agree with the file.
   struct stat st;
-  if (fstat(fd, &st) != 0 || std::size_t(st.st_size) != sizeof(Segment)) {
+  SegmentHeader header;
+  if (fstat(fd, &st) != 0 || std::size_t(st.st_size) < kSlotsOffset ||
+      pread(fd, &header, sizeof header, 0) != ssize_t(sizeof header) || !header.rings.valid() ||
+      header.segment_size != segment_bytes(header.rings) || std::uint64_t(st.st_size) != header.segment_size) {
     close(fd);
     return nullptr;
   }
   inode = st.st_ino;
-  void* p = map_fd(fd, sizeof(Segment));
+  void* p = map_fd(fd, header.segment_size);
   close(fd);
   if (!p) return nullptr;
   auto* s = static_cast<Segment*>(p);
   if (s->header.magic.load(std::memory_order_acquire) != kMagic || s->header.version != kVersion ||
-      s->header.nic_id != nic || !process_alive(s->header.owner_pid, s->header.owner_start_time)) {
-    munmap(p, sizeof(Segment));
+      s->header.nic_id != nic || s->header.segment_size != header.segment_size ||
+      s->header.rings.cells != header.rings.cells || s->header.rings.data_bytes != header.rings.data_bytes ||
+      !process_alive(s->header.owner_pid, s->header.owner_start_time)) {
+    munmap(p, header.segment_size);
     return nullptr;
   }
   return s;
 }
 
 void unmap_segment(Segment* s) {
-  if (s) munmap(s, sizeof(Segment));
+  if (s) munmap(s, s->header.segment_size);
 }
 
 void remove_segment(const std::string& job, std::uint32_t nic) {
