@@ -239,3 +239,77 @@ TEST(ShmRings, SizedByHowManyRanksShareTheNode) {
 }
 
 }  // namespace
+
+namespace {
+
+// A job's folder is gone once its NICs are: however their processes ended.
+class ShmCleanup : public ::testing::Test {
+ protected:
+  void SetUp() override { job_ = use_unique_job("shmcleanup"); }
+  void TearDown() override { shm::remove_job_directory(job_); }
+  bool folder_exists() const { return std::filesystem::exists(shm::job_directory(job_)); }
+
+  // A child that opens NIC `nic` of the job, says so on a pipe, then waits
+  // for the end `how` brings (a signal from the parent, or its own doing).
+  pid_t start_rank(std::uint32_t nic, const std::function<void()>& how) {
+    int ready[2];
+    EXPECT_EQ(pipe(ready), 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+      alarm(20);
+      Endpoint ep;
+      ep.open("shm:" + std::to_string(nic), 4096);
+      if (write(ready[1], "r", 1) != 1) _exit(3);
+      how();
+      _exit(0);
+    }
+    char byte;
+    EXPECT_EQ(read(ready[0], &byte, 1), 1);
+    close(ready[0]);
+    close(ready[1]);
+    return pid;
+  }
+  static int status_of(pid_t pid) {
+    int status = 0;
+    waitpid(pid, &status, 0);
+    return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
+  }
+  std::string job_;
+};
+
+TEST_F(ShmCleanup, AProcessEndedBySigtermRemovesItsSegment) {
+  pid_t rank = start_rank(0, [] { pause(); });
+  EXPECT_TRUE(folder_exists());
+  kill(rank, SIGTERM);
+  EXPECT_EQ(status_of(rank), 128 + SIGTERM) << "the signal's own status, as without viastack";
+  EXPECT_FALSE(folder_exists());
+}
+
+TEST_F(ShmCleanup, AProcessThatAbortsRemovesItsSegment) {
+  pid_t rank = start_rank(0, [] { std::abort(); });
+  EXPECT_EQ(status_of(rank), 128 + SIGABRT);
+  EXPECT_FALSE(folder_exists());
+}
+
+TEST_F(ShmCleanup, AProcessEndingWithoutExitHandlersCanRemoveItsSegmentFirst) {
+  pid_t rank = start_rank(0, [] {
+    via::remove_shared_memory_now();
+    _exit(5);
+  });
+  EXPECT_EQ(status_of(rank), 5);
+  EXPECT_FALSE(folder_exists());
+}
+
+TEST_F(ShmCleanup, TheLastNicToCloseRemovesWhatKilledPeersLeft) {
+  pid_t killed = start_rank(1, [] { pause(); });
+  {
+    Endpoint survivor;
+    survivor.open("shm:0", 4096);
+    kill(killed, SIGKILL);
+    EXPECT_EQ(status_of(killed), 128 + SIGKILL);
+    EXPECT_TRUE(std::filesystem::exists(shm::job_directory(job_) + "/nic.1")) << "SIGKILL leaves the segment";
+  }
+  EXPECT_FALSE(folder_exists());
+}
+
+}  // namespace

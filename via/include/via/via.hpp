@@ -42,6 +42,11 @@ enum class Result : int {
 };
 const char* describe(Result r);
 
+// Removes the shared-memory segments this process's NICs created, for a
+// process about to end without running exit handlers (MPI's abort path calls
+// it before _exit). Async-signal-safe; the NICs must not be used afterwards.
+void remove_shared_memory_now();
+
 enum class ViState : int {
   idle = VIP_STATE_IDLE,
   connected = VIP_STATE_CONNECTED,

@@ -187,6 +187,11 @@ Segment* open_segment(const std::string& job, std::uint32_t nic, std::uint64_t& 
 // closed and opened again keeps its name but gets a new file.
 std::uint64_t segment_inode(const std::string& job, std::uint32_t nic);
 void unmap_segment(Segment* s);  // of either kind
+// Removes this NIC's segment, and those of the job's NICs whose owners died;
+// the job's folder goes with the last.
 void remove_segment(const std::string& job, std::uint32_t nic);
+// Removes every segment this process created, for a process about to end
+// without exit handlers (async-signal-safe; its NICs are dead afterwards).
+void remove_owned_segments();
 
 }  // namespace via::shm
