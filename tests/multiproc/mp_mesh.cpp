@@ -5,11 +5,17 @@
 // the requests outnumber what a NIC's connection inbox or a listener's
 // pending connections hold, so the job finishes only if a request that found
 // no room is retried while its sender waits on other connections.
-// Prints the set-up time on rank 0.
+// Rank 0 prints the set-up time; with --json, one line with it, the rank's
+// resident memory and the /dev/shm its NIC's segment took (the scale report
+// in docs/PERFORMANCE.md).
+#include <sys/stat.h>
+
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <string>
 #include <vector>
 
 #include "via/bootstrap.hpp"
@@ -53,6 +59,19 @@ struct Buffers {
   std::byte* base;
 };
 
+long resident_kb() {
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);)
+    if (line.starts_with("VmRSS:")) return std::atol(line.c_str() + 6);
+  return -1;
+}
+
+// The memory a segment file holds (allocated blocks, not its sparse size); -1 if none.
+long long segment_kb(const std::string& path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0 ? (long long)st.st_blocks / 2 : -1;
+}
+
 int fail(int rank, const char* what, via::Result r) {
   std::fprintf(stderr, "mp_mesh: rank %d: %s: %s\n", rank, what, via::describe(r));
   return 1;
@@ -68,9 +87,10 @@ int main(int argc, char** argv) {
     return 1;
   }
   const int rank = job->rank(), size = job->size();
-  const std::size_t message_bytes = argc > 1 ? std::strtoull(argv[1], nullptr, 10) : 8;
+  const bool json = argc > 1 && std::strcmp(argv[argc - 1], "--json") == 0;
+  const std::size_t message_bytes = argc > 1 + json ? std::strtoull(argv[1], nullptr, 10) : 8;
   if (message_bytes == 0 || message_bytes > (64u << 20)) {
-    std::fprintf(stderr, "usage: mp_mesh [bytes per message, 1 to 64 MiB]\n");
+    std::fprintf(stderr, "usage: mp_mesh [bytes per message, 1 to 64 MiB] [--json]\n");
     return 2;
   }
   const auto start = std::chrono::steady_clock::now();
@@ -134,7 +154,12 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
-  if (rank == 0)
+  if (rank == 0 && json)
+    std::printf("{\"bench\":\"mp_mesh\",\"provider\":\"%s\",\"ranks\":%d,\"bytes\":%zu,\"setup_s\":%.3f,"
+                "\"rss_kB\":%ld,\"shm_kB\":%lld}\n",
+                nic->provider_name(), size, message_bytes, setup_s, resident_kb(),
+                segment_kb("/dev/shm/viastack." + job->job_id() + "/nic." + std::to_string(rank)));
+  else if (rank == 0)
     std::printf("mp_mesh: %d ranks over %s: every pair connected in %.2f s and exchanged %zu-byte messages\n", size,
                 nic->provider_name(), setup_s, message_bytes);
   return 0;
