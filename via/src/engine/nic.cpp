@@ -277,15 +277,16 @@ Result Nic::destroy_vi(Vi* vi) {
 
 // ---- server side of client/server connections ----
 
+// A timeout of 0 looks once, without the spinning and sleeping of a wait: a
+// program that accepts from its progress loop calls it on every poll.
 Result Nic::connect_wait(const NetAddress& local, std::uint32_t timeout_ms, ConnRequest*& out) {
   std::unique_ptr<ConnRequest> request;
-  Result r = wait(
-      [&] {
-        provider_->progress_control();
-        request = provider_->take_request(local);
-        return request != nullptr;
-      },
-      timeout_ms);
+  auto arrived = [&] {
+    provider_->progress_control();
+    request = provider_->take_request(local);
+    return request != nullptr;
+  };
+  const Result r = timeout_ms == 0 ? (arrived() ? Result::success : Result::timeout) : wait(arrived, timeout_ms);
   if (r != Result::success) return r;
   request->nic = this;
   requests_.push_back(std::move(request));
