@@ -1,9 +1,10 @@
 /* Many ranks with connections made on first use.
  *
  *   scale_test [basic]  hello, barriers, allreduces and a ring exchange, each
- *                       answer checked; rank 0 reports the set-up time (MPI_Init
- *                       to the end of the first barrier), the largest VmRSS and
- *                       the most peers a rank connected to.
+ *                       answer checked; rank 0 reports the set-up times (when
+ *                       the last rank started, finished MPI_Init and the first
+ *                       barrier), the largest VmRSS and the most peers a rank
+ *                       connected to.
  *   scale_test all      every rank sends to every other at once, so that every
  *                       pair asks for its connection from both sides at the same
  *                       time: each message arrives exactly once.
@@ -21,9 +22,10 @@
 
 static int rank, size;
 
+/* Wall-clock time, comparable across the ranks of one machine. */
 static double now_s(void) {
   struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
+  clock_gettime(CLOCK_REALTIME, &ts);
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
@@ -60,15 +62,21 @@ static int mapped_peer_segments(unsigned char* seen) {
   return count;
 }
 
-static void basic(double start) {
+static void basic(double start, double initialized) {
   /* Hello: everyone reports in to rank 0. */
   int one = 1, total = 0;
   CHECK(MPI_Reduce(&one, &total, 1, MPI_INT, MPI_SUM, 0, MPI_COMM_WORLD) == MPI_SUCCESS);
   if (rank == 0) CHECK(total == size);
   CHECK(MPI_Barrier(MPI_COMM_WORLD) == MPI_SUCCESS);
-  const double setup = now_s() - start;
+  /* When the first rank started, the last one started, finished MPI_Init and left the barrier. */
+  double times[4] = {-start, start, initialized, now_s()}, latest[4];
+  MPI_Reduce(times, latest, 4, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+  const double first_start = -latest[0];
 
+  double phase = now_s();
   for (int round = 0; round < 3; ++round) CHECK(MPI_Barrier(MPI_COMM_WORLD) == MPI_SUCCESS);
+  const double barriers = now_s() - phase;
+  phase = now_s();
 
   long long sum = 0, mine = rank;
   CHECK(MPI_Allreduce(&mine, &sum, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD) == MPI_SUCCESS);
@@ -82,6 +90,8 @@ static void basic(double start) {
   CHECK(MPI_Allreduce(v, w, n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD) == MPI_SUCCESS);
   for (int i = 0; i < n; ++i) CHECK(w[i] == (double)size * (size - 1) / 2 + (double)i * size);
 
+  const double allreduces = now_s() - phase;
+  phase = now_s();
   /* Ring: each rank swaps with its neighbours, then a token goes round twice. */
   const int right = (rank + 1) % size, left = (rank + size - 1) % size;
   int from_left = -1;
@@ -103,14 +113,18 @@ static void basic(double start) {
     }
   }
 
+  const double ring = now_s() - phase;
   unsigned char* seen = calloc((size_t)size, 1);
   long stats[2] = {status_kib("VmRSS"), seen ? mapped_peer_segments(seen) : -1}, most[2];
   free(seen);
   MPI_Reduce(stats, most, 2, MPI_LONG, MPI_MAX, 0, MPI_COMM_WORLD);
   if (rank == 0)
-    printf("scale_test: %d ranks: set-up (MPI_Init to the first barrier's end) %.3f s, largest VmRSS %ld KiB, "
-           "most peer segments mapped %ld\n",
-           size, setup, most[0], most[1]);
+    printf("scale_test: %d ranks: from the first rank's start, the last started at %.3f s, had finished MPI_Init at "
+           "%.3f s and the first barrier at %.3f s; largest VmRSS %ld KiB, most peer segments mapped %ld\n",
+           size, latest[1] - first_start, latest[2] - first_start, latest[3] - first_start, most[0], most[1]);
+  if (rank == 0)
+    printf("scale_test: rank 0 spent %.3f s in 3 barriers, %.3f s in 3 allreduces, %.3f s in the ring\n", barriers,
+           allreduces, ring);
 }
 
 static void everyone_at_once(void) {
@@ -179,11 +193,12 @@ static void neighbours(void) {
 int main(int argc, char** argv) {
   const double start = now_s();
   MPI_Init(&argc, &argv);
+  const double initialized = now_s();
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   const char* mode = argc > 1 ? argv[1] : "basic";
   if (strcmp(mode, "basic") == 0) {
-    basic(start);
+    basic(start, initialized);
   } else if (strcmp(mode, "all") == 0) {
     everyone_at_once();
   } else if (strcmp(mode, "neighbours") == 0) {
