@@ -62,6 +62,15 @@ static int mapped_peer_segments(unsigned char* seen) {
   return count;
 }
 
+/* The largest VmRSS and number of peer segments mapped (over shm: peers connected) of any rank. */
+static void report_memory(void) {
+  unsigned char* seen = calloc((size_t)size, 1);
+  long stats[2] = {status_kib("VmRSS"), seen ? mapped_peer_segments(seen) : -1}, most[2];
+  free(seen);
+  MPI_Reduce(stats, most, 2, MPI_LONG, MPI_MAX, 0, MPI_COMM_WORLD);
+  if (rank == 0) printf("scale_test: largest VmRSS %ld KiB, most peer segments mapped %ld\n", most[0], most[1]);
+}
+
 static void basic(double start, double initialized) {
   /* Hello: everyone reports in to rank 0. */
   int one = 1, total = 0;
@@ -114,14 +123,10 @@ static void basic(double start, double initialized) {
   }
 
   const double ring = now_s() - phase;
-  unsigned char* seen = calloc((size_t)size, 1);
-  long stats[2] = {status_kib("VmRSS"), seen ? mapped_peer_segments(seen) : -1}, most[2];
-  free(seen);
-  MPI_Reduce(stats, most, 2, MPI_LONG, MPI_MAX, 0, MPI_COMM_WORLD);
   if (rank == 0)
     printf("scale_test: %d ranks: from the first rank's start, the last started at %.3f s, had finished MPI_Init at "
-           "%.3f s and the first barrier at %.3f s; largest VmRSS %ld KiB, most peer segments mapped %ld\n",
-           size, latest[1] - first_start, latest[2] - first_start, latest[3] - first_start, most[0], most[1]);
+           "%.3f s and the first barrier at %.3f s\n",
+           size, latest[1] - first_start, latest[2] - first_start, latest[3] - first_start);
   if (rank == 0)
     printf("scale_test: rank 0 spent %.3f s in 3 barriers, %.3f s in 3 allreduces, %.3f s in the ring\n", barriers,
            allreduces, ring);
@@ -208,5 +213,6 @@ int main(int argc, char** argv) {
     MPI_Finalize();
     return 2;
   }
+  report_memory();
   return finish("scale_test");
 }
