@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -50,7 +51,8 @@ TEST(ConfigParser, IntegersWithinTheirRange) {
   // VIASTACK_SPIN_US: 0 to 10000000.
   for (const char* good : {"0", "1", "20", "10000000"}) EXPECT_TRUE(valid("VIASTACK_SPIN_US", good)) << good;
   for (const char* bad : {"-1", "10000001", "-0x1", "0x10", "+5", " 5", "5 ", "5x", "20us", "1e3", "1.5", "-",
-                          "99999999999999999999", "-99999999999999999999", "9223372036854775808", "18446744073709551615"})
+                          "99999999999999999999", "-99999999999999999999", "9223372036854775808",
+                          "18446744073709551615"})
     EXPECT_FALSE(valid("VIASTACK_SPIN_US", bad)) << bad;
   // A range that does not start at 0.
   EXPECT_FALSE(valid("VIASTACK_AM_DEPTH", "0"));
@@ -65,7 +67,8 @@ TEST(ConfigParser, IntegersWithinTheirRange) {
 TEST(ConfigParser, BooleansWordsAndDecimals) {
   EXPECT_TRUE(valid("VIASTACK_SHM_CMA", "0"));
   EXPECT_TRUE(valid("VIASTACK_SHM_CMA", "1"));
-  for (const char* bad : {"yes", "no", "true", "2", "01", "-1", " 1"}) EXPECT_FALSE(valid("VIASTACK_SHM_CMA", bad)) << bad;
+  for (const char* bad : {"yes", "no", "true", "2", "01", "-1", " 1"})
+    EXPECT_FALSE(valid("VIASTACK_SHM_CMA", bad)) << bad;
 
   for (const char* good : {"shm", "tcp", "mixed", "auto"}) EXPECT_TRUE(valid("VIASTACK_PROVIDER", good)) << good;
   for (const char* bad : {"SHM", "sh", "shmx", "shm|tcp", "ib", " shm"})
@@ -164,7 +167,8 @@ TEST(ConfigReadersDeathTest, ABadValueStopsTheProgramWithOneLine) {
         setenv("VIASTACK_TCP_AUTH_TIMEOUT_MS", "99999999999999999999", 1);
         via::config::integer("VIASTACK_TCP_AUTH_TIMEOUT_MS");
       },
-      ::testing::ExitedWithCode(1), "^viastack: VIASTACK_TCP_AUTH_TIMEOUT_MS=99999999999999999999: expected an integer");
+      ::testing::ExitedWithCode(1),
+      "^viastack: VIASTACK_TCP_AUTH_TIMEOUT_MS=99999999999999999999: expected an integer");
 }
 
 TEST(ConfigReadersDeathTest, EveryVariableIsCheckedAtTheFirstRead) {
@@ -177,7 +181,8 @@ TEST(ConfigReadersDeathTest, EveryVariableIsCheckedAtTheFirstRead) {
     via::config::integer("VIASTACK_SPIN_US");
   };
   EXPECT_EXIT(read_a_good_one(), ::testing::ExitedWithCode(1),
-              "viastack: VIASTACK_AM_DEPTH=0: expected an integer from 1 to 1024 \\(outstanding requests per peer\\)\n");
+              "viastack: VIASTACK_AM_DEPTH=0: expected an integer from 1 to 1024 "
+              "\\(outstanding requests per peer\\)\n");
   EXPECT_EXIT(read_a_good_one(), ::testing::ExitedWithCode(1),
               "viastack: VIASTACK_MPI_EAGER_LIMIT=huge: expected an integer from 64 to 61440 bytes");
 }

@@ -162,7 +162,8 @@ LaunchOptions parse_options(int argc, char** argv) {
   if (timeout) {
     options.timeout = parse_timeout(*timeout, "--timeout");
   } else if (const auto seconds = via::config::decimal_if_set("VIASTACK_TIMEOUT")) {
-    options.timeout = JobTimeout{std::chrono::duration<double>(*seconds), *via::config::text_if_set("VIASTACK_TIMEOUT")};
+    options.timeout =
+        JobTimeout{std::chrono::duration<double>(*seconds), *via::config::text_if_set("VIASTACK_TIMEOUT")};
   }
   return options;
 }

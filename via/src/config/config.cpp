@@ -204,7 +204,8 @@ void validate_environment() {
   static std::once_flag once;
   std::call_once(once, [] {
     const Findings findings = check_environment();
-    for (const std::string& warning : findings.warnings) std::fprintf(stderr, "viastack: warning: %s\n", warning.c_str());
+    for (const std::string& warning : findings.warnings)
+      std::fprintf(stderr, "viastack: warning: %s\n", warning.c_str());
     if (!findings.errors.empty()) stop(findings.errors);
   });
 }
