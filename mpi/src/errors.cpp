@@ -6,6 +6,7 @@
 
 #include "comm.hpp"
 #include "runtime.hpp"
+#include "via/via.hpp"
 
 namespace viastack::mpi {
 
@@ -73,6 +74,7 @@ void abort_job(const char* function, const std::string& why, int code) {
   std::fprintf(stderr, "viastack MPI: %s: %s\n", function, why.c_str());
   std::fflush(stderr);
   std::fflush(stdout);
+  via::remove_shared_memory_now();  // _exit runs no exit handlers: nothing else would
   _exit(code == 0 ? 1 : code);
 }
 
@@ -95,3 +97,6 @@ int raise_error(MPI_Comm comm, const char* function, const Error& error) {
 }
 
 }  // namespace viastack::mpi
+
+// The C stubs of unsupported.c end the job with _exit too.
+extern "C" void viastack_mpi_before_exit(void) { via::remove_shared_memory_now(); }

@@ -1,16 +1,24 @@
 // The byte mover under the MPI protocol: one reliable-delivery VI per peer,
-// connected peer to peer at start-up, with pre-posted receive buffers and
-// credit-based flow control (a sender never sends into a peer that has no
-// receive posted), eager messages copied through registered bounce buffers,
-// RDMA reads for rendezvous transfers, and RDMA reads and writes on windows.
-// Completions are read from the descriptors of each VI's queues, oldest first,
-// rather than through a completion queue, and a handled receive buffer is
-// re-posted by the next poll: both keep work off the path from a message's
-// arrival to its receive's completion.
+// connected on first use (a rank pays only for the peers it talks to), with
+// pre-posted receive buffers and credit-based flow control (a sender never
+// sends into a peer that has no receive posted), eager messages copied through
+// registered bounce buffers, RDMA reads for rendezvous transfers, and RDMA
+// reads and writes on windows. Completions are read from the descriptors of
+// each VI's queues, oldest first, rather than through a completion queue, and
+// a handled receive buffer is re-posted by the next poll: both keep work off
+// the path from a message's arrival to its receive's completion.
+//
+// Connections: every progress call also accepts the requests of peers that
+// want to talk to this rank. A rank that needs a peer creates its VI, posts
+// its receives and sends a client request; what it sends meanwhile waits in
+// the peer's backlog. When two ranks ask each other at once, the lower rank's
+// request wins: the lower rank refuses the higher one's, the higher rank
+// withdraws its own and accepts on the same VI, so one VI remains per pair.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <deque>
 #include <memory>
 #include <span>
@@ -59,7 +67,7 @@ class TransportClient {
 
 class Transport {
  public:
-  // Opens the NIC and connects to every other rank of the job.
+  // Opens the NIC; connections to peers are made when first used.
   Transport(int rank, int size, std::size_t eager_limit, TransportClient& client);
   ~Transport();
   Transport(const Transport&) = delete;
@@ -67,7 +75,8 @@ class Transport {
 
   std::size_t eager_limit() const { return eager_limit_; }
   // Queues a message for `peer` (header + payload copy); never blocks. False
-  // when it waits in the backlog (for credits, a bounce buffer or a descriptor).
+  // when it waits in the backlog (for the connection, credits, a bounce buffer
+  // or a descriptor).
   bool send(int peer, WireHeader header, std::span<const std::byte> payload);
   // Reads len bytes at (remote_address, remote_handle) of `peer` into local;
   // on_rdma_complete(id) follows once they are here.
@@ -82,6 +91,8 @@ class Transport {
   // Registers memory that peers read and write with RDMA (a window), until deregister_window().
   via::MemHandle register_window(void* addr, std::size_t len);
   void deregister_window(void* addr, via::MemHandle handle);
+  // The peers this rank is connected or connecting to.
+  int peers_in_use() const { return int(connected_.size() + connecting_.size()); }
 
   // Progress: the engine's, then every completion.
   void poll();
@@ -104,17 +115,26 @@ class Transport {
     via::MemHandle remote_handle;
     std::uint64_t id;
   };
+  struct FreeBytes {
+    void operator()(std::byte* bytes) const { std::free(bytes); }
+  };
+  // A peer this rank talks to: made on first use, by either side.
   struct Peer {
-    Peer();
+    explicit Peer(int rank);
+    int rank;
     via::Vi* vi = nullptr;
+    bool connected = false;
+    std::uint64_t connect_deadline_ns = 0;  // until when a connection may take
+    std::unique_ptr<std::byte, FreeBytes> receive_block;  // its receive descriptors, then their buffers
+    via::MemHandle receive_handle = 0;
     int send_credits = 0;
     int owed_credits = 0;  // receive buffers re-posted since we last told the peer
     bool closed = false;   // the peer disconnected (it finalized)
     via::PostedQueue receives;  // receive slots posted to the VI, oldest first
     via::PostedQueue sends;     // send descriptors posted to the VI, oldest first
     std::vector<int> reposts;   // receive slots of handled data messages, re-posted by the next poll
-    std::deque<Queued> backlog;  // waiting for credits, a bounce buffer or a descriptor
-    std::deque<PendingRdma> rdma;  // waiting for descriptors
+    std::deque<Queued> backlog;  // waiting for the connection, credits, a bounce buffer or a descriptor
+    std::deque<PendingRdma> rdma;  // waiting for the connection or descriptors
   };
   // What a posted send-queue descriptor is doing.
   struct SendSlot {
@@ -124,22 +144,32 @@ class Transport {
     via::MemHandle local_handle = 0;  // RDMA: released with the report
   };
 
-  void connect_all(int rank, int size);
-  VIP_DESCRIPTOR* descriptor(std::size_t index);
-  std::byte* receive_buffer(int peer, int slot);
+  // Connections.
+  Peer& peer(int rank);
+  Peer& add_peer(int rank);
+  void start_connect(Peer& p);
+  void advance_connects();
+  void accept_requests();
+  void accept(via::ConnRequest* request);
+  void on_connected(Peer& p);
+  [[noreturn]] void connect_failed(const Peer& p, const std::string& why);
+
+  VIP_DESCRIPTOR* send_descriptor(std::size_t index);
+  VIP_DESCRIPTOR* receive_descriptor(const Peer& p, int slot);
+  std::byte* receive_buffer(const Peer& p, int slot);
   std::byte* bounce_buffer(int index);
-  void set_single_segment(VIP_DESCRIPTOR* d, std::byte* buffer, std::uint32_t length) const;
-  void post_receive(int peer, int slot);
-  bool try_post(int peer, const WireHeader& header, std::span<const std::byte> payload);
+  static void set_single_segment(VIP_DESCRIPTOR* d, std::byte* buffer, std::uint32_t length, via::MemHandle handle);
+  void post_receive(Peer& p, int slot);
+  bool try_post(Peer& p, const WireHeader& header, std::span<const std::byte> payload);
   void rdma(int peer, const PendingRdma& op);
-  bool try_rdma(int peer, const PendingRdma& op);
+  bool try_rdma(Peer& p, const PendingRdma& op);
   void flush_backlogs();
   void drain();
-  void repost_receives(int peer);
-  void reap_sends(int peer);
-  void take_receives(int peer);
-  void on_send_complete(int peer, std::size_t index, const VIP_DESCRIPTOR* d);
-  void on_receive(int peer, int slot, const VIP_DESCRIPTOR* d);
+  void repost_receives(Peer& p);
+  void reap_sends(Peer& p);
+  void take_receives(Peer& p);
+  void on_send_complete(Peer& p, std::size_t index, const VIP_DESCRIPTOR* d);
+  void on_receive(Peer& p, int slot, const VIP_DESCRIPTOR* d);
   void on_async_error(const via::AsyncError& error);
 
   TransportClient& client_;
@@ -148,16 +178,20 @@ class Transport {
   std::size_t slot_bytes_;
   std::unique_ptr<via::Nic> nic_;
   via::Ptag ptag_ = 0;
-  std::vector<Peer> peers_;  // by world rank; peers_[rank_] is unused
-  std::byte* arena_ = nullptr;  // descriptors, receive buffers, bounce buffers
+  const via::NetAddress service_;  // where this rank accepts connection requests
+  std::vector<std::unique_ptr<Peer>> peers_;  // by world rank; null until first used
+  std::vector<Peer*> connected_;   // polled for completions
+  std::vector<Peer*> connecting_;  // their backlogs wait for the connection
+  std::byte* arena_ = nullptr;  // send descriptors and bounce buffers
   std::size_t arena_bytes_ = 0;
   via::MemHandle arena_handle_ = 0;
-  std::size_t receive_descriptors_ = 0;  // first send descriptor index
   std::vector<int> free_send_descriptors_;
   std::vector<int> free_bounces_;
   std::vector<SendSlot> send_slots_;
   std::unique_ptr<RegistrationCache> registrations_;
   bool backlogged_ = false;
+  unsigned polls_ = 0;              // accepting is checked every few polls
+  std::uint64_t sleeps_seen_ = 0;   // and after the NIC slept
 };
 
 template <class Done>
@@ -166,6 +200,11 @@ void Transport::wait_until(Done&& done) {
   if (done()) return;
   nic_->wait(
       [&] {
+        // A rank that sleeps is woken by a peer's connection request too.
+        if (nic_->counters().sleeps != sleeps_seen_) {
+          sleeps_seen_ = nic_->counters().sleeps;
+          accept_requests();
+        }
         drain();
         return done();
       },

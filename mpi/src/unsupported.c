@@ -6,9 +6,11 @@
 #include <stdio.h>
 #include <unistd.h>
 
+void viastack_mpi_before_exit(void); /* errors.cpp: what _exit would skip */
 __attribute__((noreturn)) static void unsupported(const char* function) {
   fprintf(stderr, "viastack MPI: %s is not supported by viastack's MPI subset; stopping the job\n", function);
   fflush(stderr);
+  viastack_mpi_before_exit();
   _exit(1);
 }
 

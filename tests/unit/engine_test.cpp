@@ -712,6 +712,86 @@ TEST_P(Engine, ClientServerAcceptRejectAndTimeout) {
   EXPECT_EQ(b.mismatch(0, 8, 77), -1);
 }
 
+// Two NICs ask each other for a client connection at the same time, in one
+// thread, neither having accepted yet: with a blocking connect_request each
+// would wait for the other for ever. Each accepts the other's request from its
+// progress loop (connect_wait with timeout 0); then both connections carry data.
+TEST_P(Engine, ClientRequestsProgressWithoutBlockingWhileBothSidesAccept) {
+  via::Vi* a_out = a.create_vi();
+  via::Vi* b_out = b.create_vi();
+  via::Vi* a_in = a.create_vi();
+  via::Vi* b_in = b.create_vi();
+  via::ConnRequest* req = nullptr;
+  EXPECT_EQ(a.nic->connect_wait(address(*a.nic, "rank0", "srv"), 0, req), via::Result::timeout);
+  expect_ok(a_out->connect_request_start(address(*a.nic, "rank0", "c"), address(*a.nic, "rank1", "srv"), 5000),
+            "a starts");
+  expect_ok(b_out->connect_request_start(address(*b.nic, "rank1", "c"), address(*b.nic, "rank0", "srv"), 5000),
+            "b starts");
+  EXPECT_EQ(a_out->state(), via::ViState::connect_pending);
+  EXPECT_EQ(a_out->connect_request_start(address(*a.nic, "rank0", "c"), address(*a.nic, "rank1", "srv"), 5000),
+            via::Result::invalid_state);
+  via::Result ra = via::Result::not_done, rb = via::Result::not_done;
+  bool a_accepted = false, b_accepted = false;
+  auto accept = [&](Endpoint& e, const char* name, via::Vi* vi, bool& accepted) {
+    if (accepted || e.nic->connect_wait(address(*e.nic, name, "srv"), 0, req) != via::Result::success) return;
+    EXPECT_EQ(req->remote.discriminator, std::vector<std::uint8_t>({'c'}));
+    expect_ok(e.nic->connect_accept(req, *vi), "accept");
+    accepted = true;
+  };
+  EXPECT_TRUE(pump({a.nic.get(), b.nic.get()}, [&] {
+    accept(a, "rank0", a_in, a_accepted);
+    accept(b, "rank1", b_in, b_accepted);
+    if (ra == via::Result::not_done) ra = a_out->connect_request_done();
+    if (rb == via::Result::not_done) rb = b_out->connect_request_done();
+    return a_accepted && b_accepted && ra != via::Result::not_done && rb != via::Result::not_done;
+  }));
+  EXPECT_EQ(ra, via::Result::success);
+  EXPECT_EQ(rb, via::Result::success);
+  EXPECT_EQ(a_out->connect_request_done(), via::Result::success);
+  for (auto [from, to, sender, receiver] : {std::tuple{a_out, b_in, &a, &b}, std::tuple{b_out, a_in, &b, &a}}) {
+    expect_ok(to->post_recv(receiver->message(0, 8), receiver->arena.handle), "recv");
+    sender->fill(4096, 8, 41);
+    expect_ok(from->post_send(sender->message(4096, 8), sender->arena.handle), "send");
+    ASSERT_NE(wait_done(to, true), nullptr);
+    ASSERT_NE(wait_done(from, false), nullptr);
+    EXPECT_EQ(receiver->mismatch(0, 8, 41), -1);
+  }
+}
+
+// A started client request ends, without blocking, in a reject (the VI is idle
+// and can ask again) or, when nobody answers, in a timeout at its deadline.
+TEST_P(Engine, ClientRequestStartedEndsInRejectOrTimeout) {
+  via::Vi* client = a.create_vi();
+  expect_ok(client->connect_request_start(address(*a.nic, "rank0", "c"), address(*a.nic, "rank1", "srv"), 5000),
+            "start");
+  via::ConnRequest* req = nullptr;
+  via::Result outcome = via::Result::not_done;
+  bool rejected = false;
+  EXPECT_TRUE(pump({a.nic.get(), b.nic.get()}, [&] {
+    if (!rejected && b.nic->connect_wait(address(*b.nic, "rank1", "srv"), 0, req) == via::Result::success) {
+      expect_ok(b.nic->connect_reject(req), "reject");
+      rejected = true;
+    }
+    outcome = client->connect_request_done();
+    return outcome != via::Result::not_done;
+  }));
+  EXPECT_EQ(outcome, via::Result::reject);
+  EXPECT_EQ(client->state(), via::ViState::idle);
+  EXPECT_EQ(client->connect_request_done(), via::Result::invalid_state);
+
+  auto start = std::chrono::steady_clock::now();
+  expect_ok(client->connect_request_start(address(*a.nic, "rank0", "c"), address(*a.nic, "rank1", "nobody"), 100),
+            "start again");
+  EXPECT_TRUE(pump({a.nic.get(), b.nic.get()}, [&] {
+    outcome = client->connect_request_done();
+    return outcome != via::Result::not_done;
+  }));
+  EXPECT_EQ(outcome, via::Result::timeout);
+  EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(100));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));
+  EXPECT_EQ(client->state(), via::ViState::idle);
+}
+
 TEST_P(Engine, WaitTimesOutOnASilentVi) {
   auto [va, vb] = connect();
   expect_ok(va->post_recv(a.message(0, 8), a.arena.handle), "recv");

@@ -62,19 +62,24 @@ void plant_segment(const std::string& job, std::uint32_t nic, std::uint64_t inbo
   const std::string path = shm::job_directory(job) + "/nic." + std::to_string(nic);
   int fd = open(path.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
   ASSERT_GE(fd, 0) << path;
-  ASSERT_EQ(ftruncate(fd, sizeof(shm::Segment)), 0);
-  void* p = mmap(nullptr, sizeof(shm::Segment), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  const shm::RingGeometry rings = shm::RingGeometry::for_local_ranks(2);
+  const std::size_t bytes = shm::segment_bytes(rings);
+  ASSERT_EQ(ftruncate(fd, off_t(bytes)), 0);
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   ASSERT_NE(p, MAP_FAILED);
   auto* s = static_cast<shm::Segment*>(p);
   s->header.version = shm::kVersion;
   s->header.nic_id = nic;
   s->header.owner_pid = getpid();
   s->header.owner_start_time = shm::process_start_time(getpid());
-  s->header.segment_size = sizeof(shm::Segment);
+  s->header.segment_size = bytes;
+  s->header.rings = rings;
   for (std::uint32_t i = 0; i < shm::kInboxEntries; ++i) s->inbox[i].seq.store(inbox_seq + i);
   s->header.magic.store(shm::kMagic);
-  munmap(p, sizeof(shm::Segment));
-  if (owner != geteuid()) ASSERT_EQ(fchown(fd, owner, owner), 0);
+  munmap(p, bytes);
+  if (owner != geteuid()) {
+    ASSERT_EQ(fchown(fd, owner, owner), 0);
+  }
   close(fd);
 }
 
@@ -170,10 +175,11 @@ bool small_dev_shm(std::size_t bytes) {
 
 TEST_F(ShmSegments, AFullDevShmIsAnErrorNeverASigbus) {
   if (geteuid() != 0) GTEST_SKIP() << "needs root to mount a small /dev/shm in a mount namespace";
-  const std::size_t header = offsetof(shm::Segment, slots);
+  const std::size_t header = shm::kSlotsOffset;
+  const std::size_t slot = shm::RingGeometry::for_local_ranks(1).slot_bytes();
   // Room for two NICs and a VI on each: a third VI must be refused, the two work.
   EXPECT_EQ(in_child([&] {
-              if (!small_dev_shm(2 * header + 2 * sizeof(shm::ViSlot) + 64 * 1024)) return 2;
+              if (!small_dev_shm(2 * header + 2 * slot + 64 * 1024)) return 2;
               Endpoint x, y;
               x.open("shm:0", 1 << 20);
               y.open("shm:1", 1 << 20);
@@ -204,6 +210,106 @@ TEST_F(ShmSegments, AFullDevShmIsAnErrorNeverASigbus) {
               return via::Nic::open("shm:0", nic) == via::Result::error_resource ? 0 : 3;
             }),
             0);
+}
+
+}  // namespace
+
+namespace {
+
+// A few ranks per node keep deep rings; a crowded node gets small ones, so that
+// every pair of 256 local ranks can connect in a few GiB of /dev/shm.
+TEST(ShmRings, SizedByHowManyRanksShareTheNode) {
+  using shm::RingGeometry;
+  for (int ranks : {1, 2, 16}) {
+    EXPECT_EQ(RingGeometry::for_local_ranks(ranks).data_bytes, 256u * 1024) << ranks;
+    EXPECT_EQ(RingGeometry::for_local_ranks(ranks).cells, 256u) << ranks;
+  }
+  EXPECT_EQ(RingGeometry::for_local_ranks(64).data_bytes, 64u * 1024);
+  EXPECT_EQ(RingGeometry::for_local_ranks(256).data_bytes, 16u * 1024);
+  EXPECT_EQ(RingGeometry::for_local_ranks(1024).cells, RingGeometry::kMinCells);
+  for (int ranks = 1; ranks <= 4096; ranks *= 2) {
+    const RingGeometry g = RingGeometry::for_local_ranks(ranks);
+    EXPECT_TRUE(g.valid()) << ranks;
+    EXPECT_LE(g.max_frame_payload(), g.data_bytes / 2) << ranks;
+  }
+  const std::uint64_t full_mesh_256 = 256ull * 255 * RingGeometry::for_local_ranks(256).slot_bytes();
+  EXPECT_LT(full_mesh_256, 2ull << 30);
+  EXPECT_FALSE((RingGeometry{48, 16 * 1024}.valid()));
+  EXPECT_FALSE((RingGeometry{32, 8 * 1024}.valid()));
+}
+
+}  // namespace
+
+namespace {
+
+// A job's folder is gone once its NICs are: however their processes ended.
+class ShmCleanup : public ::testing::Test {
+ protected:
+  void SetUp() override { job_ = use_unique_job("shmcleanup"); }
+  void TearDown() override { shm::remove_job_directory(job_); }
+  bool folder_exists() const { return std::filesystem::exists(shm::job_directory(job_)); }
+
+  // A child that opens NIC `nic` of the job, says so on a pipe, then waits
+  // for the end `how` brings (a signal from the parent, or its own doing).
+  pid_t start_rank(std::uint32_t nic, const std::function<void()>& how) {
+    int ready[2];
+    EXPECT_EQ(pipe(ready), 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+      alarm(20);
+      Endpoint ep;
+      ep.open("shm:" + std::to_string(nic), 4096);
+      if (write(ready[1], "r", 1) != 1) _exit(3);
+      how();
+      _exit(0);
+    }
+    char byte;
+    EXPECT_EQ(read(ready[0], &byte, 1), 1);
+    close(ready[0]);
+    close(ready[1]);
+    return pid;
+  }
+  static int status_of(pid_t pid) {
+    int status = 0;
+    waitpid(pid, &status, 0);
+    return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
+  }
+  std::string job_;
+};
+
+TEST_F(ShmCleanup, AProcessEndedBySigtermRemovesItsSegment) {
+  pid_t rank = start_rank(0, [] { pause(); });
+  EXPECT_TRUE(folder_exists());
+  kill(rank, SIGTERM);
+  EXPECT_EQ(status_of(rank), 128 + SIGTERM) << "the signal's own status, as without viastack";
+  EXPECT_FALSE(folder_exists());
+}
+
+TEST_F(ShmCleanup, AProcessThatAbortsRemovesItsSegment) {
+  pid_t rank = start_rank(0, [] { std::abort(); });
+  EXPECT_EQ(status_of(rank), 128 + SIGABRT);
+  EXPECT_FALSE(folder_exists());
+}
+
+TEST_F(ShmCleanup, AProcessEndingWithoutExitHandlersCanRemoveItsSegmentFirst) {
+  pid_t rank = start_rank(0, [] {
+    via::remove_shared_memory_now();
+    _exit(5);
+  });
+  EXPECT_EQ(status_of(rank), 5);
+  EXPECT_FALSE(folder_exists());
+}
+
+TEST_F(ShmCleanup, TheLastNicToCloseRemovesWhatKilledPeersLeft) {
+  pid_t killed = start_rank(1, [] { pause(); });
+  {
+    Endpoint survivor;
+    survivor.open("shm:0", 4096);
+    kill(killed, SIGKILL);
+    EXPECT_EQ(status_of(killed), 128 + SIGKILL);
+    EXPECT_TRUE(std::filesystem::exists(shm::job_directory(job_) + "/nic.1")) << "SIGKILL leaves the segment";
+  }
+  EXPECT_FALSE(folder_exists());
 }
 
 }  // namespace

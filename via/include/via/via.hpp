@@ -42,6 +42,11 @@ enum class Result : int {
 };
 const char* describe(Result r);
 
+// Removes the shared-memory segments this process's NICs created, for a
+// process about to end without running exit handlers (MPI's abort path calls
+// it before _exit). Async-signal-safe; the NICs must not be used afterwards.
+void remove_shared_memory_now();
+
 enum class ViState : int {
   idle = VIP_STATE_IDLE,
   connected = VIP_STATE_CONNECTED,
@@ -223,8 +228,14 @@ class Vi {
   void set_send_notify(DescriptorNotify handler) { send_notify_ = std::move(handler); }
   void set_recv_notify(DescriptorNotify handler) { recv_notify_ = std::move(handler); }
 
-  // Connections.
+  // Connections. connect_request blocks until the server answers or the
+  // timeout passes. connect_request_start and connect_peer_request only start
+  // a request; connect_request_done and connect_peer_done then advance it
+  // without blocking: not_done until it connects (success) or fails (reject,
+  // timeout, ...; the VI is idle again).
   Result connect_request(const NetAddress& local, const NetAddress& remote, std::uint32_t timeout_ms);
+  Result connect_request_start(const NetAddress& local, const NetAddress& remote, std::uint32_t timeout_ms);
+  Result connect_request_done();
   Result connect_peer_request(const NetAddress& local, const NetAddress& remote, std::uint32_t timeout_ms);
   Result connect_peer_done();
   Result connect_peer_wait();
@@ -273,7 +284,10 @@ class Vi {
             std::uint32_t status = 0, bool orderly = false);
   void flush_all(std::uint32_t status);
   Result wait_queue(WorkQueue& q, std::uint32_t timeout_ms, VIP_DESCRIPTOR*& out);
-  std::uint64_t peer_deadline_ns_ = 0;  // when a peer-to-peer connect request times out
+  Result start_connect(const NetAddress& local, const NetAddress& remote, std::uint32_t timeout_ms, bool client);
+  Result poll_connect();
+  Result wait_connected();
+  std::uint64_t connect_deadline_ns_ = 0;  // when a pending connect request times out
   bool direct_rdma(WorkRequest& wr);
 
   Nic& nic_;

@@ -2,7 +2,9 @@
 
 #include <fcntl.h>
 
+#include <cstdlib>
 #include <istream>
+#include <thread>
 
 #include "providers/tcp/handshake.hpp"
 
@@ -11,6 +13,8 @@ namespace via::tcp {
 namespace {
 constexpr std::size_t kMaxLine = 1024;
 constexpr std::chrono::seconds kExchangeTimeout{30};
+// How long a rank keeps trying to get into a busy directory.
+constexpr std::chrono::seconds kConnectPatience{60};
 }  // namespace
 
 // ---- server ----
@@ -85,24 +89,35 @@ std::unique_ptr<DirectoryClient> DirectoryClient::connect(const std::string& add
     error = "VIASTACK_DIRECTORY='" + address + "' is not an IPv4 address:port";
     return nullptr;
   }
-  std::unique_ptr<DirectoryClient> client(new DirectoryClient());
-  asio::error_code ec;
-  client->socket_.connect(*endpoint, ec);
-  if (ec) {
-    error = "cannot reach the job's directory at " + address + ": " +
-            (out_of_descriptors(ec) ? describe_descriptor_shortage(ec) : ec.message());
-    return nullptr;
+  // Hundreds of ranks start at once: a directory that is busy may close or
+  // time out a stream before it proves itself. Such a stream is opened again
+  // after a growing, jittered pause; only a wrong proof ends the attempt.
+  const auto give_up = std::chrono::steady_clock::now() + kConnectPatience;
+  std::chrono::milliseconds pause{10};
+  for (;;) {
+    std::unique_ptr<DirectoryClient> client(new DirectoryClient());
+    asio::error_code ec;
+    client->socket_.connect(*endpoint, ec);
+    bool worth_retrying = true;
+    if (ec) {
+      error = "cannot reach the job's directory at " + address + ": " +
+              (out_of_descriptors(ec) ? describe_descriptor_shortage(ec) : ec.message());
+    } else {
+      auto h = std::make_shared<Handshake>(std::move(client->socket_));
+      std::string outcome = "timed out";
+      run_client_handshake(h, key, Purpose::directory, [&](const std::string& e) { outcome = e; });
+      client->io_.run_for(auth_timeout());
+      if (outcome.empty()) {
+        client->socket_ = std::move(h->socket);
+        return client;
+      }
+      error = "the job's directory at " + address + " refused us: " + outcome;
+      worth_retrying = h->stream_failed || outcome == "timed out";
+    }
+    if (!worth_retrying || std::chrono::steady_clock::now() + pause > give_up) return nullptr;
+    std::this_thread::sleep_for(pause + std::chrono::milliseconds(std::rand() % (pause.count() + 1)));
+    pause = std::min(pause * 2, std::chrono::milliseconds(500));
   }
-  auto h = std::make_shared<Handshake>(std::move(client->socket_));
-  std::string outcome = "timed out";
-  run_client_handshake(h, key, Purpose::directory, [&](const std::string& e) { outcome = e; });
-  client->io_.run_for(auth_timeout());
-  if (!outcome.empty()) {
-    error = "the job's directory at " + address + " refused us: " + outcome;
-    return nullptr;
-  }
-  client->socket_ = std::move(h->socket);
-  return client;
 }
 
 std::optional<std::string> DirectoryClient::exchange(const std::string& line, std::string& error) {

@@ -270,15 +270,16 @@ Result Nic::destroy_vi(Vi* vi) {
 
 // ---- server side of client/server connections ----
 
+// A timeout of 0 looks once, without the spinning and sleeping of a wait: a
+// program that accepts from its progress loop calls it on every poll.
 Result Nic::connect_wait(const NetAddress& local, std::uint32_t timeout_ms, ConnRequest*& out) {
   std::unique_ptr<ConnRequest> request;
-  Result r = wait(
-      [&] {
-        provider_->progress_control();
-        request = provider_->take_request(local);
-        return request != nullptr;
-      },
-      timeout_ms);
+  auto arrived = [&] {
+    provider_->progress_control();
+    request = provider_->take_request(local);
+    return request != nullptr;
+  };
+  const Result r = timeout_ms == 0 ? (arrived() ? Result::success : Result::timeout) : wait(arrived, timeout_ms);
   if (r != Result::success) return r;
   request->nic = this;
   requests_.push_back(std::move(request));
@@ -352,9 +353,12 @@ Result Nic::wait_impl(const std::function<bool()>& done, std::uint32_t timeout_m
       }
     }
   }
-  // Sleep: announce it, check once more, then block until a doorbell or a time slice ends.
-  constexpr std::uint64_t kSlice = 10'000'000;  // also how often peers' liveness is checked
-  for (;;) {
+  // Sleep: announce it, check once more, then block until a doorbell or a time
+  // slice ends. The slice is also how often peers' liveness is checked (on shm a
+  // read of /proc per peer): it doubles while the wait goes on, so that hundreds
+  // of idle processes on a few cores do not keep the machine busy checking.
+  constexpr std::uint64_t kFirstSlice = 10'000'000, kLongestSlice = 1'000'000'000;
+  for (std::uint64_t slice = kFirstSlice;; slice = std::min(2 * slice, kLongestSlice)) {
     slow_progress(true);
     progress();
     if (done()) return Result::success;
@@ -367,7 +371,7 @@ Result Nic::wait_impl(const std::function<bool()>& done, std::uint32_t timeout_m
       return Result::success;
     }
     ++counters_.sleeps;
-    provider_->sleep(token, std::chrono::nanoseconds(std::min(kSlice, deadline - now)));
+    provider_->sleep(token, std::chrono::nanoseconds(std::min(slice, deadline - now)));
     provider_->disarm_sleep();
   }
 }

@@ -341,44 +341,44 @@ Result Vi::disconnect() {
 // ---- connections ----
 
 Result Vi::connect_request(const NetAddress& local, const NetAddress& remote, std::uint32_t timeout_ms) {
-  if (state_ != ViState::idle) return Result::invalid_state;
-  Provider& provider = nic_.provider();
-  if (Result r = provider.connect(*this, local, remote, Provider::ConnectMode::client); r != Result::success) return r;
-  state_ = ViState::connect_pending;
-  Result outcome = Result::not_done;
-  Result r = nic_.wait(
-      [&] {
-        outcome = provider.poll_connect(*this);
-        return outcome != Result::not_done;
-      },
-      timeout_ms);
-  if (r == Result::timeout) {
-    if (provider.cancel_connect(*this)) {
-      state_ = ViState::idle;
-      return Result::timeout;
-    }
-    outcome = provider.poll_connect(*this);
-  }
-  if (outcome != Result::success) state_ = ViState::idle;
-  return outcome;
+  if (Result r = connect_request_start(local, remote, timeout_ms); r != Result::success) return r;
+  return wait_connected();
 }
 
+Result Vi::connect_request_start(const NetAddress& local, const NetAddress& remote, std::uint32_t timeout_ms) {
+  return start_connect(local, remote, timeout_ms, true);
+}
+
+Result Vi::connect_request_done() { return poll_connect(); }
+
 Result Vi::connect_peer_request(const NetAddress& local, const NetAddress& remote, std::uint32_t timeout_ms) {
+  return start_connect(local, remote, timeout_ms, false);
+}
+
+Result Vi::connect_peer_done() { return poll_connect(); }
+
+Result Vi::connect_peer_wait() { return wait_connected(); }
+
+Result Vi::start_connect(const NetAddress& local, const NetAddress& remote, std::uint32_t timeout_ms,
+                         bool client) {
   if (state_ != ViState::idle) return Result::invalid_state;
-  if (Result r = nic_.provider().connect(*this, local, remote, Provider::ConnectMode::peer); r != Result::success)
-    return r;
+  const auto mode = client ? Provider::ConnectMode::client : Provider::ConnectMode::peer;
+  if (Result r = nic_.provider().connect(*this, local, remote, mode); r != Result::success) return r;
   state_ = ViState::connect_pending;
-  peer_deadline_ns_ = timeout_ms == kInfinite ? UINT64_MAX : now_ns() + std::uint64_t(timeout_ms) * 1000000ull;
+  connect_deadline_ns_ = timeout_ms == kInfinite ? UINT64_MAX : now_ns() + std::uint64_t(timeout_ms) * 1000000ull;
   return Result::success;
 }
 
-Result Vi::connect_peer_done() {
+// One step of a pending request: the connection traffic moves (a request that
+// found the peer's inbox full goes out again), then the outcome, if any; at
+// the deadline the request is withdrawn unless it completed meanwhile.
+Result Vi::poll_connect() {
   if (state_ == ViState::connected) return Result::success;
   if (state_ != ViState::connect_pending) return Result::invalid_state;
   Provider& provider = nic_.provider();
   provider.progress_control();
   Result outcome = provider.poll_connect(*this);
-  if (outcome == Result::not_done && now_ns() >= peer_deadline_ns_) {
+  if (outcome == Result::not_done && now_ns() >= connect_deadline_ns_) {
     if (provider.cancel_connect(*this)) {
       state_ = ViState::idle;
       return Result::timeout;
@@ -389,11 +389,11 @@ Result Vi::connect_peer_done() {
   return outcome;
 }
 
-Result Vi::connect_peer_wait() {
+Result Vi::wait_connected() {
   Result outcome = Result::not_done;
   Result r = nic_.wait(
       [&] {
-        outcome = connect_peer_done();
+        outcome = poll_connect();
         return outcome != Result::not_done;
       },
       kInfinite);

@@ -2,6 +2,8 @@
 // behind by a killed job.
 #include "providers/shm/segment.hpp"
 
+#include "via/via.hpp"
+
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -17,7 +19,6 @@
 #include <fstream>
 #include <mutex>
 #include <new>
-#include <set>
 #include <sstream>
 
 namespace via::shm {
@@ -26,28 +27,84 @@ namespace {
 
 constexpr const char* kShmRoot = "/dev/shm";
 
-// Segments this process created, removed at exit even if the program never
-// closed its NICs (a killed process leaves them to viarun or the next owner).
-// Never destroyed: the atexit handler below runs after static destructors
-// registered later than it would.
-std::mutex owned_mutex;
-std::set<std::string>& owned_paths() {
-  static auto* paths = new std::set<std::string>();
-  return *paths;
-}
-pid_t owner_pid = 0;  // the process that created the files (a forked child must not remove them)
+// Segments this process created, removed however it ends: at exit, on a
+// fatal signal whose action was the default one, before MPI's _exit
+// (remove_owned_segments), and otherwise by the job's survivors or viarun.
+// Kept in fixed storage so that a signal handler can walk it.
+constexpr int kMaxOwned = 64;
+struct OwnedPath {
+  std::atomic<bool> used{false};
+  char path[240];
+};
+OwnedPath owned[kMaxOwned];
+std::mutex owned_mutex;  // for those who add and remove entries; handlers only read
+std::atomic<pid_t> owner_pid{0};  // the process that created the files (a forked child must not remove them)
 
 // Removes a segment file and, if it was the last, its job's folder.
-void remove_path(const std::string& path) {
-  unlink(path.c_str());
-  rmdir(path.substr(0, path.rfind('/')).c_str());  // fails while other NICs' segments remain
+// Async-signal-safe: no allocation.
+void remove_path(const char* path) {
+  unlink(path);
+  char folder[sizeof OwnedPath::path];
+  std::size_t n = 0;
+  for (std::size_t i = 0; path[i] && i + 1 < sizeof folder; ++i)
+    if (path[i] == '/') n = i;
+  std::memcpy(folder, path, n);
+  folder[n] = '\0';
+  rmdir(folder);  // fails while other NICs' segments remain
 }
 
-void remove_owned_at_exit() {
+void remove_owned() {
+  if (getpid() != owner_pid.load()) return;
+  for (OwnedPath& entry : owned)
+    if (entry.used.exchange(false)) remove_path(entry.path);
+}
+
+constexpr int kFatalSignals[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGABRT, SIGSEGV, SIGBUS};
+
+void remove_owned_on_signal(int signal) {
+  const int saved_errno = errno;
+  remove_owned();
+  errno = saved_errno;
+  raise(signal);  // the action is the default one again (SA_RESETHAND): end as the signal would have
+}
+
+// Only signals the program left at their default action (ending the process)
+// are taken; a handler of the program's own, or a sanitizer's, stays.
+void remove_owned_on_fatal_signals() {
+  for (int signal : kFatalSignals) {
+    struct sigaction current {};
+    if (sigaction(signal, nullptr, &current) != 0 || current.sa_handler != SIG_DFL ||
+        (current.sa_flags & SA_SIGINFO))
+      continue;
+    struct sigaction action {};
+    action.sa_handler = remove_owned_on_signal;
+    action.sa_flags = SA_RESETHAND | SA_NODEFER;
+    sigemptyset(&action.sa_mask);
+    sigaction(signal, &action, nullptr);
+  }
+}
+
+void own(const std::string& path) {
   std::lock_guard lock(owned_mutex);
-  if (getpid() != owner_pid) return;
-  for (const std::string& path : owned_paths()) remove_path(path);
-  owned_paths().clear();
+  static bool registered = (std::atexit(remove_owned), remove_owned_on_fatal_signals(), true);
+  (void)registered;
+  if (owner_pid.load() != getpid()) {  // files a parent made are its own to remove
+    for (OwnedPath& entry : owned) entry.used.store(false);
+    owner_pid.store(getpid());
+  }
+  if (path.size() >= sizeof OwnedPath::path) return;  // left to the job's survivors and viarun
+  for (OwnedPath& entry : owned) {
+    if (entry.used.load()) continue;
+    std::memcpy(entry.path, path.c_str(), path.size() + 1);
+    entry.used.store(true);
+    return;
+  }
+}
+
+void disown(const std::string& path) {
+  std::lock_guard lock(owned_mutex);
+  for (OwnedPath& entry : owned)
+    if (entry.used.load() && path == entry.path) entry.used.store(false);
 }
 
 void* map_fd(int fd, std::size_t size) {
@@ -101,6 +158,21 @@ std::string no_room(const std::string& what, std::size_t bytes, int error) {
 
 }  // namespace
 
+RingGeometry RingGeometry::for_local_ranks(int local_ranks) {
+  // About 4 MiB of payload rings per NIC if it connects to every local rank.
+  std::uint32_t data = kMaxData;
+  while (data > kMinData && std::uint64_t(data) * std::uint64_t(std::max(local_ranks, 1)) > (4u << 20)) data /= 2;
+  if (local_ranks <= 16) data = kMaxData;
+  return RingGeometry{std::clamp(data / 1024, kMinCells, kMaxCells), data};
+}
+
+bool RingGeometry::valid() const {
+  auto power_of_two_within = [](std::uint32_t v, std::uint32_t lo, std::uint32_t hi) {
+    return v >= lo && v <= hi && (v & (v - 1)) == 0;
+  };
+  return power_of_two_within(cells, kMinCells, kMaxCells) && power_of_two_within(data_bytes, kMinData, kMaxData);
+}
+
 std::string job_directory(const std::string& job) { return std::string(kShmRoot) + "/viastack." + job; }
 
 bool prepare_job_directory(const std::string& job, std::string& error) {
@@ -153,7 +225,8 @@ bool process_alive(int pid, std::uint64_t start_time) {
   return now != 0 && now == start_time;
 }
 
-Segment* create_segment(const std::string& job, std::uint32_t nic, int& fd_out, std::string& error) {
+Segment* create_segment(const std::string& job, std::uint32_t nic, RingGeometry rings, int& fd_out,
+                        std::string& error) {
   const std::string path = segment_path(job, nic);
   int fd = -1;
   // A NIC of the job that closes last removes the folder: make it again then.
@@ -176,15 +249,16 @@ Segment* create_segment(const std::string& job, std::uint32_t nic, int& fd_out, 
   auto fail = [&](std::string why) -> Segment* {
     error = std::move(why);
     close(fd);
-    remove_path(path);
+    remove_path(path.c_str());
     return nullptr;
   };
   // The file spans every VI slot, but only the slots in use are ever backed by memory.
-  if (ftruncate(fd, sizeof(Segment)) != 0)
+  const std::size_t size = segment_bytes(rings);
+  if (ftruncate(fd, off_t(size)) != 0)
     return fail("cannot size shared segment " + path + ": " + std::strerror(errno));
-  if (int e = posix_fallocate(fd, 0, offsetof(Segment, slots)); e != 0)
-    return fail(no_room("NIC " + std::to_string(nic) + "'s shared segment", offsetof(Segment, slots), e));
-  void* p = map_fd(fd, sizeof(Segment));
+  if (int e = posix_fallocate(fd, 0, kSlotsOffset); e != 0)
+    return fail(no_room("NIC " + std::to_string(nic) + "'s shared segment", kSlotsOffset, e));
+  void* p = map_fd(fd, size);
   if (!p) return fail("cannot map shared segment " + path + ": " + std::strerror(errno));
   auto* s = static_cast<Segment*>(p);
   SegmentHeader& h = s->header;
@@ -194,25 +268,19 @@ Segment* create_segment(const std::string& job, std::uint32_t nic, int& fd_out, 
   h.owner_start_time = process_start_time(getpid());
   h.owner_base = reinterpret_cast<std::uintptr_t>(s);
   h.probe_value = kMagic ^ std::uint64_t(getpid());
-  h.segment_size = sizeof(Segment);
+  h.segment_size = size;
+  h.rings = rings;
   for (std::uint32_t i = 0; i < kInboxEntries; ++i) s->inbox[i].seq.store(i, std::memory_order_relaxed);
   h.magic.store(kMagic, std::memory_order_release);
-  {
-    std::lock_guard lock(owned_mutex);
-    static bool registered = (std::atexit(remove_owned_at_exit), true);
-    (void)registered;
-    if (owner_pid != getpid()) owned_paths().clear();  // files a parent made are its own to remove
-    owner_pid = getpid();
-    owned_paths().insert(path);
-  }
+  own(path);
   fd_out = fd;
   return s;
 }
 
-bool reserve_slot(int fd, std::uint32_t slot, std::string& error) {
-  const std::size_t offset = offsetof(Segment, slots) + std::size_t(slot) * sizeof(ViSlot);
-  if (int e = posix_fallocate(fd, off_t(offset), sizeof(ViSlot)); e != 0) {
-    error = no_room("a VI's receive rings", sizeof(ViSlot), e);
+bool reserve_slot(int fd, RingGeometry rings, std::uint32_t slot, std::string& error) {
+  const std::size_t offset = kSlotsOffset + std::size_t(slot) * rings.slot_bytes();
+  if (int e = posix_fallocate(fd, off_t(offset), off_t(rings.slot_bytes())); e != 0) {
+    error = no_room("a VI's receive rings", rings.slot_bytes(), e);
     return false;
   }
   return true;
@@ -227,33 +295,48 @@ std::uint64_t segment_inode(const std::string& job, std::uint32_t nic) {
 Segment* open_segment(const std::string& job, std::uint32_t nic, std::uint64_t& inode) {
   int fd = open_own_file(segment_path(job, nic), O_RDWR);
   if (fd < 0) return nullptr;
+  // The header says how large the segment is; it must agree with the file.
   struct stat st;
-  if (fstat(fd, &st) != 0 || std::size_t(st.st_size) != sizeof(Segment)) {
+  SegmentHeader header;
+  if (fstat(fd, &st) != 0 || std::size_t(st.st_size) < kSlotsOffset ||
+      pread(fd, &header, sizeof header, 0) != ssize_t(sizeof header) || !header.rings.valid() ||
+      header.segment_size != segment_bytes(header.rings) || std::uint64_t(st.st_size) != header.segment_size) {
     close(fd);
     return nullptr;
   }
   inode = st.st_ino;
-  void* p = map_fd(fd, sizeof(Segment));
+  void* p = map_fd(fd, header.segment_size);
   close(fd);
   if (!p) return nullptr;
   auto* s = static_cast<Segment*>(p);
   if (s->header.magic.load(std::memory_order_acquire) != kMagic || s->header.version != kVersion ||
-      s->header.nic_id != nic || !process_alive(s->header.owner_pid, s->header.owner_start_time)) {
-    munmap(p, sizeof(Segment));
+      s->header.nic_id != nic || s->header.segment_size != header.segment_size ||
+      s->header.rings.cells != header.rings.cells || s->header.rings.data_bytes != header.rings.data_bytes ||
+      !process_alive(s->header.owner_pid, s->header.owner_start_time)) {
+    munmap(p, header.segment_size);
     return nullptr;
   }
   return s;
 }
 
 void unmap_segment(Segment* s) {
-  if (s) munmap(s, sizeof(Segment));
+  if (s) munmap(s, s->header.segment_size);
 }
 
 void remove_segment(const std::string& job, std::uint32_t nic) {
   const std::string path = segment_path(job, nic);
-  std::lock_guard lock(owned_mutex);
-  if (owner_pid == getpid()) remove_path(path);
-  owned_paths().erase(path);
+  if (owner_pid.load() == getpid()) unlink(path.c_str());
+  disown(path);
+  // What killed peers left is removed by whoever closes last.
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator(job_directory(job), error))
+    if (entry.path().filename().string().starts_with("nic.") && segment_is_stale(entry.path().string()))
+      unlink(entry.path().c_str());
+  rmdir(job_directory(job).c_str());
 }
 
+void remove_owned_segments() { remove_owned(); }
+
 }  // namespace via::shm
+
+void via::remove_shared_memory_now() { shm::remove_owned_segments(); }

@@ -12,6 +12,7 @@
 // the cell itself and never reads a counter the producer writes.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -23,11 +24,9 @@
 namespace via::shm {
 
 inline constexpr std::uint64_t kMagic = 0x31306d6873616976ull;  // "viashm01"
-inline constexpr std::uint32_t kVersion = 1;
-inline constexpr std::uint32_t kMaxVi = 1024;   // slots are backed by memory only once used
-inline constexpr std::uint32_t kCells = 256;              // frames in flight per VI
+inline constexpr std::uint32_t kVersion = 2;
+inline constexpr std::uint32_t kMaxVi = 1024;  // slots are backed by memory only once used
 inline constexpr std::uint32_t kCellBytes = 128;
-inline constexpr std::uint32_t kDataBytes = 256 * 1024;   // payload ring per VI
 inline constexpr std::uint32_t kMaxFramePayload = 64 * 1024;
 inline constexpr std::uint32_t kInboxEntries = 64;
 inline constexpr std::uint32_t kMaxDiscriminator = 16;
@@ -68,8 +67,38 @@ struct alignas(kCellBytes) ViSlot {
   std::atomic<std::uint32_t> producer_waiting;       // the peer found the ring full
   alignas(64) std::atomic<std::uint64_t> cells_consumed;  // written by the owner
   alignas(64) std::atomic<std::uint64_t> data_consumed;   // written by the owner
-  Cell cells[kCells];
-  alignas(64) std::byte data[kDataBytes];
+  // The slot's rings follow: RingGeometry::cells cells, then the data ring.
+};
+
+// How large each VI's rings are: frames in flight (cells) and the payload
+// ring's bytes. A NIC with few local peers gets deep rings for bandwidth; a
+// node crowded with ranks gets small ones, so that each pair of them can
+// connect within /dev/shm (a frame's payload is at most half the ring).
+struct RingGeometry {
+  std::uint32_t cells;
+  std::uint32_t data_bytes;
+
+  static constexpr std::uint32_t kMinCells = 32, kMaxCells = 256;
+  static constexpr std::uint32_t kMinData = 16 * 1024, kMaxData = 256 * 1024;
+  // The geometry for a node running `local_ranks` ranks of the job.
+  static RingGeometry for_local_ranks(int local_ranks);
+  // Powers of two within the bounds above (a peer's header is checked with it).
+  bool valid() const;
+  // One VI slot: its fixed part, its cells and its data ring.
+  std::size_t slot_bytes() const { return sizeof(ViSlot) + std::size_t(cells) * kCellBytes + data_bytes; }
+  std::uint32_t max_frame_payload() const { return std::min(kMaxFramePayload, data_bytes / 2); }
+  // Where ring position `pos` falls (both sizes are powers of two).
+  std::uint32_t cell_index(std::uint64_t pos) const { return std::uint32_t(pos) & (cells - 1); }
+  std::uint32_t data_offset(std::uint64_t pos) const { return std::uint32_t(pos) & (data_bytes - 1); }
+};
+
+// A view of one VI slot and its rings, in this process's mapping.
+struct Ring {
+  ViSlot* slot = nullptr;
+  Cell* cells = nullptr;
+  std::byte* data = nullptr;
+  RingGeometry geometry{};
+  ViSlot* operator->() const { return slot; }
 };
 
 enum ControlType : std::uint8_t { kControlConnect = 1, kControlPeer = 2 };
@@ -108,6 +137,7 @@ struct SegmentHeader {
   std::uint64_t owner_base;        // the owner's mapping address of this segment
   std::uint64_t probe_value;       // read through CMA to learn whether CMA works
   std::uint64_t segment_size;
+  RingGeometry rings;  // of every VI slot in this segment
   alignas(64) std::atomic<std::uint32_t> sleeping;  // the owner is (about to be) asleep
   alignas(64) std::atomic<std::uint32_t> doorbell;  // futex word peers bump to wake it
   alignas(64) std::atomic<std::uint64_t> inbox_write;
@@ -117,8 +147,20 @@ struct Segment {
   SegmentHeader header;
   InboxEntry inbox[kInboxEntries];
   RegionTable regions;
-  ViSlot slots[kMaxVi];
+  // kMaxVi VI slots follow, from kSlotsOffset on, header.rings.slot_bytes() apart.
+  Ring ring(std::uint32_t slot);
 };
+// Where the slots start: the fixed part is reserved at creation, slots when used.
+inline constexpr std::size_t kSlotsOffset = (sizeof(Segment) + 4095) / 4096 * 4096;
+inline std::size_t segment_bytes(RingGeometry g) { return kSlotsOffset + std::size_t(kMaxVi) * g.slot_bytes(); }
+
+inline Ring Segment::ring(std::uint32_t slot) {
+  const RingGeometry g = header.rings;
+  auto* base = reinterpret_cast<std::byte*>(this) + kSlotsOffset + std::size_t(slot) * g.slot_bytes();
+  auto* s = reinterpret_cast<ViSlot*>(base);
+  auto* cells = reinterpret_cast<Cell*>(base + sizeof(ViSlot));
+  return Ring{s, cells, reinterpret_cast<std::byte*>(cells + g.cells), g};
+}
 
 // The folder holding a job's segments, "/dev/shm/viastack.<job>", job being the bootstrap's job id.
 std::string job_directory(const std::string& job);
@@ -136,15 +178,20 @@ bool process_alive(int pid, std::uint64_t start_time);
 // header, inbox and region table is reserved at once (a full /dev/shm is an
 // error here, never a SIGBUS later); a VI slot's space is reserved when the
 // slot is first used (reserve_slot). `fd` stays open for that.
-Segment* create_segment(const std::string& job, std::uint32_t nic, int& fd, std::string& error);
+Segment* create_segment(const std::string& job, std::uint32_t nic, RingGeometry rings, int& fd, std::string& error);
 // Reserves the space of VI slot `slot`; false with the reason if /dev/shm is full.
-bool reserve_slot(int fd, std::uint32_t slot, std::string& error);
+bool reserve_slot(int fd, RingGeometry rings, std::uint32_t slot, std::string& error);
 // Maps a live peer's segment, if it is this user's; `inode` identifies this incarnation of the name.
 Segment* open_segment(const std::string& job, std::uint32_t nic, std::uint64_t& inode);
 // The inode currently behind a NIC's segment name, 0 if there is none: a NIC
 // closed and opened again keeps its name but gets a new file.
 std::uint64_t segment_inode(const std::string& job, std::uint32_t nic);
-void unmap_segment(Segment* s);
+void unmap_segment(Segment* s);  // of either kind
+// Removes this NIC's segment, and those of the job's NICs whose owners died;
+// the job's folder goes with the last.
 void remove_segment(const std::string& job, std::uint32_t nic);
+// Removes every segment this process created, for a process about to end
+// without exit handlers (async-signal-safe; its NICs are dead afterwards).
+void remove_owned_segments();
 
 }  // namespace via::shm

@@ -38,8 +38,9 @@ void wake(Segment& s) {
   }
 }
 
-void reset_rings(ViSlot& slot) {
-  for (Cell& c : slot.cells) c.seq.store(0, std::memory_order_relaxed);
+void reset_rings(const Ring& ring) {
+  ViSlot& slot = *ring.slot;
+  for (std::uint32_t i = 0; i < ring.geometry.cells; ++i) ring.cells[i].seq.store(0, std::memory_order_relaxed);
   slot.cells_consumed.store(0, std::memory_order_relaxed);
   slot.data_consumed.store(0, std::memory_order_relaxed);
   slot.producer_waiting.store(0, std::memory_order_relaxed);
@@ -54,41 +55,43 @@ bool cma_works(const Segment& peer) {
   return n == sizeof value && value == peer.header.probe_value;
 }
 
-ShmLink::ShmLink(ViSlot& mine, std::shared_ptr<Segment> peer, ViSlot& theirs, bool cma)
+ShmLink::ShmLink(Ring mine, std::shared_ptr<Segment> peer, Ring theirs, bool cma)
     : mine_(mine), peer_mapping_(std::move(peer)), peer_(*peer_mapping_), theirs_(theirs), cma_(cma) {}
 
 bool ShmLink::has_room(std::uint64_t data_end) const {
-  return send_pos_ - seen_cells_consumed_ < kCells && data_end - seen_data_consumed_ <= kDataBytes;
+  return send_pos_ - seen_cells_consumed_ < theirs_.geometry.cells &&
+         data_end - seen_data_consumed_ <= theirs_.geometry.data_bytes;
 }
 
 bool ShmLink::try_send(const FrameHeader& header, const iovec* iov, std::size_t iovcnt) {
   // Once the peer has closed, its slot may already serve another connection:
   // write nothing more there (the VI learns of the close on its slow path).
-  if (mine_.closed_by.load(std::memory_order_acquire) != kOpen) return false;
+  if (mine_->closed_by.load(std::memory_order_acquire) != kOpen) return false;
   const std::uint64_t len = total_length(iov, iovcnt);
   // Payloads are contiguous in the data ring: skip the tail if it does not fit.
+  const RingGeometry& ring = theirs_.geometry;
   std::uint64_t start = send_data_pos_;
-  if (len > kInlineBytes && start % kDataBytes + len > kDataBytes) start += kDataBytes - start % kDataBytes;
+  if (len > kInlineBytes && ring.data_offset(start) + len > ring.data_bytes) start += ring.data_bytes - ring.data_offset(start);
   const std::uint64_t end = len > kInlineBytes ? start + len : send_data_pos_;
   if (!has_room(end)) {
-    seen_cells_consumed_ = theirs_.cells_consumed.load(std::memory_order_acquire);
-    seen_data_consumed_ = theirs_.data_consumed.load(std::memory_order_acquire);
+    seen_cells_consumed_ = theirs_->cells_consumed.load(std::memory_order_acquire);
+    seen_data_consumed_ = theirs_->data_consumed.load(std::memory_order_acquire);
     if (!has_room(end)) {
       // Ask the consumer to ring our doorbell when it frees space, then look once more.
-      theirs_.producer_waiting.store(1, std::memory_order_relaxed);
+      theirs_->producer_waiting.store(1, std::memory_order_relaxed);
       std::atomic_thread_fence(std::memory_order_seq_cst);
-      seen_cells_consumed_ = theirs_.cells_consumed.load(std::memory_order_acquire);
-      seen_data_consumed_ = theirs_.data_consumed.load(std::memory_order_acquire);
+      seen_cells_consumed_ = theirs_->cells_consumed.load(std::memory_order_acquire);
+      seen_data_consumed_ = theirs_->data_consumed.load(std::memory_order_acquire);
       if (!has_room(end)) return false;
     }
   }
-  Cell& cell = theirs_.cells[send_pos_ % kCells];
+  Cell& cell = theirs_.cells[theirs_.geometry.cell_index(send_pos_)];
   if (len <= kInlineBytes) {
     gather(cell.inline_payload, iov, iovcnt);
     cell.data_end = send_data_pos_;
   } else {
-    gather(theirs_.data + start % kDataBytes, iov, iovcnt);
-    cell.data_offset = std::uint32_t(start % kDataBytes);
+    gather(theirs_.data + ring.data_offset(start), iov, iovcnt);
+    cell.data_offset = ring.data_offset(start);
     cell.data_end = end;
     send_data_pos_ = end;
   }
@@ -100,7 +103,7 @@ bool ShmLink::try_send(const FrameHeader& header, const iovec* iov, std::size_t 
 }
 
 bool ShmLink::peek(const FrameHeader*& header, const std::byte*& payload) {
-  const Cell& cell = mine_.cells[recv_pos_ % kCells];
+  const Cell& cell = mine_.cells[mine_.geometry.cell_index(recv_pos_)];
   if (cell.seq.load(std::memory_order_acquire) != std::uint32_t(recv_pos_ + 1)) return false;
   // The peer can write the cell at any time: work from a private copy of the
   // header, and never trust its offsets beyond the ring's bounds.
@@ -109,7 +112,7 @@ bool ShmLink::peek(const FrameHeader*& header, const std::byte*& payload) {
   header = &current_;
   if (current_.length <= kInlineBytes) {
     payload = cell.inline_payload;
-  } else if (offset < kDataBytes && current_.length <= kDataBytes - offset) {
+  } else if (offset < mine_.geometry.data_bytes && current_.length <= mine_.geometry.data_bytes - offset) {
     payload = mine_.data + offset;
   } else {
     current_.type = 0;  // malformed: the engine rejects it
@@ -119,17 +122,17 @@ bool ShmLink::peek(const FrameHeader*& header, const std::byte*& payload) {
 }
 
 void ShmLink::pop() {
-  const Cell& cell = mine_.cells[recv_pos_ % kCells];
+  const Cell& cell = mine_.cells[mine_.geometry.cell_index(recv_pos_)];
   const bool freed_data = current_.length > kInlineBytes;
-  if (freed_data) mine_.data_consumed.store(cell.data_end, std::memory_order_release);
+  if (freed_data) mine_->data_consumed.store(cell.data_end, std::memory_order_release);
   ++recv_pos_;
-  mine_.cells_consumed.store(recv_pos_, std::memory_order_release);
+  mine_->cells_consumed.store(recv_pos_, std::memory_order_release);
   // A producer that found the ring full waits for our doorbell. The fence that
   // makes the check race-free is paid only now and then for small frames: a
   // producer blocked on cells is seen within 32 frames.
   if (freed_data || recv_pos_ % 32 == 0) std::atomic_thread_fence(std::memory_order_seq_cst);
-  if (mine_.producer_waiting.load(std::memory_order_relaxed)) {
-    mine_.producer_waiting.store(0, std::memory_order_relaxed);
+  if (mine_->producer_waiting.load(std::memory_order_relaxed)) {
+    mine_->producer_waiting.store(0, std::memory_order_relaxed);
     wake(peer_);
   }
 }
@@ -149,15 +152,15 @@ bool ShmLink::direct_write(const iovec* local, std::size_t nlocal, const iovec* 
 }
 
 std::uint32_t ShmLink::check_peer_region(std::uint64_t addr, std::uint64_t len, MemHandle handle, bool write) const {
-  const bool vi_allows = write ? theirs_.rdma_write : theirs_.rdma_read;
+  const bool vi_allows = write ? theirs_->rdma_write : theirs_->rdma_read;
   const unsigned access = write ? RegionTable::kRdmaWrite : RegionTable::kRdmaRead;
-  if (!vi_allows || !peer_.regions.covers(handle, addr, len, theirs_.ptag, access)) return VIP_STATUS_RDMA_PROT_ERROR;
+  if (!vi_allows || !peer_.regions.covers(handle, addr, len, theirs_->ptag, access)) return VIP_STATUS_RDMA_PROT_ERROR;
   return 0;
 }
 
 Link::PeerState ShmLink::peer_state() {
   auto closed = [&]() -> std::optional<PeerState> {
-    switch (mine_.closed_by.load(std::memory_order_acquire)) {
+    switch (mine_->closed_by.load(std::memory_order_acquire)) {
       case kPeerDisconnected: return PeerState::closed;
       case kPeerFailed: return PeerState::failed;
       default: return std::nullopt;
@@ -171,7 +174,7 @@ Link::PeerState ShmLink::peer_state() {
 }
 
 void ShmLink::close(bool error) {
-  theirs_.closed_by.store(error ? kPeerFailed : kPeerDisconnected, std::memory_order_release);
+  theirs_->closed_by.store(error ? kPeerFailed : kPeerDisconnected, std::memory_order_release);
   wake(peer_);
 }
 

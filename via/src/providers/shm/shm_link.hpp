@@ -13,9 +13,10 @@ class ShmLink final : public Link {
  public:
   // `mine`: this VI's slot in our segment; `theirs`: the peer VI's slot in the
   // peer's segment, which the link keeps mapped for as long as it lives.
-  ShmLink(ViSlot& mine, std::shared_ptr<Segment> peer, ViSlot& theirs, bool cma);
+  ShmLink(Ring mine, std::shared_ptr<Segment> peer, Ring theirs, bool cma);
   const char* transport() const override { return "shm"; }
-  std::size_t max_payload() const override { return kMaxFramePayload; }
+  // A frame must fit the peer's data ring twice over (payloads do not wrap).
+  std::size_t max_payload() const override { return theirs_.geometry.max_frame_payload(); }
   bool try_send(const FrameHeader& header, const iovec* iov, std::size_t iovcnt) override;
   bool peek(const FrameHeader*& header, const std::byte*& payload) override;
   void pop() override;
@@ -29,10 +30,10 @@ class ShmLink final : public Link {
  private:
   bool has_room(std::uint64_t data_end) const;
 
-  ViSlot& mine_;
+  const Ring mine_;
   std::shared_ptr<Segment> peer_mapping_;
   Segment& peer_;
-  ViSlot& theirs_;
+  const Ring theirs_;
   const bool cma_;
   // Producer side (into theirs_).
   std::uint64_t send_pos_ = 0;
@@ -45,7 +46,7 @@ class ShmLink final : public Link {
 };
 
 // Sets a slot's rings back to empty, for a new connection.
-void reset_rings(ViSlot& slot);
+void reset_rings(const Ring& ring);
 // Whether process_vm_readv reaches the owner of `peer` (ptrace rules permitting).
 bool cma_works(const Segment& peer);
 // Wakes the owner of a segment if it announced that it sleeps.

@@ -94,7 +94,7 @@ class ShmProvider final : public Provider {
     a.HardwareVersion = 1;
     a.ProviderVersion = kVersion;
     a.MaxDiscriminatorLen = kMaxDiscriminator;
-    a.NativeMTU = kMaxFramePayload;
+    a.NativeMTU = self_->header.rings.max_frame_payload();
   }
 
   RegionTable& regions() override { return self_->regions; }
@@ -107,16 +107,16 @@ class ShmProvider final : public Provider {
       // Slots are backed by memory as they are first needed, in order.
       if (i == kMaxVi) return Result::error_resource;
       std::string error;
-      if (!reserve_slot(self_fd_, i, error)) {
+      if (!reserve_slot(self_fd_, self_->header.rings, i, error)) {
         std::fprintf(stderr, "viastack: shm: %s\n", error.c_str());
         return Result::error_resource;
       }
       slot_in_use_.push_back(false);
     }
-    ViSlot& slot = self_->slots[i];
-    ++slot.generation;
+    const Ring slot = self_->ring(i);
+    ++slot->generation;
     reset_rings(slot);
-    slot.state_word.store(slot_word(kSlotIdle, 0), std::memory_order_release);
+    slot->state_word.store(slot_word(kSlotIdle, 0), std::memory_order_release);
     slot_in_use_[i] = true;
     vi.provider_slot = i;
     return Result::success;
@@ -124,12 +124,12 @@ class ShmProvider final : public Provider {
 
   void remove_vi(Vi& vi) override {
     pending_.erase(vi.provider_slot);
-    self_->slots[vi.provider_slot].state_word.store(slot_word(kSlotFree, 0), std::memory_order_release);
+    self_->ring(vi.provider_slot)->state_word.store(slot_word(kSlotFree, 0), std::memory_order_release);
     slot_in_use_[vi.provider_slot] = false;
   }
 
   void publish_vi_attributes(Vi& vi) override {
-    ViSlot& slot = self_->slots[vi.provider_slot];
+    ViSlot& slot = *self_->ring(vi.provider_slot).slot;
     slot.ptag = vi.attributes().ptag;
     slot.rdma_write = vi.attributes().rdma_write;
     slot.rdma_read = vi.attributes().rdma_read;
@@ -137,9 +137,9 @@ class ShmProvider final : public Provider {
 
   void reset_vi(Vi& vi) override {
     pending_.erase(vi.provider_slot);
-    ViSlot& slot = self_->slots[vi.provider_slot];
+    const Ring slot = self_->ring(vi.provider_slot);
     reset_rings(slot);
-    slot.state_word.store(slot_word(kSlotIdle, 0), std::memory_order_release);
+    slot->state_word.store(slot_word(kSlotIdle, 0), std::memory_order_release);
   }
 
   // ---- connection set-up ----
@@ -151,12 +151,12 @@ class ShmProvider final : public Provider {
       return Result::invalid_parameter;
     // Nobody may write into this slot before the request is out: clear what a
     // former peer left (a late close, late frames) for the new connection.
-    reset_rings(self_->slots[vi.provider_slot]);
+    reset_rings(self_->ring(vi.provider_slot));
     Pending p{mode, local, remote, *remote_nic, ++last_request_, request_message(vi, mode, local, remote)};
     p.message.request = p.request;
     // The slot names the request it waits for, so the other side can tell a
     // live request from one that was withdrawn (or from an earlier life of the slot).
-    self_->slots[vi.provider_slot].state_word.store(slot_word(kSlotPending, p.request), std::memory_order_release);
+    self_->ring(vi.provider_slot)->state_word.store(slot_word(kSlotPending, p.request), std::memory_order_release);
     send_request(pending_[vi.provider_slot] = p);
     return Result::success;
   }
@@ -174,13 +174,13 @@ class ShmProvider final : public Provider {
     if (it == pending_.end()) return vi.state() != ViState::connected;
     if (it->second.mode == ConnectMode::client) {
       std::uint64_t expected = slot_word(kSlotPending, it->second.request);
-      if (!self_->slots[vi.provider_slot].state_word.compare_exchange_strong(
+      if (!self_->ring(vi.provider_slot)->state_word.compare_exchange_strong(
               expected, slot_word(kSlotIdle, 0), std::memory_order_acq_rel) &&
           slot_state(expected) == kSlotConnected)
         return false;  // accepted just now: let poll_connect finish the job
     }
     pending_.erase(it);
-    self_->slots[vi.provider_slot].state_word.store(slot_word(kSlotIdle, 0), std::memory_order_release);
+    self_->ring(vi.provider_slot)->state_word.store(slot_word(kSlotIdle, 0), std::memory_order_release);
     return true;
   }
 
@@ -208,11 +208,11 @@ class ShmProvider final : public Provider {
     accepted_.erase(it);
     std::shared_ptr<Segment> peer = peer_segment(m.from_nic);
     if (!peer || m.from_slot >= kMaxVi) return Result::no_match;
-    ViSlot& client = peer->slots[m.from_slot];
+    ViSlot& client = *peer->ring(m.from_slot).slot;
     if (client.generation != m.from_generation) return Result::timeout;
-    ViSlot& mine = self_->slots[vi.provider_slot];
+    const Ring mine = self_->ring(vi.provider_slot);
     reset_rings(mine);
-    mine.state_word.store(slot_word(kSlotConnected, 0), std::memory_order_release);
+    mine->state_word.store(slot_word(kSlotConnected, 0), std::memory_order_release);
     // Tell the client who we are, then flip its slot; it may have given up meanwhile.
     client.peer_nic = nic_;
     client.peer_slot = vi.provider_slot;
@@ -223,7 +223,7 @@ class ShmProvider final : public Provider {
     std::uint64_t expected = slot_word(kSlotPending, m.request);
     if (!client.state_word.compare_exchange_strong(expected, slot_word(kSlotConnected, m.request),
                                                    std::memory_order_acq_rel)) {
-      mine.state_word.store(slot_word(kSlotIdle, 0), std::memory_order_release);
+      mine->state_word.store(slot_word(kSlotIdle, 0), std::memory_order_release);
       return Result::timeout;
     }
     vi.attach(make_link(mine, peer, m.from_slot), attributes_of(m));
@@ -239,7 +239,7 @@ class ShmProvider final : public Provider {
     std::shared_ptr<Segment> peer = peer_segment(m.from_nic);
     if (!peer || m.from_slot >= kMaxVi) return;
     std::uint64_t expected = slot_word(kSlotPending, m.request);
-    peer->slots[m.from_slot].state_word.compare_exchange_strong(expected, slot_word(kSlotRejected, m.request),
+    peer->ring(m.from_slot)->state_word.compare_exchange_strong(expected, slot_word(kSlotRejected, m.request),
                                                                 std::memory_order_acq_rel);
     wake(*peer);
   }
@@ -341,7 +341,7 @@ class ShmProvider final : public Provider {
     m.max_transfer = vi.attributes().max_transfer;
     m.from_nic = nic_;
     m.from_slot = vi.provider_slot;
-    m.from_generation = self_->slots[vi.provider_slot].generation;
+    m.from_generation = self_->ring(vi.provider_slot)->generation;
     return m;
   }
 
@@ -382,7 +382,8 @@ class ShmProvider final : public Provider {
   }
 
   Result poll_client(Vi& vi, Pending& p) {
-    ViSlot& mine = self_->slots[vi.provider_slot];
+    const Ring ring = self_->ring(vi.provider_slot);
+    ViSlot& mine = *ring.slot;
     const std::uint64_t word = mine.state_word.load(std::memory_order_acquire);
     if ((word >> 8) != p.request) return Result::not_done;
     switch (slot_state(word)) {
@@ -395,7 +396,7 @@ class ShmProvider final : public Provider {
         }
         ViAttributes remote{mine.peer_reliability, mine.peer_max_transfer, 0, mine.peer_rdma_write != 0,
                             mine.peer_rdma_read != 0};
-        vi.attach(make_link(mine, peer, mine.peer_slot), remote);
+        vi.attach(make_link(ring, peer, mine.peer_slot), remote);
         pending_.erase(vi.provider_slot);
         return Result::success;
       }
@@ -428,8 +429,8 @@ class ShmProvider final : public Provider {
         pending_.erase(vi.provider_slot);
         return Result::invalid_reliability_level;
       }
-      ViSlot& mine = self_->slots[vi.provider_slot];
-      mine.state_word.store(slot_word(kSlotConnected, p.request), std::memory_order_release);
+      const Ring mine = self_->ring(vi.provider_slot);
+      mine->state_word.store(slot_word(kSlotConnected, p.request), std::memory_order_release);
       vi.attach(make_link(mine, peer, matched.from_slot), attributes_of(matched));
       pending_.erase(vi.provider_slot);
       return Result::success;
@@ -439,18 +440,18 @@ class ShmProvider final : public Provider {
 
   // A peer-to-peer request is still open while the requesting slot, in the
   // same life, still names it (pending, or connected by matching ours).
-  static bool request_still_open(const Segment& peer, const ControlMessage& m) {
-    const ViSlot& slot = peer.slots[m.from_slot];
+  static bool request_still_open(Segment& peer, const ControlMessage& m) {
+    const ViSlot& slot = *peer.ring(m.from_slot).slot;
     const std::uint64_t word = slot.state_word.load(std::memory_order_acquire);
     const SlotState state = slot_state(word);
     return slot.generation == m.from_generation && (word >> 8) == m.request &&
            (state == kSlotPending || state == kSlotConnected);
   }
 
-  std::unique_ptr<Link> make_link(ViSlot& mine, const std::shared_ptr<Segment>& peer, std::uint32_t peer_slot) {
+  std::unique_ptr<Link> make_link(const Ring& mine, const std::shared_ptr<Segment>& peer, std::uint32_t peer_slot) {
     auto cma = cma_.find(peer->header.nic_id);
     if (cma == cma_.end()) cma = cma_.emplace(peer->header.nic_id, !cma_disabled() && cma_works(*peer)).first;
-    return std::make_unique<ShmLink>(mine, peer, peer->slots[peer_slot], cma->second);
+    return std::make_unique<ShmLink>(mine, peer, peer->ring(peer_slot), cma->second);
   }
 
   struct PeerMapping {
@@ -492,7 +493,7 @@ Result open_shm_provider(std::string_view device, Bootstrap& job, std::unique_pt
   prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
   std::string error;
   int fd = -1;
-  Segment* self = create_segment(job.job_id(), nic, fd, error);
+  Segment* self = create_segment(job.job_id(), nic, RingGeometry::for_local_ranks(job.local_size()), fd, error);
   if (!self) {
     std::fprintf(stderr, "viastack: shm: %s\n", error.c_str());
     return Result::error_resource;
