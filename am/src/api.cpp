@@ -2,6 +2,8 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include <via/config.hpp>
+
 #include "runtime.hpp"
 
 namespace am {
@@ -11,20 +13,6 @@ using detail::Runtime;
 namespace {
 
 Status not_enabled() { return detail::error(Status::not_init, "AM is not enabled (call am_enable first)"); }
-
-template <class T>
-void read_env(const char* name, T& out, T min, T max) {
-  const char* text = std::getenv(name);
-  if (!text || !*text) return;
-  char* end = nullptr;
-  const unsigned long long v = std::strtoull(text, &end, 10);
-  if (*end != '\0' || v < min || v > max) {
-    std::fprintf(stderr, "am: ignoring %s=%s (expected a whole number %llu..%llu)\n", name, text,
-                 static_cast<unsigned long long>(min), static_cast<unsigned long long>(max));
-    return;
-  }
-  out = T(v);
-}
 
 }  // namespace
 
@@ -44,17 +32,11 @@ const char* describe(Status s) {
 
 Config Config::from_env() {
   Config c;
-  if (const char* r = std::getenv("VIASTACK_AM_RELIABILITY"); r && *r) {
-    const std::string text = r;
-    if (text == "unreliable")
-      c.reliability = Reliability::unreliable;
-    else if (text != "reliable")
-      std::fprintf(stderr, "am: ignoring VIASTACK_AM_RELIABILITY=%s (expected reliable or unreliable)\n", r);
-  }
-  read_env("VIASTACK_AM_DEPTH", c.depth, 1u, 1024u);
-  read_env("VIASTACK_AM_TIMEOUT_MS", c.timeout_ms, std::uint64_t(0), std::uint64_t(1) << 40);
-  read_env("VIASTACK_AM_RETRANSMIT_MS", c.retransmit_ms, std::uint64_t(1), std::uint64_t(1) << 30);
-  read_env("VIASTACK_AM_SEGMENT", c.segment_bytes, std::size_t(64), std::size_t(1) << 40);
+  if (via::config::text("VIASTACK_AM_RELIABILITY") == "unreliable") c.reliability = Reliability::unreliable;
+  c.depth = unsigned(via::config::integer("VIASTACK_AM_DEPTH"));
+  c.timeout_ms = std::uint64_t(via::config::integer("VIASTACK_AM_TIMEOUT_MS"));
+  c.retransmit_ms = std::uint64_t(via::config::integer("VIASTACK_AM_RETRANSMIT_MS"));
+  c.segment_bytes = std::size_t(via::config::integer("VIASTACK_AM_SEGMENT"));
   return c;
 }
 

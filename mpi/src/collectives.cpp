@@ -5,6 +5,8 @@
 #include <cstring>
 #include <vector>
 
+#include <via/config.hpp>
+
 #include "comm.hpp"
 #include "datatype.hpp"
 #include "errors.hpp"
@@ -105,9 +107,9 @@ void combine(const Op& op, const Datatype& type, std::size_t count, std::byte* a
 }  // namespace
 
 CollectiveTuning collective_tuning_from_env() {
-  return {bytes_from_env("VIASTACK_MPI_ALLREDUCE_RING_BYTES", 64 * 1024),
-          bytes_from_env("VIASTACK_MPI_ALLGATHER_RING_BYTES", 64 * 1024),
-          bytes_from_env("VIASTACK_MPI_ALLTOALL_PAIRWISE_BYTES", 64 * 1024)};
+  return {std::size_t(via::config::integer("VIASTACK_MPI_ALLREDUCE_RING_BYTES")),
+          std::size_t(via::config::integer("VIASTACK_MPI_ALLGATHER_RING_BYTES")),
+          std::size_t(via::config::integer("VIASTACK_MPI_ALLTOALL_PAIRWISE_BYTES"))};
 }
 
 void copy_typed(const void* src, std::size_t src_count, const Datatype& src_type, void* dst, std::size_t dst_count,

@@ -6,6 +6,8 @@
 #include <string>
 #include <utility>
 
+#include <via/config.hpp>
+
 #include "comm.hpp"
 #include "datatype.hpp"
 #include "errors.hpp"
@@ -15,11 +17,9 @@ namespace viastack::mpi {
 
 namespace {
 
-// VIASTACK_MPI_EAGER_LIMIT: messages up to this many bytes go eagerly.
-std::size_t eager_limit_from_env() {
-  constexpr std::size_t kMax = 60 * 1024;  // a message plus its header stays within one shm frame
-  return std::min(bytes_from_env("VIASTACK_MPI_EAGER_LIMIT", 16 * 1024), kMax);
-}
+// VIASTACK_MPI_EAGER_LIMIT: messages up to this many bytes go eagerly. Its
+// declared range keeps a message and its header within one shm frame.
+std::size_t eager_limit_from_env() { return std::size_t(via::config::integer("VIASTACK_MPI_EAGER_LIMIT")); }
 
 // Freed requests, linked through their first bytes.
 struct FreeRequest {

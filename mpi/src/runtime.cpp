@@ -16,21 +16,6 @@ Runtime* running = nullptr;
 
 }  // namespace
 
-std::size_t bytes_from_env(const char* name, std::size_t fallback) {
-  const char* env = std::getenv(name);
-  if (!env || !*env) return fallback;
-  char* end = nullptr;
-  const unsigned long long v = std::strtoull(env, &end, 10);
-  if (*end != '\0' || *env == '-') {
-    std::string why = name;
-    why += "='";
-    why += env;
-    why += "' is not a byte count";
-    abort_job("MPI_Init", why);
-  }
-  return std::size_t(v);
-}
-
 Runtime::Runtime(int world_rank, int world_size)
     : world_rank_(world_rank), world_size_(world_size), p2p_(world_rank, world_size) {
   p2p_.set_rma_client(windows_);

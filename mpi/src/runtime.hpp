@@ -39,10 +39,6 @@ class Runtime {
   std::uint32_t next_context_ = kFirstFreeContext;
 };
 
-// A byte count from environment variable `name`, or `fallback` when it is
-// unset; a value that is not a byte count ends the job, naming the variable.
-std::size_t bytes_from_env(const char* name, std::size_t fallback);
-
 enum class LifeStage { before_init, running, finalized };
 LifeStage life_stage();
 // The running library; throws MPI_ERR_OTHER before MPI_Init and after MPI_Finalize.

@@ -15,6 +15,8 @@
 #include <utility>
 #include <vector>
 
+#include <via/config.hpp>
+
 #include "heap.hpp"
 #include "splitc/splitc.hpp"
 
@@ -577,7 +579,7 @@ using detail::state;
 void init() {
   if (state.enabled) throw error("splitc: init called twice");
   am::Config config = am::Config::from_env();
-  if (!std::getenv("VIASTACK_AM_SEGMENT")) config.segment_bytes = detail::kDefaultSegment;
+  if (!via::config::integer_if_set("VIASTACK_AM_SEGMENT")) config.segment_bytes = detail::kDefaultSegment;
   // Reset first: faster ranks' first requests may arrive while am::enable waits for the slower ones.
   state = detail::State{};
   config.segment_bytes = (config.segment_bytes + detail::kPage - 1) / detail::kPage * detail::kPage;

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include <via/bootstrap.hpp>
+#include <via/config.hpp>
 
 #include "suite.hpp"
 
@@ -145,13 +146,13 @@ int main(int argc, char** argv) {
     splitc::session session;
     const bool talk = MYPROC == 0;
     const char* size_name = size == suite::Size::test ? "test" : "paper";
-    const char* provider = std::getenv("VIASTACK_PROVIDER");
+    const auto provider = via::config::text_if_set("VIASTACK_PROVIDER");
     std::map<std::string, double> baseline;
     if (talk && !baseline_path.empty()) baseline = read_baseline(baseline_path, size_name);
     if (talk && !json) {
       std::printf("Split-C suite: %d ranks, provider %s, size %s (per processor: the job's problem is %d times one "
                   "rank's)\n",
-                  PROCS, provider ? provider : "shm", size_name, PROCS);
+                  PROCS, provider.value_or("shm").c_str(), size_name, PROCS);
       if (PROCS > 1 && baseline.empty())
         std::printf("(speed-up over 1 rank: give a 1-rank run's --json lines with --baseline FILE)\n");
       std::printf("%-12s %12s  %9s  %-8s  %s\n", "benchmark", "seconds", "speed-up", "verified",

@@ -541,6 +541,46 @@ TEST(Viarun, HelpGoesToStdout) {
   EXPECT_TRUE(result.out.starts_with("usage: viarun -n N")) << result.out;
 }
 
+// A bad VIASTACK_* value stops the job before any rank starts, naming the
+// variable, its value and what is expected (issue 21, defect 10), even one
+// only the ranks read.
+TEST(Viarun, ABadVariableStopsTheJobBeforeAnyRankStarts) {
+  for (const std::string bad : {"VIASTACK_SPIN_US=-1", "VIASTACK_TCP_PORT=-1", "VIASTACK_SHM_CMA=no"}) {
+    SCOPED_TRACE(bad);
+    RunResult result = run_viarun({"-n", "2", kRankProgram, "env"}, {bad});
+    EXPECT_EQ(result.exit_code, 2);
+    EXPECT_TRUE(result.err.starts_with("viarun: " + bad + ": expected ")) << result.err;
+    EXPECT_EQ(result.out, "");
+  }
+}
+
+// --info: one line per VIASTACK_* variable, the name first, then its
+// default, its current value and its meaning; --help says so.
+TEST(Viarun, InfoListsTheVariablesWithDefaultAndCurrentValue) {
+  RunResult result = run_viarun({"--info"}, {"VIASTACK_SPIN_US=7"});
+  EXPECT_EQ(result.exit_code, 0) << result.err;
+  std::map<std::string, std::vector<std::string>> fields_of;
+  for (const std::string& line : split_lines(result.out)) {
+    if (!line.starts_with("VIASTACK_")) continue;
+    std::istringstream words(line);
+    std::vector<std::string> fields;
+    for (std::string word; fields.size() < 4 && words >> word;) fields.push_back(word);
+    EXPECT_EQ(fields.size(), 4u) << line;
+    EXPECT_FALSE(fields_of.contains(fields[0])) << "listed twice: " << line;
+    fields_of[fields[0]] = fields;
+  }
+  for (const char* name : {"VIASTACK_PROVIDER", "VIASTACK_TIMEOUT", "VIASTACK_PMI_TIMEOUT", "VIASTACK_LAUNCHER",
+                           "VIASTACK_AM_DEPTH", "VIASTACK_MPI_EAGER_LIMIT", "VIASTACK_UTCP_MTU"})
+    EXPECT_TRUE(fields_of.contains(name)) << name << " missing from:\n" << result.out;
+  ASSERT_TRUE(fields_of.contains("VIASTACK_SPIN_US")) << result.out;
+  EXPECT_EQ(fields_of["VIASTACK_SPIN_US"][1], "20");
+  EXPECT_EQ(fields_of["VIASTACK_SPIN_US"][2], "7");
+  EXPECT_EQ(fields_of["VIASTACK_YIELD_US"][2], "unset");
+
+  RunResult help = run_viarun({"--help"});
+  EXPECT_NE(help.out.find("--info"), std::string::npos) << help.out;
+}
+
 TEST(Viarun, MissingProgramExits127) {
   for (std::string program : {"no-such-program-for-viarun", "/nonexistent/dir/program"}) {
     RunResult result = run_viarun({"-n", "2", program});

@@ -110,10 +110,10 @@ programs_checks() {  # WAY
     [ -x "$bindir/$p" ] || fail "$bindir/$p is not built"
   done
   # The MPI example is built the way a user builds one, with viampicc; in a
-  # sanitizer build (VIASTACK_SANITIZED=1) the library needs the sanitizer's
+  # sanitizer build (LAUNCHER_TEST_SANITIZED=1) the library needs the sanitizer's
   # runtime loaded first, so the build's own instrumented mpi_ring runs instead.
   local ring=$bindir/mpi_ring built
-  if [ "${VIASTACK_SANITIZED:-0}" != 1 ]; then
+  if [ "${LAUNCHER_TEST_SANITIZED:-0}" != 1 ]; then
     built=$(mktemp)
     "$bindir/viampicc" -O2 -o "$built" "$here/../../examples/mpi/ring.c" || fail "viampicc could not build examples/mpi/ring.c"
     ring=$built

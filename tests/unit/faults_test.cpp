@@ -239,11 +239,15 @@ TEST_P(Faults, ReliableVisAreNotTouched) {
   EXPECT_EQ(counters.faults_dropped + counters.faults_duplicated + counters.faults_reordered, 0u);
 }
 
-TEST_P(Faults, ABadPlanRefusesToOpenTheNic) {
-  setenv("VIASTACK_JOB", "faultstest-bad", 1);
-  setenv("VIASTACK_FAULTS", "drop=lots", 1);
-  std::unique_ptr<via::Nic> nic;
-  EXPECT_EQ(via::Nic::open(this->nic(0), nic), via::Result::invalid_parameter);
+TEST_P(Faults, ABadPlanStopsTheProgramAtOpeningTheNic) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const auto open_with_a_bad_plan = [this] {
+    setenv("VIASTACK_JOB", "faultstest-bad", 1);
+    setenv("VIASTACK_FAULTS", "drop=lots", 1);
+    std::unique_ptr<via::Nic> nic;
+    via::Nic::open(this->nic(0), nic);
+  };
+  EXPECT_EXIT(open_with_a_bad_plan(), ::testing::ExitedWithCode(1), "^viastack: VIASTACK_FAULTS=drop=lots: expected ");
 }
 
 INSTANTIATE_TEST_SUITE_P(Providers, Faults, ::testing::Values("shm", "tcp"),

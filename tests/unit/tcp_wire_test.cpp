@@ -356,12 +356,18 @@ TEST(TcpWireKeys, JobKeyFromEnvironment) {
     EXPECT_FALSE(job_key_from_environment(error));
     EXPECT_NE(error.find("VIASTACK_JOB_KEY is not set"), std::string::npos) << error;
   }
+  // A malformed key stops the program, naming the variable but not the secret.
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
   for (const std::string& malformed : {std::string("secret"), key_to_hex(key).substr(1), key_to_hex(key) + "00",
                                        "z" + key_to_hex(key).substr(1)}) {
-    ScopedJobKey env(malformed);
-    std::string error;
-    EXPECT_FALSE(job_key_from_environment(error)) << malformed;
-    EXPECT_NE(error.find("must be 64 hex digits"), std::string::npos) << error;
+    const auto read_key = [&malformed] {
+      ScopedJobKey env(malformed);
+      std::string error;
+      job_key_from_environment(error);
+    };
+    EXPECT_EXIT(read_key(), ::testing::ExitedWithCode(1),
+                "^viastack: VIASTACK_JOB_KEY=<[0-9]+ characters, not shown>: expected 64 hex digits")
+        << malformed;
   }
 }
 

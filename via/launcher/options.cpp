@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <string_view>
 
+#include "via/config.hpp"
+
 namespace viarun {
 namespace {
 
@@ -37,11 +39,6 @@ JobTimeout parse_timeout(const std::string& text, std::string_view source) {
     throw UsageError(std::string(source) + ": '" + text + "' is not a positive number of seconds");
   }
   return {std::chrono::duration<double>(seconds), text};
-}
-
-std::string environment_value(const char* name) {
-  const char* value = std::getenv(name);
-  return value ? value : "";
 }
 
 // Walks argv; an option's value may be attached ("-n4", "--timeout=2") or follow it.
@@ -134,6 +131,10 @@ LaunchOptions parse_options(int argc, char** argv) {
       reject_value(name, attached);
       options.show_help = true;
       return options;
+    } else if (name == "--info") {
+      reject_value(name, attached);
+      options.show_info = true;
+      return options;
     } else {
       throw UsageError("unknown option '" + name + "'");
     }
@@ -142,19 +143,27 @@ LaunchOptions parse_options(int argc, char** argv) {
 
   if (options.ranks == 0) throw UsageError("missing -n N (the number of ranks)");
   if (options.command.empty()) throw UsageError("missing the program to run");
+  // Every VIASTACK_* variable, those only the ranks read too: a bad one
+  // stops the job before any rank starts.
+  if (const auto errors = via::config::check_environment().errors; !errors.empty()) {
+    std::string lines = errors.front();
+    for (std::size_t i = 1; i < errors.size(); ++i) lines += "\nviarun: " + errors[i];
+    throw UsageError(lines);
+  }
 
   if (provider) {
     options.provider = checked_provider(*provider, "--provider");
   } else {
-    std::string inherited = environment_value("VIASTACK_PROVIDER");
+    const auto inherited = via::config::text_if_set("VIASTACK_PROVIDER");
     // Across hosts, ranks on one host still talk through shared memory.
     const char* fallback = options.hosts.empty() ? "shm" : "auto";
-    options.provider = inherited.empty() ? fallback : checked_provider(inherited, "VIASTACK_PROVIDER");
+    options.provider = inherited ? checked_provider(*inherited, "VIASTACK_PROVIDER") : fallback;
   }
   if (timeout) {
     options.timeout = parse_timeout(*timeout, "--timeout");
-  } else if (std::string inherited = environment_value("VIASTACK_TIMEOUT"); !inherited.empty()) {
-    options.timeout = parse_timeout(inherited, "VIASTACK_TIMEOUT");
+  } else if (const auto seconds = via::config::decimal_if_set("VIASTACK_TIMEOUT")) {
+    options.timeout =
+        JobTimeout{std::chrono::duration<double>(*seconds), *via::config::text_if_set("VIASTACK_TIMEOUT")};
   }
   return options;
 }
@@ -162,6 +171,7 @@ LaunchOptions parse_options(int argc, char** argv) {
 const char* usage_text() {
   return "usage: viarun -n N [--provider shm|tcp|auto] [--hosts h1,h2,...] [--launcher TEMPLATE]\n"
          "              [--listen-address A] [--timeout S] [--tag-output] [--] prog args...\n"
+         "       viarun --info | --help\n"
          "  -n N            number of ranks to start (1..1024)\n"
          "  --provider P    VIA provider of the ranks: shm, tcp, or auto: shm between\n"
          "                  ranks on one host, tcp between hosts\n"
@@ -174,6 +184,8 @@ const char* usage_text() {
          "  --timeout S     end the job after S seconds, fractions allowed; exit status 124\n"
          "                  (default: $VIASTACK_TIMEOUT, else no limit)\n"
          "  --tag-output    prefix every output line with \"[rank] \"\n"
+         "  --info          list every VIASTACK_* environment variable: its name, default,\n"
+         "                  current value and meaning (a bad value stops the job at start-up)\n"
          "  -h, --help      show this help\n";
 }
 

@@ -36,11 +36,13 @@ struct LaunchOptions {
   // Where the job's directory listens (the ranks must reach it); empty: a default.
   std::string listen_address;
   bool show_help = false;
+  bool show_info = false;
   std::vector<std::string> command;  // program and its arguments
 };
 
 // Parses argv; defaults come from VIASTACK_PROVIDER and VIASTACK_TIMEOUT.
-// Throws UsageError naming the problem.
+// Throws UsageError naming the problem, or the first VIASTACK_* variable
+// with a bad value.
 LaunchOptions parse_options(int argc, char** argv);
 
 const char* usage_text();

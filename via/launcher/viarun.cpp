@@ -13,6 +13,7 @@
 
 #include "job.hpp"
 #include "bootstrap/directory.hpp"
+#include "via/config.hpp"
 #include "providers/shm/segment.hpp"
 #include "options.hpp"
 #include "posix_io.hpp"
@@ -90,6 +91,10 @@ int main(int argc, char** argv) {
     viarun::LaunchOptions options = viarun::parse_options(argc, argv);
     if (options.show_help) {
       std::fputs(viarun::usage_text(), stdout);
+      return 0;
+    }
+    if (options.show_info) {
+      std::fputs(via::config::info().c_str(), stdout);
       return 0;
     }
     return run_job(options);

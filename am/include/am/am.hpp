@@ -52,7 +52,8 @@ struct Config {
   std::uint64_t retransmit_ms = 20;  // first retransmission (unreliable VIs)
   std::size_t segment_bytes = 16u << 20;
   void* segment = nullptr;        // use this memory as the segment instead of allocating
-  // The defaults overridden by VIASTACK_AM_* (see am.h); a bad value is reported and ignored.
+  // The defaults overridden by VIASTACK_AM_* (see am.h); a bad value stops the
+  // program with one line naming it (via/config.hpp).
   static Config from_env();
 };
 

@@ -2,55 +2,22 @@
 
 #include "host/steady_clock_wait.hpp"
 
+#include <via/config.hpp>
+
 #include <algorithm>
-#include <charconv>
-#include <cstdlib>
 #include <stdexcept>
 #include <string>
 #include <string_view>
 
 namespace utcp {
-namespace {
-
-// The integer in the variable `name`, or `fallback` when it is unset.
-long integer_from_environment(const char* name, long fallback, long low, long high) {
-  const char* text = std::getenv(name);
-  if (!text || !*text) return fallback;
-  long value = 0;
-  const std::string_view view(text);
-  const auto [end, error] = std::from_chars(view.data(), view.data() + view.size(), value);
-  if (error != std::errc() || end != view.data() + view.size() || value < low || value > high) {
-    std::string message = "utcp: bad ";
-    message += name;
-    message += " '";
-    message += text;
-    message += "': expected ";
-    message += std::to_string(low);
-    message += " to ";
-    message += std::to_string(high);
-    throw std::invalid_argument(message);
-  }
-  return value;
-}
-
-}  // namespace
-
 ViaHostConfig ViaHostConfig::from_environment() {
   ViaHostConfig config;
-  config.size = static_cast<int>(integer_from_environment("VIASTACK_SIZE", 1, 1, 1 << 20));
-  config.rank = static_cast<int>(integer_from_environment("VIASTACK_RANK", 0, 0, config.size - 1));
-  config.link.mtu = static_cast<std::size_t>(
-      integer_from_environment("VIASTACK_UTCP_MTU", static_cast<long>(config.link.mtu), 68, 65535));
-  if (const char* network = std::getenv("VIASTACK_UTCP_NETWORK"); network && *network) {
-    const auto plan = AddressPlan::parse(network);
-    if (!plan) {
-      std::string message = "utcp: bad VIASTACK_UTCP_NETWORK '";
-      message += network;
-      message += "': expected a network such as 10.0.0.0/16 (prefix 8 to 30)";
-      throw std::invalid_argument(message);
-    }
-    config.link.addresses = *plan;
-  }
+  config.size = static_cast<int>(via::config::integer("VIASTACK_SIZE"));
+  config.rank = static_cast<int>(via::config::integer("VIASTACK_RANK"));
+  config.link.mtu = static_cast<std::size_t>(via::config::integer("VIASTACK_UTCP_MTU"));
+  // The table checks the network's form (AddressPlan's rules); its default is AddressPlan's.
+  if (const auto network = via::config::text_if_set("VIASTACK_UTCP_NETWORK"))
+    config.link.addresses = AddressPlan::parse(*network).value();
   config.trace = wire::trace_file_from_environment();
   return config;
 }

@@ -6,6 +6,8 @@
 #include <string>
 #include <system_error>
 
+#include <via/config.hpp>
+
 namespace utcp::wire {
 namespace {
 
@@ -78,6 +80,9 @@ std::optional<std::filesystem::path> trace_file(const char* setting) {
   return std::filesystem::path(setting);
 }
 
-std::optional<std::filesystem::path> trace_file_from_environment() { return trace_file(std::getenv("VIASTACK_TRACE")); }
+std::optional<std::filesystem::path> trace_file_from_environment() {
+  const auto setting = via::config::text_if_set("VIASTACK_TRACE");
+  return trace_file(setting ? setting->c_str() : nullptr);
+}
 
 }  // namespace utcp::wire

@@ -11,6 +11,7 @@
 #include <set>
 
 #include "bootstrap/bootstrap_impl.hpp"
+#include "via/config.hpp"
 
 namespace via {
 
@@ -86,7 +87,9 @@ namespace {
 // No process manager: a job of one.
 class Singleton final : public Bootstrap {
  public:
-  explicit Singleton(std::string& error) { set_layout(0, 1, {0}, environment("VIASTACK_JOB").value_or(""), error); }
+  explicit Singleton(std::string& error) {
+    set_layout(0, 1, {0}, config::text_if_set("VIASTACK_JOB").value_or(""), error);
+  }
   const char* name() const override { return "singleton"; }
   bool put(const std::string& key, const std::string& value, std::string&) override {
     std::lock_guard guard(lock_);
@@ -127,7 +130,7 @@ constexpr Choice kChoices[] = {
 
 // Which process manager started us, by the variables each one sets.
 const char* detect() {
-  if (environment("VIASTACK_RANK") || environment("VIASTACK_DIRECTORY")) return "viarun";
+  if (config::text_if_set("VIASTACK_RANK") || config::text_if_set("VIASTACK_DIRECTORY")) return "viarun";
   if (environment("PMIX_NAMESPACE") && environment("PMIX_RANK")) return "pmix";
   if (environment("PMI_FD") || environment("PMI_PORT")) {
     // Slurm's pmi2 plugin hands out a PMI_FD too; only PMI-2 is spoken on it.
@@ -180,7 +183,7 @@ std::shared_ptr<Bootstrap> job_bootstrap(std::string& error) {
   std::lock_guard guard(bootstraps_lock);
   if (instance && made_from == environment_now) return instance;
   if (instance) replaced.push_back(std::move(instance));
-  const auto forced = bootstrap::environment("VIASTACK_BOOTSTRAP");
+  const auto forced = config::text_if_set("VIASTACK_BOOTSTRAP");
   const std::string wanted = forced ? *forced : bootstrap::detect();
   for (const auto& choice : bootstrap::kChoices) {
     if (wanted != choice.name) continue;

@@ -22,6 +22,7 @@
 
 #include "bootstrap/bootstrap_impl.hpp"
 #include "bootstrap/pmi_wire.hpp"
+#include "via/config.hpp"
 
 namespace via::bootstrap::pmi {
 
@@ -86,9 +87,7 @@ class Channel {
   Channel& operator=(const Channel&) = delete;
 
   static std::chrono::milliseconds timeout() {
-    const auto text = environment("VIASTACK_PMI_TIMEOUT");
-    const auto seconds = text ? parse_count(*text) : std::nullopt;
-    return std::chrono::seconds(seconds && *seconds > 0 ? *seconds : 300);
+    return std::chrono::seconds(config::integer("VIASTACK_PMI_TIMEOUT"));
   }
 
   bool send(std::string_view bytes, std::string& error) {

@@ -7,43 +7,30 @@
 
 #include "bootstrap/bootstrap_impl.hpp"
 #include "bootstrap/directory.hpp"
+#include "via/config.hpp"
 #include "providers/tcp/wire.hpp"
 
 namespace via::bootstrap {
 namespace {
 
 std::chrono::milliseconds get_timeout() {
-  const auto text = environment("VIASTACK_TCP_RESOLVE_TIMEOUT_MS");
-  const auto ms = text ? parse_count(*text) : std::nullopt;
-  return std::chrono::milliseconds(ms ? *ms : 60000);
+  return std::chrono::milliseconds(config::integer("VIASTACK_TCP_RESOLVE_TIMEOUT_MS"));
 }
 
 class ViarunBootstrap final : public Bootstrap {
  public:
   bool open(std::string& error) {
-    const auto rank_text = environment("VIASTACK_RANK");
-    const auto size_text = environment("VIASTACK_SIZE");
-    const auto rank = rank_text ? parse_count(*rank_text) : 0;
-    const auto size = size_text ? parse_count(*size_text) : 1;
-    if (!rank || !size) {
-      error = "VIASTACK_RANK/VIASTACK_SIZE ('" + rank_text.value_or("") + "', '" + size_text.value_or("") +
-              "') are not numbers";
-      return false;
-    }
+    const int rank = int(config::integer("VIASTACK_RANK"));
+    const int size = int(config::integer("VIASTACK_SIZE"));
     // VIASTACK_NODES: how many hosts viarun placed the ranks on, round-robin.
-    const auto nodes_text = environment("VIASTACK_NODES");
-    const auto nodes = nodes_text ? parse_count(*nodes_text) : 1;
-    if (!nodes || *nodes < 1) {
-      error = "VIASTACK_NODES='" + nodes_text.value_or("") + "' is not a number of hosts";
-      return false;
-    }
-    std::vector<int> node_of_rank(static_cast<std::size_t>(*size));
-    for (std::size_t r = 0; r < node_of_rank.size(); ++r) node_of_rank[r] = int(r) % *nodes;
-    if (!set_layout(*rank, *size, std::move(node_of_rank), environment("VIASTACK_JOB").value_or(""), error))
+    const int nodes = int(config::integer("VIASTACK_NODES"));
+    std::vector<int> node_of_rank(static_cast<std::size_t>(size));
+    for (std::size_t r = 0; r < node_of_rank.size(); ++r) node_of_rank[r] = int(r) % nodes;
+    if (!set_layout(rank, size, std::move(node_of_rank), config::text_if_set("VIASTACK_JOB").value_or(""), error))
       return false;
     // Connected now rather than on first use: whatever it sets up exists
     // before job_bootstrap() registers the exit handler that closes it.
-    return !environment("VIASTACK_DIRECTORY") || connect(error);
+    return !config::text_if_set("VIASTACK_DIRECTORY") || connect(error);
   }
 
   const char* name() const override { return "viarun"; }
@@ -78,7 +65,7 @@ class ViarunBootstrap final : public Bootstrap {
   bool connect(std::string& error) {
     std::lock_guard guard(connect_lock_);
     if (directory_) return true;
-    const auto address = environment("VIASTACK_DIRECTORY");
+    const auto address = config::text_if_set("VIASTACK_DIRECTORY");
     if (!address) {
       error = "no job directory (VIASTACK_DIRECTORY is not set: start the job with viarun)";
       return false;

@@ -5,10 +5,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
 #include <thread>
 
 #include "engine/clock.hpp"
+#include "via/config.hpp"
 #include "engine/faults.hpp"
 #include "providers/provider.hpp"
 
@@ -19,22 +19,17 @@ namespace {
 constexpr std::size_t kQueueDepth = 1024;
 constexpr std::size_t kMaxCqEntries = 1u << 20;
 
-std::uint64_t env_us(const char* name, std::uint64_t fallback) {
-  const char* env = std::getenv(name);
-  return (env ? std::strtoull(env, nullptr, 10) : fallback) * 1000ull;
-}
-
 // A waiter first spins, then keeps polling but yields the core between polls
 // (so that ranks sharing a core with it can run), then sleeps in the kernel.
 // The yielding phase matters on a machine with as many ranks as cores: once
 // both ends of a ping-pong slept, each wake-up takes longer than a short spin,
 // and without it they would stay in that slow regime.
 std::uint64_t spin_ns() {
-  static const std::uint64_t value = env_us("VIASTACK_SPIN_US", 20);
+  static const std::uint64_t value = std::uint64_t(config::integer("VIASTACK_SPIN_US")) * 1000;
   return value;
 }
 std::uint64_t yield_ns() {
-  static const std::uint64_t value = env_us("VIASTACK_YIELD_US", 1000);
+  static const std::uint64_t value = std::uint64_t(config::integer("VIASTACK_YIELD_US")) * 1000;
   return value;
 }
 
@@ -70,14 +65,12 @@ const char* describe(Result r) {
 
 Result Nic::open(std::string_view device, std::unique_ptr<Nic>& out) {
   std::unique_ptr<Nic> nic(new Nic());
-  // A bad fault plan is refused before any provider resource exists.
-  if (const char* faults = std::getenv("VIASTACK_FAULTS"); faults && *faults) {
+  // The first configuration read: a bad VIASTACK_* value stops the program
+  // here, before any provider resource exists.
+  if (const auto faults = config::text_if_set("VIASTACK_FAULTS")) {
     auto plan = std::make_unique<FaultPlan>();
     std::string error;
-    if (!parse_fault_plan(faults, *plan, error)) {
-      std::fprintf(stderr, "viastack: VIASTACK_FAULTS='%s': %s\n", faults, error.c_str());
-      return Result::invalid_parameter;
-    }
+    if (!parse_fault_plan(*faults, *plan, error)) return Result::invalid_parameter;  // checked by the table
     if (plan->any()) nic->fault_plan_ = std::move(plan);
   }
   Result r = open_provider(device, nic->provider_);

@@ -3,10 +3,10 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cstdlib>
 #include <cstring>
 
 #include "engine/clock.hpp"
+#include "via/config.hpp"
 #include "engine/faults.hpp"
 #include "providers/provider.hpp"
 
@@ -19,12 +19,11 @@ constexpr std::uint16_t kMaxSegments = 252;
 // Sends and RDMA at or above this size use the link's single-copy path when it has one.
 std::uint64_t direct_threshold() {
   static const std::uint64_t value = [] {
-    const char* env = std::getenv("VIASTACK_DIRECT_THRESHOLD");
     // Measured on this project's 2-vCPU machines (docs/PERFORMANCE.md): the
     // two pipelined copies through the rings beat one CMA copy at every size
     // up to 16 MiB, where CMA tops out near 10 GB/s. Above it, CMA also spares
     // the rings a long stream of fragments.
-    return env ? std::strtoull(env, nullptr, 10) : 16ull << 20;
+    return std::uint64_t(config::integer("VIASTACK_DIRECT_THRESHOLD"));
   }();
   return value;
 }

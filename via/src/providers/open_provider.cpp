@@ -1,10 +1,10 @@
 // Picks the provider for a VipOpenNic device name and VIASTACK_PROVIDER.
 #include <cstdio>
-#include <cstdlib>
 #include <string>
 
 #include "providers/provider.hpp"
 #include "via/bootstrap.hpp"
+#include "via/config.hpp"
 
 namespace via {
 
@@ -15,11 +15,9 @@ Result open_provider(std::string_view device, std::unique_ptr<Provider>& out) {
     std::fprintf(stderr, "viastack: cannot join the job: %s\n", error.c_str());
     return Result::error_resource;
   }
+  const std::string configured = config::text("VIASTACK_PROVIDER");
   std::string_view kind = device.substr(0, device.find(':'));
-  if (kind.empty() || kind == "via0") {
-    const char* env = std::getenv("VIASTACK_PROVIDER");
-    kind = env && *env ? env : "auto";
-  }
+  if (kind.empty() || kind == "via0") kind = configured;
   // auto: shared memory within a node, and tcp between nodes when the job spans several.
   if (kind == "auto") kind = job->node_count() > 1 ? "mixed" : "shm";
   if (kind == "shm") return shm::open_shm_provider(device, *job, out);

@@ -17,6 +17,7 @@
 #include "engine/clock.hpp"
 #include "providers/shm/shm_link.hpp"
 #include "via/bootstrap.hpp"
+#include "via/config.hpp"
 
 namespace via::shm {
 
@@ -44,10 +45,7 @@ std::optional<std::uint32_t> parse_number(std::string_view s) {
   return v;
 }
 
-bool cma_disabled() {
-  const char* env = std::getenv("VIASTACK_SHM_CMA");
-  return env && std::strcmp(env, "0") == 0;
-}
+bool cma_disabled() { return !config::boolean("VIASTACK_SHM_CMA"); }
 
 bool disc_equal(const std::uint8_t* a, std::uint8_t alen, const std::vector<std::uint8_t>& b) {
   return alen == b.size() && std::equal(b.begin(), b.end(), a);

@@ -1,7 +1,6 @@
 #include "providers/tcp/handshake.hpp"
 
-#include <cstdio>
-#include <cstdlib>
+#include "via/config.hpp"
 
 namespace via::tcp {
 
@@ -25,21 +24,8 @@ std::optional<asio::ip::tcp::endpoint> parse_endpoint(const std::string& text) {
   return asio::ip::tcp::endpoint(address, std::uint16_t(number));
 }
 
-std::chrono::milliseconds env_milliseconds(const char* name, std::chrono::milliseconds fallback) {
-  const char* env = std::getenv(name);
-  if (!env || !*env) return fallback;
-  char* end = nullptr;
-  const unsigned long value = std::strtoul(env, &end, 10);
-  if (*end != '\0' || env[0] == '-') {
-    std::fprintf(stderr, "viastack: %s='%s' is not a number of milliseconds; using %lld\n", name, env,
-                 static_cast<long long>(fallback.count()));
-    return fallback;
-  }
-  return std::chrono::milliseconds(value);
-}
-
 std::chrono::milliseconds auth_timeout() {
-  static const auto value = env_milliseconds("VIASTACK_TCP_AUTH_TIMEOUT_MS", std::chrono::milliseconds(3000));
+  static const auto value = std::chrono::milliseconds(config::integer("VIASTACK_TCP_AUTH_TIMEOUT_MS"));
   return value;
 }
 

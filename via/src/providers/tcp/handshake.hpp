@@ -41,9 +41,6 @@ void write_all(const std::shared_ptr<Handshake>& h, std::vector<std::uint8_t> by
 std::string describe_endpoint(const asio::ip::tcp::endpoint& e);
 // Splits "host:port" (IPv4) into an endpoint; nothing when malformed.
 std::optional<asio::ip::tcp::endpoint> parse_endpoint(const std::string& text);
-// A duration in milliseconds from the environment; `fallback` when unset or
-// not a number (with a warning).
-std::chrono::milliseconds env_milliseconds(const char* name, std::chrono::milliseconds fallback);
 // How long a connection may take to prove itself: VIASTACK_TCP_AUTH_TIMEOUT_MS, default 3 s.
 std::chrono::milliseconds auth_timeout();
 

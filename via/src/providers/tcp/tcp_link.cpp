@@ -12,6 +12,7 @@
 
 #include "engine/clock.hpp"
 #include "providers/tcp/handshake.hpp"
+#include "via/config.hpp"
 
 namespace via::tcp {
 
@@ -25,7 +26,7 @@ constexpr std::uint8_t kPadding[8] = {};
 // A connection whose peer stops acknowledging (host down, cable cut) is given
 // up after this long: VIASTACK_TCP_TIMEOUT_MS, default 10 s.
 unsigned connection_timeout_ms() {
-  return unsigned(env_milliseconds("VIASTACK_TCP_TIMEOUT_MS", std::chrono::milliseconds(10000)).count());
+  return unsigned(config::integer("VIASTACK_TCP_TIMEOUT_MS"));
 }
 
 void set_int_option(int fd, int level, int name, int value) { setsockopt(fd, level, name, &value, sizeof value); }

@@ -23,6 +23,7 @@
 #include "providers/tcp/handshake.hpp"
 #include "providers/tcp/tcp_link.hpp"
 #include "via/bootstrap.hpp"
+#include "via/config.hpp"
 
 namespace via::tcp {
 
@@ -108,7 +109,7 @@ class TcpProvider final : public Provider {
   // whose store needs a fence.
   bool publish(std::string& error) {
     std::optional<JobKey> key;
-    if (std::getenv("VIASTACK_JOB_KEY")) {
+    if (config::text_if_set("VIASTACK_JOB_KEY")) {
       if (!(key = job_key_from_environment(error))) return false;
     } else if (bootstrap_->rank() == 0 && !bootstrap_->put(kJobKeyName, key_to_hex(random_key()), error)) {
       return false;
@@ -513,18 +514,9 @@ class TcpProvider final : public Provider {
 // Where peers can reach this NIC: where we were told; else the address that
 // reaches the process manager; else, in a job spanning nodes, the first
 // IPv4 address of an interface that is up; else loopback.
-std::optional<asio::ip::address_v4> listen_address(Bootstrap& job, std::string& error) {
+asio::ip::address_v4 listen_address(Bootstrap& job) {
   asio::error_code ec;
-  if (const char* address = std::getenv("VIASTACK_TCP_ADDRESS"); address && *address) {
-    auto ip = asio::ip::make_address_v4(address, ec);
-    if (ec) {
-      error = "VIASTACK_TCP_ADDRESS='";
-      error += address;
-      error += "' is not an IPv4 address";
-      return std::nullopt;
-    }
-    return ip;
-  }
+  if (const auto address = config::text_if_set("VIASTACK_TCP_ADDRESS")) return asio::ip::make_address_v4(*address);
   if (auto reachable = job.reachable_address(); !reachable.empty()) {
     auto ip = asio::ip::make_address_v4(reachable, ec);
     if (!ec) return ip;
@@ -540,7 +532,7 @@ std::optional<asio::ip::address_v4> listen_address(Bootstrap& job, std::string& 
       }
       freeifaddrs(list);
     }
-    if (found) return found;
+    if (found) return *found;
   }
   return asio::ip::address_v4::loopback();
 }
@@ -556,22 +548,17 @@ Result open_tcp_provider(std::string_view device, const std::shared_ptr<Bootstra
     return Result::invalid_parameter;
   }
   std::string error;
-  const auto listen = listen_address(*job, error);
-  if (!listen) {
-    std::fprintf(stderr, "viastack: tcp: %s\n", error.c_str());
-    return Result::invalid_parameter;
-  }
-  std::uint16_t port = 0;
-  if (const char* text = std::getenv("VIASTACK_TCP_PORT"); text && *text) port = std::uint16_t(std::atoi(text));
+  const auto listen = listen_address(*job);
+  const auto port = std::uint16_t(config::integer("VIASTACK_TCP_PORT"));
   try {
-    auto provider = std::make_unique<TcpProvider>(*nic, job, asio::ip::tcp::endpoint(*listen, port));
+    auto provider = std::make_unique<TcpProvider>(*nic, job, asio::ip::tcp::endpoint(listen, port));
     if (!provider->publish(error)) {
       std::fprintf(stderr, "viastack: tcp: %s\n", error.c_str());
       return Result::error_resource;
     }
     out = std::move(provider);
   } catch (const std::system_error& e) {
-    std::fprintf(stderr, "viastack: tcp: cannot listen on %s:%u: %s\n", listen->to_string().c_str(), port, e.what());
+    std::fprintf(stderr, "viastack: tcp: cannot listen on %s:%u: %s\n", listen.to_string().c_str(), port, e.what());
     return Result::error_resource;
   }
   return Result::success;

@@ -9,6 +9,8 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "via/config.hpp"
+
 namespace via::tcp {
 
 namespace {
@@ -254,14 +256,12 @@ std::optional<JobKey> key_from_hex(std::string_view hex) {
 }
 
 std::optional<JobKey> job_key_from_environment(std::string& error) {
-  const char* env = std::getenv("VIASTACK_JOB_KEY");
-  if (!env || !*env) {
+  const auto hex = config::text_if_set("VIASTACK_JOB_KEY");  // 64 hex digits: checked by the table
+  if (!hex) {
     error = "VIASTACK_JOB_KEY is not set (viarun sets it; the tcp provider only talks to members of its job)";
     return std::nullopt;
   }
-  auto key = key_from_hex(env);
-  if (!key) error = "VIASTACK_JOB_KEY must be 64 hex digits";
-  return key;
+  return key_from_hex(*hex);
 }
 
 }  // namespace via::tcp

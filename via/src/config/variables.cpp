@@ -1,0 +1,116 @@
+// The declaration of every VIASTACK_* environment variable viastack reads.
+// README.md's "### Environment" table lists the same names (config_test
+// checks), and viarun --info prints this table.
+#include "config/variables.hpp"
+
+namespace via::config {
+
+namespace {
+
+constexpr std::int64_t kRanks = 1 << 20;  // more than any job viarun or a process manager starts
+constexpr std::int64_t kTiB = std::int64_t(1) << 40;
+constexpr std::int64_t kDayMs = 24 * 3600 * 1000;
+
+Variable integer_variable(std::string_view name, std::int64_t min, std::int64_t max, std::string_view unit,
+                          std::string_view default_value, std::string_view layer, std::string_view meaning) {
+  return {name, Type::integer, default_value, layer, meaning, min, max, unit, {}};
+}
+
+Variable typed(std::string_view name, Type type, std::string_view default_value, std::string_view layer,
+               std::string_view meaning) {
+  return {name, type, default_value, layer, meaning, 0, 0, {}, {}};
+}
+
+Variable word_variable(std::string_view name, std::string_view words, std::string_view default_value,
+                       std::string_view layer, std::string_view meaning) {
+  return {name, Type::word, default_value, layer, meaning, 0, 0, {}, words};
+}
+
+}  // namespace
+
+const std::vector<Variable>& declarations() {
+  static const std::vector<Variable> table = {
+      // Choosing the provider and the process manager.
+      word_variable("VIASTACK_PROVIDER", "shm|tcp|mixed|auto", "auto", "via, viarun, benchmarks",
+                    "the VIA provider: shm on one machine, tcp anywhere, mixed for shm within a node and tcp between "
+                    "nodes, auto for mixed when the job spans nodes, else shm; viarun starts ranks on shm unless told"),
+      word_variable("VIASTACK_BOOTSTRAP", "viarun|pmix|pmi1|pmi2|singleton", "-", "via",
+                    "where a process learns its place in the job; unset: told by the variables its launcher set"),
+      // The engine and the shm provider.
+      typed("VIASTACK_SHM_CMA", Type::boolean, "1", "via",
+            "1: single-copy transfers through Linux CMA where available; 0: all data through the rings"),
+      integer_variable("VIASTACK_DIRECT_THRESHOLD", 0, kTiB, "bytes", "16777216", "via",
+                       "sends and RDMA of at least this many bytes use CMA when available"),
+      typed("VIASTACK_FAULTS", Type::fault_plan, "-", "via",
+            "injected loss, duplication, reordering and delay of data frames on unreliable VIs, reproducible "
+            "from the seed"),
+      integer_variable("VIASTACK_SPIN_US", 0, 10'000'000, "microseconds", "20", "via",
+                       "how long a wait spins before it yields"),
+      integer_variable("VIASTACK_YIELD_US", 0, 10'000'000, "microseconds", "1000", "via",
+                       "how long a wait then polls, yielding the core, before it sleeps"),
+      // The job: set by viarun for its ranks.
+      typed("VIASTACK_JOB", Type::text, "-", "via",
+            "the job id that scopes shared-memory segment names; set by viarun"),
+      typed("VIASTACK_JOB_KEY", Type::job_key, "-", "via",
+            "the job's secret; set by viarun, under other process managers rank 0 makes it"),
+      typed("VIASTACK_DIRECTORY", Type::endpoint, "-", "via", "the job directory's address:port; set by viarun"),
+      integer_variable("VIASTACK_RANK", 0, kRanks - 1, "", "0", "via, utcp", "this process's rank; set by viarun"),
+      integer_variable("VIASTACK_SIZE", 1, kRanks, "", "1", "via, utcp", "the number of ranks; set by viarun"),
+      integer_variable("VIASTACK_LOCAL_RANK", 0, kRanks - 1, "", "-", "programs",
+                       "this rank's place among the ranks on its host; set by viarun"),
+      integer_variable("VIASTACK_LOCAL_SIZE", 1, kRanks, "", "-", "programs",
+                       "the number of ranks on this rank's host; set by viarun"),
+      integer_variable("VIASTACK_NODES", 1, kRanks, "", "1", "via",
+                       "how many hosts viarun placed the ranks on, round-robin; set by viarun"),
+      typed("VIASTACK_LAUNCHER", Type::text, "-", "programs", "the launcher that started the process; set by viarun"),
+      {"VIASTACK_TIMEOUT", Type::decimal, "-", "viarun",
+       "viarun ends the job after this long, fractions allowed; unset: no limit; --timeout overrides it", 0,
+       1'000'000'000, "seconds", {}},
+      integer_variable("VIASTACK_PMI_TIMEOUT", 1, 24 * 3600, "seconds", "300", "via",
+                       "how long an exchange with a PMI-1/PMI-2 process manager may take"),
+      // The tcp provider.
+      typed("VIASTACK_TCP_ADDRESS", Type::ipv4, "-", "via",
+            "where a tcp NIC listens; unset: the local address that reaches the job's directory, else in a job "
+            "spanning nodes the first IPv4 address of an interface that is up, else 127.0.0.1"),
+      integer_variable("VIASTACK_TCP_PORT", 0, 65535, "", "0", "via",
+                       "the port a tcp NIC listens on; 0: one the kernel picks"),
+      integer_variable("VIASTACK_TCP_TIMEOUT_MS", 1, kDayMs, "milliseconds", "10000", "via",
+                       "a tcp connection whose peer stops answering breaks after about this long"),
+      integer_variable("VIASTACK_TCP_AUTH_TIMEOUT_MS", 1, kDayMs, "milliseconds", "3000", "via",
+                       "how long a new tcp connection has to prove it belongs to the job"),
+      integer_variable("VIASTACK_TCP_RESOLVE_TIMEOUT_MS", 1, kDayMs, "milliseconds", "60000", "via",
+                       "how long looking up another rank waits for it to publish its address"),
+      // Active Messages and Split-C.
+      word_variable("VIASTACK_AM_RELIABILITY", "reliable|unreliable", "reliable", "am",
+                    "the VIs AM runs on; on unreliable ones AM retransmits and acknowledges itself"),
+      integer_variable("VIASTACK_AM_DEPTH", 1, 1024, "", "32", "am", "outstanding requests per peer"),
+      integer_variable("VIASTACK_AM_TIMEOUT_MS", 0, kTiB, "milliseconds", "10000", "am",
+                       "a peer that answers nothing for this long is unreachable; 0: never"),
+      integer_variable("VIASTACK_AM_RETRANSMIT_MS", 1, 1 << 30, "milliseconds", "20", "am",
+                       "the first retransmission of an unanswered request on unreliable VIs, doubling up to 1 s"),
+      integer_variable("VIASTACK_AM_SEGMENT", 64, kTiB, "bytes", "16777216", "am, splitc",
+                       "the size of each rank's AM segment; Split-C's default is 67108864"),
+      // MPI.
+      integer_variable("VIASTACK_MPI_EAGER_LIMIT", 64, 60 * 1024, "bytes", "16384", "mpi",
+                       "messages up to this size go eagerly, larger ones by rendezvous; at most one shm frame"),
+      integer_variable("VIASTACK_MPI_ALLREDUCE_RING_BYTES", 0, kTiB, "bytes", "65536", "mpi",
+                       "allreduce of at least this much data uses the ring, below it recursive doubling"),
+      integer_variable("VIASTACK_MPI_ALLGATHER_RING_BYTES", 0, kTiB, "bytes", "65536", "mpi",
+                       "allgather(v) of at least this much in all uses the ring, below it Bruck's"),
+      integer_variable("VIASTACK_MPI_ALLTOALL_PAIRWISE_BYTES", 0, kTiB, "bytes", "65536", "mpi",
+                       "alltoall(v) with blocks of at least this size exchanges pairwise, below it all at once"),
+      // The user-level TCP/IP stack.
+      integer_variable("VIASTACK_UTCP_MTU", 68, 65535, "bytes", "9000", "utcp", "the MTU of utcp's links over VIA"),
+      typed("VIASTACK_UTCP_NETWORK", Type::network, "10.0.0.0/16", "utcp",
+            "the network utcp's ranks take their addresses from; rank r is the network's host r + 1"),
+      typed("VIASTACK_TRACE", Type::text, "-", "utcp",
+            "writes every utcp packet to this pcap file, file.rankN.pcap in a job of several ranks"),
+      // The test script.
+      typed("VIASTACK_SKIP_SANITIZERS", Type::boolean, "0", "scripts/test.sh",
+            "1: skip the sanitizer builds and their tests"),
+      typed("VIASTACK_SKIP_FUZZ", Type::boolean, "0", "scripts/test.sh", "1: skip building and running the fuzzers"),
+  };
+  return table;
+}
+
+}  // namespace via::config
