@@ -1,6 +1,6 @@
 // A TCP stream over VIA between two ranks, under viarun:
 //
-//   viarun -n 2 -- utcp_tcp_stream MIB [faults]
+//   viarun -n 2 -- utcp_tcp_stream MIB|KIBK [faults]
 //
 // Rank 1 listens, rank 0 connects (again while refused: rank 1 may not be
 // listening yet). Each side sends MIB MiB of a byte sequence both know,
@@ -77,9 +77,13 @@ utcp::TcpSocket open_connection(utcp::ViaHost& host) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const std::uint64_t mebibytes = argc > 1 ? std::strtoull(argv[1], nullptr, 10) : 16;
+  // MIB, or KIB with a K after it ("128K").
+  char* unit = nullptr;
+  const std::uint64_t count = argc > 1 ? std::strtoull(argv[1], &unit, 10) : 16;
+  const bool kibibytes = unit && (*unit == 'K' || *unit == 'k');
   const bool faults = argc > 2 && std::string(argv[2]) == "faults";
-  const std::uint64_t size = mebibytes << 20;
+  const std::uint64_t size = count << (kibibytes ? 10 : 20);
+  const double mebibytes = static_cast<double>(size) / (1 << 20);
   try {
     utcp::ViaHostConfig config = utcp::ViaHostConfig::from_environment();
     if (config.size != 2) fail(config.rank, "needs exactly 2 ranks");
@@ -191,9 +195,9 @@ int main(int argc, char** argv) {
     socket.close();
 
     std::printf(
-        "rank %d: %llu MiB each way in %.2f s (%.1f MB/s each way), checksum %016llx; segments out %llu, "
+        "rank %d: %g MiB each way in %.2f s (%.1f MB/s each way), checksum %016llx; segments out %llu, "
         "retransmitted %llu (timeouts %llu, fast %llu), out of order %llu; faults dropped %llu\n",
-        rank, static_cast<unsigned long long>(mebibytes), seconds, static_cast<double>(size) / seconds / 1e6,
+        rank, mebibytes, seconds, static_cast<double>(size) / seconds / 1e6,
         static_cast<unsigned long long>(received_sum.value), static_cast<unsigned long long>(counters.segments_out),
         static_cast<unsigned long long>(counters.retransmitted_segments),
         static_cast<unsigned long long>(counters.timeouts), static_cast<unsigned long long>(counters.fast_retransmits),
