@@ -245,6 +245,7 @@ struct TcpConnection::Impl {
   // sample; any retransmission cancels it.
   std::optional<SeqNumber> timed_ack;
   Instant timed_since;
+  std::optional<std::uint32_t> last_retransmission_timestamp;  // its TSval: echoes of it or later time a round trip
   tcp::NewReno congestion;
 
   // Acknowledgments.
@@ -618,11 +619,16 @@ bool TcpConnection::Impl::process_acknowledgment(const TcpSegment& segment) {
 // transmission it answers. So the backoff ends (RFC 6298 §5.7) as soon as a
 // retransmission gets through, not only once a later segment sent once is
 // acknowledged: under heavy loss, that waited through one more doubling
-// after another. As Linux, the timed segment is preferred when there is one
-// (an echo may be held back by the peer's delayed ACKs and losses).
+// after another. As Linux, the timed segment is preferred when there is one.
+// Only an echo of the last retransmission or later counts: the peer echoes
+// the segment that last moved its RCV.NXT, and when every ACK of it was lost
+// the next one, on the peer's own data after a long outage, would measure
+// the outage (seconds) and hold the RTO at its maximum for many samples.
 void TcpConnection::Impl::measure_echoed_timestamp(const TcpHeader& header) {
-  if (!timestamps || !header.options.timestamps || timed_ack) return;
-  const auto elapsed = static_cast<std::int32_t>(timestamp_now() - header.options.timestamps->echo_reply);
+  if (!timestamps || !header.options.timestamps || timed_ack || !last_retransmission_timestamp) return;
+  const std::uint32_t echoed = header.options.timestamps->echo_reply;
+  if (static_cast<std::int32_t>(echoed - *last_retransmission_timestamp) < 0) return;
+  const auto elapsed = static_cast<std::int32_t>(timestamp_now() - echoed);
   if (elapsed < 0) return;  // echoes a time we have not reached: not ours
   rtt.add_sample(milliseconds(elapsed));
 }
@@ -805,6 +811,7 @@ std::uint32_t TcpConnection::Impl::transmit_at(SeqNumber sequence, std::uint32_t
   if (sequence < send_max) {
     ++counters.retransmitted_segments;
     timed_ack.reset();  // Karn's rule: no sample from a retransmission
+    last_retransmission_timestamp = timestamp_now();
   } else if (!timed_ack) {
     timed_ack = end;
     timed_since = now;
