@@ -7,8 +7,26 @@
 // Every use of a slot carries the next sequence number of that slot. The
 // receiver remembers, per slot, the last sequence number it handled: a copy of
 // that request is a duplicate (answered again), an older one is stale
-// (dropped). Retransmission backs off exponentially; a request unanswered for
-// longer than the timeout expires.
+// (dropped).
+//
+// Retransmission follows RFC 6298 with one timer state per peer, as TCP keeps
+// one per connection: the retransmission timeout (RTO) comes from the round
+// trips measured (SRTT + 4 RTTVAR), within [min_rto, max_rto]; a request
+// unanswered for one RTO goes again, and the RTO doubles once per timeout
+// that fires until a valid measurement ends the backoff. Karn's rule: a
+// request sent more than once is not measured (which copy was answered is
+// not known). The backoff is the peer's, not the request's: while the peer
+// answers other requests at the measured pace, one that was lost several
+// times goes again after one RTO, not after 2^n.
+//
+// Giving up: a peer is taken for dead on silence, never because some request
+// went unanswered while its other frames keep arriving (that is loss, or a
+// slow handler). Dead: a request to it is open, no frame at all came from it
+// for the peer timeout, and, when losses were measured, enough rounds of
+// retransmission went unanswered that a live peer would almost surely have
+// answered one (rounds_to_give_up). On a clean path that is the timeout
+// itself; at 30 % loss each way, about 21 rounds, which with max_rto = 1 s
+// is ~16 s.
 //
 // A request is answered either by its handler's reply or, when the handler
 // does not reply, by an acknowledgement (slot, seq). Acknowledgements are not
@@ -25,31 +43,58 @@
 // overtaken on an unreliable VI), so it could not close them. An
 // acknowledgement names exactly the requests that have no reply.
 //
-// Opening a slot reads no clock: the first advance() after it stamps the send
-// time. Sending is the latency path, and a clock read there costs as much as
-// the rest of the bookkeeping; a stamp taken a little late only makes the
-// retransmission and the timeout come that much later, never early.
+// Opening a slot, closing it and hearing from the peer read no clock: the
+// next advance() stamps them with its `now`. Sending and receiving are the
+// latency path, and a clock read there costs as much as the rest of the
+// bookkeeping; a send stamped a little late only makes the retransmission
+// and the give-up come that much later, never early, and a frame heard is
+// stamped late the same way. Round trips are measured on some requests,
+// with the clock read at both ends: when open() asks for it
+// (wants_send_time: one request in time_every, and every one while the RTO
+// is backed off, so that the backoff ends with the first that gets through),
+// the caller gives the send time (sent_at); when the answer closes it,
+// measuring() is true and the caller gives the time (answered_at). Else the
+// next advance() stands in. So a stream of requests reads the clock twice
+// per time_every requests, and the latency path of one not timed, never.
 #pragma once
 
 #include <algorithm>
+#include <cmath>
+#include <climits>
 #include <cstdint>
 #include <vector>
 
 namespace am {
 
 struct RetryPolicy {
-  bool retransmit = true;                    // false on reliable VIs: the engine delivers
-  std::uint64_t first_ns = 20'000'000;       // first retransmission after this long
-  std::uint64_t max_interval_ns = 1'000'000'000;
-  std::uint64_t timeout_ns = 10'000'000'000;  // unanswered this long: expired (0: never)
+  bool retransmit = true;                     // false on reliable VIs: the engine delivers
+  std::uint64_t min_rto_ns = 20'000'000;      // the RTO until a round trip is measured, and its floor
+  std::uint64_t max_rto_ns = 1'000'000'000;   // the ceiling of one RTO, backed off or not
+  std::uint64_t timeout_ns = 10'000'000'000;  // silence that makes a peer dead (0: never)
+  unsigned time_every = 64;                   // requests opened per one timed (each while backed off)
 };
 
 inline constexpr std::uint64_t kNever = UINT64_MAX;
 inline constexpr std::uint64_t kUnstamped = UINT64_MAX;
 
+// How many unanswered retransmission rounds it takes, on top of the timeout,
+// to give up on a silent peer when a fraction `loss` of transmissions went
+// unanswered for an RTO: enough that a live peer would have answered one of
+// them but for a chance of kGiveUpRisk (losses taken as independent; a round
+// may carry several requests, which only makes it safer). Bounded, so that
+// a dead peer is still given up in bounded time on the worst path.
+inline constexpr double kGiveUpRisk = 1e-6;
+inline constexpr unsigned kMaxGiveUpRounds = 64;
+inline unsigned rounds_to_give_up(double loss) {
+  if (loss <= 0) return 0;
+  if (loss >= 1) return kMaxGiveUpRounds;
+  return unsigned(std::min<double>(kMaxGiveUpRounds, std::ceil(std::log(kGiveUpRisk) / std::log(loss))));
+}
+
 class SendWindow {
  public:
-  SendWindow(std::uint16_t depth, const RetryPolicy& policy) : policy_(policy), slots_(depth) {
+  SendWindow(std::uint16_t depth, const RetryPolicy& policy)
+      : policy_(policy), slots_(depth), rto_base_ns_(std::min(policy.min_rto_ns, policy.max_rto_ns)) {
     for (std::uint16_t i = depth; i > 0; --i) free_.push_back(std::uint16_t(i - 1));
     unstamped_.reserve(depth);
   }
@@ -59,6 +104,15 @@ class SendWindow {
   bool is_open(std::uint16_t slot) const { return slot < slots_.size() && slots_[slot].open; }
   std::uint32_t seq(std::uint16_t slot) const { return slots_[slot].seq; }
 
+  // The RTO now: measured, backed off, within [min_rto, max_rto].
+  std::uint64_t rto_ns() const { return std::min(policy_.max_rto_ns, rto_base_ns_ << backoff_); }
+  std::uint64_t smoothed_rtt_ns() const { return srtt_ns_; }
+  // The fraction of transmissions that went unanswered for an RTO (and were
+  // sent again), over about the last kLossWindow transmissions answered.
+  double loss() const { return transmissions_ ? double(unanswered_) / double(transmissions_) : 0; }
+  // Retransmission rounds since the peer was last heard from.
+  unsigned unanswered_rounds() const { return unanswered_rounds_; }
+
   // Opens a request instance; returns its slot. Needs a credit. Its send time
   // is the `now` of the next advance().
   std::uint16_t open() {
@@ -67,6 +121,13 @@ class SendWindow {
     Slot& s = slots_[slot];
     ++s.seq;
     s.open = true;
+    s.resent = 0;
+    s.timed_sent_ns = kUnstamped;
+    send_time_wanted_ = backoff_ > 0 || ++opened_untimed_ >= policy_.time_every;
+    if (send_time_wanted_) {
+      last_opened_ = slot;
+      opened_untimed_ = 0;
+    }
     // A slot closed and reopened before it was stamped is on the list already.
     if (s.sent_ns != kUnstamped) {
       s.sent_ns = kUnstamped;
@@ -79,6 +140,7 @@ class SendWindow {
   // while): its send time becomes the `now` of the next advance() again.
   void restamp(std::uint16_t slot) {
     Slot& s = slots_[slot];
+    untime(slot);  // it had not left: no round trip yet
     if (s.sent_ns == kUnstamped) return;
     s.sent_ns = kUnstamped;
     unstamped_.push_back(slot);
@@ -88,44 +150,102 @@ class SendWindow {
   // instance, which closes; false for a duplicate or stale one.
   bool close(std::uint16_t slot, std::uint32_t seq) {
     if (!is_open(slot) || slots_[slot].seq != seq) return false;
+    const Slot& s = slots_[slot];
+    if (s.timed_sent_ns != kUnstamped) {
+      answer_pending_ = true;
+      answered_sent_ns_ = s.timed_sent_ns;
+    }
+    transmissions_ += 1 + s.resent;
+    unanswered_ += s.resent;
+    if (transmissions_ >= kLossWindow) {  // older transmissions count half, and so on
+      transmissions_ /= 2;
+      unanswered_ /= 2;
+    }
     release(slot);
     return true;
   }
 
-  // Earliest time advance() has something to do (kNever if nothing; 0 while
-  // a send time is still to be stamped).
-  std::uint64_t next_deadline() const { return unstamped_.empty() ? next_deadline_ : 0; }
+  // The request just opened is to be timed: sent_at(now) once it left.
+  bool wants_send_time() const { return send_time_wanted_; }
+  void sent_at(std::uint64_t now_ns) {
+    send_time_wanted_ = false;
+    if (slots_[last_opened_].open) slots_[last_opened_].timed_sent_ns = now_ns;
+  }
 
-  // Calls retransmit(slot) for every instance whose retransmission is due
-  // (the next one is scheduled at twice the interval, capped), and
-  // expire(slot) for every instance past the timeout (it closes first).
-  template <class Retransmit, class Expire>
-  void advance(std::uint64_t now_ns, Retransmit&& retransmit, Expire&& expire) {
+  // The timed request was answered by the last close(): answered_at(now)
+  // measures its round trip.
+  bool measuring() const { return answer_pending_; }
+  void answered_at(std::uint64_t now_ns) {
+    answer_pending_ = false;
+    measured(now_ns - std::min(now_ns, answered_sent_ns_));
+  }
+
+  // Any frame from the peer arrived (an answer or not): it is alive. Stamped
+  // by the next advance().
+  void heard() { heard_ = true; }
+
+  // Earliest time advance() has something to do (kNever if nothing; 0 while
+  // a send time or an answer is still to be stamped).
+  std::uint64_t next_deadline() const {
+    return unstamped_.empty() && !answer_pending_ && !send_time_wanted_ ? next_deadline_ : 0;
+  }
+
+  // Stamps what happened since the last call, calls retransmit(slot) for
+  // every instance unanswered for an RTO, and give_up() when the peer is to
+  // be taken for dead (see the top); the caller then closes what is open
+  // (close_all), after marking the peer dead, so that what it runs for each
+  // request cannot open another.
+  template <class Retransmit, class GiveUp>
+  void advance(std::uint64_t now_ns, Retransmit&& retransmit, GiveUp&& give_up) {
+    if (answer_pending_) answered_at(now_ns);
+    if (send_time_wanted_) sent_at(now_ns);
     for (std::uint16_t slot : unstamped_) {
       Slot& s = slots_[slot];
-      s.sent_ns = now_ns;
-      s.interval_ns = policy_.first_ns;
-      s.next_ns = due(s);
-      if (s.open) next_deadline_ = std::min(next_deadline_, s.next_ns);
+      s.sent_ns = s.first_sent_ns = now_ns;
+      if (s.open) next_deadline_ = std::min(next_deadline_, now_ns + rto_ns());
     }
     unstamped_.clear();
+    if (heard_) {
+      heard_ = false;
+      last_heard_ns_ = now_ns;
+      unanswered_rounds_ = 0;
+    }
     if (now_ns < next_deadline_) return;
     next_deadline_ = kNever;
+    const std::uint64_t rto = rto_ns();
+    std::uint64_t oldest_ns = kNever;  // first transmission of the oldest open instance
+    bool resent = false;
     for (std::uint16_t slot = 0; slot < slots_.size(); ++slot) {
       Slot& s = slots_[slot];
       if (!s.open) continue;
-      if (policy_.timeout_ns && now_ns - s.sent_ns >= policy_.timeout_ns) {
-        release(slot);
-        expire(slot);
-        continue;
-      }
-      if (now_ns >= s.next_ns && policy_.retransmit) {
-        s.interval_ns = std::min(s.interval_ns * 2, policy_.max_interval_ns);
-        s.next_ns = due(s, now_ns);
+      oldest_ns = std::min(oldest_ns, s.first_sent_ns);
+      if (!policy_.retransmit) continue;
+      if (now_ns - s.sent_ns >= rto) {
+        untime(slot);  // Karn's rule
+        s.sent_ns = now_ns;
+        ++s.resent;
+        resent = true;
         retransmit(slot);
       }
-      next_deadline_ = std::min(next_deadline_, s.next_ns);
+      next_deadline_ = std::min(next_deadline_, s.sent_ns + rto);
     }
+    if (resent) {
+      ++unanswered_rounds_;
+      // RFC 6298 §5.5, once per timeout: the timeouts of requests sent
+      // within one RTO of each other are one timer's expiry in TCP.
+      if (now_ns >= backoff_hold_ns_) {
+        if (rto_ns() < policy_.max_rto_ns) ++backoff_;
+        backoff_hold_ns_ = now_ns + rto_ns();
+      }
+    }
+    if (oldest_ns == kNever || policy_.timeout_ns == 0) return;
+    const std::uint64_t give_up_ns = std::max(last_heard_ns_, oldest_ns) + policy_.timeout_ns;
+    if (now_ns >= give_up_ns && unanswered_rounds_ >= rounds_to_give_up(loss())) {
+      give_up();
+      return;
+    }
+    // Past the timeout but short of rounds, the next retransmission looks again.
+    if (now_ns < give_up_ns) next_deadline_ = std::min(next_deadline_, give_up_ns);
   }
 
   // Closes every open instance (the peer is gone), calling f(slot) for each.
@@ -136,25 +256,45 @@ class SendWindow {
         release(slot);
         f(slot);
       }
+    if (outstanding() == 0) next_deadline_ = kNever;
   }
 
  private:
+  static constexpr std::uint32_t kLossWindow = 1024;
+
   struct Slot {
     std::uint32_t seq = 0;
     bool open = false;
-    std::uint64_t sent_ns = 0;      // first transmission (kUnstamped: not yet known)
-    std::uint64_t next_ns = kNever;  // next retransmission or expiry
-    std::uint64_t interval_ns = 0;
+    std::uint32_t resent = 0;        // retransmissions of the current instance
+    std::uint64_t sent_ns = 0;       // last transmission (kUnstamped: not yet known)
+    std::uint64_t first_sent_ns = 0;
+    std::uint64_t timed_sent_ns = kUnstamped;  // timed: when it left (kUnstamped: not timed)
   };
-  // Next event for a slot: a retransmission, or else its expiry.
-  std::uint64_t due(const Slot& s, std::uint64_t now_ns) const {
-    const std::uint64_t expiry = policy_.timeout_ns ? s.sent_ns + policy_.timeout_ns : kNever;
-    return policy_.retransmit ? std::min(now_ns + s.interval_ns, expiry) : expiry;
-  }
-  std::uint64_t due(const Slot& s) const { return due(s, s.sent_ns); }
   void release(std::uint16_t slot) {
     slots_[slot].open = false;
     free_.push_back(slot);
+    untime(slot);
+  }
+  void untime(std::uint16_t slot) {
+    slots_[slot].timed_sent_ns = kUnstamped;
+    if (slot == last_opened_) send_time_wanted_ = false;
+  }
+  // RFC 6298 §2.2-2.4 (α = 1/8, β = 1/4); a valid measurement ends the backoff (§5.7).
+  void measured(std::uint64_t rtt_ns) {
+    if (!has_rtt_) {
+      has_rtt_ = true;
+      srtt_ns_ = rtt_ns;
+      rttvar_ns_ = rtt_ns / 2;
+    } else {
+      const std::uint64_t error = srtt_ns_ > rtt_ns ? srtt_ns_ - rtt_ns : rtt_ns - srtt_ns_;
+      rttvar_ns_ = (3 * rttvar_ns_ + error) / 4;
+      srtt_ns_ = (7 * srtt_ns_ + rtt_ns) / 8;
+    }
+    const std::uint64_t before = rto_ns();
+    rto_base_ns_ = std::clamp(srtt_ns_ + 4 * rttvar_ns_, std::min(policy_.min_rto_ns, policy_.max_rto_ns),
+                              policy_.max_rto_ns);
+    backoff_ = 0;
+    if (rto_ns() < before) next_deadline_ = 0;  // retransmissions may be due earlier now
   }
 
   RetryPolicy policy_;
@@ -162,6 +302,22 @@ class SendWindow {
   std::vector<std::uint16_t> free_;  // LIFO: recently used slots (and their buffers) come back first
   std::vector<std::uint16_t> unstamped_;  // opened since the last advance(); each slot once
   std::uint64_t next_deadline_ = kNever;
+  // Round trip and timeout (RFC 6298).
+  bool has_rtt_ = false;
+  std::uint64_t srtt_ns_ = 0, rttvar_ns_ = 0;
+  std::uint64_t rto_base_ns_;                // from the measurements, before backoff
+  unsigned backoff_ = 0;                     // doublings since the last valid measurement
+  std::uint64_t backoff_hold_ns_ = 0;        // no further doubling before this
+  std::uint16_t last_opened_ = 0;
+  bool send_time_wanted_ = false;            // for last_opened_: sent_at() or the next advance() stamps it
+  bool answer_pending_ = false;              // a timed request was answered: answered_at() or the next advance()
+  std::uint64_t answered_sent_ns_ = 0;       // ... and it was sent then
+  unsigned opened_untimed_ = UINT_MAX - 1;   // requests opened since one was timed (the first is)
+  // Loss and silence.
+  std::uint32_t transmissions_ = 0, unanswered_ = 0;
+  bool heard_ = false;
+  std::uint64_t last_heard_ns_ = 0;
+  unsigned unanswered_rounds_ = 0;
 };
 
 enum class Admission { fresh, duplicate, stale, bad_slot };

@@ -60,7 +60,7 @@ const char* cause_text(int cause) {
     case AM_E_BADHANDLER: return "no handler of that kind is registered at that index on the destination";
     case AM_E_BADSEGOFF: return "the remote range lies outside the destination's segment";
     case AM_E_BADLENGTH: return "the destination refused the message's length";
-    case AM_E_TIMEOUT: return "the destination did not answer within the peer timeout";
+    case AM_E_TIMEOUT: return "nothing came from the destination for the peer timeout";
     default: return "the destination is unreachable (its VI broke: the process died or left)";
   }
 }
@@ -82,7 +82,7 @@ std::unique_ptr<Runtime> Runtime::instance_;
 
 Runtime::Runtime(const Config& config) : config_(config), depth_(std::uint16_t(std::clamp(config.depth, 1u, 1024u))) {
   policy_.retransmit = config.reliability == Reliability::unreliable;
-  policy_.first_ns = std::max<std::uint64_t>(config.retransmit_ms, 1) * 1'000'000;
+  policy_.min_rto_ns = std::max<std::uint64_t>(config.retransmit_ms, 1) * 1'000'000;
   policy_.timeout_ns = config.timeout_ms * 1'000'000;
 }
 
@@ -483,9 +483,13 @@ void Runtime::block_until(Pred&& pred) {
     // (the bundles went above, and no handler has run since).
     if (may_owe_acks_) send_all_acks();
     // The NIC's wait runs its progress before each check: handle() is enough.
-    // Timers: handle() checks them now and then; a wait that saw nothing for
-    // 20 ms checks them here (a clock read is not worth making on every wait).
-    if (nic_->wait([&] { return handle() > 0 || pred(); }, 20) == via::Result::timeout) check_timers();
+    // Timers: handle() checks them every 256 calls, which a rank woken now and
+    // then by a frame may take seconds to make while what it waits for needs
+    // a retransmission; so a wait that timed out checks them, and so does
+    // every 16th wait (not each: a ping-pong waits once per round trip, and
+    // the check's clock read would cost it ~10 %).
+    if (nic_->wait([&] { return handle() > 0 || pred(); }, 20) == via::Result::timeout || (++waits_ & 15) == 0)
+      check_timers();
   }
   // Back to the program, which may compute for long without an AM call, while
   // a peer waits for what it is owed (a store's completion, a barrier's
@@ -525,6 +529,7 @@ void Runtime::on_receive(Peer& p, std::uint32_t di, VIP_DESCRIPTOR* d) {
     p.vi->recv_done(done);
     return;
   }
+  p.window.heard();  // any frame: the peer is alive (a lost answer is not a dead peer)
   ++dispatching_;
   dispatch(p, buffer(di), d->CS.Length);
   --dispatching_;
@@ -575,6 +580,7 @@ Status Runtime::send_request(Peer& p, wire::Kind kind, std::uint16_t handler, co
   ++counters_.requests_sent;
   flush(p);  // the deferred requests before it stay before it
   post_send(p, di, s.length);
+  if (p.window.wants_send_time()) p.window.sent_at(now_ns());  // one request in kTimeEvery, or under backoff
   return Status::ok;
 }
 
@@ -839,6 +845,7 @@ void Runtime::handle_reply(Peer& p, const wire::Message& m) {
     ++counters_.duplicates_dropped;
     return;
   }
+  if (p.window.measuring()) p.window.answered_at(now_ns());  // the timed request
   if (h.status) return returned(p, h.slot, h.status, cause_text(h.status));
   const Sent& s = p.sent[h.slot];
   switch (s.purpose) {
@@ -1027,7 +1034,7 @@ void Runtime::check_timers() {
   for (auto& pp : peers_) {
     Peer& p = *pp;
     if (p.failed || !p.vi || now < p.window.next_deadline()) continue;
-    bool expired = false;
+    bool given_up = false;
     p.window.advance(
         now,
         [&](std::uint16_t slot) {
@@ -1037,13 +1044,10 @@ void Runtime::check_timers() {
           ++counters_.retransmitted;
           post_send(p, di, p.sent[slot].length);
         },
-        [&](std::uint16_t slot) {
-          returned(p, slot, AM_E_TIMEOUT, cause_text(AM_E_TIMEOUT));
-          expired = true;
-        });
-    // A peer that left a request unanswered for the whole timeout is taken
-    // for dead: what else is outstanding comes back at once.
-    if (expired) fail_peer(p, AM_E_TIMEOUT, cause_text(AM_E_TIMEOUT));
+        [&] { given_up = true; });
+    // The window gave up on a silent peer (reliability.hpp): it is taken for
+    // dead, and everything that waits for it comes back.
+    if (given_up) fail_peer(p, AM_E_TIMEOUT, cause_text(AM_E_TIMEOUT));
   }
 }
 

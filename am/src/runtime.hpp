@@ -254,6 +254,7 @@ class Runtime {
   unsigned posted_sends_ = 0;
   unsigned dispatching_ = 0;  // receives being handled (handlers may poll)
   unsigned services_ = 0;
+  unsigned waits_ = 0;  // block_until's sleeps in the NIC, for the timers' cadence
   unsigned open_bundles_ = 0;
   std::vector<detail::BundleRoom> rooms_;  // detail::bundle_rooms while this runtime is enabled
   bool vi_error_ = false;

@@ -26,9 +26,10 @@ constexpr std::uint64_t kAckDelay = 5;  // ticks an owed acknowledgement waits a
 
 RetryPolicy policy() {
   RetryPolicy p;
-  p.first_ns = 10 * kMs;
-  p.max_interval_ns = 80 * kMs;
+  p.min_rto_ns = 10 * kMs;
+  p.max_rto_ns = 80 * kMs;
   p.timeout_ns = 1000 * kMs;
+  p.time_every = 1;  // every request sent while none is timed
   return p;
 }
 
@@ -55,14 +56,15 @@ TEST(SendWindow, ReusedSlotGetsTheNextSequenceNumber) {
   EXPECT_TRUE(w.close(s, first + 1));
 }
 
-TEST(SendWindow, RetransmitsWithExponentialBackoffThenExpires) {
+// A silent peer on a clean path (no loss measured): given up after the timeout.
+TEST(SendWindow, RetransmitsWithExponentialBackoffThenGivesUp) {
   SendWindow w(4, policy());
   const auto s = w.open();
   std::vector<std::uint64_t> resent;
   int expired = 0;
   for (std::uint64_t t = 0; t <= 2000 * kMs; t += kMs)
     w.advance(t, [&](std::uint16_t slot) { EXPECT_EQ(slot, s); resent.push_back(t / kMs); },
-              [&](std::uint16_t slot) { EXPECT_EQ(slot, s); ++expired; });
+              [&] { w.close_all([&](std::uint16_t slot) { EXPECT_EQ(slot, s); ++expired; }); });
   // 10, 30 (+20), 70 (+40), then every 80 (the cap) until 1000 ms.
   ASSERT_GE(resent.size(), 5u);
   EXPECT_EQ(resent[0], 10u);
@@ -83,7 +85,7 @@ TEST(SendWindow, NoRetransmissionOnReliableVisButStillATimeout) {
   w.open();
   int resent = 0, expired = 0;
   for (std::uint64_t t = 0; t <= 1000 * kMs; t += kMs)
-    w.advance(t, [&](std::uint16_t) { ++resent; }, [&](std::uint16_t) { ++expired; });
+    w.advance(t, [&](std::uint16_t) { ++resent; }, [&] { w.close_all([&](std::uint16_t) { ++expired; }); });
   EXPECT_EQ(resent, 0);
   EXPECT_EQ(expired, 1);
 }
@@ -96,7 +98,7 @@ TEST(SendWindow, SendTimeIsStampedByTheNextAdvance) {
   EXPECT_EQ(w.next_deadline(), 0u);  // a stamp is due
   int resent = 0, expired = 0;
   auto retransmit = [&](std::uint16_t) { ++resent; };
-  auto expire = [&](std::uint16_t) { ++expired; };
+  auto expire = [&] { w.close_all([&](std::uint16_t) { ++expired; }); };
   w.advance(5000 * kMs, retransmit, expire);  // far past the timeout of a send at 0
   EXPECT_EQ(resent + expired, 0);
   EXPECT_EQ(w.next_deadline(), 5010 * kMs);
@@ -110,8 +112,8 @@ TEST(SendWindow, SendTimeIsStampedByTheNextAdvance) {
   ASSERT_TRUE(w.close(t, w.seq(t)));
   const auto u = w.open();
   w.advance(6000 * kMs, retransmit, expire);
-  EXPECT_EQ(w.next_deadline(), 6010 * kMs);
-  w.advance(6000 * kMs + 1000 * kMs, retransmit, expire);
+  EXPECT_EQ(w.next_deadline(), 6020 * kMs);  // the RTO backed off: s went twice, so nothing was measured
+  for (std::uint64_t now = 6001 * kMs; now < 30'000 * kMs && !expired; now += kMs) w.advance(now, retransmit, expire);
   EXPECT_EQ(expired, 1);
   EXPECT_FALSE(w.is_open(u));
   EXPECT_EQ(w.next_deadline(), am::kNever);
@@ -124,7 +126,7 @@ TEST(SendWindow, RestampStartsTheTimersAgain) {
   const auto s = w.open();
   int resent = 0, expired = 0;
   auto retransmit = [&](std::uint16_t) { ++resent; };
-  auto expire = [&](std::uint16_t) { ++expired; };
+  auto expire = [&] { w.close_all([&](std::uint16_t) { ++expired; }); };
   w.advance(0, retransmit, expire);  // stamped at 0
   w.restamp(s);
   w.restamp(s);  // twice: still one stamp
@@ -146,6 +148,211 @@ TEST(SendWindow, CloseAllReturnsEveryOpenRequest) {
   w.close_all([&](std::uint16_t) { ++closed; });
   EXPECT_EQ(closed, 2);
   EXPECT_EQ(w.outstanding(), 0u);
+}
+
+// ---- the retransmission timeout and giving up (RFC 6298, silence) ----
+
+// Opens a request at `sent`, answers it `rtt` later: one round trip measured.
+void measure(SendWindow& w, std::uint64_t sent, std::uint64_t rtt) {
+  const auto s = w.open();
+  w.advance(sent, [](std::uint16_t) { FAIL() << "retransmitted"; }, [] { FAIL() << "given up"; });
+  ASSERT_TRUE(w.close(s, w.seq(s)));
+  w.advance(sent + rtt, [](std::uint16_t) { FAIL() << "retransmitted"; }, [] { FAIL() << "given up"; });
+}
+
+RetryPolicy slow_path_policy() {
+  RetryPolicy p = policy();
+  p.max_rto_ns = 1000 * kMs;
+  p.timeout_ns = 10'000 * kMs;
+  return p;
+}
+
+TEST(SendWindow, MeasuredRoundTripsSetTheTimeout) {
+  SendWindow w(4, slow_path_policy());
+  EXPECT_EQ(w.rto_ns(), 10 * kMs);  // min_rto until something is measured
+  measure(w, 0, 30 * kMs);
+  EXPECT_EQ(w.smoothed_rtt_ns(), 30 * kMs);
+  EXPECT_EQ(w.rto_ns(), 90 * kMs);  // SRTT + 4 * RTTVAR, RTTVAR = R/2 at first
+  for (std::uint64_t t = 100 * kMs; t < 3000 * kMs; t += 100 * kMs) measure(w, t, 30 * kMs);
+  EXPECT_EQ(w.smoothed_rtt_ns(), 30 * kMs);
+  EXPECT_LT(w.rto_ns(), 32 * kMs);  // the variation decays
+  EXPECT_GT(w.rto_ns(), 30 * kMs);
+  // A request now goes again after the measured RTO, not min_rto.
+  const std::uint64_t rto = w.rto_ns();
+  const auto s = w.open();
+  std::uint64_t resent_at = 0;
+  for (std::uint64_t t = 5000 * kMs; t < 5100 * kMs && !resent_at; t += kMs / 10)
+    w.advance(t, [&](std::uint16_t) { resent_at = t; }, [] { FAIL() << "given up"; });
+  const std::uint64_t step = kMs / 10;
+  EXPECT_EQ(resent_at, 5000 * kMs + (rto + step - 1) / step * step);
+  // Short round trips never take it below min_rto.
+  ASSERT_TRUE(w.close(s, w.seq(s)));
+  for (std::uint64_t t = 6000 * kMs; t < 9000 * kMs; t += 10 * kMs) measure(w, t, kMs / 100);
+  EXPECT_EQ(w.rto_ns(), 10 * kMs);
+}
+
+// The clock is read for one request in time_every (sent and answered), and
+// for every request while the RTO is backed off, until one is measured.
+TEST(SendWindow, TimesOneRequestInTimeEveryAndEachUnderBackoff) {
+  RetryPolicy p = slow_path_policy();
+  p.time_every = 4;
+  SendWindow w(4, p);
+  int timed = 0;
+  for (std::uint64_t i = 0; i < 11; ++i) {
+    const auto s = w.open();
+    if (w.wants_send_time()) {
+      ++timed;
+      w.sent_at(i * kMs);
+    }
+    ASSERT_TRUE(w.close(s, w.seq(s)));
+    if (w.measuring()) w.answered_at(i * kMs + kMs / 2);
+  }
+  EXPECT_EQ(timed, 3);  // the first, the fifth, the ninth
+  EXPECT_EQ(w.smoothed_rtt_ns(), kMs / 2);
+  // Backed off: a lost request (the twelfth, not timed), retransmitted.
+  const auto lost = w.open();
+  EXPECT_FALSE(w.wants_send_time());
+  w.advance(100 * kMs, [](std::uint16_t) {}, [] { FAIL(); });
+  w.advance(100 * kMs + w.rto_ns(), [](std::uint16_t) {}, [] { FAIL(); });
+  ASSERT_GT(w.rto_ns(), 10 * kMs);
+  const auto s = w.open();
+  ASSERT_TRUE(w.wants_send_time());
+  w.sent_at(200 * kMs);
+  ASSERT_TRUE(w.close(s, w.seq(s)));
+  ASSERT_TRUE(w.measuring());
+  w.answered_at(200 * kMs + kMs / 2);
+  EXPECT_EQ(w.rto_ns(), 10 * kMs);  // measured: the backoff ended
+  EXPECT_TRUE(w.is_open(lost));
+}
+
+TEST(SendWindow, KarnsRuleARetransmittedRequestIsNotMeasured) {
+  SendWindow w(4, slow_path_policy());
+  measure(w, 0, 30 * kMs);
+  const std::uint64_t rto = w.rto_ns();
+  const auto s = w.open();
+  int resent = 0;
+  auto retransmit = [&](std::uint16_t) { ++resent; };
+  w.advance(1000 * kMs, retransmit, [] { FAIL(); });
+  w.advance(1000 * kMs + rto, retransmit, [] { FAIL(); });
+  ASSERT_EQ(resent, 1);
+  EXPECT_EQ(w.rto_ns(), 2 * rto);  // backed off
+  // The answer comes 500 ms after the first copy: not a measurement of the
+  // round trip (it may answer the second), so SRTT stays, and the backoff
+  // stays until a request sent once is answered.
+  ASSERT_TRUE(w.close(s, w.seq(s)));
+  w.advance(1500 * kMs, retransmit, [] { FAIL(); });
+  EXPECT_EQ(w.smoothed_rtt_ns(), 30 * kMs);
+  EXPECT_EQ(w.rto_ns(), 2 * rto);
+  measure(w, 2000 * kMs, 30 * kMs);
+  EXPECT_LE(w.rto_ns(), rto);  // a valid measurement ends the backoff (RFC 6298 §5.7)
+}
+
+// One timer per peer, as TCP has one per connection: requests that time out
+// together double the RTO once, not once each.
+TEST(SendWindow, TheRtoDoublesOncePerTimeoutNotOncePerRequest) {
+  SendWindow w(8, policy());
+  std::vector<std::uint16_t> slots;
+  for (std::uint64_t t = 0; t < 4; ++t) {  // sent 1 ms apart
+    slots.push_back(w.open());
+    w.advance(t * kMs, [](std::uint16_t) { FAIL(); }, [] { FAIL(); });
+  }
+  // The first times out at 10 ms; the others then wait for the doubled RTO
+  // (21, 22, 23 ms), as behind TCP's one timer, and double it no further.
+  std::vector<std::uint64_t> resent;
+  for (std::uint64_t t = 4 * kMs; t <= 29 * kMs; t += kMs)
+    w.advance(t, [&](std::uint16_t) { resent.push_back(t / kMs); }, [] { FAIL(); });
+  EXPECT_EQ(resent, (std::vector<std::uint64_t>{10, 21, 22, 23}));
+  EXPECT_EQ(w.rto_ns(), 20 * kMs);
+  EXPECT_EQ(w.unanswered_rounds(), 4u);
+}
+
+// The backoff is the peer's: while the peer answers requests sent once at
+// the measured pace, a request that was lost several times goes again after
+// one RTO, not after 2^n of them.
+TEST(SendWindow, AnswersToOtherRequestsEndTheBackoffOfOneLostAgain) {
+  SendWindow w(8, policy());
+  const auto lost = w.open();
+  std::vector<std::uint64_t> resent;
+  for (std::uint64_t t = 0; t <= 400 * kMs; t += kMs) {
+    if (t % (5 * kMs) == 0 && t > 0) {  // another request, answered in 1 ms, every 5 ms
+      const auto s = w.open();
+      w.advance(t, [&](std::uint16_t slot) { resent.push_back(t); EXPECT_EQ(slot, lost); }, [] { FAIL(); });
+      ASSERT_TRUE(w.close(s, w.seq(s)));
+      w.heard();
+      continue;
+    }
+    w.advance(t, [&](std::uint16_t slot) { resent.push_back(t); EXPECT_EQ(slot, lost); }, [] { FAIL(); });
+  }
+  // min_rto 10 ms: about 40 retransmissions in 400 ms (a backed-off
+  // schedule would have sent 7: 10, 30, 70, 150, 230, 310, 390).
+  EXPECT_GE(resent.size(), 30u);
+  for (std::size_t i = 1; i < resent.size(); ++i) EXPECT_LE(resent[i] - resent[i - 1], 20 * kMs);
+  EXPECT_TRUE(w.is_open(lost));
+}
+
+// A request unanswered while the peer's other frames keep arriving is
+// retransmitted for as long as that lasts; silence for the timeout ends it.
+TEST(SendWindow, GivesUpOnSilenceNotOnUnansweredRetransmissions) {
+  SendWindow w(4, policy());  // timeout 1000 ms, no loss measured
+  w.open();
+  int resent = 0;
+  std::uint64_t given_up_at = 0;
+  auto give_up = [&](std::uint64_t t) {
+    given_up_at = t;
+    w.close_all([](std::uint16_t) {});
+  };
+  for (std::uint64_t t = 0; t <= 8000 * kMs && !given_up_at; t += kMs) {
+    if (t <= 5000 * kMs && t % (50 * kMs) == 0) w.heard();  // the peer's requests, say
+    w.advance(t, [&](std::uint16_t) { ++resent; }, [&] { give_up(t); });
+  }
+  EXPECT_GE(resent, 5000 / 80);  // every max_rto at least
+  EXPECT_GE(given_up_at, 6000 * kMs);
+  EXPECT_LE(given_up_at, 6001 * kMs);  // last heard at 5000, stamped at that advance
+}
+
+TEST(SendWindow, RoundsToGiveUpGrowWithTheLossMeasured) {
+  EXPECT_EQ(am::rounds_to_give_up(0), 0u);
+  EXPECT_EQ(am::rounds_to_give_up(0.01), 3u);
+  EXPECT_EQ(am::rounds_to_give_up(0.51), 21u);  // 30 % loss each way: 1 - 0.7 * 0.7
+  EXPECT_EQ(am::rounds_to_give_up(0.99), am::kMaxGiveUpRounds);
+  EXPECT_EQ(am::rounds_to_give_up(1), am::kMaxGiveUpRounds);
+}
+
+// After a third of the transmissions needed a retransmission, a silent peer
+// is given up only after enough unanswered rounds (13), past the timeout.
+TEST(SendWindow, MeasuredLossAsksForMoreUnansweredRoundsBeforeGivingUp) {
+  RetryPolicy p = policy();
+  p.max_rto_ns = 200 * kMs;
+  auto silent_peer_given_up_at = [&](bool lossy) {
+    SendWindow w(4, p);
+    std::uint64_t t = 0;
+    // One request at a time, answered at once; every other one, when lossy,
+    // after one retransmission. The last is answered at once (no backoff left).
+    for (int i = 0; i <= 200; ++i, t += 100 * kMs) {
+      const auto s = w.open();
+      w.advance(t, [](std::uint16_t) {}, [] { FAIL(); });
+      const std::uint64_t resent_at = lossy && i % 2 ? t + 10 * kMs : t;
+      w.advance(resent_at, [](std::uint16_t) {}, [] { FAIL(); });
+      w.heard();
+      EXPECT_TRUE(w.close(s, w.seq(s)));
+      w.advance(resent_at + kMs / 10, [](std::uint16_t) {}, [] { FAIL(); });
+    }
+    EXPECT_NEAR(w.loss(), lossy ? 1.0 / 3 : 0, 0.01);
+    const std::uint64_t start = t;
+    w.open();
+    std::uint64_t given_up_at = 0;
+    for (; t <= start + 10'000 * kMs && !given_up_at; t += kMs)
+      w.advance(t, [](std::uint16_t) {}, [&] {
+        given_up_at = t - start;
+        EXPECT_GE(w.unanswered_rounds(), am::rounds_to_give_up(w.loss()));
+        w.close_all([](std::uint16_t) {});
+      });
+    return given_up_at;
+  };
+  EXPECT_EQ(silent_peer_given_up_at(false), 1000 * kMs);  // the timeout: no loss seen
+  EXPECT_EQ(am::rounds_to_give_up(1.0 / 3), 13u);
+  // 13 rounds: 10, 30, 70, 150, 310, then every 200 ms.
+  EXPECT_EQ(silent_peer_given_up_at(true), 1910 * kMs);
 }
 
 TEST(ReceiveFilter, FreshDuplicateStaleAndBadSlot) {
@@ -225,7 +432,7 @@ TEST(Acks, LostAcknowledgementRetransmissionIsNotHandledTwice) {
   ReceiveFilter f(4, kAckDelay);
   int handled = 0, resent = 0;
   const auto s = w.open();
-  w.advance(0, [](std::uint16_t) {}, [](std::uint16_t) {});  // sent at 0
+  w.advance(0, [](std::uint16_t) {}, [] {});  // sent at 0
   if (f.admit(s, w.seq(s)) == Admission::fresh) ++handled;
   f.acknowledge(s, 0);
   take_all(f);  // the acknowledgement is lost
@@ -235,14 +442,14 @@ TEST(Acks, LostAcknowledgementRetransmissionIsNotHandledTwice) {
     ASSERT_EQ(f.admit(slot, w.seq(slot)), Admission::duplicate);
     ASSERT_EQ(f.answer(slot), Answer::acknowledged);
     f.acknowledge_again(slot, 10);
-  }, [](std::uint16_t) { FAIL() << "expired"; });
+  }, [] { FAIL() << "given up"; });
   EXPECT_EQ(resent, 1);
   EXPECT_EQ(handled, 1);
   EXPECT_TRUE(f.ack_due(10));
   const auto acks = take_all(f);
   ASSERT_EQ(acks.size(), 1u);
   EXPECT_TRUE(w.close(acks[0].slot, acks[0].seq));
-  w.advance(1000 * kMs, [&](std::uint16_t) { ++resent; }, [](std::uint16_t) { FAIL() << "expired"; });
+  w.advance(1000 * kMs, [&](std::uint16_t) { ++resent; }, [] { FAIL() << "given up"; });
   EXPECT_EQ(resent, 1);  // closed: no more retransmissions
   EXPECT_EQ(w.next_deadline(), am::kNever);
 }
@@ -333,8 +540,8 @@ struct Packet {
 bool replies(int id) { return id % 3 == 0; }
 
 struct Simulation {
-  Simulation(double drop, double dup, double reorder, std::uint64_t seed)
-      : drop_(drop), dup_(dup), reorder_(reorder), rng_(seed), window_(8, policy()), filter_(8, kAckDelay) {}
+  Simulation(double drop, double dup, double reorder, std::uint64_t seed, const RetryPolicy& retry = policy())
+      : drop_(drop), dup_(dup), reorder_(reorder), rng_(seed), window_(8, retry), filter_(8, kAckDelay) {}
 
   void send(Packet p, std::uint64_t now) {
     if (chance(drop_)) return;
@@ -354,6 +561,7 @@ struct Simulation {
   }
 
   void at_requester(const Packet& p) {
+    window_.heard();
     for (const Ack& a : p.acks)
       if (window_.close(a.slot, a.seq)) {
         ++acknowledged[slot_request_[a.slot]];
@@ -398,7 +606,7 @@ struct Simulation {
       window_.advance(now_, [&](std::uint16_t slot) {
         ++retransmitted;
         send(Packet{Type::request, slot, window_.seq(slot), slot_request_[slot], 0, {}}, now_);
-      }, [&](std::uint16_t) { ++expired; });
+      }, [&] { window_.close_all([&](std::uint16_t) { ++expired; }); });
       std::vector<Packet> due;
       for (auto it = link_.begin(); it != link_.end();)
         if (it->due <= now_) {
@@ -470,6 +678,22 @@ TEST(Protocol, AcknowledgementsAreBatchedAndPiggybacked) {
   // of them on the 200 replies.
   EXPECT_GT(sim.acks_on_replies, 0);
   EXPECT_LT(sim.ack_messages, 200);
+}
+
+// Issue 21, defect 8: at 30 % loss each way, with a peer timeout of only
+// five times the longest RTO, a live responder is never given up: its
+// frames keep arriving, and the timeout counts silence, not requests that go
+// unanswered (with a timeout per request, as before, a request went
+// unanswered for 400 ms — 7 tries — about once in 100).
+TEST(Protocol, ThirtyPercentLossEachWayNeverGivesUpOnALivePeer) {
+  RetryPolicy retry = policy();
+  retry.timeout_ns = 400 * kMs;
+  for (std::uint64_t seed = 1; seed <= 5; ++seed) {
+    Simulation sim(0.3, 0, 0, seed, retry);
+    ASSERT_TRUE(sim.run(2000, 100000)) << "seed " << seed;
+    EXPECT_EQ(sim.expired, 0) << "seed " << seed;
+    expect_exactly_once(sim, 2000, "seed " + std::to_string(seed));
+  }
 }
 
 TEST(Protocol, DeadResponderExpiresEveryRequest) {

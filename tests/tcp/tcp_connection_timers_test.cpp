@@ -12,6 +12,7 @@ using KeepaliveTest = ConnectionTest;
 
 TEST_F(RetransmissionTest, TimeoutRetransmitsAndBacksOff) {
   config.initial_rto = 1000ms;
+  config.max_rto = 60000ms;  // RFC 6298's least maximum: the doubling shows up to 8 s
   connection = TcpConnection::connect(ports, config, SeqNumber(iss), now, capture());
   next_sent();
   // The SYN times out once before the SYN-ACK comes.
@@ -108,6 +109,70 @@ TEST_F(RetransmissionTest, RetriesExhaustedTimeOutAndClose) {
   EXPECT_EQ(connection->error(), std::errc::timed_out);
   EXPECT_EQ(connection->send(pattern(1), now).error(), std::errc::timed_out);
   EXPECT_FALSE(connection->next_timer());
+}
+
+// Issue 21, defect 8: a peer is given up on silence. Our segment goes
+// unanswered through three timeouts (data_retries), but the peer's own
+// segments keep arriving between them: it is alive, the loss is loss, and
+// the connection goes on; once the peer falls silent, three more timeouts end
+// it. (Before, retries counted timeouts without a new ACK, whatever else
+// came: the connection died at the fourth timeout.)
+TEST_F(RetransmissionTest, APeerThatKeepsSendingIsNotGivenUp) {
+  config.data_retries = 3;
+  config.delayed_ack = false;  // our ACK of the peer's data goes at once
+  open_active();
+  send(pattern(100));
+  next_sent();
+  std::uint32_t peer_sequence = peer_iss + 1;
+  for (int timeout = 0; timeout < 6; ++timeout) {
+    run_for(*connection->next_timer() - now);
+    ASSERT_EQ(connection->state(), TcpState::established) << "timeout " << timeout;
+    EXPECT_EQ(next_sent().payload.size(), 100u);  // the retransmission
+    // The peer's data (ACKing nothing new: our segment and its ACKs are lost).
+    feed(from_peer(peer_sequence, iss + 1, flag::ack), pattern(10));
+    peer_sequence += 10;
+    sent.clear();  // our ACK of it
+  }
+  // Silence. Half of what we sent went again: a loss that asks for more
+  // than data_retries before a silent peer is taken for dead (18 at this
+  // loss), and no more than 64.
+  int silent_timeouts = 0;
+  while (connection->state() == TcpState::established && silent_timeouts < 100) {
+    run_for(*connection->next_timer() - now);
+    ++silent_timeouts;
+  }
+  EXPECT_GT(silent_timeouts, 3);
+  EXPECT_LE(silent_timeouts, 65);
+  EXPECT_EQ(connection->state(), TcpState::closed);
+  EXPECT_EQ(connection->error(), std::errc::timed_out);
+}
+
+// With timestamps, the ACK of a retransmitted segment gives an RTT sample
+// from the timestamp it echoes (RFC 7323 §4), which ends the backoff: the
+// next timeout is one measured RTO away, not the doubled one.
+TEST_F(RetransmissionTest, AnEchoedTimestampEndsTheBackoffAfterARetransmission) {
+  config.min_rto = 200ms;
+  config.timestamps = true;
+  connection = TcpConnection::connect(ports, config, SeqNumber(iss), now, capture());
+  const SentSegment syn = next_sent();
+  ASSERT_TRUE(syn.header.options.timestamps);
+  TcpHeader syn_ack = from_peer(peer_iss, iss + 1, flag::syn | flag::ack);
+  syn_ack.options.max_segment_size = 1000;
+  syn_ack.options.timestamps = wire::TcpTimestamps{5000, syn.header.options.timestamps->value};
+  feed(syn_ack);
+  next_sent();
+  send(pattern(100));
+  next_sent();
+  run_for(*connection->next_timer() - now);
+  const SentSegment again = next_sent();
+  const std::chrono::milliseconds backed_off = connection->info().rto;
+  ASSERT_GT(backed_off, 200ms);
+  run_for(10ms);
+  TcpHeader ack = from_peer(peer_iss + 1, iss + 101, flag::ack);
+  ack.options.timestamps = wire::TcpTimestamps{5001, again.header.options.timestamps->value};
+  feed(ack);
+  EXPECT_EQ(connection->info().rto, 200ms);  // measured 10 ms: min_rto, the backoff over
+  EXPECT_EQ(connection->info().smoothed_rtt < 20ms, true);
 }
 
 TEST_F(RetransmissionTest, MaxRtoCapsTheBackoff) {

@@ -1,6 +1,6 @@
 // A TCP stream over VIA between two ranks, under viarun:
 //
-//   viarun -n 2 -- utcp_tcp_stream MIB [faults]
+//   viarun -n 2 -- utcp_tcp_stream MIB|KIBK [faults [LINGER_MS]]
 //
 // Rank 1 listens, rank 0 connects (again while refused: rank 1 may not be
 // listening yet). Each side sends MIB MiB of a byte sequence both know,
@@ -77,9 +77,17 @@ utcp::TcpSocket open_connection(utcp::ViaHost& host) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const std::uint64_t mebibytes = argc > 1 ? std::strtoull(argv[1], nullptr, 10) : 16;
+  // MIB, or KIB with a K after it ("128K").
+  char* unit = nullptr;
+  const std::uint64_t count = argc > 1 ? std::strtoull(argv[1], &unit, 10) : 16;
+  const bool kibibytes = unit && (*unit == 'K' || *unit == 'k');
   const bool faults = argc > 2 && std::string(argv[2]) == "faults";
-  const std::uint64_t size = mebibytes << 20;
+  // How long the side in TIME-WAIT stays (ms): under heavy loss the peer's
+  // FIN may need several RTOs (up to max_rto, 4 s, each) before our ACK of
+  // it gets through.
+  const std::chrono::milliseconds linger(argc > 3 ? std::strtoull(argv[3], nullptr, 10) : 1500);
+  const std::uint64_t size = count << (kibibytes ? 10 : 20);
+  const double mebibytes = static_cast<double>(size) / (1 << 20);
   try {
     utcp::ViaHostConfig config = utcp::ViaHostConfig::from_environment();
     if (config.size != 2) fail(config.rank, "needs exactly 2 ranks");
@@ -187,13 +195,13 @@ int main(int argc, char** argv) {
       fail(rank, std::string("the close did not finish: ") + std::string(utcp::to_string(socket.state())));
     if (socket.take_error()) fail(rank, "the connection ended with an error");
     const utcp::TcpCounters counters = *socket.counters();
-    if (socket.state() == utcp::TcpState::time_wait) host.wait_until([] { return false; }, 1500ms);
+    if (socket.state() == utcp::TcpState::time_wait) host.wait_until([] { return false; }, linger);
     socket.close();
 
     std::printf(
-        "rank %d: %llu MiB each way in %.2f s (%.1f MB/s each way), checksum %016llx; segments out %llu, "
+        "rank %d: %g MiB each way in %.2f s (%.1f MB/s each way), checksum %016llx; segments out %llu, "
         "retransmitted %llu (timeouts %llu, fast %llu), out of order %llu; faults dropped %llu\n",
-        rank, static_cast<unsigned long long>(mebibytes), seconds, static_cast<double>(size) / seconds / 1e6,
+        rank, mebibytes, seconds, static_cast<double>(size) / seconds / 1e6,
         static_cast<unsigned long long>(received_sum.value), static_cast<unsigned long long>(counters.segments_out),
         static_cast<unsigned long long>(counters.retransmitted_segments),
         static_cast<unsigned long long>(counters.timeouts), static_cast<unsigned long long>(counters.fast_retransmits),

@@ -48,8 +48,8 @@ enum class Reliability { reliable, unreliable };
 struct Config {
   Reliability reliability = Reliability::reliable;
   unsigned depth = 32;            // outstanding requests per peer
-  std::uint64_t timeout_ms = 10000;  // peer timeout
-  std::uint64_t retransmit_ms = 20;  // first retransmission (unreliable VIs)
+  std::uint64_t timeout_ms = 10000;  // peer timeout: silence after which a peer is dead (at least)
+  std::uint64_t retransmit_ms = 20;  // smallest retransmission timeout (unreliable VIs)
   std::size_t segment_bytes = 16u << 20;
   void* segment = nullptr;        // use this memory as the segment instead of allocating
   // The defaults overridden by VIASTACK_AM_* (see am.h); a bad value stops the

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <utility>
 #include <vector>
 
@@ -110,6 +111,7 @@ struct TcpConnection::Impl {
   void on_segment_synchronized(const TcpSegment& segment);
   void on_timer();
   void on_retransmission_timeout();
+  int retries_to_give_up() const;
   void on_persist_timeout();
   void on_keepalive_timeout();
 
@@ -124,6 +126,7 @@ struct TcpConnection::Impl {
   std::optional<InWindow> trim_to_window(const TcpSegment& segment) const;
   void on_acceptable_reset(const TcpHeader& header);
   bool process_acknowledgment(const TcpSegment& segment);
+  void measure_echoed_timestamp(const TcpHeader& header);
   void on_new_acknowledgment(SeqNumber ack);
   void on_duplicate_ack();
   void receive_data(const InWindow& part);
@@ -236,11 +239,13 @@ struct TcpConnection::Impl {
   // Retransmission (RFC 6298) and congestion control.
   tcp::RttEstimator rtt;
   std::optional<Instant> retransmission_deadline;
-  int retries = 0;  // consecutive timeouts
+  int retries = 0;  // timeouts since the peer was last heard from
+  std::uint64_t sent_when_heard = 0, retransmitted_when_heard = 0;  // the counters then
   // The one segment being timed (Karn): the ACK that covers timed_ack gives a
   // sample; any retransmission cancels it.
   std::optional<SeqNumber> timed_ack;
   Instant timed_since;
+  std::optional<std::uint32_t> last_retransmission_timestamp;  // its TSval: echoes of it or later time a round trip
   tcp::NewReno congestion;
 
   // Acknowledgments.
@@ -374,6 +379,13 @@ void TcpConnection::Impl::on_segment_synchronized(const TcpSegment& segment) {
   }
   heard_since = now;
   keepalive_probes_unanswered = 0;
+  // The peer is alive: retransmissions unanswered while its segments keep
+  // coming are loss, and do not count toward giving up (R2 counts silence);
+  // the loss is measured on what was sent until now, not on the probes of a
+  // silence to come.
+  retries = 0;
+  sent_when_heard = counters.segments_out;
+  retransmitted_when_heard = counters.retransmitted_segments;
   // Second: RST (RFC 5961 §3.2).
   if (header.has(flag::rst)) {
     on_acceptable_reset(header);
@@ -413,8 +425,7 @@ void TcpConnection::Impl::on_timer() {
 void TcpConnection::Impl::on_retransmission_timeout() {
   retransmission_deadline.reset();
   ++counters.timeouts;
-  const int limit = synchronized() ? config.data_retries : config.syn_retries;
-  if (retries >= limit) {
+  if (retries >= retries_to_give_up()) {
     enter_closed(soft_error ? soft_error : error_of(std::errc::timed_out));
     return;
   }
@@ -571,6 +582,7 @@ bool TcpConnection::Impl::process_acknowledgment(const TcpSegment& segment) {
   const bool duplicate = ack == send_unacknowledged && segment.payload.empty() && !header.has(flag::fin) &&
                          window == send_window && send_max != send_unacknowledged;
   if (ack > send_unacknowledged) {
+    measure_echoed_timestamp(header);
     on_new_acknowledgment(ack);
   } else if (duplicate) {
     on_duplicate_ack();
@@ -599,6 +611,40 @@ bool TcpConnection::Impl::process_acknowledgment(const TcpSegment& segment) {
     }
   }
   return true;
+}
+
+// RFC 7323 §4 (RTTM) where Karn's rule leaves a gap: an ACK of new data
+// that no segment sent once times (a retransmission cancelled the timing)
+// still gives a sample, from the timestamp it echoes, which names the
+// transmission it answers. So the backoff ends (RFC 6298 §5.7) as soon as a
+// retransmission gets through, not only once a later segment sent once is
+// acknowledged: under heavy loss, that waited through one more doubling
+// after another. As Linux, the timed segment is preferred when there is one.
+// Only an echo of the last retransmission or later counts: the peer echoes
+// the segment that last moved its RCV.NXT, and when every ACK of it was lost
+// the next one, on the peer's own data after a long outage, would measure
+// the outage (seconds) and hold the RTO at its maximum for many samples.
+void TcpConnection::Impl::measure_echoed_timestamp(const TcpHeader& header) {
+  if (!timestamps || !header.options.timestamps || timed_ack || !last_retransmission_timestamp) return;
+  const std::uint32_t echoed = header.options.timestamps->echo_reply;
+  if (static_cast<std::int32_t>(echoed - *last_retransmission_timestamp) < 0) return;
+  const auto elapsed = static_cast<std::int32_t>(timestamp_now() - echoed);
+  if (elapsed < 0) return;  // echoes a time we have not reached: not ours
+  rtt.add_sample(milliseconds(elapsed));
+}
+
+// RFC 9293 §3.8.3's R2, at least config's, raised with the loss measured so
+// that a live peer is not given up: enough retransmissions that one would
+// get through but for a chance of one in a million, with a round trip failing
+// as often as a transmission needed another (retransmissions over segments
+// sent, which counts each way's loss and spurious retransmissions too).
+int TcpConnection::Impl::retries_to_give_up() const {
+  const int configured = synchronized() ? config.data_retries : config.syn_retries;
+  if (sent_when_heard == 0 || retransmitted_when_heard == 0) return configured;
+  const double loss =
+      std::min(0.99, static_cast<double>(retransmitted_when_heard) / static_cast<double>(sent_when_heard));
+  const double needed = std::ceil(std::log(1e-6) / std::log(loss));
+  return std::max(configured, static_cast<int>(std::min(needed, 64.0)));
 }
 
 void TcpConnection::Impl::on_new_acknowledgment(SeqNumber ack) {
@@ -765,6 +811,7 @@ std::uint32_t TcpConnection::Impl::transmit_at(SeqNumber sequence, std::uint32_t
   if (sequence < send_max) {
     ++counters.retransmitted_segments;
     timed_ack.reset();  // Karn's rule: no sample from a retransmission
+    last_retransmission_timestamp = timestamp_now();
   } else if (!timed_ack) {
     timed_ack = end;
     timed_since = now;
