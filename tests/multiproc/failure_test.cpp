@@ -180,28 +180,45 @@ TEST_F(Failure, ExitingWithANicOpenRemovesItsSegmentCleanly) {
   EXPECT_NE(stat(segment_path(6).c_str(), &st), 0);
 }
 
+// NIC shm:1 in a child, connected to `a` (NIC shm:0) on discriminator
+// `disc`; the child exits without closing (as a killed rank would) when
+// end() is called, and not before: a dead or zombie peer cannot be connected to.
+class PeerThatDiesOnCue {
+ public:
+  PeerThatDiesOnCue(Endpoint& a, via::Vi* va, const std::string& disc) {
+    if (pipe(cue_) != 0) throw std::runtime_error("pipe");
+    child_ = spawn([&]() -> int {
+      Endpoint b;
+      b.open("shm:1", 4096);
+      via::Vi* vb = b.create_vi();
+      expect_ok(vb->connect_peer_request(address(*b.nic, "rank1", disc), address(*b.nic, "rank0", disc), 5000), "req");
+      expect_ok(vb->connect_peer_wait(), "connect");
+      char go;
+      if (read(cue_[0], &go, 1) != 1) return 1;
+      _exit(0);
+    });
+    expect_ok(va->connect_peer_request(address(*a.nic, "rank0", disc), address(*a.nic, "rank1", disc), 5000), "req");
+    expect_ok(va->connect_peer_wait(), "connect");
+  }
+  ~PeerThatDiesOnCue() {
+    close(cue_[0]);
+    close(cue_[1]);
+  }
+  void end() const { EXPECT_EQ(write(cue_[1], "x", 1), 1); }
+  int reap() const { return wait_child(child_); }
+
+ private:
+  int cue_[2];
+  pid_t child_;
+};
+
 TEST_F(Failure, ReachingForADeadPeerAgainLeavesLiveLinksIntact) {
-  int connected[2];
-  ASSERT_EQ(pipe(connected), 0);
-  pid_t child = spawn([&]() -> int {
-    Endpoint b;
-    b.open("shm:1", 4096);
-    via::Vi* vb = b.create_vi();
-    expect_ok(vb->connect_peer_request(address(*b.nic, "rank1", "d"), address(*b.nic, "rank0", "d"), 5000), "req");
-    expect_ok(vb->connect_peer_wait(), "connect");
-    char go;
-    if (read(connected[0], &go, 1) != 1) return 1;  // a dead (or zombie) peer cannot be connected to
-    _exit(0);  // gone without closing, as a killed rank would be
-  });
   Endpoint a;
   a.open("shm:0", 4096);
   via::Vi* va = a.create_vi();
-  expect_ok(va->connect_peer_request(address(*a.nic, "rank0", "d"), address(*a.nic, "rank1", "d"), 5000), "req");
-  expect_ok(va->connect_peer_wait(), "connect");
-  ASSERT_EQ(write(connected[1], "x", 1), 1);
-  EXPECT_EQ(wait_child(child), 0);
-  close(connected[0]);
-  close(connected[1]);
+  PeerThatDiesOnCue peer(a, va, "d");
+  peer.end();
+  EXPECT_EQ(peer.reap(), 0);
   // Another VI tries the dead NIC (a lazy connect, a retry); the first VI's link must survive it.
   via::Vi* again = a.create_vi();
   expect_ok(again->connect_peer_request(address(*a.nic, "rank0", "e"), address(*a.nic, "rank1", "e"), 50), "req");
@@ -214,31 +231,16 @@ TEST_F(Failure, ReachingForADeadPeerAgainLeavesLiveLinksIntact) {
 // A peer that exited but that nobody reaped yet (a zombie: its pid still
 // answers kill(pid, 0)) is dead: its links break without waiting for the reap.
 TEST_F(Failure, AZombiePeerCountsAsDead) {
-  int connected[2];
-  ASSERT_EQ(pipe(connected), 0);
-  pid_t child = spawn([&]() -> int {
-    Endpoint b;
-    b.open("shm:1", 4096);
-    via::Vi* vb = b.create_vi();
-    expect_ok(vb->connect_peer_request(address(*b.nic, "rank1", "z"), address(*b.nic, "rank0", "z"), 5000), "req");
-    expect_ok(vb->connect_peer_wait(), "connect");
-    char go;
-    if (read(connected[0], &go, 1) != 1) return 1;
-    _exit(0);  // without closing; the parent reaps it only at the end
-  });
   Endpoint a;
   a.open("shm:0", 4096);
   via::Vi* va = a.create_vi();
-  expect_ok(va->connect_peer_request(address(*a.nic, "rank0", "z"), address(*a.nic, "rank1", "z"), 5000), "req");
-  expect_ok(va->connect_peer_wait(), "connect");
+  PeerThatDiesOnCue peer(a, va, "z");
   expect_ok(va->post_recv(a.message(0, 64), a.arena.handle), "post recv");
-  ASSERT_EQ(write(connected[1], "x", 1), 1);
+  peer.end();
   VIP_DESCRIPTOR* d;
   EXPECT_EQ(va->recv_wait(3000, d), via::Result::success);  // flushed once the zombie is seen
   EXPECT_EQ(va->state(), via::ViState::error);
-  EXPECT_EQ(wait_child(child), 0);
-  close(connected[0]);
-  close(connected[1]);
+  EXPECT_EQ(peer.reap(), 0);
 }
 
 TEST_F(Failure, ANicClosedAndOpenedAgainIsReachable) {
