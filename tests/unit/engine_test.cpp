@@ -238,7 +238,9 @@ TEST_P(Engine, InlineSendsArriveGatheredAndInOrderBehindPostedWork) {
   VIP_DESCRIPTOR* r3 = wait_done(vb, true);
   ASSERT_NE(r3, nullptr);
   EXPECT_EQ(r3->CS.Length, 5u);
-  if (!reaped) ASSERT_NE(wait_done(va, false), nullptr);
+  if (!reaped) {
+    ASSERT_NE(wait_done(va, false), nullptr);
+  }
   VIP_DESCRIPTOR* d;
   EXPECT_EQ(va->send_done(d), via::Result::not_done) << "only the posted send completes";
 }
