@@ -5,6 +5,8 @@
 //   viarun -n 3 -- splitc_features
 #include <splitc/splitc.hpp>
 
+#include "check.hpp"
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -15,15 +17,7 @@
 
 namespace {
 
-int failures = 0;
-
-#define CHECK(cond)                                                                         \
-  do {                                                                                      \
-    if (!(cond)) {                                                                          \
-      std::fprintf(stderr, "rank %d: %s:%d: check failed: %s\n", MYPROC, __FILE__, __LINE__, #cond); \
-      ++failures;                                                                           \
-    }                                                                                       \
-  } while (0)
+using splitc_test::failures;
 
 int me, procs, right, left;
 

@@ -18,6 +18,8 @@
 // Exit 0 only if every check passes.
 #include <splitc/splitc.hpp>
 
+#include "check.hpp"
+
 #include <unistd.h>
 
 #include <cstdio>
@@ -27,15 +29,7 @@
 
 namespace {
 
-int failures = 0;
-
-#define CHECK(cond)                                                                                  \
-  do {                                                                                               \
-    if (!(cond)) {                                                                                   \
-      std::fprintf(stderr, "rank %d: %s:%d: check failed: %s\n", MYPROC, __FILE__, __LINE__, #cond); \
-      ++failures;                                                                                    \
-    }                                                                                                \
-  } while (0)
+using splitc_test::failures;
 
 // Whether `op` (completed by sync) throws splitc::error saying the range is
 // outside what Split-C may reach at the target.
