@@ -106,7 +106,7 @@ Request* P2P::isend(const void* buf, std::size_t count, const Datatype& type, in
   h.type = WireType::rts;
   r->token = h.token = next_token_++;
   if (bytes > 0) {
-    r->registration = transport_->registrations().acquire(data.data(), bytes);
+    r->registration = transport_->acquire_buffer(data.data(), bytes);
     r->registered = true;
     h.address = reinterpret_cast<std::uintptr_t>(data.data());
     h.handle = r->registration;
@@ -240,7 +240,7 @@ void P2P::on_message(int peer, const WireHeader& h, std::span<const std::byte> p
     if (it == rendezvous_sends_.end()) return;
     Request& send = *it->second;
     rendezvous_sends_.erase(it);
-    if (send.registered) transport_->registrations().release(send.registration);
+    if (send.registered) transport_->release_buffer(send.registration);
     complete(send);
     return;
   }

@@ -25,7 +25,7 @@ Window::Window(void* base, std::size_t size, int disp_unit, const Communicator& 
 Window::~Window() {
   runtime_.windows().remove(*this);
   handle.kind = HandleKind{};  // a stale handle is then recognised as invalid
-  if (registration_) runtime_.p2p().transport().deregister_window(base_, registration_);
+  if (registration_) runtime_.p2p().transport().deregister_window(base_, size_, registration_);
 }
 
 std::uint64_t Window::target_offset(int target, MPI_Aint displacement, std::size_t bytes) const {

@@ -1,0 +1,355 @@
+// The mesh's messages, RDMA and completions. Completions are read from the
+// descriptors of each VI's queues, oldest first, rather than through a
+// completion queue, and a handled receive buffer is re-posted by the next
+// poll: both keep work off the path from a message's arrival to its handler.
+#include <algorithm>
+#include <cstring>
+
+#include "mesh_peer.hpp"
+
+namespace via {
+
+using namespace mesh_detail;
+
+namespace {
+
+constexpr std::size_t kRdmaChunk = 256u << 20;  // below the VI's maximum transfer
+
+// A descriptor of one segment; the unused second segment is left as it is.
+void set_single_segment(VIP_DESCRIPTOR* d, std::byte* buffer, std::uint32_t length, MemHandle handle) {
+  d->CS = VIP_CONTROL_SEGMENT{};
+  d->CS.SegCount = 1;
+  d->CS.Length = length;
+  d->DS[0].Local = VIP_DATA_SEGMENT{};
+  d->DS[0].Local.Data.Address = buffer;
+  d->DS[0].Local.Handle = handle;
+  d->DS[0].Local.Length = length;
+}
+
+}  // namespace
+
+VIP_DESCRIPTOR* Mesh::send_descriptor(std::size_t index) {
+  return reinterpret_cast<VIP_DESCRIPTOR*>(arena_.get() + index * kDescriptorBytes);
+}
+
+std::byte* Mesh::bounce_buffer(std::uint32_t index) {
+  return arena_.get() + options_.send_descriptors * kDescriptorBytes + std::size_t(index) * slot_bytes_;
+}
+
+VIP_DESCRIPTOR* Mesh::receive_descriptor(const Peer& p, std::uint32_t slot) {
+  return reinterpret_cast<VIP_DESCRIPTOR*>(p.receive_block.get() + std::size_t(slot) * kDescriptorBytes);
+}
+
+std::byte* Mesh::receive_buffer(const Peer& p, std::uint32_t slot) {
+  return p.receive_block.get() + receives_per_peer_ * kDescriptorBytes + std::size_t(slot) * slot_bytes_;
+}
+
+bool Mesh::post_receive(Peer& p, std::uint32_t slot) {
+  VIP_DESCRIPTOR* d = receive_descriptor(p, slot);
+  set_single_segment(d, receive_buffer(p, slot), std::uint32_t(slot_bytes_), p.receive_handle);
+  if (p.vi->post_recv(d, p.receive_handle) != Result::success) return false;
+  p.receives.push(slot);
+  return true;
+}
+
+Mesh::Sent Mesh::send(int rank, std::span<const std::byte> head, std::span<const std::byte> body) {
+  if (!reachable(rank) || head.size() + body.size() > options_.message_bytes) {
+    ++counters_.dropped;
+    return Sent::dropped;
+  }
+  Peer& p = peer(rank);
+  if (p.failed) {
+    ++counters_.dropped;
+    return Sent::dropped;
+  }
+  if (p.connected && p.backlog.empty() && try_send(p, false, head, body)) return Sent::now;
+  if (options_.backlog_limit && p.backlog.size() >= options_.backlog_limit) {
+    ++counters_.dropped;
+    return Sent::dropped;
+  }
+  Queued& q = p.backlog.emplace_back();
+  q.bytes.reserve(head.size() + body.size());
+  q.bytes.insert(q.bytes.end(), head.begin(), head.end());
+  q.bytes.insert(q.bytes.end(), body.begin(), body.end());
+  ++counters_.queued;
+  backlogged_ = true;
+  return Sent::queued;
+}
+
+// False when it must wait: no credit, or no descriptor or bounce buffer.
+bool Mesh::try_send(Peer& p, bool credit_only, std::span<const std::byte> head, std::span<const std::byte> body) {
+  const bool needs_credit = options_.flow_control && !credit_only;
+  if (needs_credit && p.send_credits == 0) return false;
+  if (p.closed || p.failed) return true;  // nothing the peer could still want
+  MeshFrameHeader h{};
+  h.credits = std::uint16_t(std::min<std::uint32_t>(p.owed_credits, 0xFFFF));
+  h.kind = credit_only ? MeshFrameHeader::credit : MeshFrameHeader::data;
+  // Once the message is on its way: the credits it returns are paid, and it
+  // holds one of ours.
+  auto settle = [&] {
+    p.owed_credits -= h.credits;
+    if (needs_credit) --p.send_credits;
+  };
+  // A small message leaves at once, copied by the VI; the rest, and any the
+  // link has no room for now, go through a bounce buffer and a descriptor.
+  const std::size_t length = sizeof h + head.size() + body.size();
+  if (length <= Vi::kMaxInlineSend) {
+    const iovec iov[3] = {{&h, sizeof h},
+                          {const_cast<std::byte*>(head.data()), head.size()},
+                          {const_cast<std::byte*>(body.data()), body.size()}};
+    if (p.vi->send_inline(iov, body.empty() ? (head.empty() ? 1 : 2) : 3) == Result::success) {
+      settle();
+      ++counters_.inline_sends;
+      return true;
+    }
+  }
+  if (free_send_descriptors_.empty() || free_bounces_.empty()) return false;
+  const std::uint32_t index = free_send_descriptors_.back();
+  free_send_descriptors_.pop_back();
+  const std::uint32_t bounce = free_bounces_.back();
+  free_bounces_.pop_back();
+  send_slots_[index] = SendSlot{bounce, 0, false, 0};
+  settle();
+  std::byte* buf = bounce_buffer(bounce);
+  std::memcpy(buf, &h, sizeof h);
+  if (!head.empty()) std::memcpy(buf + sizeof h, head.data(), head.size());
+  if (!body.empty()) std::memcpy(buf + sizeof h + head.size(), body.data(), body.size());
+  VIP_DESCRIPTOR* d = send_descriptor(index);
+  set_single_segment(d, buf, std::uint32_t(length), arena_handle_);
+  if (const Result r = p.vi->post_send(d, arena_handle_); r != Result::success) {
+    free_send_descriptors_.push_back(index);
+    free_bounces_.push_back(bounce);
+    fail_peer(p, std::string("posting a send: ") + describe(r));
+    return true;
+  }
+  ++counters_.bounce_sends;
+  p.sends.push(index);
+  return true;
+}
+
+void Mesh::read(int peer, void* local, std::size_t len, std::uint64_t remote_address, MemHandle remote_handle,
+                std::uint64_t id) {
+  rdma(peer, PendingRdma{false, local, len, remote_address, remote_handle, id});
+}
+
+void Mesh::write(int peer, const void* local, std::size_t len, std::uint64_t remote_address, MemHandle remote_handle,
+                 std::uint64_t id) {
+  rdma(peer, PendingRdma{true, const_cast<void*>(local), len, remote_address, remote_handle, id});
+}
+
+void Mesh::rdma(int rank, const PendingRdma& op) {
+  Peer* p = reachable(rank) ? &peer(rank) : nullptr;
+  if (!p || p->failed) {
+    notices_.push_back(Notice{Notice::rdma_failed, rank, op.id, {}});
+    return;
+  }
+  if (p->connected && p->rdma.empty() && try_rdma(*p, op)) return;
+  p->rdma.push_back(op);
+  backlogged_ = true;
+}
+
+// One descriptor per chunk, all taken at once, or none.
+bool Mesh::try_rdma(Peer& p, const PendingRdma& op) {
+  const std::size_t chunks = std::max<std::size_t>(1, (op.len + kRdmaChunk - 1) / kRdmaChunk);
+  if (free_send_descriptors_.size() < chunks) return false;
+  MemHandle local_handle = 0;
+  if (const Result r = registrations_->acquire(op.local, op.len, local_handle); r != Result::success) {
+    notices_.push_back(Notice{Notice::rdma_failed, p.rank, op.id, {}});
+    return true;
+  }
+  std::size_t done = 0;
+  do {
+    const std::size_t chunk = std::min(kRdmaChunk, op.len - done);
+    const bool last = done + chunk == op.len;
+    const std::uint32_t index = free_send_descriptors_.back();
+    free_send_descriptors_.pop_back();
+    send_slots_[index] = SendSlot{SendSlot::kNoBounce, op.id, last, local_handle};
+    VIP_DESCRIPTOR* d = send_descriptor(index);
+    std::memset(d, 0, kDescriptorBytes);
+    d->CS.Control = op.write ? VIP_CONTROL_OP_RDMAWRITE : VIP_CONTROL_OP_RDMAREAD;
+    d->CS.SegCount = 2;
+    d->CS.Length = std::uint32_t(chunk);
+    d->DS[0].Remote.Data.AddressBits = op.remote_address + done;
+    d->DS[0].Remote.Handle = op.remote_handle;
+    d->DS[1].Local.Data.Address = static_cast<std::byte*>(op.local) + done;
+    d->DS[1].Local.Handle = local_handle;
+    d->DS[1].Local.Length = std::uint32_t(chunk);
+    if (const Result r = p.vi->post_send(d, arena_handle_); r != Result::success) {
+      // The chunks already posted are flushed with the VI; this one reports.
+      free_send_descriptors_.push_back(index);
+      if (last) {
+        registrations_->release(local_handle);
+        notices_.push_back(Notice{Notice::rdma_failed, p.rank, op.id, {}});
+      }
+      fail_peer(p, std::string(op.write ? "posting an RDMA write: " : "posting an RDMA read: ") + describe(r));
+      return true;
+    }
+    p.sends.push(index);
+    done += chunk;
+  } while (done < op.len);
+  return true;
+}
+
+Result Mesh::register_exposed(void* addr, std::size_t len, MemHandle& out) {
+  registrations_->invalidate(addr, len);
+  return nic_.register_memory(addr, len, MemAttributes{ptag_, options_.rdma_write, options_.rdma_read}, out);
+}
+
+void Mesh::deregister_exposed(void* addr, std::size_t len, MemHandle handle) {
+  nic_.deregister_memory(addr, handle);
+  registrations_->invalidate(addr, len);
+}
+
+int Mesh::poll() {
+  nic_.progress();
+  return drain();
+}
+
+int Mesh::wait_step() {
+  // A rank that sleeps is woken by a peer's connection request too.
+  if (nic_.counters().sleeps != sleeps_seen_) {
+    sleeps_seen_ = nic_.counters().sleeps;
+    accept_requests();
+  }
+  return drain();
+}
+
+int Mesh::drain() {
+  // Peers asking for a connection are answered every few polls, and on every
+  // one while a request of ours is out (the peer may be asking us too).
+  if (!connecting_.empty()) {
+    advance_connects();
+    accept_requests();
+  } else if (++polls_ % 16 == 0) {
+    accept_requests();
+  }
+  int handled = 0;
+  // By index: handling a message may connect another peer.
+  for (std::size_t i = 0; i < connected_.size(); ++i) {
+    Peer& p = *connected_[i];
+    repost_receives(p);
+    reap_sends(p);
+    handled += take_receives(p);
+  }
+  if (backlogged_) flush_backlogs();
+  if (!notices_.empty()) deliver_notices();
+  return handled;
+}
+
+void Mesh::repost_receives(Peer& p) {
+  if (p.reposts.empty()) return;
+  for (std::uint32_t slot : p.reposts) {
+    VIP_DESCRIPTOR* done;
+    p.vi->recv_done(done);  // the VI's oldest, not necessarily this slot's: one leaves per re-post
+    if (!p.failed && !p.closed) post_receive(p, slot);
+  }
+  if (options_.flow_control) {
+    p.owed_credits += std::uint32_t(p.reposts.size());
+    if (p.owed_credits >= options_.receives_per_peer / 2) backlogged_ = true;
+  }
+  p.reposts.clear();
+}
+
+void Mesh::reap_sends(Peer& p) {
+  while (!p.sends.empty()) {
+    const std::size_t index = p.sends.front();
+    const VIP_DESCRIPTOR* d = send_descriptor(index);
+    if (!(d->CS.Status & VIP_STATUS_DONE)) return;
+    p.sends.pop();
+    VIP_DESCRIPTOR* done;
+    p.vi->send_done(done);  // d: the queue completes in order
+    on_send_complete(p, index, d);
+  }
+}
+
+// Each receive slot leaves the list before its message is handled.
+int Mesh::take_receives(Peer& p) {
+  int handled = 0;
+  while (!p.receives.empty()) {
+    const std::uint32_t slot = p.receives.front();
+    const VIP_DESCRIPTOR* d = receive_descriptor(p, slot);
+    if (!(d->CS.Status & VIP_STATUS_DONE)) break;
+    p.receives.pop();
+    on_receive(p, slot, d);
+    ++handled;
+  }
+  return handled;
+}
+
+// Only connected peers can send; the others' backlogs are flagged again when they connect.
+void Mesh::flush_backlogs() {
+  backlogged_ = false;
+  for (std::size_t i = 0; i < connected_.size(); ++i) {
+    Peer& p = *connected_[i];
+    while (!p.backlog.empty() && try_send(p, false, p.backlog.front().bytes, {})) p.backlog.pop_front();
+    while (!p.rdma.empty() && try_rdma(p, p.rdma.front())) p.rdma.pop_front();
+    if (options_.flow_control && p.owed_credits >= options_.receives_per_peer / 2 && !p.failed && !p.closed) {
+      if (try_send(p, true, {}, {}))
+        ++counters_.credit_messages;
+      else
+        backlogged_ = true;
+    }
+    if (!p.backlog.empty() || !p.rdma.empty()) backlogged_ = true;
+  }
+}
+
+void Mesh::on_send_complete(Peer& p, std::size_t index, const VIP_DESCRIPTOR* d) {
+  const bool ok = !(d->CS.Status & VIP_STATUS_ERROR_MASK);
+  if (!ok) fail_peer(p, "a transfer failed (VIA status " + std::to_string(d->CS.Status) + ")");
+  const SendSlot slot = send_slots_[index];
+  free_send_descriptors_.push_back(std::uint32_t(index));
+  if (slot.bounce != SendSlot::kNoBounce) free_bounces_.push_back(slot.bounce);
+  if (slot.reports_rdma) {
+    registrations_->release(slot.local_handle);
+    if (ok)
+      client_.on_rdma_complete(slot.rdma_id, true);
+    else
+      notices_.push_back(Notice{Notice::rdma_failed, p.rank, slot.rdma_id, {}});
+  }
+  if (backlogged_) flush_backlogs();
+}
+
+void Mesh::on_receive(Peer& p, std::uint32_t slot, const VIP_DESCRIPTOR* d) {
+  MeshFrameHeader h;
+  const bool broken = (d->CS.Status & VIP_STATUS_ERROR_MASK) || d->CS.Length < sizeof h;
+  if (broken) {
+    // Flushed by a broken VI (reported by the NIC), or on an unreliable VI a
+    // frame too long or too short: dropped, and the buffer goes back.
+    VIP_DESCRIPTOR* done;
+    p.vi->recv_done(done);
+    ++counters_.receive_errors;
+    if (!p.failed && !p.closed && p.vi->state() == ViState::connected) post_receive(p, slot);
+    return;
+  }
+  const std::byte* buf = receive_buffer(p, slot);
+  std::memcpy(&h, buf, sizeof h);
+  if (options_.flow_control) p.send_credits += h.credits;
+  if (h.kind == MeshFrameHeader::credit) {  // rare, and owed no credit: its buffer goes back at once
+    VIP_DESCRIPTOR* done;
+    p.vi->recv_done(done);
+    post_receive(p, slot);
+  } else {
+    client_.on_message(p.rank, {buf + sizeof h, d->CS.Length - sizeof h});
+    p.reposts.push_back(slot);  // after the handler, which may poll: the buffer is its until then
+  }
+  // Credits only matter to this peer's waiting work; most messages bring one and find none.
+  if (h.credits > 0 && (!p.backlog.empty() || !p.rdma.empty())) flush_backlogs();
+}
+
+bool Mesh::quiet() const {
+  if (backlogged_ || !connecting_.empty()) return false;
+  for (const Peer* p : connected_)
+    if (!p->closed && !p->failed && !p->vi->send_queue_empty()) return false;
+  return true;
+}
+
+void Mesh::shutdown() {
+  wait_until([&] { return quiet(); });
+  for (Peer* p : connected_) {
+    if (p->closed || p->failed) continue;
+    p->closed = true;
+    p->vi->disconnect();
+  }
+}
+
+}  // namespace via
