@@ -1,15 +1,19 @@
 // IP over VIA, as U-Net carried it: each IPv4 packet is one message on an
-// unreliable VI, one VI per peer rank, into receive buffers posted ahead.
+// unreliable VI, one VI per peer rank (made on first use), into receive
+// buffers posted ahead.
 // A rank's address comes from its number (AddressPlan), so routing to a
 // neighbour is arithmetic, with no ARP.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
 #include <optional>
 #include <vector>
 
-#include <via/via.hpp>
+#include <via/mesh.hpp>
 
 #include "utcp/address.hpp"
 #include "utcp/link.hpp"
@@ -37,55 +41,40 @@ struct ViaLinkConfig {
   AddressPlan addresses;
 };
 
-class ViaLink final : public Link {
+class ViaLink final : public Link, private via::MeshClient {
  public:
-  // Connects one unreliable VI to every other rank of the job (rank of size)
-  // on nic, which must outlive the link. Throws std::runtime_error naming
-  // the step that failed. Waits until every peer has done the same.
+  // A link to every other rank of the job (rank of size) on nic, which must
+  // outlive the link: one unreliable VI per peer, connected when the first
+  // packet goes either way (via::Mesh). Throws std::invalid_argument for a
+  // bad configuration and std::runtime_error naming the step that failed.
   ViaLink(via::Nic& nic, int rank, int size, const ViaLinkConfig& config);
   ~ViaLink() override;
   ViaLink(const ViaLink&) = delete;
   ViaLink& operator=(const ViaLink&) = delete;
 
   std::size_t mtu() const override { return config_.mtu; }
+  // Whether next_hop is another rank of the job that has not gone away.
   bool reaches(wire::Ipv4Address next_hop) const override;
-  // Waits (up to a second, driving the NIC) for a free send buffer when all
-  // are in flight.
+  // Waits (up to a second, driving the NIC) while the packets waiting for
+  // that peer (its connection, or a send buffer) fill its backlog.
   bool transmit(wire::Ipv4Address next_hop, std::span<const std::uint8_t> packet) override;
   std::size_t receive(const PacketSink& deliver, std::size_t budget) override;
 
   wire::Ipv4Address address() const { return config_.addresses.address_of(rank_); }
-  via::Nic& nic() { return nic_; }
-
-  struct Counters {
-    std::uint64_t receive_errors = 0;  // a receive completed with an error (too long, or its VI broke)
-    std::uint64_t send_errors = 0;     // a send completed with an error
-    std::uint64_t send_buffer_waits = 0;  // transmit found every send buffer in flight
-  };
-  const Counters& counters() const { return counters_; }
+  via::Nic& nic() { return mesh_->nic(); }
+  // receive_errors: packets too long for a receive buffer, dropped.
+  const via::Mesh::Counters& counters() const { return mesh_->counters(); }
 
  private:
-  std::uint8_t* buffer(std::size_t index) const;
-  VIP_DESCRIPTOR* descriptor(std::size_t index) const;
-  std::size_t index_of(const VIP_DESCRIPTOR* descriptor) const;
-  bool post_receive(via::Vi& vi, std::size_t index);
-  void reap_sends();
-  void release();  // frees what the constructor got, so far as it got
+  void on_message(int peer, std::span<const std::byte> message) override;
+  void on_rdma_complete(std::uint64_t, bool) override {}
+  void on_peer_failed(int, const std::string&) override {}  // packets to it are dropped, as on any link
 
-  via::Nic& nic_;
   int rank_, size_;
   ViaLinkConfig config_;
-  std::size_t buffer_stride_;
-  std::size_t descriptor_count_;
-  std::uint8_t* arena_ = nullptr;
-  std::size_t arena_bytes_ = 0;
-  via::MemHandle arena_handle_{};
-  via::Ptag ptag_ = 0;
-  via::Cq* send_cq_ = nullptr;
-  via::Cq* receive_cq_ = nullptr;
-  std::vector<via::Vi*> vis_;  // by rank; null for ourselves
-  std::vector<std::size_t> free_sends_;
-  Counters counters_;
+  std::unique_ptr<via::Mesh> mesh_;
+  const PacketSink* sink_ = nullptr;  // receive()'s, while it polls
+  std::deque<std::vector<std::uint8_t>> waiting_;  // arrived while transmit() waited
 };
 
 }  // namespace utcp

@@ -13,11 +13,7 @@
 namespace utcp {
 namespace {
 
-constexpr std::size_t descriptor_stride = (sizeof(VIP_DESCRIPTOR) + VIP_DESCRIPTOR_ALIGNMENT - 1) /
-                                          VIP_DESCRIPTOR_ALIGNMENT * VIP_DESCRIPTOR_ALIGNMENT;
-constexpr std::uint32_t connect_timeout_ms = 60'000;
 constexpr std::uint32_t send_buffer_wait_ms = 1'000;
-const via::NetAddress utcp_discriminator{{}, {'u', 't', 'c', 'p'}};
 
 void check(via::Result result, const char* step) {
   if (result == via::Result::success) return;
@@ -55,13 +51,7 @@ std::optional<AddressPlan> AddressPlan::parse(std::string_view text) {
 }
 
 ViaLink::ViaLink(via::Nic& nic, int rank, int size, const ViaLinkConfig& config)
-    : nic_(nic),
-      rank_(rank),
-      size_(size),
-      config_(config),
-      buffer_stride_((config.mtu + 63) / 64 * 64),
-      descriptor_count_(static_cast<std::size_t>(size) * config.receive_buffers_per_peer + config.send_buffers),
-      vis_(static_cast<std::size_t>(size), nullptr) {
+    : rank_(rank), size_(size), config_(config) {
   if (rank < 0 || size < 1 || rank >= size) throw std::invalid_argument("utcp: VIA link: rank outside the job");
   if (config.mtu < 68 || config.mtu > wire::ipv4_max_total_length)  // RFC 791: every host takes 68
     throw std::invalid_argument("utcp: VIA link: MTU must be 68 to 65535");
@@ -71,146 +61,58 @@ ViaLink::ViaLink(via::Nic& nic, int rank, int size, const ViaLinkConfig& config)
   if (host_bits < 2 || host_bits > 24 || static_cast<std::uint64_t>(size) > (std::uint64_t{1} << host_bits) - 2)
     throw std::invalid_argument("utcp: VIA link: the job has more ranks than the network has host addresses");
 
-  try {
-    check(nic.create_ptag(ptag_), "create a protection tag");
-    arena_bytes_ = (descriptor_count_ * (descriptor_stride + buffer_stride_) + 4095) / 4096 * 4096;
-    arena_ = static_cast<std::uint8_t*>(std::aligned_alloc(4096, arena_bytes_));
-    if (!arena_) throw std::runtime_error("utcp: VIA link: cannot allocate packet buffers");
-    std::memset(arena_, 0, arena_bytes_);
-    check(nic.register_memory(arena_, arena_bytes_, via::MemAttributes{ptag_, false, false}, arena_handle_),
-          "register packet buffers");
-    check(nic.create_cq(config.send_buffers, send_cq_), "create the send completion queue");
-    check(nic.create_cq(descriptor_count_, receive_cq_), "create the receive completion queue");
-    // Receive buffers are indexed by peer rank (our own range stays unused,
-    // which keeps the arithmetic plain); the send buffers follow them.
-    for (std::size_t i = 0; i < config.send_buffers; ++i)
-      free_sends_.push_back(static_cast<std::size_t>(size) * config.receive_buffers_per_peer + i);
-
-    via::ViAttributes attributes;
-    attributes.reliability = VIP_SERVICE_UNRELIABLE;
-    attributes.ptag = ptag_;
-    for (int peer = 0; peer < size; ++peer) {
-      if (peer == rank) continue;
-      check(nic.create_vi(attributes, send_cq_, receive_cq_, vis_[peer]), "create a VI");
-      for (std::size_t i = 0; i < config.receive_buffers_per_peer; ++i)
-        if (!post_receive(*vis_[peer], static_cast<std::size_t>(peer) * config.receive_buffers_per_peer + i))
-          throw std::runtime_error("utcp: VIA link: cannot post receive buffers");
-      via::NetAddress remote{{}, utcp_discriminator.discriminator};
-      std::string name = "rank";
-      name += std::to_string(peer);
-      check(nic.resolve(name, 0, remote.host), "resolve a peer rank");
-      check(vis_[peer]->connect_peer_request(utcp_discriminator, remote, connect_timeout_ms), "connect to a peer");
-    }
-    for (via::Vi* vi : vis_)
-      if (vi) check(vi->connect_peer_wait(), "connect to a peer");
-  } catch (...) {
-    release();
-    throw;
-  }
+  via::MeshOptions options;
+  options.service = "utcp";
+  options.reliability = VIP_SERVICE_UNRELIABLE;
+  // Loss is IP's to handle: a credit lost with a dropped frame would stall the peer for good.
+  options.flow_control = false;
+  options.message_bytes = config.mtu;
+  options.receives_per_peer = static_cast<std::uint32_t>(config.receive_buffers_per_peer);
+  options.send_descriptors = static_cast<std::uint32_t>(config.send_buffers);
+  options.bounce_buffers = static_cast<std::uint32_t>(config.send_buffers);
+  options.backlog_limit = config.receive_buffers_per_peer;
+  check(via::Mesh::open(nic, rank, size, options, *this, mesh_), "open the mesh");
 }
 
-ViaLink::~ViaLink() { release(); }
-
-void ViaLink::release() {
-  for (via::Vi*& vi : vis_) {
-    if (!vi) continue;
-    if (vi->state() == via::ViState::connected) vi->disconnect();
-    nic_.destroy_vi(vi);
-    vi = nullptr;
-  }
-  if (send_cq_) nic_.destroy_cq(std::exchange(send_cq_, nullptr));
-  if (receive_cq_) nic_.destroy_cq(std::exchange(receive_cq_, nullptr));
-  if (arena_handle_) nic_.deregister_memory(arena_, std::exchange(arena_handle_, {}));
-  std::free(std::exchange(arena_, nullptr));
-  if (ptag_) nic_.destroy_ptag(std::exchange(ptag_, 0));
-}
-
-std::uint8_t* ViaLink::buffer(std::size_t index) const {
-  return arena_ + descriptor_count_ * descriptor_stride + index * buffer_stride_;
-}
-
-VIP_DESCRIPTOR* ViaLink::descriptor(std::size_t index) const {
-  return reinterpret_cast<VIP_DESCRIPTOR*>(arena_ + index * descriptor_stride);
-}
-
-std::size_t ViaLink::index_of(const VIP_DESCRIPTOR* descriptor) const {
-  return static_cast<std::size_t>(reinterpret_cast<const std::uint8_t*>(descriptor) - arena_) / descriptor_stride;
-}
-
-bool ViaLink::post_receive(via::Vi& vi, std::size_t index) {
-  VIP_DESCRIPTOR* d = descriptor(index);
-  std::memset(d, 0, sizeof *d);
-  d->CS.SegCount = 1;
-  d->CS.Length = static_cast<VIP_UINT32>(config_.mtu);
-  d->DS[0].Local.Data.Address = buffer(index);
-  d->DS[0].Local.Handle = arena_handle_;
-  d->DS[0].Local.Length = static_cast<VIP_UINT32>(config_.mtu);
-  return vi.post_recv(d, arena_handle_) == via::Result::success;
-}
+ViaLink::~ViaLink() = default;
 
 bool ViaLink::reaches(wire::Ipv4Address next_hop) const {
   const std::optional<int> peer = config_.addresses.rank_of(next_hop, size_);
-  return peer && vis_[*peer] && vis_[*peer]->state() == via::ViState::connected;
-}
-
-void ViaLink::reap_sends() {
-  via::Cq::Entry entry;
-  while (send_cq_->size() && send_cq_->done(entry) == via::Result::success) {
-    VIP_DESCRIPTOR* d;
-    if (entry.vi->send_done(d) != via::Result::success) continue;
-    if (d->CS.Status & VIP_STATUS_ERROR_MASK) ++counters_.send_errors;
-    free_sends_.push_back(index_of(d));
-  }
+  return peer && mesh_->reachable(*peer);
 }
 
 bool ViaLink::transmit(wire::Ipv4Address next_hop, std::span<const std::uint8_t> packet) {
-  if (packet.size() > config_.mtu || !reaches(next_hop)) return false;
-  via::Vi& vi = *vis_[*config_.addresses.rank_of(next_hop, size_)];
-  reap_sends();
-  if (free_sends_.empty()) {
-    ++counters_.send_buffer_waits;
-    nic_.wait(
-        [this] {
-          reap_sends();
-          return !free_sends_.empty();
-        },
-        send_buffer_wait_ms);
-    if (free_sends_.empty()) return false;
+  const std::optional<int> peer = config_.addresses.rank_of(next_hop, size_);
+  if (packet.size() > config_.mtu || !peer || !mesh_->reachable(*peer)) return false;
+  if (mesh_->backlog(*peer) >= config_.receive_buffers_per_peer) {
+    // What arrives meanwhile waits for the next receive(): the stack may be
+    // inside one now, handling the packet this one answers.
+    const PacketSink* sink = std::exchange(sink_, nullptr);
+    mesh_->wait_until([&] { return mesh_->backlog(*peer) < config_.receive_buffers_per_peer; }, send_buffer_wait_ms);
+    sink_ = sink;
   }
-  const std::size_t index = free_sends_.back();
-  free_sends_.pop_back();
-  std::memcpy(buffer(index), packet.data(), packet.size());
-  VIP_DESCRIPTOR* d = descriptor(index);
-  std::memset(d, 0, sizeof *d);
-  d->CS.SegCount = 1;
-  d->CS.Length = static_cast<VIP_UINT32>(packet.size());
-  d->DS[0].Local.Data.Address = buffer(index);
-  d->DS[0].Local.Handle = arena_handle_;
-  d->DS[0].Local.Length = static_cast<VIP_UINT32>(packet.size());
-  if (vi.post_send(d, arena_handle_) != via::Result::success) {
-    free_sends_.push_back(index);
-    return false;
-  }
-  return true;
+  return mesh_->send(*peer, std::as_bytes(packet)) != via::Mesh::Sent::dropped;
+}
+
+void ViaLink::on_message(int, std::span<const std::byte> message) {
+  const std::span packet(reinterpret_cast<const std::uint8_t*>(message.data()), message.size());
+  if (sink_)
+    (*sink_)(packet);
+  else
+    waiting_.emplace_back(packet.begin(), packet.end());
 }
 
 std::size_t ViaLink::receive(const PacketSink& deliver, std::size_t budget) {
   std::size_t count = 0;
-  via::Cq::Entry entry;
-  while (count < budget && receive_cq_->done(entry) == via::Result::success) {
-    VIP_DESCRIPTOR* d;
-    if (entry.vi->recv_done(d) != via::Result::success) continue;
-    const std::size_t index = index_of(d);
-    if (d->CS.Status & VIP_STATUS_ERROR_MASK) {
-      ++counters_.receive_errors;
-    } else {
-      deliver(std::span<const std::uint8_t>(buffer(index), d->CS.Length));
-      ++count;
-    }
-    // A broken VI takes no more receives: its peer is gone.
-    if (entry.vi->state() == via::ViState::connected) post_receive(*entry.vi, index);
+  for (; count < budget && !waiting_.empty(); ++count) {
+    const std::vector<std::uint8_t> packet = std::move(waiting_.front());
+    waiting_.pop_front();
+    deliver(packet);
   }
-  reap_sends();
+  if (count == budget) return count;
+  sink_ = &deliver;
+  count += static_cast<std::size_t>(mesh_->poll(budget - count));
+  sink_ = nullptr;
   return count;
 }
 

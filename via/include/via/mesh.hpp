@@ -117,6 +117,8 @@ class Mesh {
   // of the job and has not failed or closed).
   bool reachable(int peer) const;
   bool connected(int peer) const;
+  // Messages waiting in `peer`'s backlog.
+  std::size_t backlog(int peer) const;
   // The peers this rank is connected or connecting to.
   int peers_in_use() const { return int(connected_.size() + connecting_.size()); }
 
@@ -134,8 +136,9 @@ class Mesh {
   Result register_exposed(void* addr, std::size_t len, MemHandle& out);
   void deregister_exposed(void* addr, std::size_t len, MemHandle handle);
 
-  // Progress: the NIC's, then completions; returns the messages handled.
-  int poll();
+  // Progress: the NIC's, then completions; returns the messages handled,
+  // at most max_messages (the peers take turns to come first).
+  int poll(std::size_t max_messages = SIZE_MAX);
   // Polls (spinning, then sleeping in the NIC) until done() holds or the
   // timeout passes; true if done() held.
   template <class Done>
@@ -177,10 +180,11 @@ class Mesh {
   void rdma(int peer, const PendingRdma& op);
   bool try_rdma(Peer& p, const PendingRdma& op);
   void flush_backlogs();
-  int drain();
+  int drain(std::size_t max_messages = SIZE_MAX);
   void repost_receives(Peer& p);
+  void repost(Peer& p, std::uint32_t slot);
   void reap_sends(Peer& p);
-  int take_receives(Peer& p);
+  int take_receives(Peer& p, std::size_t max_messages);
   void on_send_complete(Peer& p, std::size_t index, const VIP_DESCRIPTOR* d);
   void on_receive(Peer& p, std::uint32_t slot, const VIP_DESCRIPTOR* d);
   bool quiet() const;
@@ -215,6 +219,7 @@ class Mesh {
   std::vector<Notice> notices_;
   bool backlogged_ = false;
   unsigned polls_ = 0;             // accepting is checked every few polls
+  std::size_t first_peer_ = 0;     // where a poll with a bound on messages starts
   std::uint64_t sleeps_seen_ = 0;  // and after the NIC slept
   Counters counters_;
 };

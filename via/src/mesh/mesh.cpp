@@ -200,9 +200,9 @@ void Mesh::deregister_exposed(void* addr, std::size_t len, MemHandle handle) {
   registrations_->invalidate(addr, len);
 }
 
-int Mesh::poll() {
+int Mesh::poll(std::size_t max_messages) {
   nic_.progress();
-  return drain();
+  return drain(max_messages);
 }
 
 int Mesh::wait_step() {
@@ -214,7 +214,7 @@ int Mesh::wait_step() {
   return drain();
 }
 
-int Mesh::drain() {
+int Mesh::drain(std::size_t max_messages) {
   // Peers asking for a connection are answered every few polls, and on every
   // one while a request of ours is out (the peer may be asking us too).
   if (!connecting_.empty()) {
@@ -224,12 +224,16 @@ int Mesh::drain() {
     accept_requests();
   }
   int handled = 0;
-  // By index: handling a message may connect another peer.
-  for (std::size_t i = 0; i < connected_.size(); ++i) {
-    Peer& p = *connected_[i];
+  // By index: handling a message may connect another peer (it joins the
+  // end, and the next poll). A bounded poll starts one peer later each time,
+  // so that none waits behind the others.
+  const std::size_t count = connected_.size();
+  const std::size_t start = max_messages == SIZE_MAX || count == 0 ? 0 : first_peer_++ % count;
+  for (std::size_t n = 0; n < count; ++n) {
+    Peer& p = *connected_[(start + n) % count];
     repost_receives(p);
     reap_sends(p);
-    handled += take_receives(p);
+    handled += take_receives(p, max_messages - std::size_t(handled));
   }
   if (backlogged_) flush_backlogs();
   if (!notices_.empty()) deliver_notices();
@@ -238,16 +242,18 @@ int Mesh::drain() {
 
 void Mesh::repost_receives(Peer& p) {
   if (p.reposts.empty()) return;
-  for (std::uint32_t slot : p.reposts) {
-    VIP_DESCRIPTOR* done;
-    p.vi->recv_done(done);  // the VI's oldest, not necessarily this slot's: one leaves per re-post
-    if (!p.failed && !p.closed) post_receive(p, slot);
-  }
+  for (std::uint32_t slot : p.reposts) repost(p, slot);
   if (options_.flow_control) {
     p.owed_credits += std::uint32_t(p.reposts.size());
     if (p.owed_credits >= options_.receives_per_peer / 2) backlogged_ = true;
   }
   p.reposts.clear();
+}
+
+void Mesh::repost(Peer& p, std::uint32_t slot) {
+  VIP_DESCRIPTOR* done;
+  p.vi->recv_done(done);  // the VI's oldest, not necessarily this slot's: one leaves per re-post
+  if (!p.failed && !p.closed) post_receive(p, slot);
 }
 
 void Mesh::reap_sends(Peer& p) {
@@ -263,9 +269,9 @@ void Mesh::reap_sends(Peer& p) {
 }
 
 // Each receive slot leaves the list before its message is handled.
-int Mesh::take_receives(Peer& p) {
+int Mesh::take_receives(Peer& p, std::size_t max_messages) {
   int handled = 0;
-  while (!p.receives.empty()) {
+  while (!p.receives.empty() && std::size_t(handled) < max_messages) {
     const std::uint32_t slot = p.receives.front();
     const VIP_DESCRIPTOR* d = receive_descriptor(p, slot);
     if (!(d->CS.Status & VIP_STATUS_DONE)) break;
@@ -325,15 +331,24 @@ void Mesh::on_receive(Peer& p, std::uint32_t slot, const VIP_DESCRIPTOR* d) {
   std::memcpy(&h, buf, sizeof h);
   if (options_.flow_control) p.send_credits += h.credits;
   if (h.kind == MeshFrameHeader::credit) {  // rare, and owed no credit: its buffer goes back at once
-    VIP_DESCRIPTOR* done;
-    p.vi->recv_done(done);
-    post_receive(p, slot);
+    repost(p, slot);
   } else {
     client_.on_message(p.rank, {buf + sizeof h, d->CS.Length - sizeof h});
-    p.reposts.push_back(slot);  // after the handler, which may poll: the buffer is its until then
+    // After the handler, which may poll: the buffer is its until then. With
+    // credits, the next poll re-posts it (off the path to the next message);
+    // without, at once: a peer that floods us finds no buffer meanwhile.
+    if (options_.flow_control)
+      p.reposts.push_back(slot);
+    else
+      repost(p, slot);
   }
   // Credits only matter to this peer's waiting work; most messages bring one and find none.
   if (h.credits > 0 && (!p.backlog.empty() || !p.rdma.empty())) flush_backlogs();
+}
+
+std::size_t Mesh::backlog(int rank) const {
+  const Peer* p = rank >= 0 && rank < size() ? peers_[std::size_t(rank)].get() : nullptr;
+  return p ? p->backlog.size() : 0;
 }
 
 bool Mesh::quiet() const {
