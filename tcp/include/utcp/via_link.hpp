@@ -62,6 +62,8 @@ class ViaLink final : public Link, private via::MeshClient {
 
   wire::Ipv4Address address() const { return config_.addresses.address_of(rank_); }
   via::Nic& nic() { return mesh_->nic(); }
+  // The peers a VI was made for: those this rank sent to or heard from.
+  int peers_in_use() const { return mesh_->peers_in_use(); }
   // receive_errors: packets too long for a receive buffer, dropped.
   const via::Mesh::Counters& counters() const { return mesh_->counters(); }
 
