@@ -31,6 +31,9 @@ struct Transport {
   int nodes = 0;
 };
 
+// Failure messages name the provider, not the parameter's bytes.
+void PrintTo(const Transport& t, std::ostream* os) { *os << t.name; }
+
 class Engine : public ::testing::TestWithParam<Transport> {
  protected:
   void SetUp() override {
@@ -803,6 +806,42 @@ TEST_P(Engine, WaitTimesOutOnASilentVi) {
   auto took = std::chrono::steady_clock::now() - start;
   EXPECT_GE(took, std::chrono::milliseconds(50));
   EXPECT_LT(took, std::chrono::milliseconds(1000));
+}
+
+// An idle wait sleeps in whole slices (10 ms, doubling), not in short ones:
+// a NIC with peers on both of the mixed provider's sides used to wake every
+// millisecond to look at tcp's sockets, and each wake-up checked every
+// peer's liveness.
+TEST_P(Engine, AnIdleWaitSleepsInWholeSlices) {
+  connect();
+  const std::uint64_t before = a.nic->counters().sleeps;
+  EXPECT_EQ(a.nic->wait([] { return false; }, 400), via::Result::timeout);
+  EXPECT_LE(a.nic->counters().sleeps - before, 10u);
+}
+
+// A sleeping NIC wakes as soon as its peer sends, whichever provider carries
+// the VI (on mixed across nodes: tcp, while the NIC sleeps on shm's doorbell).
+TEST_P(Engine, ASleepingNicWakesWhenItsPeerSends) {
+  auto [va, vb] = connect();
+  expect_ok(va->post_recv(a.message(0, 8), a.arena.handle), "recv");
+  std::atomic<bool> sent = false;
+  std::chrono::steady_clock::time_point sent_at;
+  std::thread sender([&, vb = vb] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));  // a is asleep by then
+    sent_at = std::chrono::steady_clock::now();
+    expect_ok(vb->post_send(b.message(64, 8), b.arena.handle), "send");
+    b.nic->wait([&] {
+      VIP_DESCRIPTOR* d;
+      return vb->send_done(d) == via::Result::success;
+    }, 2000);
+    sent = true;
+  });
+  VIP_DESCRIPTOR* d = nullptr;
+  EXPECT_EQ(va->recv_wait(3000, d), via::Result::success);
+  const auto woke_at = std::chrono::steady_clock::now();
+  sender.join();
+  ASSERT_TRUE(sent);
+  EXPECT_LT(woke_at - sent_at, std::chrono::milliseconds(100));
 }
 
 TEST_P(Engine, RegistrationChecks) {

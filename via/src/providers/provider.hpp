@@ -99,6 +99,13 @@ class Provider {
   virtual std::uint32_t arm_sleep() = 0;
   virtual void sleep(std::uint32_t token, std::chrono::nanoseconds max) = 0;
   virtual void disarm_sleep() = 0;
+  // For a provider that sleeps on two at once (mixed), from its own thread:
+  // sleep_fd() readies this provider's sleep and returns a descriptor that
+  // polls readable once there is work, or -1 when there is some already (or
+  // the provider has no such descriptor); interrupt_sleep() ends a sleep of this
+  // provider from another thread.
+  virtual int sleep_fd() { return -1; }
+  virtual void interrupt_sleep() {}
 };
 
 // Opens the provider named by the device string and the environment.

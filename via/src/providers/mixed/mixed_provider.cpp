@@ -4,11 +4,18 @@
 // in VIA's terms). Both providers live beneath this one; each VI is bound to
 // one of them when it connects. Addresses carry a tag byte naming the
 // provider that reaches them, followed by that provider's own address.
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <map>
 #include <memory>
+#include <mutex>
+#include <thread>
 
 #include "providers/provider.hpp"
 #include "via/bootstrap.hpp"
@@ -20,9 +27,6 @@ namespace {
 
 constexpr std::uint8_t kShmTag = 's';
 constexpr std::uint8_t kTcpTag = 't';
-// While asleep, how often a NIC with peers on both providers checks the one
-// it is not blocked on: a futex and sockets cannot be waited on together.
-constexpr std::chrono::nanoseconds kSleepSlice = std::chrono::milliseconds(1);
 
 std::vector<std::uint8_t> tagged(std::uint8_t tag, const std::vector<std::uint8_t>& host) {
   std::vector<std::uint8_t> out(host.size() + 1, tag);
@@ -30,12 +34,101 @@ std::vector<std::uint8_t> tagged(std::uint8_t tag, const std::vector<std::uint8_
   return out;
 }
 
+// A futex (shm's doorbell) and sockets (tcp's epoll set) cannot be waited on
+// together. So while the NIC sleeps on the doorbell, this thread waits on the
+// sockets, and rings the doorbell when one has work: the NIC sleeps its whole
+// slice when nothing comes, and wakes at once when either provider has work.
+class TcpWaker {
+ public:
+  TcpWaker(Provider& shm, Provider& tcp)
+      : shm_(shm), tcp_(tcp), interrupt_(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)), thread_([this] { run(); }) {}
+  ~TcpWaker() {
+    {
+      std::lock_guard lock(mutex_);
+      stop_ = true;
+    }
+    changed_.notify_one();
+    interrupt();
+    thread_.join();
+    ::close(interrupt_);
+  }
+  TcpWaker(const TcpWaker&) = delete;
+  TcpWaker& operator=(const TcpWaker&) = delete;
+
+  // The NIC is about to sleep on shm's doorbell (its token taken).
+  void arm() {
+    const int fd = tcp_.sleep_fd();
+    if (fd < 0) {  // tcp has work already: the sleep must not block
+      shm_.interrupt_sleep();
+      return;
+    }
+    {
+      std::lock_guard lock(mutex_);
+      watched_ = fd;
+      armed_ = true;
+      rang_ = false;
+    }
+    changed_.notify_one();
+  }
+  // The NIC is awake: a poll of the sockets in progress is cut short.
+  void disarm() {
+    bool polling;
+    {
+      std::lock_guard lock(mutex_);
+      armed_ = false;
+      polling = polling_;
+    }
+    if (polling) interrupt();
+  }
+
+ private:
+  void interrupt() {
+    const std::uint64_t one = 1;
+    [[maybe_unused]] const auto n = ::write(interrupt_, &one, sizeof one);
+  }
+
+  void run() {
+    std::unique_lock lock(mutex_);
+    for (;;) {
+      changed_.wait(lock, [&] { return stop_ || (armed_ && !rang_); });
+      if (stop_) return;
+      pollfd fds[2] = {{watched_, POLLIN, 0}, {interrupt_, POLLIN, 0}};
+      polling_ = true;
+      lock.unlock();
+      ::poll(fds, 2, -1);
+      lock.lock();
+      polling_ = false;
+      if (fds[1].revents) {
+        std::uint64_t count;
+        [[maybe_unused]] const auto n = ::read(interrupt_, &count, sizeof count);
+      }
+      if ((fds[0].revents & POLLIN) && armed_) {
+        shm_.interrupt_sleep();
+        rang_ = true;
+      }
+    }
+  }
+
+  Provider& shm_;
+  Provider& tcp_;
+  const int interrupt_;  // an eventfd: written to end a poll early
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  int watched_ = -1;      // tcp's sleep descriptor
+  bool armed_ = false;    // the NIC sleeps
+  bool rang_ = false;     // and this thread has woken it
+  bool polling_ = false;  // the thread is in poll()
+  bool stop_ = false;
+  std::thread thread_;  // last: it starts once the rest is set
+};
+
 class MixedProvider final : public Provider {
  public:
   MixedProvider(std::shared_ptr<Bootstrap> job, std::unique_ptr<Provider> shm, std::unique_ptr<Provider> tcp)
       : job_(std::move(job)), shm_(std::move(shm)), tcp_(std::move(tcp)), host_(tagged(kTcpTag, tcp_->host_address())) {
     for (int rank = 0; rank < job_->size(); ++rank)
       if (rank != int(nic_number()) && job_->node_of(rank) == my_node()) local_peers_ = true;
+    if (local_peers_) waker_ = std::make_unique<TcpWaker>(*shm_, *tcp_);
   }
 
   const char* name() const override { return "mixed"; }
@@ -155,18 +248,21 @@ class MixedProvider final : public Provider {
     tcp_->progress_control();
   }
 
-  // Blocks on the provider of the local peers, if there are any, in short
-  // slices, so that tcp traffic is noticed within a slice; a rank alone on its
-  // node blocks on tcp's sockets alone.
+  // Blocks on the provider of the local peers, if there are any, while the
+  // waker watches tcp's sockets; a rank alone on its node blocks on tcp's
+  // sockets alone.
   std::uint32_t arm_sleep() override {
     tcp_token_ = tcp_->arm_sleep();
-    return shm_->arm_sleep();
+    const std::uint32_t token = shm_->arm_sleep();
+    if (waker_) waker_->arm();
+    return token;
   }
   void sleep(std::uint32_t token, std::chrono::nanoseconds max) override {
     if (!local_peers_) return tcp_->sleep(tcp_token_, max);
-    shm_->sleep(token, std::min(max, kSleepSlice));
+    shm_->sleep(token, max);
   }
   void disarm_sleep() override {
+    if (waker_) waker_->disarm();
     shm_->disarm_sleep();
     tcp_->disarm_sleep();
   }
@@ -214,6 +310,7 @@ class MixedProvider final : public Provider {
   std::uint64_t last_cookie_ = 0;
   std::uint32_t tcp_token_ = 0;
   bool local_peers_ = false;  // another rank shares this node
+  std::unique_ptr<TcpWaker> waker_;  // with local peers; destroyed first, while the providers it uses exist
 };
 
 }  // namespace

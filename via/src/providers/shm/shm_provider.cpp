@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -284,6 +285,12 @@ class ShmProvider final : public Provider {
   }
 
   void disarm_sleep() override { self_->header.sleeping.store(0, std::memory_order_relaxed); }
+
+  // As a peer rings: the doorbell moves past the sleeper's token.
+  void interrupt_sleep() override {
+    self_->header.doorbell.fetch_add(1, std::memory_order_release);
+    syscall(SYS_futex, &self_->header.doorbell, FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
+  }
 
  private:
   struct Pending {

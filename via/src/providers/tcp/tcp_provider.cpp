@@ -322,18 +322,25 @@ class TcpProvider final : public Provider {
   std::uint32_t arm_sleep() override { return 0; }
 
   void sleep(std::uint32_t, std::chrono::nanoseconds max) override {
+    const int fd = sleep_fd();
+    if (fd < 0) return;
+    epoll_event ready[16];
+    // Rounded up to whole milliseconds, the unit epoll_wait counts in; zero only checks.
+    const int ms = int((max.count() + 999'999) / 1'000'000);
+    epoll_wait(fd, ready, 16, ms);
+  }
+
+  // The epoll set of the links, each watched for what would move it on.
+  int sleep_fd() override {
     for (TcpLink* link : links_) {
-      if (link->frame_buffered()) return;
+      if (link->frame_buffered()) return -1;
       const std::uint32_t events = EPOLLIN | (link->backlog() ? EPOLLOUT : 0u);
       if (events != link->epoll_events) {
         watch(link->fd(), events);
         link->epoll_events = events;
       }
     }
-    epoll_event ready[16];
-    // Rounded up to whole milliseconds, the unit epoll_wait counts in; zero only checks.
-    const int ms = int((max.count() + 999'999) / 1'000'000);
-    epoll_wait(epoll_fd_, ready, 16, ms);
+    return epoll_fd_;
   }
 
   void disarm_sleep() override {}
