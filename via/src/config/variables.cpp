@@ -43,8 +43,8 @@ const std::vector<Variable>& declarations() {
                     "where a process learns its place in the job; unset: told by the variables its launcher set"),
       // The log (via/log.hpp).
       warning_only(word_variable("VIASTACK_LOG", "error|warn|info|debug", "warn", "via, mpi, utcp",
-                                 "the most detailed messages the libraries write (to stderr, or to a hook the program "
-                                 "sets); a bad value is a warning and the default")),
+                                 "the most detailed level of message the libraries write, to stderr or to the "
+                                 "program's hook; a bad value warns and the default applies")),
       // The engine and the shm provider.
       typed("VIASTACK_SHM_CMA", Type::boolean, "1", "via",
             "1: single-copy transfers through Linux CMA where available; 0: all data through the rings"),
