@@ -1,11 +1,13 @@
 #include "errors.hpp"
 
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstdlib>
-#include <unistd.h>
 
 #include "comm.hpp"
 #include "runtime.hpp"
+#include "via/log.hpp"
 #include "via/via.hpp"
 
 namespace viastack::mpi {
@@ -50,6 +52,13 @@ constexpr ClassInfo kClasses[] = {
 };
 #undef VIASTACK_ERROR_CLASS
 
+// Ends the process at once; _exit runs no exit handlers: what they would do.
+[[noreturn]] void exit_now(int code) {
+  std::fflush(stdout);
+  via::remove_shared_memory_now();
+  _exit(code == 0 ? 1 : code);
+}
+
 const ClassInfo* find_class(int error_class) {
   for (const ClassInfo& c : kClasses)
     if (c.error_class == error_class) return &c;
@@ -71,11 +80,8 @@ const char* error_class_text(int error_class) {
 }
 
 void abort_job(const char* function, const std::string& why, int code) {
-  std::fprintf(stderr, "viastack MPI: %s: %s\n", function, why.c_str());
-  std::fflush(stderr);
-  std::fflush(stdout);
-  via::remove_shared_memory_now();  // _exit runs no exit handlers: nothing else would
-  _exit(code == 0 ? 1 : code);
+  VIA_LOG(error, "mpi", "%s: %s", function, why.c_str());
+  exit_now(code);
 }
 
 int raise_error(MPI_Comm comm, const char* function, const Error& error) {
@@ -98,5 +104,8 @@ int raise_error(MPI_Comm comm, const char* function, const Error& error) {
 
 }  // namespace viastack::mpi
 
-// The C stubs of unsupported.c end the job with _exit too.
-extern "C" void viastack_mpi_before_exit(void) { via::remove_shared_memory_now(); }
+// The C stubs of unsupported.c.
+extern "C" [[noreturn]] void viastack_mpi_unsupported(const char* function) {
+  VIA_LOG(error, "mpi", "%s is not supported by viastack's MPI subset; stopping the job", function);
+  viastack::mpi::exit_now(1);
+}

@@ -166,7 +166,7 @@ failure_checks() {  # WAY
   run $bound "$1" 4 "$probe" --abort-rank 2
   [ "$rc" -ne 0 ] && [ "$took" -lt $((bound * 1000)) ] ||
     fail "$1: an abort did not end the job with a failure status within $bound s (status $rc)"
-  grep -q "viastack: rank 2: bootstrap_probe aborts the job as asked" <<<"$out" ||
+  grep -qF "viastack[via rank 2] error: bootstrap_probe aborts the job as asked" <<<"$out" ||
     fail "$1: the aborting rank's message is missing"
 }
 

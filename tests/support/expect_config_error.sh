@@ -3,7 +3,8 @@
 # configuration table makes of it.
 #   expect_config_error.sh stops NAME=VALUE EXPECTED program args...
 #     the program stops at start-up: a non-zero status and, on stderr, only
-#     the line "viastack: NAME=VALUE: expected EXPECTED..." (EXPECTED a prefix)
+#     the log's line "viastack[via pid P] error: NAME=VALUE: expected EXPECTED..."
+#     (EXPECTED a prefix; "rank R" for "pid P" once the bootstrap knows the rank)
 #   expect_config_error.sh warns NAME=VALUE TEXT program args...
 #     the program runs to a zero status and warns once, on one line of stderr
 #     containing "NAME" and TEXT
@@ -26,7 +27,8 @@ case $mode in
   stops)
     [ "$status" -ne 0 ] || fail "the program ran to status 0"
     [ "$lines" -eq 1 ] || fail "expected exactly one line on stderr, got $lines"
-    grep -qF -- "viastack: $assignment: expected $expected" "$err" || fail "not the line naming $name"
+    grep -F -- "] error: $assignment: expected $expected" "$err" | grep -qE '^viastack\[via (pid|rank) [0-9]+\] ' ||
+      fail "not the line naming $name"
     ;;
   warns)
     [ "$status" -eq 0 ] || fail "the program failed"

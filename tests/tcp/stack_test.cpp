@@ -721,13 +721,15 @@ TEST_F(HostEnvironment, BadSettingsStopTheProgramByName) {
         set("VIASTACK_UTCP_MTU", "60");
         (void)ViaHostConfig::from_environment();
       },
-      ::testing::ExitedWithCode(1), "^viastack: VIASTACK_UTCP_MTU=60: expected an integer from 68 to 65535 bytes");
+      ::testing::ExitedWithCode(1),
+      "^viastack\\[via (pid|rank) [0-9]+\\] error: VIASTACK_UTCP_MTU=60: expected an integer from 68 to 65535 bytes");
   EXPECT_EXIT(
       {
         set("VIASTACK_UTCP_NETWORK", "10.0.0.1/16");
         (void)ViaHostConfig::from_environment();
       },
-      ::testing::ExitedWithCode(1), "^viastack: VIASTACK_UTCP_NETWORK=10.0.0.1/16: expected an IPv4 network");
+      ::testing::ExitedWithCode(1),
+      "^viastack\\[via (pid|rank) [0-9]+\\] error: VIASTACK_UTCP_NETWORK=10.0.0.1/16: expected an IPv4 network");
 }
 
 }  // namespace

@@ -160,15 +160,15 @@ TEST(ConfigReadersDeathTest, ABadValueStopsTheProgramWithOneLine) {
         via::config::integer("VIASTACK_SPIN_US");
       },
       ::testing::ExitedWithCode(1),
-      "^viastack: VIASTACK_SPIN_US=-1: expected an integer from 0 to 10000000 microseconds \\(how long a wait spins "
-      "before it yields\\)\n$");
+      "^viastack\\[via pid [0-9]+\\] error: VIASTACK_SPIN_US=-1: expected an integer from 0 to 10000000 "
+      "microseconds \\(how long a wait spins before it yields\\)\n$");
   EXPECT_EXIT(
       {
         setenv("VIASTACK_TCP_AUTH_TIMEOUT_MS", "99999999999999999999", 1);
         via::config::integer("VIASTACK_TCP_AUTH_TIMEOUT_MS");
       },
       ::testing::ExitedWithCode(1),
-      "^viastack: VIASTACK_TCP_AUTH_TIMEOUT_MS=99999999999999999999: expected an integer");
+      "^viastack\\[via pid [0-9]+\\] error: VIASTACK_TCP_AUTH_TIMEOUT_MS=99999999999999999999: expected an integer");
 }
 
 TEST(ConfigReadersDeathTest, EveryVariableIsCheckedAtTheFirstRead) {
@@ -181,10 +181,11 @@ TEST(ConfigReadersDeathTest, EveryVariableIsCheckedAtTheFirstRead) {
     via::config::integer("VIASTACK_SPIN_US");
   };
   EXPECT_EXIT(read_a_good_one(), ::testing::ExitedWithCode(1),
-              "viastack: VIASTACK_AM_DEPTH=0: expected an integer from 1 to 1024 "
+              "viastack\\[via pid [0-9]+\\] error: VIASTACK_AM_DEPTH=0: expected an integer from 1 to 1024 "
               "\\(outstanding requests per peer\\)\n");
   EXPECT_EXIT(read_a_good_one(), ::testing::ExitedWithCode(1),
-              "viastack: VIASTACK_MPI_EAGER_LIMIT=huge: expected an integer from 64 to 61440 bytes");
+              "viastack\\[via pid [0-9]+\\] error: VIASTACK_MPI_EAGER_LIMIT=huge: expected an integer from 64 to "
+              "61440 bytes");
 }
 
 TEST(ConfigEnvironment, AnUndeclaredVariableIsAWarning) {

@@ -247,7 +247,8 @@ TEST_P(Faults, ABadPlanStopsTheProgramAtOpeningTheNic) {
     std::unique_ptr<via::Nic> nic;
     via::Nic::open(this->nic(0), nic);
   };
-  EXPECT_EXIT(open_with_a_bad_plan(), ::testing::ExitedWithCode(1), "^viastack: VIASTACK_FAULTS=drop=lots: expected ");
+  EXPECT_EXIT(open_with_a_bad_plan(), ::testing::ExitedWithCode(1),
+              "^viastack\\[via (pid|rank) [0-9]+\\] error: VIASTACK_FAULTS=drop=lots: expected ");
 }
 
 INSTANTIATE_TEST_SUITE_P(Providers, Faults, ::testing::Values("shm", "tcp"),

@@ -203,8 +203,8 @@ TEST(TcpFlood, AJobConnectionGetsInPastAThousandIdleStrangers) {
   EXPECT_LT(took, kLegitimateLimit);
   // The strangers that were not evicted were still waiting, unanswered.
   EXPECT_GT(flood_still_open, 0);
-  EXPECT_LE(count_lines(log, "viastack: tcp:"), kMaxFloodLogLines) << log.substr(0, 4000);
-  EXPECT_EQ(count_lines(log, "viastack: tcp: refused or evicted "), 1u) << log.substr(0, 4000);
+  EXPECT_LE(count_lines(log, ": tcp: "), kMaxFloodLogLines) << log.substr(0, 4000);
+  EXPECT_EQ(count_lines(log, "] warn: tcp: refused or evicted "), 1u) << log.substr(0, 4000);
 }
 
 // More connections to one NIC at once than it lets prove themselves: the ones
@@ -240,7 +240,7 @@ TEST(TcpFlood, MoreSimultaneousConnectionsThanThePendingLimitAllConnect) {
   const std::string log = testing::internal::GetCapturedStderr();
   const int connected = int(std::count(outcomes.begin(), outcomes.end(), via::Result::success));
   EXPECT_EQ(connected, 2 * kVis) << log.substr(0, 4000);
-  EXPECT_LE(count_lines(log, "viastack: tcp:"), kMaxFloodLogLines) << log.substr(0, 4000);
+  EXPECT_LE(count_lines(log, ": tcp: "), kMaxFloodLogLines) << log.substr(0, 4000);
 }
 
 // Every descriptor of this process taken up to a lowered soft limit, for the
@@ -312,8 +312,8 @@ TEST(TcpDescriptors, ANicOutOfDescriptorsSaysSoNamingTheLimitAndRecovers) {
   EXPECT_EQ(rb, via::Result::timeout);
   EXPECT_GT(polls, 100u);
   const std::string shortage = "this process is out of file descriptors (EMFILE: RLIMIT_NOFILE, soft limit 1024, hard limit ";
-  EXPECT_EQ(count_lines(log, "viastack: tcp: cannot connect to "), 1u) << log;
-  EXPECT_EQ(count_lines(log, "viastack: tcp: cannot accept connections: " + shortage), 1u) << log;
+  EXPECT_EQ(count_lines(log, "] warn: tcp: cannot connect to "), 1u) << log;
+  EXPECT_EQ(count_lines(log, "] warn: tcp: cannot accept connections: " + shortage), 1u) << log;
   EXPECT_EQ(count_lines(log, shortage), 2u) << log;
 
   // With descriptors again, the same pair connects.
@@ -416,8 +416,8 @@ TEST(DirectoryFlood, ARankGetsInPastAThousandIdleStrangersWithFewDescriptors) {
                         << std::chrono::duration_cast<std::chrono::milliseconds>(took).count() << " ms";
   EXPECT_EQ(rank_error, "");
   EXPECT_GT(flood_still_open, 0);
-  EXPECT_LE(count_lines(log, "viastack: directory:"), kMaxFloodLogLines) << log.substr(0, 4000);
-  EXPECT_EQ(count_lines(log, "viastack: directory: refused or evicted "), 1u) << log.substr(0, 4000);
+  EXPECT_LE(count_lines(log, ": directory: "), kMaxFloodLogLines) << log.substr(0, 4000);
+  EXPECT_EQ(count_lines(log, "] warn: directory: refused or evicted "), 1u) << log.substr(0, 4000);
 }
 
 }  // namespace

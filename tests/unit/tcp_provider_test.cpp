@@ -387,9 +387,9 @@ TEST_F(TcpProviderTest, IntrudersAreRefusedAndLoggedWhileTheJobStreamsIntact) {
   EXPECT_GE(silent.took, 290ms);
   EXPECT_LT(silent.took, 2000ms);
 
-  EXPECT_EQ(count_lines(log, "viastack: tcp: refused a connection from "), 3u) << log;
+  EXPECT_EQ(count_lines(log, "] warn: tcp: refused a connection from "), 3u) << log;
   auto refused = [](const IntruderOutcome& o, const char* cause) {
-    std::string line = "viastack: tcp: refused a connection from ";
+    std::string line = "] warn: tcp: refused a connection from ";
     line += o.name;
     line += ": ";
     line += cause;
@@ -442,7 +442,7 @@ TEST_F(TcpProviderTest, MalformedConnectRequestAfterTheRightProofIsRefused) {
   EXPECT_EQ(client_error, "");
   EXPECT_TRUE(server_proved);
   EXPECT_TRUE(closed) << "the NIC kept the connection open";
-  std::string line = "viastack: tcp: refused a connection from ";
+  std::string line = "] warn: tcp: refused a connection from ";
   line += client_name;
   line += ": malformed connect request\n";
   EXPECT_NE(log.find(line), std::string::npos) << log;
@@ -472,7 +472,7 @@ TEST_F(TcpProviderTest, ProvenButSilentConnectionsAreToldApartFromUnprovenOnes) 
   client.join();
   EXPECT_EQ(client_error, "");
   EXPECT_TRUE(closed);
-  std::string line = "viastack: tcp: refused a connection from ";
+  std::string line = "] warn: tcp: refused a connection from ";
   line += name;
   line += ": it proved it belongs to the job but sent no request in time\n";
   const std::string log = stderr_log.take();
@@ -509,7 +509,7 @@ TEST_F(TcpProviderTest, StrangersCannotPileUpConnectionsTheOldestMakeRoom) {
   const std::size_t in_full = count_lines(log, ": evicted to make room: " + std::to_string(per_source) +
                                                    " connections from its address were still proving themselves\n");
   EXPECT_EQ(in_full, std::size_t(tcp::RefusalLog::kInFull)) << log;
-  EXPECT_NE(log.find("viastack: tcp: refused or evicted "), std::string::npos) << log;
+  EXPECT_NE(log.find("] warn: tcp: refused or evicted "), std::string::npos) << log;
 }
 
 // ---- bad frames on an accepted connection ----
@@ -786,7 +786,7 @@ TEST_F(TcpProviderTest, DefaultErrorHandlerLogsWhyTheViBroke) {
   ASSERT_TRUE(peer->send_all(frame(h)));
   EXPECT_TRUE(drive({b.nic.get()}, [&] { return vi->state() == via::ViState::error; }));
   const std::string log = stderr_log.take();
-  std::string line = "viastack: asynchronous VIA error (code ";
+  std::string line = "] error: asynchronous VIA error (code ";
   line += std::to_string(int(VIP_ERROR_CATASTROPHIC));
   line += "): malformed frame from the peer\n";
   EXPECT_NE(log.find(line), std::string::npos) << log;

@@ -366,7 +366,8 @@ TEST(TcpWireKeys, JobKeyFromEnvironment) {
       job_key_from_environment(error);
     };
     EXPECT_EXIT(read_key(), ::testing::ExitedWithCode(1),
-                "^viastack: VIASTACK_JOB_KEY=<[0-9]+ characters, not shown>: expected 64 hex digits")
+                "^viastack\\[via (pid|rank) [0-9]+\\] error: "
+                "VIASTACK_JOB_KEY=<[0-9]+ characters, not shown>: expected 64 hex digits")
         << malformed;
   }
 }

@@ -316,6 +316,19 @@ VIP_RETURN VipNSGetHostByAddr(VIP_NIC_HANDLE NicHandle, VIP_NET_ADDRESS *Address
                               VIP_ULONG *NameLen);
 VIP_RETURN VipNSShutdown(VIP_NIC_HANDLE NicHandle);
 
+/* ---- viastack's log (not in the VIA specification; C++: via/log.hpp) ----
+ * Every message of viastack's libraries is one line, "viastack[via rank 3] warn: ...",
+ * written to stderr, or given to Hook with Context instead: Level is one of
+ * VIA_LOG_*, Line the whole line without a newline, valid during the call.
+ * Messages come one at a time, from whichever thread logs. A NULL Hook restores
+ * stderr. VIASTACK_LOG=error|warn|info|debug sets how much is written. */
+#define VIA_LOG_ERROR 0
+#define VIA_LOG_WARN 1
+#define VIA_LOG_INFO 2
+#define VIA_LOG_DEBUG 3
+typedef void (*VIA_LOG_HOOK)(void *Context, int Level, const char *Line);
+void via_set_log_hook(VIA_LOG_HOOK Hook, void *Context);
+
 #ifdef __cplusplus
 }
 #endif

@@ -5,11 +5,13 @@
 //
 // The first read of any variable checks every VIASTACK_* variable set in the
 // environment at once: a garbage or out-of-range value stops the process with
-// one line on stderr naming the variable, its value and what is expected,
-//   viastack: VIASTACK_SPIN_US=-1: expected an integer from 0 to 10000000 microseconds (...)
+// one line in the log (via/log.hpp) naming the variable, its value and what is
+// expected,
+//   viastack[via pid 4242] error: VIASTACK_SPIN_US=-1: expected an integer from 0 to 10000000 microseconds (...)
 // and exit status 1 (never an exception, so no C API can leak one); a
-// VIASTACK_* variable that no table row declares (a typo) is a one-line
-// warning. An empty value counts as unset: the default applies.
+// VIASTACK_* variable that no table row declares (a typo), or a bad value of
+// one declared bad_value_warns (VIASTACK_LOG), is a one-line warning. An empty
+// value counts as unset: the default applies.
 #pragma once
 
 #include <cstdint>
@@ -43,6 +45,9 @@ struct Variable {
   std::int64_t min = 0, max = 0;   // integer: the range; decimal: max
   std::string_view unit;           // integer, decimal: "bytes", "milliseconds", ...; may be empty
   std::string_view words;          // word: the values allowed, separated by '|'
+  // A bad value is a warning and the default applies, instead of stopping the
+  // process: for settings no program should die of (how much it logs).
+  bool bad_value_warns = false;
 };
 
 // The declarations, in the order of the README's table.
@@ -60,12 +65,16 @@ std::string bad_value_line(const Variable& variable, std::string_view value);
 
 struct Findings {
   std::vector<std::string> errors;    // bad_value_line of each bad value
-  std::vector<std::string> warnings;  // each VIASTACK_* variable set but not declared
+  // Each VIASTACK_* variable set but not declared, and the bad_value_line of
+  // each bad value of a variable that bad_value_warns, with "; using the
+  // default, DEFAULT".
+  std::vector<std::string> warnings;
 };
 // Every VIASTACK_* variable set in the environment now, checked.
 Findings check_environment();
-// check_environment() the first time it is called in a process: prints the
-// warnings, and stops the process at the first error. Every reader calls it.
+// check_environment() the first time it is called in a process: logs the
+// warnings, and stops the process after logging the errors. Every reader but
+// lenient_text calls it.
 void validate_environment();
 
 // Readers: the variable's value (checked: a bad one stops the process as
@@ -79,6 +88,11 @@ bool boolean(std::string_view name);
 // Any type as its text: words, addresses, keys, plans, paths.
 std::string text(std::string_view name);
 std::optional<std::string> text_if_set(std::string_view name);
+// A variable that bad_value_warns, as its text: its value, or its default when
+// it is unset, empty or bad. It checks this variable alone, not the whole
+// environment: the log reads its level with it, and the environment's check
+// reports through the log.
+std::string lenient_text(std::string_view name);
 
 // viarun --info: a header line, then one line per variable: its name, its
 // default, its current value ("unset" when unset; a bad one is flagged), and

@@ -4,14 +4,15 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
-#include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <mutex>
 #include <set>
 
 #include "bootstrap/bootstrap_impl.hpp"
+#include "log/rank.hpp"
 #include "via/config.hpp"
+#include "via/log.hpp"
 
 namespace via {
 
@@ -108,7 +109,7 @@ class Singleton final : public Bootstrap {
     return true;
   }
   [[noreturn]] void abort(int status, const std::string& message) override {
-    std::fprintf(stderr, "viastack: %s\n", message.c_str());
+    VIA_LOG(error, "via", "%s", message.c_str());
     std::_Exit(status);
   }
 
@@ -178,7 +179,7 @@ std::shared_ptr<Bootstrap> job_bootstrap(std::string& error) {
   for (const char* name : {"VIASTACK_BOOTSTRAP", "VIASTACK_RANK", "VIASTACK_SIZE", "VIASTACK_NODES", "VIASTACK_JOB",
                            "VIASTACK_DIRECTORY", "VIASTACK_JOB_KEY"}) {
     environment_now += '\n';
-    environment_now += bootstrap::environment(name).value_or("");
+    environment_now += config::text_if_set(name).value_or("");
   }
   std::lock_guard guard(bootstraps_lock);
   if (instance && made_from == environment_now) return instance;
@@ -198,6 +199,7 @@ std::shared_ptr<Bootstrap> job_bootstrap(std::string& error) {
     }
     instance = std::move(made);
     made_from = environment_now;
+    log::set_rank(instance->rank());
     std::atexit(close_bootstraps);
     return instance;
   }

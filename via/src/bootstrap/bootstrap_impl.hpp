@@ -18,7 +18,9 @@ std::unique_ptr<Bootstrap> open_pmi1(std::string& error);
 std::unique_ptr<Bootstrap> open_pmi2(std::string& error);
 std::unique_ptr<Bootstrap> open_singleton(std::string& error);
 
-// The value of an environment variable, nothing when unset or empty.
+// The value of a process manager's environment variable (PMI_*, PMIX_*,
+// SLURM_*), nothing when unset or empty; viastack's own are read through
+// via/config.hpp.
 std::optional<std::string> environment(const char* name);
 // A non-negative decimal number, all of `text`.
 std::optional<int> parse_count(std::string_view text);

@@ -27,7 +27,7 @@ struct DirectoryServer::Session {
 
 DirectoryServer::DirectoryServer(const JobKey& key, const asio::ip::address& address)
     : key_(key), acceptor_(io_, asio::ip::tcp::endpoint(address, 0)),
-      admissions_(acceptor_, "viastack: directory: ", [this](const auto& a) { prove(a); }) {
+      admissions_(acceptor_, "directory: ", [this](const auto& a) { prove(a); }) {
   address_ = describe_endpoint(acceptor_.local_endpoint());
   fcntl(acceptor_.native_handle(), F_SETFD, FD_CLOEXEC);  // the ranks viarun starts do not inherit it
   admissions_.start();

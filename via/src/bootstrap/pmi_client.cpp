@@ -1,9 +1,10 @@
 #include "bootstrap/pmi_client.hpp"
 
 #include <chrono>
-#include <cstdio>
 #include <cstdlib>
 #include <thread>
+
+#include "via/log.hpp"
 
 namespace via::bootstrap::pmi {
 
@@ -28,7 +29,7 @@ void Client::finalize(const Message& finalize, std::string_view expected) {
 }
 
 void Client::abort_job(int status, const std::string& message, const std::string& abort_bytes) {
-  std::fprintf(stderr, "viastack: rank %d: %s\n", rank(), message.c_str());
+  VIA_LOG(error, "via", "%s", message.c_str());
   // The launcher forwards this rank's output; the job it is about to end
   // must not take the message with it.
   std::this_thread::sleep_for(std::chrono::milliseconds(200));

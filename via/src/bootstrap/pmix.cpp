@@ -5,12 +5,12 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <thread>
 
 #include "bootstrap/bootstrap_impl.hpp"
+#include "via/log.hpp"
 
 namespace via::bootstrap {
 namespace {
@@ -113,7 +113,7 @@ class PmixBootstrap final : public Bootstrap {
   }
 
   [[noreturn]] void abort(int status, const std::string& message) override {
-    std::fprintf(stderr, "viastack: rank %d: %s\n", rank(), message.c_str());
+    VIA_LOG(error, "via", "%s", message.c_str());
     // The launcher forwards this rank's output; the job it is about to end
     // must not take the message with it.
     std::this_thread::sleep_for(std::chrono::milliseconds(200));

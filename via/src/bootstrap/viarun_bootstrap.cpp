@@ -1,13 +1,13 @@
 // viarun's bootstrap: the layout comes from the variables viarun sets
 // (VIASTACK_RANK, VIASTACK_SIZE, VIASTACK_NODES, VIASTACK_JOB) and the
 // key-value store is viarun's directory (VIASTACK_DIRECTORY), whose gets wait until the value is there, so a fence has nothing to do.
-#include <cstdio>
 #include <cstdlib>
 #include <mutex>
 
 #include "bootstrap/bootstrap_impl.hpp"
 #include "bootstrap/directory.hpp"
 #include "via/config.hpp"
+#include "via/log.hpp"
 #include "providers/tcp/wire.hpp"
 
 namespace via::bootstrap {
@@ -58,7 +58,7 @@ class ViarunBootstrap final : public Bootstrap {
 
   [[noreturn]] void abort(int status, const std::string& message) override {
     // viarun ends the job when a rank exits with a failure status.
-    std::fprintf(stderr, "viastack: rank %d: %s\n", rank(), message.c_str());
+    VIA_LOG(error, "via", "%s", message.c_str());
     std::_Exit(status ? status : 1);
   }
 

@@ -12,6 +12,7 @@
 
 #include "config/variables.hpp"
 #include "engine/faults.hpp"
+#include "via/log.hpp"
 
 extern char** environ;
 
@@ -80,8 +81,7 @@ std::string shown(const Variable& variable, std::string_view value) {
 }
 
 [[noreturn]] void programming_error(std::string_view name, std::string_view what) {
-  std::fprintf(stderr, "viastack: internal error: %.*s %.*s\n", int(name.size()), name.data(), int(what.size()),
-               what.data());
+  VIA_LOG(error, "via", "internal error: %.*s %.*s", int(name.size()), name.data(), int(what.size()), what.data());
   std::abort();
 }
 
@@ -95,19 +95,26 @@ const Variable& declared(std::string_view name, std::initializer_list<Type> type
 
 [[noreturn]] void stop(const std::vector<std::string>& errors) {
   std::fflush(stdout);
-  for (const std::string& error : errors) std::fprintf(stderr, "viastack: %s\n", error.c_str());
+  for (const std::string& error : errors) VIA_LOG(error, "via", "%s", error.c_str());
   // Not exit(): other threads may be running, and static destructors under them would not help.
   std::_Exit(1);
 }
 
-// The value set now (checked: a bad one stops the process), or nullopt.
-std::optional<std::string_view> value_of(const Variable& variable) {
-  validate_environment();
+// The value set now, or nullopt: also for a bad value of a variable that
+// bad_value_warns; a bad value of another stops the process.
+std::optional<std::string_view> value_alone(const Variable& variable) {
   // Names in the table are string literals, so name.data() ends in a NUL.
   const char* value = std::getenv(variable.name.data());
   if (!value || !*value) return std::nullopt;
-  if (!valid(variable, value)) stop({bad_value_line(variable, value)});
-  return std::string_view(value);
+  if (valid(variable, value)) return std::string_view(value);
+  if (variable.bad_value_warns) return std::nullopt;
+  stop({bad_value_line(variable, value)});
+}
+
+// The value set now, after the whole environment's check.
+std::optional<std::string_view> value_of(const Variable& variable) {
+  validate_environment();
+  return value_alone(variable);
 }
 
 std::string_view default_of(const Variable& variable) {
@@ -194,7 +201,12 @@ Findings check_environment() {
     if (!variable)
       findings.warnings.push_back(std::string(name) +
                                   " is set but is not a viastack variable (ignored; viarun --info lists them)");
-    else if (!value.empty() && !valid(*variable, value))
+    else if (value.empty() || valid(*variable, value))
+      continue;
+    else if (variable->bad_value_warns)
+      findings.warnings.push_back(bad_value_line(*variable, value) + "; using the default, " +
+                                  std::string(variable->default_value));
+    else
       findings.errors.push_back(bad_value_line(*variable, value));
   }
   return findings;
@@ -204,8 +216,7 @@ void validate_environment() {
   static std::once_flag once;
   std::call_once(once, [] {
     const Findings findings = check_environment();
-    for (const std::string& warning : findings.warnings)
-      std::fprintf(stderr, "viastack: warning: %s\n", warning.c_str());
+    for (const std::string& warning : findings.warnings) VIA_LOG(warn, "via", "%s", warning.c_str());
     if (!findings.errors.empty()) stop(findings.errors);
   });
 }
@@ -241,6 +252,13 @@ std::optional<std::string> text_if_set(std::string_view name) {
   if (!variable) programming_error(name, "is read but not declared in via/src/config/variables.cpp");
   const auto value = value_of(*variable);
   return value ? std::optional<std::string>(*value) : std::nullopt;
+}
+
+std::string lenient_text(std::string_view name) {
+  const Variable* variable = find(name);
+  if (!variable || !variable->bad_value_warns)
+    programming_error(name, "is read leniently but not declared bad_value_warns");
+  return std::string(value_alone(*variable).value_or(default_of(*variable)));
 }
 
 std::string info() {

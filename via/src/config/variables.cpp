@@ -26,6 +26,11 @@ Variable word_variable(std::string_view name, std::string_view words, std::strin
   return {name, Type::word, default_value, layer, meaning, 0, 0, {}, words};
 }
 
+Variable warning_only(Variable variable) {
+  variable.bad_value_warns = true;
+  return variable;
+}
+
 }  // namespace
 
 const std::vector<Variable>& declarations() {
@@ -36,6 +41,10 @@ const std::vector<Variable>& declarations() {
                     "nodes, auto for mixed when the job spans nodes, else shm; viarun starts ranks on shm unless told"),
       word_variable("VIASTACK_BOOTSTRAP", "viarun|pmix|pmi1|pmi2|singleton", "-", "via",
                     "where a process learns its place in the job; unset: told by the variables its launcher set"),
+      // The log (via/log.hpp).
+      warning_only(word_variable("VIASTACK_LOG", "error|warn|info|debug", "warn", "via, mpi, utcp",
+                                 "the most detailed level of message the libraries write, to stderr or to the "
+                                 "program's hook; a bad value warns and the default applies")),
       // The engine and the shm provider.
       typed("VIASTACK_SHM_CMA", Type::boolean, "1", "via",
             "1: single-copy transfers through Linux CMA where available; 0: all data through the rings"),

@@ -4,11 +4,11 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdio>
 #include <thread>
 
 #include "engine/clock.hpp"
 #include "via/config.hpp"
+#include "via/log.hpp"
 #include "engine/faults.hpp"
 #include "providers/provider.hpp"
 
@@ -37,7 +37,7 @@ std::uint64_t yield_ns() {
 // disconnect is not an error worth a line.
 void default_error_handler(const AsyncError& e) {
   if (e.orderly) return;
-  std::fprintf(stderr, "viastack: asynchronous VIA error (code %d): %s\n", int(e.code), e.cause.c_str());
+  VIA_LOG(error, "via", "asynchronous VIA error (code %d): %s", int(e.code), e.cause.c_str());
 }
 
 }  // namespace

@@ -1,10 +1,10 @@
 // Picks the provider for a VipOpenNic device name and VIASTACK_PROVIDER.
-#include <cstdio>
 #include <string>
 
 #include "providers/provider.hpp"
 #include "via/bootstrap.hpp"
 #include "via/config.hpp"
+#include "via/log.hpp"
 
 namespace via {
 
@@ -12,7 +12,7 @@ Result open_provider(std::string_view device, std::unique_ptr<Provider>& out) {
   std::string error;
   const auto job = job_bootstrap(error);
   if (!job) {
-    std::fprintf(stderr, "viastack: cannot join the job: %s\n", error.c_str());
+    VIA_LOG(error, "via", "cannot join the job: %s", error.c_str());
     return Result::error_resource;
   }
   const std::string configured = config::text("VIASTACK_PROVIDER");
@@ -23,8 +23,7 @@ Result open_provider(std::string_view device, std::unique_ptr<Provider>& out) {
   if (kind == "shm") return shm::open_shm_provider(device, *job, out);
   if (kind == "tcp") return tcp::open_tcp_provider(device, job, out);
   if (kind == "mixed") return mixed::open_mixed_provider(device, job, out);
-  std::fprintf(stderr, "viastack: unknown provider '%.*s' (available: shm, tcp, mixed, auto)\n", int(kind.size()),
-               kind.data());
+  VIA_LOG(error, "via", "unknown provider '%.*s' (available: shm, tcp, mixed, auto)", int(kind.size()), kind.data());
   return Result::error_resource;
 }
 

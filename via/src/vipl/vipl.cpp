@@ -7,7 +7,9 @@
 #include <atomic>
 #include <cstring>
 #include <mutex>
+#include <string>
 
+#include "via/log.hpp"
 #include "via/via.hpp"
 
 namespace {
@@ -518,6 +520,17 @@ VIP_RETURN VipNSGetHostByAddr(VIP_NIC_HANDLE NicHandle, VIP_NET_ADDRESS* Address
 
 VIP_RETURN VipNSShutdown(VIP_NIC_HANDLE NicHandle) {
   return nic_of(NicHandle) ? VIP_SUCCESS : VIP_INVALID_PARAMETER;
+}
+
+static_assert(VIA_LOG_ERROR == int(via::log::Level::error) && VIA_LOG_WARN == int(via::log::Level::warn) &&
+              VIA_LOG_INFO == int(via::log::Level::info) && VIA_LOG_DEBUG == int(via::log::Level::debug));
+
+void via_set_log_hook(VIA_LOG_HOOK Hook, void* Context) {
+  if (!Hook) return via::log::set_hook({});
+  via::log::set_hook([Hook, Context](via::log::Level level, std::string_view line) {
+    const std::string text(line);  // C wants the NUL
+    Hook(Context, int(level), text.c_str());
+  });
 }
 
 }  // extern "C"

@@ -19,6 +19,7 @@
 
 #include "providers/provider.hpp"
 #include "via/bootstrap.hpp"
+#include "via/log.hpp"
 
 namespace via {
 
@@ -320,7 +321,7 @@ Result open_mixed_provider(std::string_view device, const std::shared_ptr<Bootst
   std::unique_ptr<Provider> shm, tcp;
   if (Result r = shm::open_shm_provider(device, *job, shm); r != Result::success) return r;
   if (shm->nic_number() >= std::uint32_t(job->size())) {
-    std::fprintf(stderr, "viastack: mixed: NIC %u is not a rank of this job of %d\n", shm->nic_number(), job->size());
+    VIA_LOG(error, "via", "mixed: NIC %u is not a rank of this job of %d", shm->nic_number(), job->size());
     return Result::invalid_parameter;
   }
   if (Result r = tcp::open_tcp_provider(device, job, tcp); r != Result::success) return r;

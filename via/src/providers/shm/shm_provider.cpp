@@ -19,6 +19,7 @@
 #include "providers/shm/shm_link.hpp"
 #include "via/bootstrap.hpp"
 #include "via/config.hpp"
+#include "via/log.hpp"
 
 namespace via::shm {
 
@@ -109,7 +110,7 @@ class ShmProvider final : public Provider {
       if (i == kMaxVi) return Result::error_resource;
       std::string error;
       if (!reserve_slot(self_fd_, self_->header.rings, i, error)) {
-        std::fprintf(stderr, "viastack: shm: %s\n", error.c_str());
+        VIA_LOG(error, "via", "shm: %s", error.c_str());
         return Result::error_resource;
       }
       slot_in_use_.push_back(false);
@@ -490,7 +491,7 @@ Result open_shm_provider(std::string_view device, Bootstrap& job, std::unique_pt
   if (auto colon = device.find(':'); colon != std::string_view::npos) {
     auto n = parse_number(device.substr(colon + 1));
     if (!n) {
-      std::fprintf(stderr, "viastack: bad device name '%.*s' (expected shm:N)\n", int(device.size()), device.data());
+      VIA_LOG(error, "via", "bad device name '%.*s' (expected shm:N)", int(device.size()), device.data());
       return Result::invalid_parameter;
     }
     nic = *n;
@@ -502,7 +503,7 @@ Result open_shm_provider(std::string_view device, Bootstrap& job, std::unique_pt
   int fd = -1;
   Segment* self = create_segment(job.job_id(), nic, RingGeometry::for_local_ranks(job.local_size()), fd, error);
   if (!self) {
-    std::fprintf(stderr, "viastack: shm: %s\n", error.c_str());
+    VIA_LOG(error, "via", "shm: %s", error.c_str());
     return Result::error_resource;
   }
   out = std::make_unique<ShmProvider>(job.job_id(), nic, self, fd);

@@ -2,8 +2,9 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstdio>
 #include <fstream>
+
+#include "via/log.hpp"
 
 namespace via::tcp {
 
@@ -69,7 +70,7 @@ void RefusalLog::refused(const asio::ip::address& source, const std::string& pee
   }
   if (in_full_ < kInFull) {
     ++in_full_;
-    std::fprintf(stderr, "%srefused a connection from %s: %s\n", prefix_.c_str(), peer.c_str(), why.c_str());
+    VIA_LOG(warn, "via", "%srefused a connection from %s: %s", prefix_.c_str(), peer.c_str(), why.c_str());
     return;
   }
   ++unlisted_;
@@ -86,10 +87,9 @@ void RefusalLog::summarize() {
   if (unlisted_ > 0) {
     const auto seconds = std::chrono::ceil<std::chrono::seconds>(Clock::now() - window_start_).count();
     const std::size_t sources = unlisted_sources_.size();
-    std::fprintf(stderr, "%srefused or evicted %zu more connection%s from %s%zu source%s in the last %lld s\n",
-                 prefix_.c_str(), unlisted_, unlisted_ == 1 ? "" : "s",
-                 sources >= kMaxSourcesCounted ? "at least " : "", sources, sources == 1 ? "" : "s",
-                 static_cast<long long>(std::max<long long>(seconds, 1)));
+    VIA_LOG(warn, "via", "%srefused or evicted %zu more connection%s from %s%zu source%s in the last %lld s",
+            prefix_.c_str(), unlisted_, unlisted_ == 1 ? "" : "s", sources >= kMaxSourcesCounted ? "at least " : "",
+            sources, sources == 1 ? "" : "s", static_cast<long long>(std::max<long long>(seconds, 1)));
   }
   window_open_ = summary_due_ = false;
   unlisted_ = 0;
@@ -100,7 +100,7 @@ void RefusalLog::warn(const std::string& line) {
   const auto now = Clock::now();
   if (now < next_warning_) return;
   next_warning_ = now + kInterval;
-  std::fprintf(stderr, "%s%s\n", prefix_.c_str(), line.c_str());
+  VIA_LOG(warn, "via", "%s%s", prefix_.c_str(), line.c_str());
 }
 
 // ---- admissions ----

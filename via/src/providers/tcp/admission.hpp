@@ -44,7 +44,7 @@ struct PendingLimits {
   static PendingLimits for_descriptors(rlim_t soft_limit);
 };
 
-// "<prefix>refused a connection from <peer>: <why>" for the first few
+// Warnings in the log, "<prefix>refused a connection from <peer>: <why>", for the first few
 // refusals of an interval; the rest are counted and summed up in one line
 // when the interval ends (or the log goes).
 class RefusalLog {

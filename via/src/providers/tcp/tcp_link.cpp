@@ -6,13 +6,13 @@
 #include <sys/socket.h>
 
 #include <cerrno>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
 #include "engine/clock.hpp"
 #include "providers/tcp/handshake.hpp"
 #include "via/config.hpp"
+#include "via/log.hpp"
 
 namespace via::tcp {
 
@@ -59,7 +59,7 @@ void TcpLink::break_link(std::string reason) {
   if (state_ != State::up) return;
   state_ = State::broken;
   broken_ = std::move(reason);
-  std::fprintf(stderr, "viastack: tcp: connection with %s: %s\n", peer_.c_str(), broken_.c_str());
+  VIA_LOG(warn, "via", "tcp: connection with %s: %s", peer_.c_str(), broken_.c_str());
 }
 
 bool TcpLink::try_send(const FrameHeader& header, const iovec* iov, std::size_t iovcnt) {
@@ -159,8 +159,8 @@ bool TcpLink::peek(const FrameHeader*& header, const std::byte*& payload) {
       // An impossible length is shown to the engine, which rejects the frame
       // and breaks the VI; nothing after it is read.
       if (h->length > kMaxFramePayload) {
-        std::fprintf(stderr, "viastack: tcp: %s sent a frame of %u bytes (limit %zu); closing the connection\n",
-                     peer_.c_str(), h->length, kMaxFramePayload);
+        VIA_LOG(warn, "via", "tcp: %s sent a frame of %u bytes (limit %zu); closing the connection", peer_.c_str(),
+                h->length, kMaxFramePayload);
         header = h;
         payload = nullptr;
         return true;

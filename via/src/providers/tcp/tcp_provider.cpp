@@ -24,6 +24,7 @@
 #include "providers/tcp/tcp_link.hpp"
 #include "via/bootstrap.hpp"
 #include "via/config.hpp"
+#include "via/log.hpp"
 
 namespace via::tcp {
 
@@ -91,7 +92,7 @@ class TcpProvider final : public Provider {
  public:
   TcpProvider(std::uint32_t nic, std::shared_ptr<Bootstrap> bootstrap, const asio::ip::tcp::endpoint& listen)
       : nic_(nic), bootstrap_(std::move(bootstrap)), acceptor_(io_),
-        admissions_(acceptor_, "viastack: tcp: ", [this](const auto& a) { prove(a); }),
+        admissions_(acceptor_, "tcp: ", [this](const auto& a) { prove(a); }),
         regions_(std::make_unique<RegionTable>()), epoll_fd_(epoll_create1(EPOLL_CLOEXEC)) {
     acceptor_.open(listen.protocol());
     acceptor_.bind(listen);
@@ -148,7 +149,7 @@ class TcpProvider final : public Provider {
       auto endpoint = bootstrap_->get(int(*nic), address_key(*nic), text, error) ? parse_endpoint(text) : std::nullopt;
       if (!endpoint) {
         if (error.empty()) error = "'" + text + "' is not an address";
-        std::fprintf(stderr, "viastack: tcp: cannot look up NIC %u: %s\n", *nic, error.c_str());
+        VIA_LOG(error, "via", "tcp: cannot look up NIC %u: %s", *nic, error.c_str());
         return Result::error_nameservice;
       }
       host = host_bytes(*endpoint);
@@ -434,7 +435,7 @@ class TcpProvider final : public Provider {
   }
 
   void fail(Outgoing& o, const std::string& error) {
-    std::fprintf(stderr, "viastack: tcp: connecting to %s: %s\n", o.conn->peer.c_str(), error.c_str());
+    VIA_LOG(error, "via", "tcp: connecting to %s: %s", o.conn->peer.c_str(), error.c_str());
     o.phase = Outgoing::Phase::failed;
     o.failure = Result::no_match;
     asio::error_code ignored;
@@ -551,7 +552,7 @@ Result open_tcp_provider(std::string_view device, const std::shared_ptr<Bootstra
   std::optional<std::uint32_t> nic = std::uint32_t(job->rank());
   if (auto colon = device.find(':'); colon != std::string_view::npos) nic = parse_number(device.substr(colon + 1));
   if (!nic) {
-    std::fprintf(stderr, "viastack: bad device name '%.*s' (expected tcp:N)\n", int(device.size()), device.data());
+    VIA_LOG(error, "via", "bad device name '%.*s' (expected tcp:N)", int(device.size()), device.data());
     return Result::invalid_parameter;
   }
   std::string error;
@@ -560,12 +561,12 @@ Result open_tcp_provider(std::string_view device, const std::shared_ptr<Bootstra
   try {
     auto provider = std::make_unique<TcpProvider>(*nic, job, asio::ip::tcp::endpoint(listen, port));
     if (!provider->publish(error)) {
-      std::fprintf(stderr, "viastack: tcp: %s\n", error.c_str());
+      VIA_LOG(error, "via", "tcp: %s", error.c_str());
       return Result::error_resource;
     }
     out = std::move(provider);
   } catch (const std::system_error& e) {
-    std::fprintf(stderr, "viastack: tcp: cannot listen on %s:%u: %s\n", listen.to_string().c_str(), port, e.what());
+    VIA_LOG(error, "via", "tcp: cannot listen on %s:%u: %s", listen.to_string().c_str(), port, e.what());
     return Result::error_resource;
   }
   return Result::success;
