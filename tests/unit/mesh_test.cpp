@@ -182,9 +182,10 @@ class MeshTest : public ::testing::TestWithParam<Transport> {
     while (std::chrono::steady_clock::now() < deadline)
       for (int i = 0; i < 256; ++i) meshes_[rank]->poll();
   }
-  void connect_pair() {
+  // Connects ranks 0 and 1 ahead of any message; false when they never do.
+  bool connect_pair() {
     mesh(0).connect(1);
-    ASSERT_TRUE(pump([&] { return mesh(0).connected(1) && mesh(1).connected(0); })) << "the pair never connected";
+    return pump([&] { return mesh(0).connected(1) && mesh(1).connected(0); });
   }
 
   // Clients first: the meshes that call them go before them, and before their NICs.
@@ -311,7 +312,7 @@ TEST_P(MeshTest, FlowControlHoldsSendsUntilCreditsReturn) {
   open_pair(options);
   const std::uint32_t window = options.receives_per_peer;
   const std::uint32_t n = 10 * window;
-  connect_pair();
+  ASSERT_TRUE(connect_pair()) << "the pair never connected";
 
   // Rank 1 does not poll: the window's worth leaves, the rest waits.
   std::vector<Sent> results;
@@ -344,7 +345,7 @@ TEST_P(MeshTest, FlowControlHoldsSendsUntilCreditsReturn) {
 // Traffic both ways returns credits piggy-backed: no credit-only message.
 TEST_P(MeshTest, CreditsRideOnMessagesBothWays) {
   open_pair(options_for("pingpong"));
-  connect_pair();
+  ASSERT_TRUE(connect_pair()) << "the pair never connected";
   constexpr int kRounds = 200;
   for (int i = 0; i < kRounds; ++i) {
     ASSERT_EQ(mesh(0).send(1, numbered_message(std::uint64_t(i), 16)), Sent::now) << "ping " << i;
@@ -401,7 +402,7 @@ TEST_P(MeshTest, HandlerThatSendsAndPollsEchoesEveryMessageInOrder) {
 TEST_P(MeshTest, EverySizeUpToMessageBytesTakesItsPath) {
   via::MeshOptions options = options_for("sizes");
   open_pair(options);
-  connect_pair();
+  ASSERT_TRUE(connect_pair()) << "the pair never connected";
   // Inline sends carry the 8-byte frame header too.
   const std::size_t inline_max = via::Vi::kMaxInlineSend - 8;
   const std::vector<std::size_t> sizes = {0,
@@ -461,7 +462,7 @@ TEST_P(MeshTest, SendsWaitForBounceBuffersAndKeepTheirOrder) {
   options.send_descriptors = 2;
   options.bounce_buffers = 2;
   open_pair(options);
-  connect_pair();
+  ASSERT_TRUE(connect_pair()) << "the pair never connected";
   constexpr std::uint32_t n = 100;
   std::uint32_t now = 0, queued = 0;
   for (std::uint32_t i = 0; i < n; ++i) {
@@ -484,7 +485,7 @@ TEST_P(MeshTest, ReliableReceptionSendsThroughBounceBuffers) {
   via::MeshOptions options = options_for("reception");
   options.reliability = VIP_SERVICE_RELIABLE_RECEPTION;
   open_pair(options);
-  connect_pair();
+  ASSERT_TRUE(connect_pair()) << "the pair never connected";
   for (std::size_t size : {std::size_t(0), std::size_t(100), std::size_t(2000)}) {
     const auto message = numbered_message(size, size);
     ASSERT_EQ(mesh(0).send(1, message), Sent::now);
@@ -511,7 +512,7 @@ TEST_P(MeshTest, RdmaWriteAndReadThroughTheRegistrationCache) {
   const auto remote = reinterpret_cast<std::uint64_t>(target.data);
 
   // A message sent after the write arrives after the data.
-  connect_pair();
+  ASSERT_TRUE(connect_pair()) << "the pair never connected";
   local.fill(1);
   mesh(0).write(1, local.data, len, remote, exposed, 101);
   EXPECT_EQ(mesh(0).send(1, bytes_of("written")), Sent::now);
@@ -666,7 +667,7 @@ TEST_P(MeshTest, PeerThatNeverAnswersFailsAfterTheConnectTimeout) {
   pump_for(20);
   ASSERT_EQ(client(0).failed.size(), 1u) << "told once";
   EXPECT_EQ(client(0).failed[0].first, 1);
-  EXPECT_FALSE(client(0).failed[0].second.empty());
+  EXPECT_NE(client(0).failed[0].second.find("timed out"), std::string::npos) << client(0).failed[0].second;
   EXPECT_TRUE(client(0).closed.empty());
   EXPECT_EQ(mesh(0).counters().dropped, 1u) << "the message that waited is dropped";
   EXPECT_FALSE(mesh(0).reachable(1));
@@ -866,7 +867,7 @@ INSTANTIATE_TEST_SUITE_P(Providers, MeshTest,
 
 // ---- the registration cache alone ----
 
-class RegistrationCacheTest : public ::testing::Test {
+class MeshRegistrationCache : public ::testing::Test {
  protected:
   void SetUp() override {
     use_unique_job("regcachetest");
@@ -893,7 +894,7 @@ class RegistrationCacheTest : public ::testing::Test {
   Pages memory_{16 * kPage};
 };
 
-TEST_F(RegistrationCacheTest, ReusesARegionForMemoryItCovers) {
+TEST_F(MeshRegistrationCache, ReusesARegionForMemoryItCovers) {
   via::RegistrationCache cache(*nic_, ptag_, 8, 1u << 20);
   const via::MemHandle whole = touch(cache, memory_.page(2) + 10, 2 * kPage);  // pages 2 to 4
   EXPECT_EQ(cache.regions(), 1u);
@@ -906,7 +907,7 @@ TEST_F(RegistrationCacheTest, ReusesARegionForMemoryItCovers) {
   EXPECT_EQ(cache.regions(), 2u);
 }
 
-TEST_F(RegistrationCacheTest, EvictsTheLeastRecentlyUsedBeyondTheRegionBound) {
+TEST_F(MeshRegistrationCache, EvictsTheLeastRecentlyUsedBeyondTheRegionBound) {
   via::RegistrationCache cache(*nic_, ptag_, 3, 1u << 20);
   const via::MemHandle h0 = touch(cache, memory_.page(0)), h1 = touch(cache, memory_.page(1)),
                        h2 = touch(cache, memory_.page(2));
@@ -919,7 +920,7 @@ TEST_F(RegistrationCacheTest, EvictsTheLeastRecentlyUsedBeyondTheRegionBound) {
   EXPECT_TRUE(registered(memory_.page(3), h3));
 }
 
-TEST_F(RegistrationCacheTest, EvictsBeyondTheByteBound) {
+TEST_F(MeshRegistrationCache, EvictsBeyondTheByteBound) {
   via::RegistrationCache cache(*nic_, ptag_, 100, 3 * kPage);
   const via::MemHandle h0 = touch(cache, memory_.page(0)), h1 = touch(cache, memory_.page(1)),
                        h2 = touch(cache, memory_.page(2));
@@ -933,7 +934,7 @@ TEST_F(RegistrationCacheTest, EvictsBeyondTheByteBound) {
   EXPECT_TRUE(registered(memory_.page(8), big));
 }
 
-TEST_F(RegistrationCacheTest, NeverEvictsPinnedRegions) {
+TEST_F(MeshRegistrationCache, NeverEvictsPinnedRegions) {
   via::RegistrationCache cache(*nic_, ptag_, 2, 2 * kPage);
   via::MemHandle pinned[3];
   for (int i = 0; i < 3; ++i) expect_ok(cache.acquire(memory_.page(std::size_t(i)), 100, pinned[i]), "acquire");
@@ -963,7 +964,7 @@ TEST_F(RegistrationCacheTest, NeverEvictsPinnedRegions) {
   cache.release(pinned[0]);
 }
 
-TEST_F(RegistrationCacheTest, InvalidateForgetsOverlappingUnpinnedRegionsOnly) {
+TEST_F(MeshRegistrationCache, InvalidateForgetsOverlappingUnpinnedRegionsOnly) {
   via::RegistrationCache cache(*nic_, ptag_, 16, 1u << 20);
   via::MemHandle pinned = 0;
   expect_ok(cache.acquire(memory_.page(0), 100, pinned), "acquire");
@@ -989,7 +990,7 @@ TEST_F(RegistrationCacheTest, InvalidateForgetsOverlappingUnpinnedRegionsOnly) {
   cache.release(pinned);
 }
 
-TEST_F(RegistrationCacheTest, UnregistrableRangeIsAnError) {
+TEST_F(MeshRegistrationCache, UnregistrableRangeIsAnError) {
   via::RegistrationCache cache(*nic_, ptag_, 16, 1u << 20);
   via::MemHandle h = 0;
   EXPECT_EQ(cache.acquire(nullptr, 100, h), via::Result::invalid_parameter);
@@ -1001,7 +1002,7 @@ TEST_F(RegistrationCacheTest, UnregistrableRangeIsAnError) {
 // address space is taken as covered by any cached region (its end, wrapped,
 // is below the region's), so acquire() hands out a handle that covers none
 // of it; and before registering, make_room() evicts for the wrapped size.
-TEST_F(RegistrationCacheTest, DISABLED_RangeThatWrapsIsAnErrorAndKeepsTheCache) {
+TEST_F(MeshRegistrationCache, DISABLED_RangeThatWrapsIsAnErrorAndKeepsTheCache) {
   via::RegistrationCache cache(*nic_, ptag_, 16, 1u << 20);
   const via::MemHandle cached = touch(cache, memory_.page(0));
   via::MemHandle h = 0;
