@@ -93,7 +93,8 @@ class Mesh {
   };
 
   // A mesh of `size` ranks on nic (which must outlive it), as rank `rank`.
-  // Installs the NIC's error handler.
+  // Installs the NIC's error handler (shared by every mesh on the NIC, and
+  // removed with the last of them).
   static Result open(Nic& nic, int rank, int size, const MeshOptions& options, MeshClient& client,
                      std::unique_ptr<Mesh>& out);
   ~Mesh();
@@ -107,7 +108,9 @@ class Mesh {
   std::size_t message_bytes() const { return options_.message_bytes; }
 
   // Sends head then body as one message (at most message_bytes) to `peer`,
-  // connecting first if needed; never blocks. now: on its way (the caller's
+  // connecting first if needed. Never waits for the peer, only, on the first
+  // message to it over tcp, for its address: the job's directory may not
+  // have it yet (up to VIASTACK_TCP_RESOLVE_TIMEOUT_MS, then the peer fails). now: on its way (the caller's
   // bytes are free); queued: copied into the peer's backlog; dropped: the
   // peer failed, is this rank, or its backlog is full.
   Sent send(int peer, std::span<const std::byte> head, std::span<const std::byte> body = {});
@@ -168,6 +171,7 @@ class Mesh {
   void on_connected(Peer& p);
   void fail_peer(Peer& p, const std::string& why);
   void on_async_error(const AsyncError& error);
+  static void tell_meshes(const Nic& nic, const AsyncError& error);
   void deliver_notices();
 
   // Messages (mesh.cpp).

@@ -23,10 +23,12 @@ class RegistrationCache {
   RegistrationCache(const RegistrationCache&) = delete;
   RegistrationCache& operator=(const RegistrationCache&) = delete;
 
-  // A handle for a region covering [addr, addr+len), registered for RDMA
-  // read and write by this rank's own transfers (peers' RDMA never reaches
-  // it); pinned until the matching release(). The NIC's error when it
-  // cannot register.
+  // A handle for a region covering [addr, addr+len) (at least the byte at
+  // addr), registered for this rank's RDMA from and into it and for peers'
+  // RDMA reads (a rendezvous receiver reads the sender's buffer); pinned
+  // until the matching release(). invalid_parameter for a range that wraps
+  // past the top of memory; the NIC's error when it cannot register (the
+  // cache keeps what it held).
   Result acquire(const void* addr, std::size_t len, MemHandle& out);
   void release(MemHandle handle);
   // Forgets every unpinned region overlapping [addr, addr+len): call before

@@ -143,8 +143,8 @@ void Mesh::rdma(int rank, const PendingRdma& op) {
     notices_.push_back(Notice{Notice::rdma_failed, rank, op.id, {}});
     return;
   }
-  if (p->connected && p->rdma.empty() && try_rdma(*p, op)) return;
-  p->rdma.push_back(op);
+  if (p->connected && p->backlog.empty() && try_rdma(*p, op)) return;
+  p->backlog.push_back(Queued{{}, true, op});
   backlogged_ = true;
 }
 
@@ -287,15 +287,18 @@ void Mesh::flush_backlogs() {
   backlogged_ = false;
   for (std::size_t i = 0; i < connected_.size(); ++i) {
     Peer& p = *connected_[i];
-    while (!p.backlog.empty() && try_send(p, false, p.backlog.front().bytes, {})) p.backlog.pop_front();
-    while (!p.rdma.empty() && try_rdma(p, p.rdma.front())) p.rdma.pop_front();
+    while (!p.backlog.empty()) {
+      const Queued& q = p.backlog.front();
+      if (!(q.is_rdma ? try_rdma(p, q.rdma) : try_send(p, false, q.bytes, {}))) break;
+      p.backlog.pop_front();
+    }
     if (options_.flow_control && p.owed_credits >= options_.receives_per_peer / 2 && !p.failed && !p.closed) {
       if (try_send(p, true, {}, {}))
         ++counters_.credit_messages;
       else
         backlogged_ = true;
     }
-    if (!p.backlog.empty() || !p.rdma.empty()) backlogged_ = true;
+    if (!p.backlog.empty()) backlogged_ = true;
   }
 }
 
@@ -343,7 +346,7 @@ void Mesh::on_receive(Peer& p, std::uint32_t slot, const VIP_DESCRIPTOR* d) {
       repost(p, slot);
   }
   // Credits only matter to this peer's waiting work; most messages bring one and find none.
-  if (h.credits > 0 && (!p.backlog.empty() || !p.rdma.empty())) flush_backlogs();
+  if (h.credits > 0 && !p.backlog.empty()) flush_backlogs();
 }
 
 std::size_t Mesh::backlog(int rank) const {

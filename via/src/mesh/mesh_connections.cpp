@@ -2,6 +2,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <map>
+#include <mutex>
 
 #include "mesh_peer.hpp"
 
@@ -45,7 +47,25 @@ int requester_rank(const std::vector<std::uint8_t>& d, const std::vector<std::ui
   return rank < std::uint32_t(size) ? int(rank) : -1;
 }
 
+// The meshes open on each NIC: the NIC has one error handler, which tells
+// them all (each takes what concerns its own VIs). NICs may live in several
+// threads, hence the lock.
+std::mutex meshes_lock;
+std::map<const Nic*, std::vector<Mesh*>>& meshes_of_nics() {
+  static std::map<const Nic*, std::vector<Mesh*>> meshes;
+  return meshes;
+}
+
 }  // namespace
+
+void Mesh::tell_meshes(const Nic& nic, const AsyncError& error) {
+  std::vector<Mesh*> meshes;
+  {
+    std::lock_guard lock(meshes_lock);
+    meshes = meshes_of_nics()[&nic];
+  }
+  for (Mesh* mesh : meshes) mesh->on_async_error(error);
+}
 
 Mesh::Mesh(Nic& nic, int rank, int size, const MeshOptions& options, MeshClient& client)
     : nic_(nic), rank_(rank), options_(options), client_(client),
@@ -69,7 +89,11 @@ Result Mesh::start() {
   if (const Result r = nic_.create_ptag(ptag_); r != Result::success) return r;
   registrations_ =
       std::make_unique<RegistrationCache>(nic_, ptag_, options_.registration_entries, options_.registration_bytes);
-  nic_.set_error_handler([this](const AsyncError& e) { on_async_error(e); });
+  {
+    std::lock_guard lock(meshes_lock);
+    meshes_of_nics()[&nic_].push_back(this);
+  }
+  nic_.set_error_handler([nic = &nic_](const AsyncError& e) { tell_meshes(*nic, e); });
   // Send descriptors, then bounce buffers. Only the descriptors are cleared:
   // a buffer's pages are touched when it is first used.
   const std::size_t descriptor_bytes = options_.send_descriptors * kDescriptorBytes;
@@ -87,7 +111,19 @@ Result Mesh::start() {
 }
 
 Mesh::~Mesh() {
-  nic_.set_error_handler(nullptr);
+  bool last = false;
+  {
+    std::lock_guard lock(meshes_lock);
+    auto it = meshes_of_nics().find(&nic_);
+    if (it != meshes_of_nics().end()) {
+      std::erase(it->second, this);
+      if (it->second.empty()) {
+        meshes_of_nics().erase(it);
+        last = true;
+      }
+    }
+  }
+  if (last) nic_.set_error_handler(nullptr);
   for (auto& p : peers_) {
     if (!p || !p->vi) continue;
     if (p->vi->state() != ViState::idle) p->vi->disconnect();
@@ -240,7 +276,7 @@ void Mesh::on_connected(Peer& p) {
   p.connected = true;
   connecting_.erase(std::find(connecting_.begin(), connecting_.end(), &p));
   connected_.push_back(&p);
-  if (!p.backlog.empty() || !p.rdma.empty()) backlogged_ = true;
+  if (!p.backlog.empty()) backlogged_ = true;
 }
 
 // What was waiting for the peer is dropped (its RDMA reported failed) and
@@ -249,11 +285,14 @@ void Mesh::on_connected(Peer& p) {
 void Mesh::fail_peer(Peer& p, const std::string& why) {
   if (p.failed || p.closed) return;
   p.failed = true;
-  counters_.dropped += p.backlog.size();
+  for (const Queued& q : p.backlog) {
+    if (q.is_rdma)
+      notices_.push_back(Notice{Notice::rdma_failed, p.rank, q.rdma.id, {}});
+    else
+      ++counters_.dropped;
+  }
   p.backlog.clear();
   if (auto it = std::find(connecting_.begin(), connecting_.end(), &p); it != connecting_.end()) connecting_.erase(it);
-  for (const PendingRdma& op : p.rdma) notices_.push_back(Notice{Notice::rdma_failed, p.rank, op.id, {}});
-  p.rdma.clear();
   notices_.push_back(Notice{Notice::failed, p.rank, 0, why});
 }
 

@@ -17,10 +17,6 @@ struct MeshFrameHeader {
 };
 static_assert(sizeof(MeshFrameHeader) == 8);
 
-struct Mesh::Queued {
-  std::vector<std::byte> bytes;  // head and body
-};
-
 struct Mesh::PendingRdma {
   bool write;
   void* local;
@@ -28,6 +24,14 @@ struct Mesh::PendingRdma {
   std::uint64_t remote_address;
   MemHandle remote_handle;
   std::uint64_t id;
+};
+
+// A message or an RDMA operation waiting for its peer, in the order issued:
+// a message sent after a write arrives after the written data.
+struct Mesh::Queued {
+  std::vector<std::byte> bytes;  // a message: head and body
+  bool is_rdma = false;
+  PendingRdma rdma{};
 };
 
 // A peer this rank talks to: made on first use, by either side.
@@ -48,8 +52,7 @@ struct Mesh::Peer {
   PostedQueue receives;  // receive slots posted to the VI, oldest first
   PostedQueue sends;     // send descriptors posted to the VI, oldest first
   std::vector<std::uint32_t> reposts;  // receive slots of handled messages, re-posted by the next poll
-  std::deque<Queued> backlog;  // waiting for the connection, credits, a bounce buffer or a descriptor
-  std::deque<PendingRdma> rdma;  // waiting for the connection or descriptors
+  std::deque<Queued> backlog;  // waiting for the connection, credits, a bounce buffer or descriptors
 };
 
 // What a posted send-queue descriptor is doing.

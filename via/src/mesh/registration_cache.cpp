@@ -1,5 +1,7 @@
 #include "via/registration_cache.hpp"
 
+#include <algorithm>
+
 namespace via {
 
 namespace {
@@ -12,7 +14,10 @@ RegistrationCache::~RegistrationCache() {
 
 Result RegistrationCache::acquire(const void* addr, std::size_t len, MemHandle& out) {
   const auto begin = reinterpret_cast<std::uintptr_t>(addr);
-  const std::uintptr_t end = begin + len;
+  // A region covers at least the byte at addr; one that wraps past the top
+  // of memory names nothing.
+  const std::uintptr_t end = begin + std::max<std::size_t>(len, 1);
+  if (end < begin || end > UINTPTR_MAX - kPage) return Result::invalid_parameter;
   ++clock_;
   for (Entry& e : entries_) {
     if (e.begin <= begin && end <= e.end) {
@@ -23,10 +28,11 @@ Result RegistrationCache::acquire(const void* addr, std::size_t len, MemHandle& 
     }
   }
   Entry e{begin & ~(kPage - 1), (end + kPage - 1) & ~(kPage - 1), 0, clock_, 1};
-  make_room(1, e.end - e.begin);
   const Result r = nic_.register_memory(reinterpret_cast<const void*>(e.begin), e.end - e.begin,
                                         MemAttributes{ptag_, false, true}, e.handle);
-  if (r != Result::success) return r;
+  if (r != Result::success) return r;  // and what the cache held stays
+  // Room for it is made once it exists (it is pinned, so it stays).
+  make_room(1, e.end - e.begin);
   entries_.push_back(e);
   bytes_ += e.end - e.begin;
   out = e.handle;
