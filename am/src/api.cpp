@@ -42,8 +42,6 @@ Config Config::from_env() {
 
 namespace detail {
 
-std::span<BundleRoom> bundle_rooms;
-
 namespace {
 
 // Handler indices a library keeps for itself (reserve_handlers).
@@ -75,7 +73,7 @@ Status may_set(int index, const char* owner) {
 
 Status set_handler(int index, HandlerKind kind, std::function<void(const Delivery&)> fn, const char* owner) {
   if (const Status s = may_set(index, owner); s != Status::ok) return s;
-  HandlerEntry& e = handler_table()[index];
+  HandlerEntry& e = handler_table[index];
   e = HandlerEntry{};
   e.type = kind == HandlerKind::words ? HandlerEntry::Type::words : HandlerEntry::Type::payload;
   e.max_payload = kind == HandlerKind::words ? 0 : std::int32_t(wire::kMaxPayload);
@@ -85,18 +83,18 @@ Status set_handler(int index, HandlerKind kind, std::function<void(const Deliver
 
 Status send(bool reply, int dest, int handler, const Word* args, unsigned nargs, const void* payload, std::size_t bytes) {
   Runtime* rt = Runtime::get();
-  return rt ? rt->send(reply, dest, handler, args, nargs, payload, bytes) : not_enabled();
+  return rt ? rt->core().send(reply, dest, handler, args, nargs, payload, bytes) : not_enabled();
 }
 
 Status send_deferred(int dest, int handler, const Word* args, unsigned nargs) {
   Runtime* rt = Runtime::get();
-  return rt ? rt->send_deferred(dest, handler, args, nargs) : not_enabled();
+  return rt ? rt->core().send_deferred(dest, handler, args, nargs) : not_enabled();
 }
 
 Status wait(const Completion& c) {
   Runtime* rt = Runtime::get();
   if (c.done) return c.status;
-  return rt ? rt->wait(c) : not_enabled();
+  return rt ? rt->core().wait(c) : not_enabled();
 }
 
 }  // namespace detail
@@ -112,7 +110,7 @@ Status reserve_handlers(int first, int last, const char* owner) {
     const std::string needs =
         std::string(owner) + " needs AM handlers " + detail::range_text(first, last) + ", but handler " + std::to_string(i);
     if (r && r->owner != owner) return error(Status::bad_arg, needs + " is reserved for " + r->owner);
-    if (!r && detail::handler_table()[i].type != detail::HandlerEntry::Type::none)
+    if (!r && detail::handler_table[i].type != detail::HandlerEntry::Type::none)
       return error(Status::bad_arg, needs + " is already registered: the program's handlers must stay outside that range");
     held = held && r;
   }
@@ -122,7 +120,7 @@ Status reserve_handlers(int first, int last, const char* owner) {
 
 Status set_mem_handler(int index, std::function<void(int, void*, std::size_t, Word)> fn, const char* owner) {
   if (const Status s = detail::may_set(index, owner); s != Status::ok) return s;
-  detail::HandlerEntry& e = detail::handler_table()[index];
+  detail::HandlerEntry& e = detail::handler_table[index];
   e = detail::HandlerEntry{};
   e.type = detail::HandlerEntry::Type::memory;
   e.memory = std::move(fn);
@@ -133,17 +131,18 @@ void set_error_handler(std::function<void(const Returned&)> fn) { detail::set_er
 
 Status enable(const Config& config) { return Runtime::enable(config); }
 Status disable() { return Runtime::disable(); }
-int procs() { return Runtime::get() ? Runtime::get()->procs() : 0; }
-int my_proc() { return Runtime::get() ? Runtime::get()->my_proc() : -1; }
+int procs() { return Runtime::get() ? Runtime::get()->core().procs() : 0; }
+int my_proc() { return Runtime::get() ? Runtime::get()->core().my_proc() : -1; }
 std::size_t max_size() { return wire::kMaxPayload; }
-void* segment(int proc) { return Runtime::get() ? Runtime::get()->segment(proc) : nullptr; }
-std::size_t segment_size(int proc) { return Runtime::get() ? Runtime::get()->segment_size(proc) : 0; }
+void* segment(int proc) { return Runtime::get() ? Runtime::get()->core().segment(proc) : nullptr; }
+std::size_t segment_size(int proc) { return Runtime::get() ? Runtime::get()->core().segment_size(proc) : 0; }
+DeferredRoom* deferred_room(int dest) { return Runtime::get() ? Runtime::get()->core().deferred_room(dest) : nullptr; }
 
 Future store(int dest, const void* local, void* remote, std::size_t bytes, int handler, Word arg) {
   Runtime* rt = Runtime::get();
   if (!rt) return Future(not_enabled());
   auto state = std::make_shared<detail::Completion>();
-  const Status s = rt->store(dest, local, remote, bytes, handler, arg, nullptr, nullptr, state);
+  const Status s = rt->bulk().store(dest, local, remote, bytes, handler, arg, nullptr, nullptr, state);
   return s == Status::ok ? Future(std::move(state)) : Future(s);
 }
 
@@ -151,24 +150,24 @@ Future get(int dest, const void* remote, void* local, std::size_t bytes, int han
   Runtime* rt = Runtime::get();
   if (!rt) return Future(not_enabled());
   auto state = std::make_shared<detail::Completion>();
-  const Status s = rt->get(dest, remote, local, bytes, handler, arg, state);
+  const Status s = rt->bulk().get(dest, remote, local, bytes, handler, arg, state);
   return s == Status::ok ? Future(std::move(state)) : Future(s);
 }
 
-int poll() { return Runtime::get() ? Runtime::get()->poll() : 0; }
+int poll() { return Runtime::get() ? Runtime::get()->core().poll() : 0; }
 void flush() {
-  if (Runtime* rt = Runtime::get()) rt->flush_all();
+  if (Runtime* rt = Runtime::get()) rt->core().flush_all();
 }
 Status wait_until(const std::function<bool()>& pred) {
   Runtime* rt = Runtime::get();
   if (!rt) return not_enabled();
   if (!pred) return detail::error(Status::bad_arg, "am_wait_until: no predicate");
-  return rt->wait_until(pred);
+  return rt->core().wait_until(pred);
 }
-Status barrier() { return Runtime::get() ? Runtime::get()->barrier() : not_enabled(); }
-Status wait_acknowledged() { return Runtime::get() ? Runtime::get()->wait_acknowledged() : not_enabled(); }
-Counters counters() { return Runtime::get() ? Runtime::get()->counters() : Counters{}; }
-int failed_peers() { return Runtime::get() ? Runtime::get()->failed_peers() : 0; }
+Status barrier() { return Runtime::get() ? Runtime::get()->barrier().run() : not_enabled(); }
+Status wait_acknowledged() { return Runtime::get() ? Runtime::get()->core().wait_acknowledged() : not_enabled(); }
+Counters counters() { return Runtime::get() ? Runtime::get()->core().counters() : Counters{}; }
+int failed_peers() { return Runtime::get() ? Runtime::get()->core().failed_peers() : 0; }
 const char* last_error() { return detail::last_error_message(); }
 
 }  // namespace am

@@ -92,19 +92,19 @@ int am_store(int dest, const void* lva, void* rva, size_t n, int handler, am_wor
   Runtime* rt = Runtime::get();
   if (!rt) return not_enabled();
   bool reusable = false;
-  const Status s = rt->store(dest, lva, rva, n, handler, arg, [](void* flag) { *static_cast<bool*>(flag) = true; },
+  const Status s = rt->bulk().store(dest, lva, rva, n, handler, arg, [](void* flag) { *static_cast<bool*>(flag) = true; },
                              &reusable, nullptr);
-  if (s == Status::ok) rt->wait_local(reusable);
+  if (s == Status::ok) rt->core().wait_local(reusable);
   return code(s);
 }
 int am_store_async(int dest, const void* lva, void* rva, size_t n, int handler, am_word_t arg, am_completion_t done,
                    void* done_arg) {
   Runtime* rt = Runtime::get();
-  return rt ? code(rt->store(dest, lva, rva, n, handler, arg, done, done_arg, nullptr)) : not_enabled();
+  return rt ? code(rt->bulk().store(dest, lva, rva, n, handler, arg, done, done_arg, nullptr)) : not_enabled();
 }
 int am_get(int dest, void* rva, void* lva, size_t n, int handler, am_word_t arg) {
   Runtime* rt = Runtime::get();
-  return rt ? code(rt->get(dest, rva, lva, n, handler, arg, nullptr)) : not_enabled();
+  return rt ? code(rt->bulk().get(dest, rva, lva, n, handler, arg, nullptr)) : not_enabled();
 }
 
 int am_poll(void) { return am::poll(); }

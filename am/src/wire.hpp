@@ -27,7 +27,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "am/bundle.hpp"
+#include "am/deferred.hpp"
 #include "reliability.hpp"
 
 namespace am::wire {
@@ -134,9 +134,29 @@ inline ParseError parse(const std::byte* data, std::size_t len, Message& out) {
   return ParseError::none;
 }
 
-// In a public header: request_deferred writes requests into bundles.
-using ItemHeader = detail::BundleItemHeader;
+// The header of one message (an item) in a bundle. Requests are written
+// into bundles in the caller's code too (am/deferred.hpp, whose layout is
+// part of the library's ABI): the static_asserts below keep the two in step.
+struct ItemHeader {
+  std::uint16_t handler;
+  std::uint8_t nargs;
+  std::uint8_t status;  // replies: 0, or the AM_E_* cause its request was refused for (handler kNoHandler)
+  // Replies: the place in its bundle of the request answered. Requests: how
+  // many more requests follow this one's words in the same item (a run), for
+  // the same handler, each its own nargs words and no payload: a stream of
+  // requests to one handler costs its words, not a header each.
+  std::uint16_t index;
+  std::uint16_t payload_bytes;
+};
 inline constexpr std::size_t kItemHeaderBytes = sizeof(ItemHeader);
+static_assert(kItemHeaderBytes == DeferredRoom::kItemHeaderBytes);
+static_assert(offsetof(ItemHeader, index) == DeferredRoom::kRunCountAt);
+static_assert(offsetof(ItemHeader, nargs) == 2 && offsetof(ItemHeader, status) == 3);
+
+// A bundle holds at most this many requests: then the replies to all of
+// them, of up to 4 words each, fit in one message of am_max_size() (4096)
+// bytes, and so do the requests themselves, of at most 4 words each.
+inline constexpr std::uint16_t kBundleItems = kMaxPayload / (kItemHeaderBytes + kMaxArgs * 8);
 
 struct Item {
   ItemHeader header;
@@ -189,7 +209,7 @@ class ItemReader {
     std::size_t length = item_bytes(h.nargs, h.payload_bytes);
     const bool run = runs_ && h.index != 0;
     if (run) {
-      if (h.payload_bytes != 0 || h.index >= detail::kBundleItems) return fail(ParseError::bad_run);
+      if (h.payload_bytes != 0 || h.index >= kBundleItems) return fail(ParseError::bad_run);
       length += std::size_t(h.index) * h.nargs * 8u;
     }
     if (left < length) return fail(ParseError::bad_length);

@@ -157,6 +157,7 @@ struct State {
   Word result = 0;
   std::vector<Module> modules;
   std::vector<std::byte*> segments;  // inline_state.segments
+  std::vector<am::DeferredRoom*> rooms;  // inline_state.rooms
 };
 State state;
 
@@ -477,9 +478,14 @@ void send_value(int handler, int proc, std::uintptr_t remote, const void* value,
   // store_sync), which waits and so sends it; until then it may wait for
   // others to the same rank and leave with them in one frame.
   // A value of one word travels in 2 arguments (the handler's third is 0 then).
+  // Written here into the open bundle when it has room, as the inline path
+  // (deferred_inline) does; AM's call otherwise.
   const Word target = with_length(remote, bytes);
-  const am::Status s = bytes <= sizeof(Word) ? am::request_deferred(proc, handler, target, v.w0)
-                                             : am::request_deferred(proc, handler, target, v.w0, v.w1);
+  const Word args[3] = {target, v.w0, v.w1};
+  const bool one_word = bytes <= sizeof(Word);
+  if (write_deferred(proc, handler, args, one_word ? 2 : 3)) return;
+  const am::Status s = one_word ? am::request_deferred(proc, handler, target, v.w0)
+                                : am::request_deferred(proc, handler, target, v.w0, v.w1);
   check(s, handler == kPut ? "put" : "store");
 }
 }  // namespace
@@ -493,7 +499,8 @@ void get(int proc, std::uintptr_t remote, void* local, std::size_t bytes) {
   }
   ++state.in_flight;
   // Deferred, as puts and stores: sync waits for the reply, and so sends it.
-  check(am::request_deferred(proc, kGet, with_length(remote, bytes), reinterpret_cast<std::uintptr_t>(local)), "get");
+  const Word args[2] = {with_length(remote, bytes), reinterpret_cast<std::uintptr_t>(local)};
+  if (!write_deferred(proc, kGet, args, 2)) check(am::request_deferred(proc, kGet, args[0], args[1]), "get");
 }
 
 void put(int proc, std::uintptr_t remote, const void* value, std::size_t bytes) {
@@ -595,7 +602,8 @@ void init() {
   state.me = am::my_proc();
   state.procs = am::procs();
   for (int r = 0; r < state.procs; ++r) state.segments.push_back(static_cast<std::byte*>(am::segment(r)));
-  detail::inline_state = detail::InlineState{state.me, state.procs, state.segments.data(), false};
+  for (int r = 0; r < state.procs; ++r) state.rooms.push_back(am::deferred_room(r));
+  detail::inline_state = detail::InlineState{state.me, state.procs, state.segments.data(), state.rooms.data(), false};
   // A quarter for memory of one rank, the rest for symmetric (collective) memory.
   const std::size_t bytes = am::segment_size(state.me);
   const std::size_t local = bytes / 4 / detail::Heap::kAlign * detail::Heap::kAlign;

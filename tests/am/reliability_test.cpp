@@ -850,13 +850,14 @@ TEST(Wire, BundleItems) {
   EXPECT_EQ(parse(frame, kHeaderBytes + used + 8, m), ParseError::bad_length);
 }
 
-// Deferred requests as write_item puts them in a bundle: a request for the
-// handler, with as many words, as the one before joins its item (a run);
-// read back, every request is an item of its own, in order.
+// Deferred requests as am::write_deferred (am/deferred.hpp, inline in the
+// caller) puts them in a bundle: a request for the handler, with as many
+// words, as the one before joins its item (a run); read back by the
+// library's reader, every request is an item of its own, in order.
 TEST(Wire, BundleRuns) {
   using namespace am::wire;
   alignas(8) std::byte items[kMaxPayload];
-  am::detail::BundleRoom room{items, nullptr, am::detail::kBundleItems};
+  am::DeferredRoom room{items, nullptr, kBundleItems};
   struct Request {
     int handler;
     unsigned nargs;
@@ -865,14 +866,14 @@ TEST(Wire, BundleRuns) {
   std::uint64_t word = 100;
   for (const Request& r : sent) {
     const std::uint64_t args[2] = {word, word + 1};
-    ASSERT_TRUE(am::detail::write_item(room, r.handler, args, r.nargs));
+    ASSERT_TRUE(am::write_deferred(room, r.handler, args, r.nargs));
     word += 10;
   }
   // 6 items (handler 7 three times with 1 word, 7 with 2, 8 twice with 2,
   // 7 with 2, 9 twice with none, 7 with 1): 6 headers and 12 words.
   const std::size_t used = std::size_t(room.next - items);
   EXPECT_EQ(used, 6 * kItemHeaderBytes + 12 * 8);
-  EXPECT_EQ(room.items_left, am::detail::kBundleItems - 10);
+  EXPECT_EQ(room.items_left, kBundleItems - 10);
 
   ItemReader reader(items, used, Items::requests);
   Item it;
@@ -900,7 +901,7 @@ TEST(Wire, BundleRuns) {
   ItemHeader first;
   std::memcpy(&first, items, kItemHeaderBytes);
   ItemHeader bad = first;
-  bad.index = am::detail::kBundleItems;
+  bad.index = kBundleItems;
   std::memcpy(items, &bad, kItemHeaderBytes);
   EXPECT_EQ(read_all(used, count), ParseError::bad_run);
   bad = first;
@@ -918,19 +919,30 @@ TEST(Wire, BundleRuns) {
 
   // A full bundle of one handler is one run of kBundleItems requests, and
   // no more fit; a bundle opened again starts with an item of its own.
-  room = am::detail::BundleRoom{items, nullptr, am::detail::kBundleItems};
-  for (unsigned i = 0; i < am::detail::kBundleItems; ++i) ASSERT_TRUE(am::detail::write_item(room, 3, &word, 1));
-  EXPECT_FALSE(am::detail::write_item(room, 3, &word, 1));
+  room = am::DeferredRoom{items, nullptr, kBundleItems};
+  for (unsigned i = 0; i < kBundleItems; ++i) ASSERT_TRUE(am::write_deferred(room, 3, &word, 1));
+  EXPECT_FALSE(am::write_deferred(room, 3, &word, 1));
   const std::size_t full = std::size_t(room.next - items);
-  EXPECT_EQ(full, kItemHeaderBytes + am::detail::kBundleItems * 8u);
+  EXPECT_EQ(full, kItemHeaderBytes + kBundleItems * 8u);
   EXPECT_EQ(read_items(items, full, Items::requests, count), ParseError::none);
-  EXPECT_EQ(count, am::detail::kBundleItems);
-  room = am::detail::BundleRoom{items, nullptr, am::detail::kBundleItems};
-  ASSERT_TRUE(am::detail::write_item(room, 3, &word, 1));
+  EXPECT_EQ(count, kBundleItems);
+  room = am::DeferredRoom{items, nullptr, kBundleItems};
+  ASSERT_TRUE(am::write_deferred(room, 3, &word, 1));
   EXPECT_EQ(std::size_t(room.next - items), kItemHeaderBytes + 8u);
   ItemHeader again;
   std::memcpy(&again, items, kItemHeaderBytes);
   EXPECT_EQ(again.index, 0);
+
+  // What no bundle may hold is refused and nothing written: a handler past
+  // the table, more than 4 words; and so is everything once no bundle is open.
+  const std::uint64_t five[5] = {1, 2, 3, 4, 5};
+  EXPECT_FALSE(am::write_deferred(room, AM_MAX_HANDLERS, &word, 1));
+  EXPECT_FALSE(am::write_deferred(room, -1, &word, 1));
+  EXPECT_FALSE(am::write_deferred(room, 3, five, 5));
+  EXPECT_EQ(std::size_t(room.next - items), kItemHeaderBytes + 8u);
+  EXPECT_EQ(room.items_left, kBundleItems - 1);
+  room = am::DeferredRoom{};
+  EXPECT_FALSE(am::write_deferred(room, 3, &word, 1));
 }
 
 }  // namespace

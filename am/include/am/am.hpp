@@ -10,7 +10,7 @@
 
 #include <am.h>
 
-#include "am/bundle.hpp"
+#include "am/deferred.hpp"
 
 #include <bit>
 #include <cstddef>
@@ -206,11 +206,12 @@ Status request(int dest, int handler, A... args) {
 // leaving later. The handler may reply: the replies to one bundle go back
 // together in one message of am_max_size() bytes. A reply of words alone
 // always fits; one with a payload that does not fails with Status::too_large.
+// A layer that sends many, from its own inline code, writes them into the
+// bundle itself: am/deferred.hpp.
 template <class... A>
 Status request_deferred(int dest, int handler, A... args) {
   static_assert(sizeof...(A) <= 4, "at most 4 arguments");
   const Word words[4] = {detail::to_word(args)...};
-  if (detail::write_deferred(dest, handler, words, sizeof...(A))) return Status::ok;
   return detail::send_deferred(dest, handler, words, sizeof...(A));
 }
 template <class... A>

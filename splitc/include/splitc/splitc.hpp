@@ -133,9 +133,19 @@ struct InlineState {
   int me = -1;     // MYPROC; -1 before init sends every operation the library's way
   int procs = 0;   // PROCS; 0 before init
   std::byte* const* segments = nullptr;  // each rank's AM segment, where that rank has it
+  am::DeferredRoom* const* rooms = nullptr;  // each rank's am::deferred_room
   bool puts_unsynced = false;            // puts or stores sent since the last sync
 };
 extern InlineState inline_state;
+
+// Writes a deferred request to `proc` into AM's open bundle there, in the
+// caller's code (am/deferred.hpp); false when it must take AM's library
+// call instead (am::request_deferred): no bundle open there or none with
+// room, this rank, a rank that does not exist, or Split-C not initialised.
+inline bool write_deferred(int proc, int handler, const am::Word* args, unsigned nargs) {
+  return unsigned(proc) < unsigned(inline_state.procs) &&
+         am::write_deferred(*inline_state.rooms[proc], handler, args, nargs);
+}
 
 [[noreturn]] void no_rank(int proc);
 // Where `mine` (symmetric memory of this rank) lies on `proc`: at the same
@@ -211,8 +221,8 @@ inline am::Word compact_word(std::uintptr_t offset, std::size_t bytes, am::Word 
 }
 
 // A put or store (`signaling`) of at most one word to another rank, written
-// here into AM's bundle to that rank (am::detail::write_deferred) without a
-// call into the library: the path of every key of the small-message sorts.
+// here into AM's bundle to that rank (write_deferred) without a call into
+// the library: the path of every key of the small-message sorts.
 // False when it takes the library's way: a local address, a larger value,
 // no bundle open or none with room, a rank that does not exist, Split-C not
 // initialised (procs 0).
@@ -232,11 +242,11 @@ bool deferred_inline(bool signaling, global_ptr<T> dst, const T& value) {
       const std::uintptr_t offset = address - reinterpret_cast<std::uintptr_t>(inline_state.segments[proc]);
       if (offset < (std::uintptr_t(1) << kCompactOffsetBits)) {
         const am::Word arg = compact_word(offset, sizeof(T), value_word(value));
-        return written(am::detail::write_deferred(proc, signaling ? kStoreCompact : kPutCompact, &arg, 1));
+        return written(write_deferred(proc, signaling ? kStoreCompact : kPutCompact, &arg, 1));
       }
     }
     const am::Word args[2] = {with_length(address, sizeof(T)), value_word(value)};
-    return written(am::detail::write_deferred(proc, signaling ? kStore : kPut, args, 2));
+    return written(write_deferred(proc, signaling ? kStore : kPut, args, 2));
   }
 }
 enum class Bulk { get, put, store };

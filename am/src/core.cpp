@@ -1,0 +1,287 @@
+#include "core.hpp"
+
+#include <time.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <utility>
+
+namespace am::detail {
+
+namespace {
+
+// Service passes an owed acknowledgement may wait for a message to ride on
+// before it goes out alone: a program that keeps making AM calls without
+// ever waiting still answers its peers.
+constexpr std::uint64_t kMaxAckDelayPasses = 32;
+
+std::string last_error_text;
+
+void print_returned(const Returned& r) {
+  std::fprintf(stderr, "am: message to rank %d (handler %d) returned: %s\n", r.dest, r.handler, r.description);
+}
+std::function<void(const Returned&)> error_handler = print_returned;
+
+}  // namespace
+
+HandlerEntry handler_table[AM_MAX_HANDLERS];
+
+Status error(Status s, std::string why) {
+  last_error_text = std::move(why);
+  return s;
+}
+const char* last_error_message() { return last_error_text.c_str(); }
+
+const char* cause_text(int cause) {
+  switch (cause) {
+    case AM_E_BADHANDLER: return "no handler of that kind is registered at that index on the destination";
+    case AM_E_BADSEGOFF: return "the remote range lies outside the destination's segment";
+    case AM_E_BADLENGTH: return "the destination refused the message's length";
+    case AM_E_TIMEOUT: return "nothing came from the destination for the peer timeout";
+    default: return "the destination is unreachable (its VI broke: the process died or left)";
+  }
+}
+
+void set_error_handler_fn(std::function<void(const Returned&)> fn) {
+  error_handler = fn ? std::move(fn) : std::function<void(const Returned&)>(print_returned);
+}
+void report_returned(const Returned& r) { error_handler(r); }
+
+Core::Core(const Config& config)
+    : config_(config),
+      depth_(std::uint16_t(std::clamp(config.depth, 1u, 1024u))),
+      link_(depth_, config.reliability) {
+  policy_.retransmit = config.reliability == Reliability::unreliable;
+  policy_.min_rto_ns = std::max<std::uint64_t>(config.retransmit_ms, 1) * 1'000'000;
+  policy_.timeout_ns = config.timeout_ms * 1'000'000;
+}
+
+std::uint64_t Core::now_ns() const {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return std::uint64_t(ts.tv_sec) * 1'000'000'000ull + std::uint64_t(ts.tv_nsec);
+}
+
+// ---- set-up ----
+
+Status Core::start() {
+  Status s;
+  if ((s = link_.open()) != Status::ok) return s;
+  const int size = link_.size(), me = link_.rank();
+  // Segment: the target of stores and the source of gets, open to the peers' RDMA.
+  segment_bytes_ = config_.segment ? config_.segment_bytes : std::max<std::size_t>(config_.segment_bytes, 64);
+  if (config_.segment) {
+    segment_ = static_cast<std::byte*>(config_.segment);
+  } else {
+    own_segment_.reset(static_cast<std::byte*>(std::aligned_alloc(4096, (segment_bytes_ + 4095) / 4096 * 4096)));
+    segment_ = own_segment_.get();
+    if (!segment_) return error(Status::resource, "am_enable: cannot allocate the segment");
+  }
+  if ((s = link_.register_segment(segment_, segment_bytes_)) != Status::ok) return s;
+  // Rooms first: handlers run (and may defer requests) while start waits for the peers.
+  rooms_.resize(std::size_t(size));
+  for (int r = 0; r < size; ++r) {
+    peers_.push_back(std::make_unique<Peer>(r, r == me, depth_, policy_, kMaxAckDelayPasses));
+    Peer& p = *peers_.back();
+    p.room = &rooms_[std::size_t(r)];
+    if (r == me) {
+      p.seg_base = std::uintptr_t(segment_);
+      p.seg_bytes = segment_bytes_;
+      p.hello_received = true;
+    } else {
+      remote_.push_back(&p);
+    }
+  }
+  if ((s = link_.connect()) != Status::ok) return s;
+
+  // Hello: tell every peer where our segment is (and check we agree on the depth).
+  for (Peer* p : remote_) {
+    const Word args[4] = {std::uintptr_t(segment_), segment_bytes_, link_.segment_handle(), depth_};
+    if (send_request(*p, wire::Kind::hello, wire::kNoHandler, args, 4, nullptr, 0, Sent{}) != Status::ok)
+      return error(Status::enable_failed, "am_enable: a peer is unreachable");
+  }
+  auto everyone = [&] {
+    return std::all_of(peers_.begin(), peers_.end(), [](auto& p) { return p->failed || p->hello_received; }) &&
+           hellos_acked_ + 1 >= peers_.size();
+  };
+  block_until([&] { return everyone() || any_failed(); });
+  if (!everyone() || any_failed()) return error(Status::enable_failed, "am_enable: a peer failed during set-up");
+  return Status::ok;
+}
+
+void Core::drain() {
+  block_until([&] {
+    bool idle = link_.sends_in_flight() == 0 && !owes_acks();
+    for (auto& p : peers_) idle = idle && (p->failed || p->window.outstanding() == 0);
+    return idle;
+  });
+}
+
+void* Core::segment(int proc) const {
+  return proc >= 0 && proc < procs() ? reinterpret_cast<void*>(peers_[proc]->seg_base) : nullptr;
+}
+std::size_t Core::segment_size(int proc) const { return proc >= 0 && proc < procs() ? peers_[proc]->seg_bytes : 0; }
+
+bool Core::any_failed() const {
+  return std::any_of(peers_.begin(), peers_.end(), [](auto& p) { return p->failed; });
+}
+
+bool Core::in_my_segment(std::uint64_t addr, std::uint64_t bytes) const {
+  const std::uint64_t base = std::uintptr_t(segment_);
+  return addr >= base && bytes <= segment_bytes_ && addr - base <= segment_bytes_ - bytes;
+}
+
+Status Core::check_remote_range(const Peer& p, std::uint64_t addr, std::size_t bytes) const {
+  if (addr >= p.seg_base && bytes <= p.seg_bytes && addr - p.seg_base <= p.seg_bytes - bytes) return Status::ok;
+  return error(Status::bad_arg, "remote range [" + std::to_string(addr) + ", +" + std::to_string(bytes) +
+                                    ") lies outside rank " + std::to_string(p.rank) + "'s segment");
+}
+
+// ---- progress ----
+
+int Core::service() {
+  link_.progress();
+  return handle();
+}
+
+// Re-posts the receives handled last time, takes in what the NIC's last
+// progress completed, then runs the loopback queue and the timers.
+int Core::handle() {
+  int handled = 0;
+  for (Peer* p : remote_) {
+    while (link_.has_reposts(p->rank))  // one at a time: a failure runs the error handler, which may poll
+      if (!link_.repost_next(p->rank)) fail_peer(*p, AM_E_UNREACHABLE, "cannot re-post a receive to the peer's VI");
+    link_.reap_sends(p->rank);
+    handled += receive(*p);
+    if (p->filter.ack_due(services_run_)) send_acks(*p);
+  }
+  if (!loopback_.empty())
+    handled += loopback_.run([&](std::byte* data, std::size_t length) { dispatch(*peers_[my_proc()], data, length); });
+  if (link_.take_vi_error())
+    for (Peer* p : remote_)
+      if (link_.broken(p->rank)) fail_peer(*p, AM_E_UNREACHABLE, cause_text(AM_E_UNREACHABLE));
+  if ((++services_run_ & 255) == 0) check_timers();  // the clock is read here, not on every poll
+  return handled;
+}
+
+// Handles what arrived from p, in order.
+int Core::receive(Peer& p) {
+  int handled = 0;
+  for (Link::Frame f; link_.next_frame(p.rank, f);) {
+    if (f.ok) {
+      p.window.heard();  // any frame: the peer is alive (a lost answer is not a dead peer)
+      dispatch(p, f.data, f.length);
+    }
+    if (!link_.release(p.rank, f)) fail_peer(p, AM_E_UNREACHABLE, "cannot re-post a receive to the peer's VI");
+    ++handled;
+    // Due acknowledgements go between frames, not after the last: a peer
+    // that filled its window waits for them while we work through the rest.
+    if (p.filter.ack_due(services_run_)) send_acks(p);
+  }
+  return handled;
+}
+
+int Core::poll() {
+  flush_all();
+  const int handled = service();
+  if (handled == 0 && may_owe_acks_) send_all_acks();  // nothing else to do: answer the peers now
+  return handled;
+}
+
+Status Core::wait(const Completion& c) {
+  block_until([&] { return c.done; });
+  return c.status;
+}
+
+Status Core::wait_acknowledged() {
+  if (context_) return error(Status::bad_arg, "am_wait_acknowledged inside a handler (a handler may not block)");
+  block_until([&] {
+    return std::all_of(peers_.begin(), peers_.end(), [](auto& p) { return p->failed || p->window.outstanding() == 0; });
+  });
+  return Status::ok;
+}
+
+Status Core::wait_until(const std::function<bool()>& pred) {
+  if (context_) return error(Status::bad_arg, "am_wait_until inside a handler (a handler may not block)");
+  block_until(pred);
+  return Status::ok;
+}
+
+void Core::wait_local(const bool& flag) {
+  block_until([&] { return flag; });
+}
+
+// ---- failures ----
+
+void Core::check_timers() {
+  flush_all();  // a deferred request is not resent while its first copy waits in a bundle
+  const std::uint64_t now = now_ns();
+  for (Peer* pp : remote_) {
+    Peer& p = *pp;
+    if (p.failed || now < p.window.next_deadline()) continue;
+    bool given_up = false;
+    p.window.advance(
+        now,
+        [&](std::uint16_t slot) {
+          const std::uint32_t b = link_.request_buffer(p.rank, slot);
+          // Still queued, or a bundle not sent yet: nothing to resend yet.
+          if (link_.busy(b) || p.sent[slot].length == 0) return;
+          ++counters_.retransmitted;
+          post_send(p, b, p.sent[slot].length);
+        },
+        [&] { given_up = true; });
+    // The window gave up on a silent peer (reliability.hpp): it is taken for
+    // dead, and everything that waits for it comes back.
+    if (given_up) fail_peer(p, AM_E_TIMEOUT, cause_text(AM_E_TIMEOUT));
+  }
+}
+
+void Core::fail_peer(Peer& p, int cause, const std::string& why) {
+  if (p.failed) return;
+  p.failed = true;
+  ++failed_peers_;
+  p.room->items_left = 0;  // the error handler's requests to p fail now, not wait in a bundle never sent
+  p.window.close_all([&](std::uint16_t slot) { returned(p, slot, cause, why.c_str()); });
+  if (p.bundle_slot != kNoBundle) close_bundle(p);  // its requests came back above, never sent
+}
+
+Returned Core::returned_request(const Peer& p, int handler, unsigned nargs, const std::byte* args, int cause,
+                                const char* why) const {
+  Returned r{};
+  r.cause = cause;
+  r.description = why;
+  r.dest = p.rank;
+  r.op = AM_OP_REQUEST;
+  r.handler = handler == wire::kNoHandler ? -1 : handler;
+  r.nargs = int(nargs);
+  wire::read_args(r.args, args, nargs);
+  return r;
+}
+
+// A request came back (refused, timed out, or its peer is gone): the
+// returned-message handler hears of it, and its operation fails.
+void Core::returned(Peer& p, std::uint16_t slot, int cause, const char* why) {
+  const Sent& s = p.sent[slot];
+  if (s.kind == wire::Kind::bundle) {  // each of its requests comes back
+    std::vector<Returned> all;
+    for_each_bundled(p, slot, [&](std::uint16_t, const wire::Item& it) {
+      all.push_back(returned_request(p, it.header.handler, it.header.nargs, it.args, cause, why));
+    });
+    for (const Returned& r : all) {
+      ++counters_.returned;
+      error_handler(r);
+    }
+    return;
+  }
+  ++counters_.returned;
+  wire::Message original{};
+  wire::parse(link_.buffer(link_.request_buffer(p.rank, slot)), s.length, original);
+  Returned r = returned_request(p, original.header.handler, original.header.nargs,
+                                reinterpret_cast<const std::byte*>(original.args), cause, why);
+  if (s.kind == wire::Kind::hello) return;
+  if (Service* service = services_[std::size_t(s.kind)]; service && !service->returned(p, s, cause, why, r)) return;
+  error_handler(r);
+}
+
+}  // namespace am::detail

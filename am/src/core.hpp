@@ -1,0 +1,266 @@
+// AM's core: the handler table, requests and replies, their reliability
+// (reliability.hpp) and acknowledgements, bundles of deferred requests,
+// dispatch of what arrives, polling, and what comes back to the error
+// handler. It sends through the link (link.hpp) and, to this rank itself,
+// through the loopback queue (loopback.hpp).
+//
+// The rest of AM is built on the core's API below: store and get (bulk.hpp)
+// and the barrier (barrier.hpp) are services, each answering for the
+// request kinds of its own (wire.hpp).
+#pragma once
+
+#include <cstdlib>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "am/am.hpp"
+#include "am/deferred.hpp"
+#include "errors.hpp"
+#include "link.hpp"
+#include "loopback.hpp"
+#include "reliability.hpp"
+#include "wire.hpp"
+
+namespace am::detail {
+
+// What the error handler is told a message came back for (an AM_E_* cause).
+const char* cause_text(int cause);
+
+struct HandlerEntry {
+  enum class Type : std::uint8_t { none, words, payload, memory } type = Type::none;
+  // The largest payload a message for this handler may carry: 0 for words,
+  // am_max_size() for payload handlers, -1 (none) for memory handlers and
+  // empty entries. One test on the path of every message.
+  std::int32_t max_payload = -1;
+  std::function<void(const Delivery&)> message;
+  std::function<void(int, void*, std::size_t, Word)> memory;
+};
+// Shared by every rank the same way; may be filled before am_enable. Not
+// exported: the library's own.
+extern HandlerEntry handler_table[AM_MAX_HANDLERS] __attribute__((visibility("hidden")));
+// The handler at `index` if it takes a message with `payload_bytes` bytes.
+inline const HandlerEntry* message_handler(std::uint16_t index, std::uint32_t payload_bytes) {
+  if (index >= AM_MAX_HANDLERS) return nullptr;
+  const HandlerEntry& e = handler_table[index];
+  return std::int64_t(payload_bytes) <= e.max_payload ? &e : nullptr;
+}
+void set_error_handler_fn(std::function<void(const Returned&)> fn);
+// Runs the program's error handler for a message that came back.
+void report_returned(const Returned& r);
+
+// What a request slot is waiting for: the answer to a request of this kind.
+struct Sent {
+  wire::Kind kind = wire::Kind::request;
+  std::uint32_t op = 0;      // a service's own: bulk, its operation
+  std::uint64_t offset = 0;  // get chunks: where the bytes go in the local buffer
+  std::uint32_t chunk = 0;
+  std::uint32_t length = 0;  // encoded message length, for retransmission (0: a bundle not sent yet)
+};
+
+inline constexpr std::uint32_t kNoBundle = UINT32_MAX;
+
+struct Peer {
+  Peer(int r, bool me, std::uint16_t depth, const RetryPolicy& policy, std::uint64_t max_ack_delay)
+      : rank(r), is_me(me), window(depth, policy), filter(depth, max_ack_delay), sent(depth), reply_length(depth) {}
+  int rank;
+  bool is_me;  // messages to this rank itself go through the loopback queue
+  SendWindow window;
+  ReceiveFilter filter;
+  std::vector<Sent> sent;
+  std::vector<std::uint32_t> reply_length;  // per slot: the cached reply (filter.answer says if there is one)
+  std::uint32_t next_ack_buffer = 0;
+  // The bundle being filled, in the request buffer of its slot: deferred
+  // requests written as items (am::write_deferred, into `room`) behind
+  // room for its header.
+  std::uint32_t bundle_slot = kNoBundle;
+  DeferredRoom* room = nullptr;
+  bool failed = false;
+  bool hello_received = false;
+  std::uint64_t seg_base = 0, seg_bytes = 0;
+  via::MemHandle seg_handle = 0;
+};
+
+// The request a handler runs for: where its reply goes.
+struct HandlerContext {
+  Peer* peer;
+  std::uint16_t slot;
+  std::uint32_t seq;
+  bool may_reply;
+  bool replied;
+  // A request of a bundle: its place there, and the bytes of the replies
+  // to the bundle's requests so far (items in the slot's reply buffer).
+  bool in_bundle = false;
+  std::uint16_t item = 0;
+  std::uint32_t reply_bytes = 0;
+};
+
+// A part of AM built on the core, answering for request kinds of its own.
+class Service {
+ public:
+  virtual ~Service() = default;
+  // Runs a fresh request of its kinds from p; returns the AM_E_* cause if it is refused.
+  virtual std::uint8_t run_request(Peer& p, const wire::Message& m, HandlerContext& ctx) = 0;
+  // A request it sent was answered: m is the reply, or an acknowledgement
+  // (a reply without handler or payload).
+  virtual void answered(Peer& p, const Sent& s, const wire::Message& m) = 0;
+  // A request it sent came back: fills in r for the error handler, or
+  // returns false for it to hear nothing.
+  virtual bool returned(Peer& p, const Sent& s, int cause, const char* why, Returned& r) = 0;
+};
+
+class Core {
+ public:
+  explicit Core(const Config& config);
+  // Connects to every rank and exchanges segments (hello).
+  Status start();
+  // Hands the requests of `kind` (and the answers to them) to `service`.
+  void add_service(wire::Kind kind, Service* service) { services_[std::size_t(kind)] = service; }
+
+  // ---- the API's ----
+  int procs() const { return int(peers_.size()); }
+  int my_proc() const { return link_.rank(); }
+  void* segment(int proc) const;
+  std::size_t segment_size(int proc) const;
+  const Counters& counters() const { return counters_; }
+  int failed_peers() const { return failed_peers_; }
+  Status send(bool reply, int dest, int handler, const Word* args, unsigned nargs, const void* payload,
+              std::size_t bytes);
+  // am::request_deferred: a request that waits in the destination's bundle.
+  Status send_deferred(int dest, int handler, const Word* args, unsigned nargs);
+  DeferredRoom* deferred_room(int dest);
+  // Sends every bundle now.
+  void flush_all();
+  int poll();
+  Status wait(const Completion& c);
+  // am::wait_acknowledged: until every request sent so far is answered.
+  Status wait_acknowledged();
+  // am::wait_until: block_until for a predicate of the program's.
+  Status wait_until(const std::function<bool()>& pred);
+  // Polls until `flag` is set (by a completion callback).
+  void wait_local(const bool& flag);
+  // Until every request is answered both ways: ours by the peers, theirs by
+  // us (what we still owe goes out before the connections close).
+  void drain();
+
+  // ---- for the services ----
+  Peer& peer(int rank) { return *peers_[std::size_t(rank)]; }
+  bool any_failed() const;
+  Link& link() { return link_; }
+  const Config& config() const { return config_; }
+  Counters& count() { return counters_; }
+  Status send_request(Peer& p, wire::Kind kind, std::uint16_t handler, const Word* args, unsigned nargs,
+                      const void* payload, std::size_t bytes, const Sent& sent);
+  void send_reply(Peer& p, std::uint16_t slot, std::uint32_t seq, std::uint8_t status, std::uint16_t handler,
+                  const Word* args, unsigned nargs, const void* payload, std::size_t bytes);
+  // Sends p's bundle, if one is open.
+  void flush(Peer& p);
+  // Progress: the NIC's, then what it completed; returns the messages handled.
+  int service();
+  // Handles messages until pred() holds.
+  template <class Pred>
+  void block_until(Pred&& pred);
+  void fail_peer(Peer& p, int cause, const std::string& why);
+  bool in_my_segment(std::uint64_t addr, std::uint64_t bytes) const;
+  Status check_remote_range(const Peer& p, std::uint64_t addr, std::size_t bytes) const;
+
+ private:
+  std::uint64_t now_ns() const;
+  bool post_send(Peer& p, std::uint32_t buffer, std::uint32_t length);
+  bool await_credit(Peer& p);
+  void wait_send_free(Peer& p, std::uint32_t buffer);
+  int handle();
+  int receive(Peer& p);
+  void check_timers();
+
+  bool open_bundle(Peer& p);
+  std::uint32_t bundle_bytes(const Peer& p) const;
+  std::uint32_t close_bundle(Peer& p);
+  Status add_bundle_reply(HandlerContext& ctx, std::uint16_t handler, std::uint8_t status, const Word* args,
+                          unsigned nargs, const void* payload, std::size_t bytes);
+  void run_bundle(Peer& p, const wire::Message& m, HandlerContext& ctx);
+  void run_bundle_replies(Peer& p, const wire::Message& m);
+  template <class F>
+  void for_each_bundled(const Peer& p, std::uint16_t slot, F&& f);
+
+  std::uint32_t compose(Peer& p, std::uint32_t buffer, wire::Header h, const Word* args, const void* payload);
+  void send_acks(Peer& p);
+  void send_all_acks();
+  bool owes_acks() const;
+  void dispatch(Peer& p, std::byte* data, std::size_t length);
+  void handle_request(Peer& p, const wire::Message& m);
+  std::uint8_t run_request(Peer& p, const wire::Message& m, HandlerContext& ctx);
+  void handle_reply(Peer& p, const wire::Message& m);
+  void run_reply_handler(Peer& p, const wire::Header& answer, std::uint16_t handler, unsigned nargs,
+                         const std::byte* args, const std::byte* payload, std::uint32_t bytes);
+  void handle_ack(Peer& p, Ack ack);
+  Returned returned_request(const Peer& p, int handler, unsigned nargs, const std::byte* args, int cause,
+                            const char* why) const;
+  void returned(Peer& p, std::uint16_t slot, int cause, const char* why);
+
+  Config config_;
+  std::uint16_t depth_;
+  RetryPolicy policy_;
+  // The segment: the target of stores and the source of gets. One of our
+  // own is freed after the link (declared below) deregistered it.
+  struct Free {
+    void operator()(std::byte* p) const { std::free(p); }
+  };
+  std::unique_ptr<std::byte, Free> own_segment_;
+  std::byte* segment_ = nullptr;
+  std::size_t segment_bytes_ = 0;
+  Link link_;
+  Loopback loopback_;
+  std::vector<std::unique_ptr<Peer>> peers_;
+  std::vector<Peer*> remote_;  // every peer but this rank
+  std::vector<DeferredRoom> rooms_;
+  Service* services_[std::size_t(wire::kLastKind) + 1] = {};
+  HandlerContext* context_ = nullptr;
+  Counters counters_{};
+  unsigned services_run_ = 0;  // service passes, the clock of acknowledgements and timers
+  unsigned waits_ = 0;  // block_until's sleeps in the NIC, for the timers' cadence
+  unsigned open_bundles_ = 0;
+  int failed_peers_ = 0;  // peers given up on (fail_peer)
+  bool may_owe_acks_ = false;  // some peer may be owed acknowledgements (cleared by send_all_acks)
+  unsigned hellos_acked_ = 0;
+};
+
+template <class Pred>
+void Core::block_until(Pred&& pred) {
+  while (!pred()) {
+    flush_all();  // what we wait for may be an answer to a deferred message
+    if (service() > 0) continue;
+    if (pred()) break;
+    // Nothing to handle: about to sleep, so what the peers are owed goes now
+    // (the bundles went above, and no handler has run since).
+    if (may_owe_acks_) send_all_acks();
+    // The NIC's wait runs its progress before each check: handle() is enough.
+    // Timers: handle() checks them every 256 calls, which a rank woken now and
+    // then by a frame may take seconds to make while what it waits for needs
+    // a retransmission; so a wait that timed out checks them, and so does
+    // every 16th wait (not each: a ping-pong waits once per round trip, and
+    // the check's clock read would cost it ~10 %).
+    if (link_.wait([&] { return handle() > 0 || pred(); }, 20) == via::Result::timeout || (++waits_ & 15) == 0)
+      check_timers();
+  }
+  // Back to the program, which may compute for long without an AM call, while
+  // a peer waits for what it is owed (a store's completion, a barrier's
+  // acknowledgement): that goes now.
+  if (may_owe_acks_) send_all_acks();
+}
+
+// Calls f(index, item) for each request of the bundle in `slot`, as sent
+// (or as written so far, while it is open).
+template <class F>
+void Core::for_each_bundled(const Peer& p, std::uint16_t slot, F&& f) {
+  const std::uint32_t length = p.bundle_slot == slot ? bundle_bytes(p)
+                               : p.sent[slot].length  ? p.sent[slot].length - std::uint32_t(wire::kHeaderBytes)
+                                                      : 0;
+  wire::ItemReader items(link_.buffer(link_.request_buffer(p.rank, slot)) + wire::kHeaderBytes, length,
+                         wire::Items::requests);
+  std::uint16_t index = 0;
+  for (wire::Item it; items.next(it); ++index) f(index, it);
+}
+
+}  // namespace am::detail

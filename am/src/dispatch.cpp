@@ -1,0 +1,162 @@
+// The core's receiving side: each message that arrives runs its handler, or
+// answers one of our requests; the request kinds of the services (bulk.hpp,
+// barrier.hpp) go to them.
+#include <algorithm>
+#include <cstdio>
+
+#include "core.hpp"
+
+namespace am::detail {
+
+// Handles the message of one frame.
+void Core::dispatch(Peer& p, std::byte* data, std::size_t length) {
+  wire::Message m;
+  if (const wire::ParseError e = wire::parse(data, length, m); e != wire::ParseError::none) {
+    std::fprintf(stderr, "am: rank %d: dropped a malformed message from rank %d: %s\n", my_proc(), p.rank,
+                 wire::describe(e));
+    return;
+  }
+  // A bundle and a bundle's answer count the requests and replies they carry.
+  if (m.header.kind != wire::Kind::bundle && m.header.handler != wire::kBundleReply) ++counters_.messages_received;
+  // Acknowledgements first: they answer requests older than this message.
+  for (unsigned i = 0; i < m.header.acks; ++i) handle_ack(p, m.ack(i));
+  switch (m.header.kind) {
+    case wire::Kind::reply: handle_reply(p, m); break;
+    case wire::Kind::ack: break;
+    default: handle_request(p, m); break;
+  }
+}
+
+void Core::handle_request(Peer& p, const wire::Message& m) {
+  const wire::Header& h = m.header;
+  switch (p.filter.admit(h.slot, h.seq)) {
+    case Admission::bad_slot:
+      std::fprintf(stderr, "am: rank %d: dropped a request from rank %d naming slot %u (depth %u)\n", my_proc(), p.rank,
+                   h.slot, depth_);
+      return;
+    case Admission::duplicate:
+      ++counters_.duplicates_dropped;
+      // Our answer was lost (or is slow): answer again the same way.
+      switch (p.filter.answer(h.slot)) {
+        case Answer::replied:
+          if (const std::uint32_t b = link_.reply_buffer(p.rank, h.slot); !link_.busy(b))
+            post_send(p, b, p.reply_length[h.slot]);
+          return;
+        case Answer::acknowledged:
+          p.filter.acknowledge_again(h.slot, services_run_);
+          may_owe_acks_ = true;
+          send_acks(p);
+          return;
+        case Answer::running:  // the handler is still at work: its answer comes when it is done
+          return;
+      }
+      return;
+    case Admission::stale:
+      ++counters_.duplicates_dropped;
+      return;
+    case Admission::fresh:
+      break;
+  }
+  HandlerContext ctx{&p, h.slot, h.seq, true, false};
+  HandlerContext* outer = context_;
+  context_ = &ctx;
+  const std::uint8_t status = run_request(p, m, ctx);
+  context_ = outer;
+  // The answer returns the requester's credit: the handler's reply, a
+  // returned request's status, or else an acknowledgement, sent later
+  // with others.
+  if (ctx.replied) return;
+  if (status) {
+    send_reply(p, h.slot, h.seq, status, wire::kNoHandler, nullptr, 0, nullptr, 0);
+  } else {
+    p.filter.acknowledge(h.slot, services_run_);
+    may_owe_acks_ = true;
+  }
+}
+
+// Runs one fresh request; returns the AM_E_* cause if it is refused.
+std::uint8_t Core::run_request(Peer& p, const wire::Message& m, HandlerContext& ctx) {
+  const wire::Header& h = m.header;
+  switch (h.kind) {
+    case wire::Kind::request: {
+      const HandlerEntry* entry = message_handler(h.handler, h.payload_bytes);
+      if (!entry) return AM_E_BADHANDLER;
+      entry->message(Delivery{p.rank, h.nargs, reinterpret_cast<const std::byte*>(m.args),
+                              const_cast<std::byte*>(m.payload), h.payload_bytes});
+      return 0;
+    }
+    case wire::Kind::bundle:
+      run_bundle(p, m, ctx);
+      return 0;
+    case wire::Kind::hello:
+      if (m.args[3] != depth_) {
+        std::fprintf(stderr, "am: rank %d: rank %d runs with VIASTACK_AM_DEPTH=%llu, we with %u\n", my_proc(), p.rank,
+                     static_cast<unsigned long long>(m.args[3]), depth_);
+        fail_peer(p, AM_E_UNREACHABLE, "the peer's AM configuration differs");
+        return AM_E_BADLENGTH;
+      }
+      p.seg_base = m.args[0];
+      p.seg_bytes = m.args[1];
+      p.seg_handle = via::MemHandle(m.args[2]);
+      p.hello_received = true;
+      return 0;
+    case wire::Kind::reply:
+    case wire::Kind::ack:
+      return AM_E_BADLENGTH;
+    default:
+      if (Service* service = services_[std::size_t(h.kind)]) return service->run_request(p, m, ctx);
+      return AM_E_BADLENGTH;
+  }
+}
+
+void Core::handle_reply(Peer& p, const wire::Message& m) {
+  const wire::Header& h = m.header;
+  if (!p.window.close(h.slot, h.seq)) {
+    ++counters_.duplicates_dropped;
+    return;
+  }
+  if (p.window.measuring()) p.window.answered_at(now_ns());  // the timed request
+  if (h.status) return returned(p, h.slot, h.status, cause_text(h.status));
+  const Sent& s = p.sent[h.slot];
+  switch (s.kind) {
+    case wire::Kind::request:
+      if (h.handler != wire::kNoHandler)
+        run_reply_handler(p, h, h.handler, h.nargs, reinterpret_cast<const std::byte*>(m.args), m.payload,
+                          h.payload_bytes);
+      return;
+    case wire::Kind::bundle:
+      if (h.handler == wire::kBundleReply) run_bundle_replies(p, m);
+      return;
+    case wire::Kind::hello:
+      ++hellos_acked_;
+      return;
+    default:
+      if (Service* service = services_[std::size_t(s.kind)]) service->answered(p, s, m);
+      return;
+  }
+}
+
+// Runs the handler a reply names (of the request in answer's slot).
+void Core::run_reply_handler(Peer& p, const wire::Header& answer, std::uint16_t handler, unsigned nargs,
+                             const std::byte* args, const std::byte* payload, std::uint32_t bytes) {
+  const HandlerEntry* entry = message_handler(handler, bytes);
+  if (!entry) {
+    std::fprintf(stderr, "am: rank %d: a reply from rank %d names handler %u, not registered here for it\n",
+                 my_proc(), p.rank, handler);
+    return;
+  }
+  HandlerContext ctx{&p, answer.slot, answer.seq, false, false};  // a reply handler may not reply
+  HandlerContext* outer = context_;
+  context_ = &ctx;
+  entry->message(Delivery{p.rank, nargs, args, const_cast<std::byte*>(payload), bytes});
+  context_ = outer;
+}
+
+// An acknowledgement answers a request as a reply without a handler would.
+void Core::handle_ack(Peer& p, Ack ack) {
+  wire::Message bare{};
+  bare.header = wire::Header{wire::Kind::reply, 0, 0, 0, wire::kNoHandler, ack.slot, ack.seq, 0};
+  handle_reply(p, bare);
+}
+
+}  // namespace am::detail

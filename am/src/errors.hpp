@@ -1,0 +1,15 @@
+// AM's error model: a call returns a Status, and the text of the last error
+// (am_last_error) says what went wrong.
+#pragma once
+
+#include <string>
+
+#include "am/am.hpp"
+
+namespace am::detail {
+
+// Records `why` as the last error and returns `s`.
+Status error(Status s, std::string why);
+const char* last_error_message();
+
+}  // namespace am::detail

@@ -1,0 +1,128 @@
+// The core's sending side: requests (with their credits), replies, and the
+// acknowledgements owed to the peers.
+#include <algorithm>
+
+#include "core.hpp"
+
+namespace am::detail {
+
+// Sends the message in `buffer` to p: through the loopback queue to this
+// rank, else the link; a link that refuses it has a broken VI.
+bool Core::post_send(Peer& p, std::uint32_t buffer, std::uint32_t length) {
+  if (p.is_me) {
+    loopback_.send(link_.buffer(buffer), length);
+    return true;
+  }
+  if (p.failed) return false;
+  if (link_.send(p.rank, buffer, length)) return true;
+  fail_peer(p, AM_E_UNREACHABLE, "cannot post a send to the peer (its VI is broken)");
+  return false;
+}
+
+// Polls until p has a credit for a request; false if p failed meanwhile.
+bool Core::await_credit(Peer& p) {
+  if (!p.window.has_credit()) {
+    ++counters_.credit_stalls;
+    block_until([&] { return p.window.has_credit() || p.failed; });
+  }
+  return !p.failed;
+}
+
+// A buffer is rewritten only once the NIC is done with its last send (callers
+// check link_.busy first). A send to a dead peer may never finish: the
+// timers (in block_until) end the wait.
+void Core::wait_send_free(Peer& p, std::uint32_t buffer) {
+  block_until([&] { return !link_.busy(buffer) || p.failed; });
+}
+
+Status Core::send_request(Peer& p, wire::Kind kind, std::uint16_t handler, const Word* args, unsigned nargs,
+                          const void* payload, std::size_t bytes, const Sent& sent) {
+  if (p.failed || !await_credit(p))
+    return error(Status::unreachable, "rank " + std::to_string(p.rank) + " is unreachable");
+  const std::uint16_t slot = p.window.open();
+  const std::uint32_t b = link_.request_buffer(p.rank, slot);
+  if (link_.busy(b)) wait_send_free(p, b);
+  const wire::Header h{kind, std::uint8_t(nargs), 0, 0, handler, slot, p.window.seq(slot), std::uint32_t(bytes)};
+  Sent& s = p.sent[slot];
+  s = sent;
+  s.kind = kind;
+  s.length = compose(p, b, h, args, payload);
+  ++counters_.requests_sent;
+  flush(p);  // the deferred requests before it stay before it
+  post_send(p, b, s.length);
+  if (p.window.wants_send_time()) p.window.sent_at(now_ns());  // one request in kTimeEvery, or under backoff
+  return Status::ok;
+}
+
+void Core::send_reply(Peer& p, std::uint16_t slot, std::uint32_t seq, std::uint8_t status, std::uint16_t handler,
+                      const Word* args, unsigned nargs, const void* payload, std::size_t bytes) {
+  const std::uint32_t b = link_.reply_buffer(p.rank, slot);
+  if (link_.busy(b)) wait_send_free(p, b);
+  const wire::Header h{wire::Kind::reply, std::uint8_t(nargs), status, 0, handler, slot, seq, std::uint32_t(bytes)};
+  p.reply_length[slot] = compose(p, b, h, args, payload);
+  ++counters_.replies_sent;
+  post_send(p, b, p.reply_length[slot]);
+  p.filter.replied(slot);
+}
+
+// Encodes a message to p into `buffer`, carrying as many of the
+// acknowledgements p is owed as fit; returns its length.
+std::uint32_t Core::compose(Peer& p, std::uint32_t buffer, wire::Header h, const Word* args, const void* payload) {
+  if (!p.filter.owes_acks()) return std::uint32_t(wire::encode(link_.buffer(buffer), h, args, nullptr, payload));
+  Ack acks[wire::kMaxAcks];
+  h.acks = std::uint8_t(p.filter.take_acks(acks, wire::kMaxAcks));
+  counters_.acks_sent += h.acks;
+  return std::uint32_t(wire::encode(link_.buffer(buffer), h, args, acks, payload));
+}
+
+// Sends what p is owed in messages of their own, while an acknowledgement
+// buffer is free; whatever is left waits for the next message or pass.
+void Core::send_acks(Peer& p) {
+  while (p.filter.owes_acks() && !p.failed) {
+    const std::uint32_t b = link_.ack_buffer(p.rank, p.next_ack_buffer);
+    if (link_.busy(b)) return;
+    p.next_ack_buffer = (p.next_ack_buffer + 1) % Link::kAckBuffers;
+    const wire::Header h{wire::Kind::ack, 0, 0, 0, wire::kNoHandler, 0, 0, 0};
+    ++counters_.ack_messages_sent;
+    post_send(p, b, compose(p, b, h, nullptr, nullptr));
+  }
+}
+
+void Core::send_all_acks() {
+  for (auto& p : peers_)
+    if (p->filter.owes_acks()) send_acks(*p);
+  may_owe_acks_ = owes_acks();  // some wait for a free buffer
+}
+
+bool Core::owes_acks() const {
+  return std::any_of(peers_.begin(), peers_.end(), [](auto& p) { return !p->failed && p->filter.owes_acks(); });
+}
+
+Status Core::send(bool reply, int dest, int handler, const Word* args, unsigned nargs, const void* payload,
+                  std::size_t bytes) {
+  if (dest < 0 || dest >= procs()) return error(Status::bad_arg, "no rank " + std::to_string(dest));
+  if (handler < 0 || handler >= AM_MAX_HANDLERS) return error(Status::bad_arg, "handler index out of range");
+  if (nargs > wire::kMaxArgs) return error(Status::bad_arg, "more than 4 arguments");
+  if (bytes > wire::kMaxPayload) return error(Status::too_large, "payload larger than am_max_size()");
+  if (bytes && !payload) return error(Status::bad_arg, "payload is null");
+  if (reply) {
+    HandlerContext* ctx = context_;
+    if (!ctx || !ctx->may_reply) return error(Status::not_in_handler, "a reply is allowed only inside a request handler");
+    if (ctx->replied) return error(Status::not_in_handler, "a request handler may reply only once");
+    if (dest != ctx->peer->rank) return error(Status::bad_arg, "a reply goes only to the requester");
+    if (ctx->in_bundle) {
+      const Status s = add_bundle_reply(*ctx, std::uint16_t(handler), 0, args, nargs, payload, bytes);
+      ctx->replied = s == Status::ok;
+      return s;
+    }
+    ctx->replied = true;
+    send_reply(*ctx->peer, ctx->slot, ctx->seq, 0, std::uint16_t(handler), args, nargs, payload, bytes);
+    return Status::ok;
+  }
+  const Status s =
+      send_request(*peers_[dest], wire::Kind::request, std::uint16_t(handler), args, nargs, payload, bytes, Sent{});
+  service();  // every request also polls; after sending, so that the request is not kept waiting
+  return s;
+}
+
+}  // namespace am::detail
