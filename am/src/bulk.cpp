@@ -11,12 +11,7 @@ constexpr std::uint64_t kRdmaPiece = 64u << 20;  // largest single RDMA descript
 
 Bulk::Bulk(Core& core) : core_(core) {
   for (wire::Kind kind : {wire::Kind::store_data, wire::Kind::store_done, wire::Kind::get}) core.add_service(kind, this);
-  core.link().set_rdma_done([this](std::uint32_t op_index, bool ok) { rdma_done(op_index, ok); });
-}
-
-Bulk::~Bulk() {
-  for (Operation& op : ops_)
-    if (op.registered) core_.link().deregister_memory(op.local, op.local_handle);
+  core.set_rdma_done([this](std::uint32_t op_index, bool ok) { rdma_done(op_index, ok); });
 }
 
 // ---- the requester's side ----
@@ -52,34 +47,18 @@ std::uint32_t Bulk::new_op(int dest, std::byte* local, const void* remote, std::
   return i;
 }
 
-Status Bulk::local_handle(Operation& op) {
-  if (core_.in_my_segment(std::uintptr_t(op.local), op.bytes)) {
-    op.local_handle = core_.link().segment_handle();
-    return Status::ok;
-  }
-  if (!core_.link().register_memory(op.local, op.bytes, op.local_handle))
-    return error(Status::resource, "cannot register the local buffer");
-  op.registered = true;
-  return Status::ok;
-}
-
-Status Bulk::post_rdma(Peer& p, std::uint32_t op_index, bool write) {
-  Link& link = core_.link();
+// In pieces of at most kRdmaPiece, each reported by rdma_done; the link
+// registers the local memory (its registration cache) and queues what cannot
+// go yet. A failure comes back through rdma_done.
+void Bulk::post_rdma(Peer& p, std::uint32_t op_index, bool write) {
   core_.flush(p);  // behind the messages before it, as the VI orders them
-  for (std::uint64_t offset = 0; offset < ops_[op_index].bytes; offset += kRdmaPiece) {
-    if (!link.rdma_free()) core_.block_until([&] { return link.rdma_free() || p.failed; });
-    Operation& op = ops_[op_index];
-    if (p.failed) return error(Status::unreachable, "rank " + std::to_string(p.rank) + " is unreachable");
+  Operation& op = ops_[op_index];
+  for (std::uint64_t offset = 0; offset < op.bytes; offset += kRdmaPiece) {
     const std::uint32_t piece = std::uint32_t(std::min(kRdmaPiece, op.bytes - offset));
-    if (!link.rdma(p.rank, write, op.local + offset, op.local_handle, op.remote + offset, p.seg_handle, piece,
-                   op_index)) {
-      core_.fail_peer(p, AM_E_UNREACHABLE, "cannot post RDMA to the peer (its VI is broken)");
-      return error(Status::unreachable, "rank " + std::to_string(p.rank) + " is unreachable");
-    }
     ++op.pending;
     ++(write ? core_.count().rdma_writes : core_.count().rdma_reads);
+    core_.link().rdma(p.rank, write, op.local + offset, op.remote + offset, p.seg_handle, piece, op_index);
   }
-  return Status::ok;
 }
 
 void Bulk::rdma_done(std::uint32_t op_index, bool ok) {
@@ -118,10 +97,9 @@ Status Bulk::store(int dest, const void* local, void* remote, std::size_t bytes,
   Status s = Status::ok;
   if (bytes > wire::kMaxPayload && !p.is_me && core_.config().reliability == Reliability::reliable) {
     // RDMA write, then the store_done request: a VI's send queue is ordered.
-    if ((s = local_handle(ops_[oi])) == Status::ok && (s = post_rdma(p, oi, true)) == Status::ok) {
-      const Word args[4] = {ops_[oi].remote, bytes, arg, 0};
-      s = core_.send_request(p, wire::Kind::store_done, std::uint16_t(handler), args, 3, nullptr, 0, Sent{{}, oi});
-    }
+    post_rdma(p, oi, true);
+    const Word args[4] = {ops_[oi].remote, bytes, arg, 0};
+    s = core_.send_request(p, wire::Kind::store_done, std::uint16_t(handler), args, 3, nullptr, 0, Sent{{}, oi});
   } else {
     ops_[oi].unsent = bytes;
     send_store_chunks(oi);
@@ -188,7 +166,7 @@ Status Bulk::get(int dest, const void* remote, void* local, std::size_t bytes, i
   core_.count().bytes_got += bytes;
   Status s = Status::ok;
   if (bytes > wire::kMaxPayload && !p.is_me && core_.config().reliability == Reliability::reliable) {
-    if ((s = local_handle(ops_[oi])) == Status::ok) s = post_rdma(p, oi, false);
+    post_rdma(p, oi, false);
   } else {
     for (std::uint64_t offset = 0; s == Status::ok && (offset < bytes || offset == 0);) {
       const std::uint64_t chunk = std::min<std::uint64_t>(wire::kMaxPayload, bytes - offset);
@@ -234,7 +212,6 @@ void Bulk::op_finish(Operation& op, Status s) {
 
 void Bulk::op_release_if_done(Operation& op) {
   if (!op.in_use || !op.finished || !op.local_done || op.pending) return;
-  if (op.registered) core_.link().deregister_memory(op.local, op.local_handle);
   op.in_use = false;
   op.completion.reset();
   free_ops_.push_back(std::uint32_t(&op - ops_.data()));

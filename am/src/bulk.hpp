@@ -13,7 +13,6 @@ namespace am::detail {
 class Bulk final : public Service {
  public:
   explicit Bulk(Core& core);
-  ~Bulk() override;
   // on_local: the source buffer may be reused (C am_store_async).
   Status store(int dest, const void* local, void* remote, std::size_t bytes, int handler, Word arg,
                am_completion_t on_local, void* on_local_arg, std::shared_ptr<Completion> completion);
@@ -40,8 +39,6 @@ class Bulk final : public Service {
     bool local_done = false;
     bool finished = false;
     Status status = Status::ok;
-    bool registered = false;  // local buffer registered for this operation alone
-    via::MemHandle local_handle = 0;
     am_completion_t on_local = nullptr;
     void* on_local_arg = nullptr;
     std::shared_ptr<Completion> completion;
@@ -50,8 +47,7 @@ class Bulk final : public Service {
   Status check_bulk(int dest, const void* local, const void* remote, std::size_t bytes);
   std::uint32_t new_op(int dest, std::byte* local, const void* remote, std::size_t bytes, int handler, Word arg,
                        std::shared_ptr<Completion> completion);
-  Status local_handle(Operation& op);
-  Status post_rdma(Peer& p, std::uint32_t op_index, bool write);
+  void post_rdma(Peer& p, std::uint32_t op_index, bool write);
   void rdma_done(std::uint32_t op_index, bool ok);
   void send_store_chunks(std::uint32_t op_index);
   void send_last_store_chunk(std::uint32_t op_index);

@@ -25,9 +25,7 @@ bool Core::open_bundle(Peer& p) {
   const std::uint16_t slot = p.window.open();
   p.sent[slot] = Sent{wire::Kind::bundle};
   const std::uint32_t b = link_.request_buffer(p.rank, slot);
-  if (link_.busy(b)) wait_send_free(p, b);
-  if (p.failed) return false;
-  flush(p);  // one that a handler run during the wait opened
+  flush(p);  // one that a handler run during await_credit opened
   if (p.failed) return false;  // and p failed sending it: the slot came back with the rest
   p.bundle_slot = slot;
   *p.room = DeferredRoom{link_.buffer(b) + wire::kHeaderBytes, nullptr, wire::kBundleItems};
@@ -103,7 +101,6 @@ Status Core::add_bundle_reply(HandlerContext& ctx, std::uint16_t handler, std::u
                  "this one does not fit: reply with large payloads to requests that are not deferred");
   Peer& p = *ctx.peer;
   const std::uint32_t b = link_.reply_buffer(p.rank, ctx.slot);
-  if (ctx.reply_bytes == 0 && link_.busy(b)) wait_send_free(p, b);
   const wire::ItemHeader h{handler, std::uint8_t(nargs), status, ctx.item, std::uint16_t(bytes)};
   ctx.reply_bytes +=
       std::uint32_t(wire::encode_item(link_.buffer(b) + wire::kHeaderBytes + ctx.reply_bytes, h, args, payload));

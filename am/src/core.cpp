@@ -51,7 +51,7 @@ void report_returned(const Returned& r) { error_handler(r); }
 Core::Core(const Config& config)
     : config_(config),
       depth_(std::uint16_t(std::clamp(config.depth, 1u, 1024u))),
-      link_(depth_, config.reliability) {
+      link_(depth_, config.reliability, *this) {
   policy_.retransmit = config.reliability == Reliability::unreliable;
   policy_.min_rto_ns = std::max<std::uint64_t>(config.retransmit_ms, 1) * 1'000'000;
   policy_.timeout_ns = config.timeout_ms * 1'000'000;
@@ -93,8 +93,6 @@ Status Core::start() {
       remote_.push_back(&p);
     }
   }
-  if ((s = link_.connect()) != Status::ok) return s;
-
   // Hello: tell every peer where our segment is (and check we agree on the depth).
   for (Peer* p : remote_) {
     const Word args[4] = {std::uintptr_t(segment_), segment_bytes_, link_.segment_handle(), depth_};
@@ -112,7 +110,7 @@ Status Core::start() {
 
 void Core::drain() {
   block_until([&] {
-    bool idle = link_.sends_in_flight() == 0 && !owes_acks();
+    bool idle = link_.idle() && !owes_acks();
     for (auto& p : peers_) idle = idle && (p->failed || p->window.outstanding() == 0);
     return idle;
   });
@@ -140,46 +138,33 @@ Status Core::check_remote_range(const Peer& p, std::uint64_t addr, std::size_t b
 
 // ---- progress ----
 
-int Core::service() {
-  link_.progress();
-  return handle();
-}
+int Core::service() { return after_frames(link_.poll()); }
 
-// Re-posts the receives handled last time, takes in what the NIC's last
-// progress completed, then runs the loopback queue and the timers.
-int Core::handle() {
-  int handled = 0;
-  for (Peer* p : remote_) {
-    while (link_.has_reposts(p->rank))  // one at a time: a failure runs the error handler, which may poll
-      if (!link_.repost_next(p->rank)) fail_peer(*p, AM_E_UNREACHABLE, "cannot re-post a receive to the peer's VI");
-    link_.reap_sends(p->rank);
-    handled += receive(*p);
+int Core::handle() { return after_frames(link_.handle_completed()); }
+
+// What the link's frames leave to do: acknowledgements that fell due, the
+// loopback queue, and now and then the timers.
+int Core::after_frames(int handled) {
+  for (Peer* p : remote_)
     if (p->filter.ack_due(services_run_)) send_acks(*p);
-  }
   if (!loopback_.empty())
     handled += loopback_.run([&](std::byte* data, std::size_t length) { dispatch(*peers_[my_proc()], data, length); });
-  if (link_.take_vi_error())
-    for (Peer* p : remote_)
-      if (link_.broken(p->rank)) fail_peer(*p, AM_E_UNREACHABLE, cause_text(AM_E_UNREACHABLE));
   if ((++services_run_ & 255) == 0) check_timers();  // the clock is read here, not on every poll
   return handled;
 }
 
-// Handles what arrived from p, in order.
-int Core::receive(Peer& p) {
-  int handled = 0;
-  for (Link::Frame f; link_.next_frame(p.rank, f);) {
-    if (f.ok) {
-      p.window.heard();  // any frame: the peer is alive (a lost answer is not a dead peer)
-      dispatch(p, f.data, f.length);
-    }
-    if (!link_.release(p.rank, f)) fail_peer(p, AM_E_UNREACHABLE, "cannot re-post a receive to the peer's VI");
-    ++handled;
-    // Due acknowledgements go between frames, not after the last: a peer
-    // that filled its window waits for them while we work through the rest.
-    if (p.filter.ack_due(services_run_)) send_acks(p);
-  }
-  return handled;
+// A frame from a peer, handled as it is taken from the NIC.
+void Core::on_frame(int peer, std::byte* data, std::size_t length) {
+  Peer& p = *peers_[std::size_t(peer)];
+  p.window.heard();  // any frame: the peer is alive (a lost answer is not a dead peer)
+  dispatch(p, data, length);
+  // Due acknowledgements go between frames, not after the last: a peer
+  // that filled its window waits for them while we work through the rest.
+  if (p.filter.ack_due(services_run_)) send_acks(p);
+}
+
+void Core::on_peer_lost(int peer, const std::string& why) {
+  fail_peer(*peers_[std::size_t(peer)], AM_E_UNREACHABLE, why);
 }
 
 int Core::poll() {
@@ -225,8 +210,7 @@ void Core::check_timers() {
         now,
         [&](std::uint16_t slot) {
           const std::uint32_t b = link_.request_buffer(p.rank, slot);
-          // Still queued, or a bundle not sent yet: nothing to resend yet.
-          if (link_.busy(b) || p.sent[slot].length == 0) return;
+          if (p.sent[slot].length == 0) return;  // a bundle not sent yet: nothing to resend yet
           ++counters_.retransmitted;
           post_send(p, b, p.sent[slot].length);
         },

@@ -110,10 +110,10 @@ class Service {
   virtual bool returned(Peer& p, const Sent& s, int cause, const char* why, Returned& r) = 0;
 };
 
-class Core {
+class Core final : private LinkClient {
  public:
   explicit Core(const Config& config);
-  // Connects to every rank and exchanges segments (hello).
+  // Opens the link and exchanges segments with every rank (hello).
   Status start();
   // Hands the requests of `kind` (and the answers to them) to `service`.
   void add_service(wire::Kind kind, Service* service) { services_[std::size_t(kind)] = service; }
@@ -148,6 +148,8 @@ class Core {
   Peer& peer(int rank) { return *peers_[std::size_t(rank)]; }
   bool any_failed() const;
   Link& link() { return link_; }
+  // Who hears of the link's RDMA completions (store/get).
+  void set_rdma_done(std::function<void(std::uint32_t tag, bool ok)> fn) { rdma_done_ = std::move(fn); }
   const Config& config() const { return config_; }
   Counters& count() { return counters_; }
   Status send_request(Peer& p, wire::Kind kind, std::uint16_t handler, const Word* args, unsigned nargs,
@@ -169,9 +171,11 @@ class Core {
   std::uint64_t now_ns() const;
   bool post_send(Peer& p, std::uint32_t buffer, std::uint32_t length);
   bool await_credit(Peer& p);
-  void wait_send_free(Peer& p, std::uint32_t buffer);
   int handle();
-  int receive(Peer& p);
+  int after_frames(int handled);
+  void on_frame(int peer, std::byte* data, std::size_t length) override;
+  void on_rdma_done(std::uint32_t tag, bool ok) override { rdma_done_(tag, ok); }
+  void on_peer_lost(int peer, const std::string& why) override;
   void check_timers();
 
   bool open_bundle(Peer& p);
@@ -210,6 +214,7 @@ class Core {
   std::unique_ptr<std::byte, Free> own_segment_;
   std::byte* segment_ = nullptr;
   std::size_t segment_bytes_ = 0;
+  std::function<void(std::uint32_t, bool)> rdma_done_ = [](std::uint32_t, bool) {};
   Link link_;
   Loopback loopback_;
   std::vector<std::unique_ptr<Peer>> peers_;

@@ -59,7 +59,7 @@ via::MemHandle Transport::register_window(void* addr, std::size_t len) {
   return handle;
 }
 
-void Transport::on_message(int peer, std::span<const std::byte> message) {
+void Transport::on_message(int peer, std::span<std::byte> message) {
   WireHeader h;
   if (message.size() < sizeof h) {
     std::string why = "a message from rank ";

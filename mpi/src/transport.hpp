@@ -94,7 +94,7 @@ class Transport final : private via::MeshClient {
   void shutdown() { mesh_->shutdown(); }
 
  private:
-  void on_message(int peer, std::span<const std::byte> message) override;
+  void on_message(int peer, std::span<std::byte> message) override;
   void on_rdma_complete(std::uint64_t id, bool ok) override;
   void on_peer_failed(int peer, const std::string& why) override;
 

@@ -82,7 +82,7 @@ struct Recorder final : via::MeshClient {
   // Runs inside on_message, while the mesh is handling it.
   std::function<void(int peer)> during_message;
 
-  void on_message(int peer, std::span<const std::byte> message) override {
+  void on_message(int peer, std::span<std::byte> message) override {
     messages.push_back({peer, {message.begin(), message.end()}});
     if (during_message) during_message(peer);
   }

@@ -68,7 +68,7 @@ class ViaLink final : public Link, private via::MeshClient {
   const via::Mesh::Counters& counters() const { return mesh_->counters(); }
 
  private:
-  void on_message(int peer, std::span<const std::byte> message) override;
+  void on_message(int peer, std::span<std::byte> message) override;
   void on_rdma_complete(std::uint64_t, bool) override {}
   void on_peer_failed(int, const std::string&) override {}  // packets to it are dropped, as on any link
 

@@ -94,7 +94,7 @@ bool ViaLink::transmit(wire::Ipv4Address next_hop, std::span<const std::uint8_t>
   return mesh_->send(*peer, std::as_bytes(packet)) != via::Mesh::Sent::dropped;
 }
 
-void ViaLink::on_message(int, std::span<const std::byte> message) {
+void ViaLink::on_message(int, std::span<std::byte> message) {
   const std::span packet(reinterpret_cast<const std::uint8_t*>(message.data()), message.size());
   if (sink_)
     (*sink_)(packet);

@@ -45,9 +45,9 @@ namespace via {
 
 class MeshClient {
  public:
-  // A message from `peer`; the bytes are valid only during the call. The
-  // handler may send, and may poll the mesh again.
-  virtual void on_message(int peer, std::span<const std::byte> message) = 0;
+  // A message from `peer`; the bytes are the handler's to read and write
+  // during the call only. The handler may send, and may poll the mesh again.
+  virtual void on_message(int peer, std::span<std::byte> message) = 0;
   // An RDMA read or write posted with this id is complete (ok), or failed.
   virtual void on_rdma_complete(std::uint64_t id, bool ok) = 0;
   // `peer` cannot be reached any more; `why` says what happened.
@@ -142,6 +142,12 @@ class Mesh {
   // Progress: the NIC's, then completions; returns the messages handled,
   // at most max_messages (the peers take turns to come first).
   int poll(std::size_t max_messages = SIZE_MAX);
+  // The second half of poll() alone, for a caller inside the NIC's wait
+  // (which makes progress itself).
+  int handle_completed() { return wait_step(); }
+  // Nothing waits to leave: no connection pending, nothing queued, every
+  // send queue empty.
+  bool idle() const;
   // Polls (spinning, then sleeping in the NIC) until done() holds or the
   // timeout passes; true if done() held.
   template <class Done>
@@ -191,7 +197,6 @@ class Mesh {
   int take_receives(Peer& p, std::size_t max_messages);
   void on_send_complete(Peer& p, std::size_t index, const VIP_DESCRIPTOR* d);
   void on_receive(Peer& p, std::uint32_t slot, const VIP_DESCRIPTOR* d);
-  bool quiet() const;
   // One look inside a wait: answers requests after the NIC slept, then drains.
   int wait_step();
 

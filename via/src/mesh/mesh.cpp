@@ -330,7 +330,7 @@ void Mesh::on_receive(Peer& p, std::uint32_t slot, const VIP_DESCRIPTOR* d) {
     if (!p.failed && !p.closed && p.vi->state() == ViState::connected) post_receive(p, slot);
     return;
   }
-  const std::byte* buf = receive_buffer(p, slot);
+  std::byte* buf = receive_buffer(p, slot);
   std::memcpy(&h, buf, sizeof h);
   if (options_.flow_control) p.send_credits += h.credits;
   if (h.kind == MeshFrameHeader::credit) {  // rare, and owed no credit: its buffer goes back at once
@@ -354,7 +354,7 @@ std::size_t Mesh::backlog(int rank) const {
   return p ? p->backlog.size() : 0;
 }
 
-bool Mesh::quiet() const {
+bool Mesh::idle() const {
   if (backlogged_ || !connecting_.empty()) return false;
   for (const Peer* p : connected_)
     if (!p->closed && !p->failed && !p->vi->send_queue_empty()) return false;
@@ -362,7 +362,7 @@ bool Mesh::quiet() const {
 }
 
 void Mesh::shutdown() {
-  wait_until([&] { return quiet(); });
+  wait_until([&] { return idle(); });
   for (Peer* p : connected_) {
     if (p->closed || p->failed) continue;
     p->closed = true;

@@ -310,16 +310,17 @@ void Mesh::on_async_error(const AsyncError& error) {
 }
 
 void Mesh::deliver_notices() {
-  // By index: a client's handler may send, and a failed send adds a notice.
-  for (std::size_t i = 0; i < notices_.size(); ++i) {
-    const Notice n = notices_[i];
+  // Taken out first: a client's handler may send (a failed send adds a
+  // notice) or poll (which delivers what is new), and each is told once.
+  std::vector<Notice> notices;
+  notices.swap(notices_);
+  for (const Notice& n : notices) {
     switch (n.kind) {
       case Notice::failed: client_.on_peer_failed(n.peer, n.why); break;
       case Notice::closed: client_.on_peer_closed(n.peer); break;
       case Notice::rdma_failed: client_.on_rdma_complete(n.id, false); break;
     }
   }
-  notices_.clear();
 }
 
 }  // namespace via
