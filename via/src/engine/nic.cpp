@@ -400,7 +400,9 @@ bool Nic::ptag_valid(Ptag ptag) const { return impl(*this).ptag_valid(ptag); }
 Result Nic::register_memory(const void* addr, std::size_t len, const MemAttributes& attrs, MemHandle& out) {
   return impl(*this).register_memory(addr, len, attrs, out);
 }
-Result Nic::deregister_memory(const void* addr, MemHandle handle) { return impl(*this).deregister_memory(addr, handle); }
+Result Nic::deregister_memory(const void* addr, MemHandle handle) {
+  return impl(*this).deregister_memory(addr, handle);
+}
 Result Nic::query_memory(const void* addr, MemHandle handle, MemAttributes& out) const {
   return impl(*this).query_memory(addr, handle, out);
 }

@@ -328,7 +328,8 @@ class ShmProvider final : public Provider {
     return mapping;
   }
 
-  ControlMessage request_message(ViImpl& vi, ConnectMode mode, const NetAddress& local, const NetAddress& remote) const {
+  ControlMessage request_message(ViImpl& vi, ConnectMode mode, const NetAddress& local,
+                                 const NetAddress& remote) const {
     ControlMessage m{};
     m.type = mode == ConnectMode::client ? kControlConnect : kControlPeer;
     m.local_disc_len = std::uint8_t(local.discriminator.size());
