@@ -95,7 +95,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     d->DS[0].Local.Length = i % 2 ? 65536 : 100;
     vi->post_recv(d, t.handle);
   }
-  vi->attach(std::make_unique<FuzzLink>(data + (size ? 1 : 0), size ? size - 1 : 0), via::ViAttributes{});
+  via::impl(*vi).attach(std::make_unique<FuzzLink>(data + (size ? 1 : 0), size ? size - 1 : 0), via::ViAttributes{});
   // An RDMA read and a send outstanding, so responses and acks have something to match.
   VIP_DESCRIPTOR* read = t.desc(20);
   std::memset(read, 0, 128);

@@ -437,7 +437,7 @@ TEST_F(TcpProviderTest, MalformedConnectRequestAfterTheRightProofIsRefused) {
   const via::NetAddress srv{b.nic->host_address(), text("srv")};
   EXPECT_EQ(b.nic->connect_wait(srv, 700, request), via::Result::timeout);
   client.join();
-  EXPECT_EQ(b.nic->provider().take_request(srv), nullptr) << "a refused request is held for the server";
+  EXPECT_EQ(via::impl(*b.nic).provider().take_request(srv), nullptr) << "a refused request is held for the server";
   const std::string log = stderr_log.take();
   EXPECT_EQ(client_error, "");
   EXPECT_TRUE(server_proved);

@@ -1,11 +1,11 @@
 // Completion queues.
 #include <atomic>
 
-#include "via/via.hpp"
+#include "engine/engine.hpp"
 
 namespace via {
 
-void Cq::push(const Entry& entry) {
+void CqImpl::push(const Entry& entry) {
   if (entries_.size() >= capacity_ && !overflow_reported_) {
     overflow_reported_ = true;
     nic_.report(AsyncError{entry.vi, this, nullptr, VIP_RESOURCE_CQ, VIP_ERROR_CATASTROPHIC,
@@ -21,7 +21,7 @@ void Cq::push(const Entry& entry) {
   entries_.push_back(entry);
 }
 
-Result Cq::done(Entry& out) {
+Result CqImpl::done(Entry& out) {
   if (entries_.empty()) nic_.progress();
   if (entries_.empty()) return Result::not_done;
   out = entries_.front();
@@ -29,7 +29,7 @@ Result Cq::done(Entry& out) {
   return Result::success;
 }
 
-Result Cq::wait(std::uint32_t timeout_ms, Entry& out) {
+Result CqImpl::wait(std::uint32_t timeout_ms, Entry& out) {
   Result r = nic_.wait([&] { return !entries_.empty(); }, timeout_ms);
   if (r != Result::success) return r;
   out = entries_.front();
@@ -37,15 +37,25 @@ Result Cq::wait(std::uint32_t timeout_ms, Entry& out) {
   return Result::success;
 }
 
-void Cq::forget(const Vi* vi) {
+void CqImpl::forget(const Vi* vi) {
   std::erase_if(entries_, [vi](const Entry& e) { return e.vi == vi; });
 }
 
-Result Cq::resize(std::size_t capacity) {
+Result CqImpl::resize(std::size_t capacity) {
   if (capacity == 0 || capacity < entries_.size()) return Result::invalid_parameter;
   capacity_ = capacity;
   overflow_reported_ = false;
   return Result::success;
 }
+
+// ---- the public Cq: each call is the engine's CqImpl's ----
+
+Nic& Cq::nic() const { return impl(*this).nic(); }
+Result Cq::done(Entry& out) { return impl(*this).done(out); }
+Result Cq::wait(std::uint32_t timeout_ms, Entry& out) { return impl(*this).wait(timeout_ms, out); }
+Result Cq::resize(std::size_t capacity) { return impl(*this).resize(capacity); }
+void Cq::set_notify(std::function<void(const Entry&)> handler) { impl(*this).set_notify(std::move(handler)); }
+std::size_t Cq::size() const { return impl(*this).size(); }
+std::size_t Cq::capacity() const { return impl(*this).capacity(); }
 
 }  // namespace via

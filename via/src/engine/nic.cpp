@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "engine/clock.hpp"
+#include "engine/engine.hpp"
 #include "via/config.hpp"
 #include "via/log.hpp"
 #include "engine/faults.hpp"
@@ -63,8 +64,8 @@ const char* describe(Result r) {
   return "unknown result";
 }
 
-Result Nic::open(std::string_view device, std::unique_ptr<Nic>& out) {
-  std::unique_ptr<Nic> nic(new Nic());
+Result NicImpl::open(std::string_view device, std::unique_ptr<Nic>& out) {
+  auto nic = std::make_unique<NicImpl>();
   // The first configuration read: a bad VIASTACK_* value stops the program
   // here, before any provider resource exists.
   if (const auto faults = config::text_if_set("VIASTACK_FAULTS")) {
@@ -81,17 +82,18 @@ Result Nic::open(std::string_view device, std::unique_ptr<Nic>& out) {
   return Result::success;
 }
 
-Nic::~Nic() {
+NicImpl::NicImpl() = default;
+
+NicImpl::~NicImpl() {
   // VIs first: they own links into the provider.
   for (auto& vi : vis_) {
-    if (vi->link_) vi->link_->close(false);
-    vi->link_.reset();
+    vi->close_link();
     provider_->remove_vi(*vi);
   }
   vis_.clear();
 }
 
-void Nic::query(VIP_NIC_ATTRIBUTES& out) const {
+void NicImpl::query(VIP_NIC_ATTRIBUTES& out) const {
   out = VIP_NIC_ATTRIBUTES{};
   provider_->fill_attributes(out);
   // What the engine gives on every provider.
@@ -112,35 +114,35 @@ void Nic::query(VIP_NIC_ATTRIBUTES& out) const {
   out.MaxPtags = 1024;
 }
 
-const char* Nic::provider_name() const { return provider_->name(); }
+const char* NicImpl::provider_name() const { return provider_->name(); }
 
-const std::vector<std::uint8_t>& Nic::host_address() const { return provider_->host_address(); }
+const std::vector<std::uint8_t>& NicImpl::host_address() const { return provider_->host_address(); }
 
-Result Nic::resolve(std::string_view name, std::uint32_t index, std::vector<std::uint8_t>& host) const {
+Result NicImpl::resolve(std::string_view name, std::uint32_t index, std::vector<std::uint8_t>& host) const {
   return provider_->resolve(name, index, host);
 }
 
-std::string Nic::describe_address(const std::vector<std::uint8_t>& host) const {
+std::string NicImpl::describe_address(const std::vector<std::uint8_t>& host) const {
   return provider_->describe_address(host);
 }
 
 // ---- protection tags ----
 
-Result Nic::create_ptag(Ptag& out) {
+Result NicImpl::create_ptag(Ptag& out) {
   if (ptags_.size() >= 1024) return Result::error_resource;
   out = next_ptag_++;
   ptags_.push_back(out);
   return Result::success;
 }
 
-bool Nic::ptag_valid(Ptag ptag) const { return std::find(ptags_.begin(), ptags_.end(), ptag) != ptags_.end(); }
+bool NicImpl::ptag_valid(Ptag ptag) const { return std::find(ptags_.begin(), ptags_.end(), ptag) != ptags_.end(); }
 
-Result Nic::destroy_ptag(Ptag ptag) {
+Result NicImpl::destroy_ptag(Ptag ptag) {
   auto it = std::find(ptags_.begin(), ptags_.end(), ptag);
   if (it == ptags_.end()) return Result::invalid_ptag;
   // A tag still used by a VI or a region cannot go.
   for (auto& vi : vis_)
-    if (vi->attrs_.ptag == ptag) return Result::invalid_state;
+    if (vi->attributes().ptag == ptag) return Result::invalid_state;
   const RegionTable& table = *regions_;
   for (std::uint32_t i = 1; i < RegionTable::kMaxRegions; ++i)
     if (table.entries[i].handle.load(std::memory_order_relaxed) != 0 && table.entries[i].ptag == ptag)
@@ -151,7 +153,7 @@ Result Nic::destroy_ptag(Ptag ptag) {
 
 // ---- memory registration ----
 
-Result Nic::register_memory(const void* addr, std::size_t len, const MemAttributes& attrs, MemHandle& out) {
+Result NicImpl::register_memory(const void* addr, std::size_t len, const MemAttributes& attrs, MemHandle& out) {
   if (addr == nullptr || len == 0) return Result::invalid_parameter;
   if (std::uintptr_t(addr) + len < std::uintptr_t(addr)) return Result::invalid_parameter;
   if (!ptag_valid(attrs.ptag)) return Result::invalid_ptag;
@@ -174,7 +176,7 @@ Result Nic::register_memory(const void* addr, std::size_t len, const MemAttribut
   return Result::error_resource;
 }
 
-Result Nic::deregister_memory(const void* addr, MemHandle handle) {
+Result NicImpl::deregister_memory(const void* addr, MemHandle handle) {
   RegionTable& table = *regions_;
   RegionEntry e;
   if (!table.lookup(handle, e) || e.addr != std::uintptr_t(addr)) return Result::invalid_parameter;
@@ -182,14 +184,14 @@ Result Nic::deregister_memory(const void* addr, MemHandle handle) {
   return Result::success;
 }
 
-Result Nic::query_memory(const void* addr, MemHandle handle, MemAttributes& out) const {
+Result NicImpl::query_memory(const void* addr, MemHandle handle, MemAttributes& out) const {
   RegionEntry e;
   if (!regions_->lookup(handle, e) || e.addr != std::uintptr_t(addr)) return Result::invalid_parameter;
   out = MemAttributes{e.ptag, e.rdma_write != 0, e.rdma_read != 0};
   return Result::success;
 }
 
-Result Nic::set_memory_attributes(const void* addr, MemHandle handle, const MemAttributes& attrs) {
+Result NicImpl::set_memory_attributes(const void* addr, MemHandle handle, const MemAttributes& attrs) {
   RegionTable& table = *regions_;
   RegionEntry e;
   if (!table.lookup(handle, e) || e.addr != std::uintptr_t(addr)) return Result::invalid_parameter;
@@ -209,23 +211,23 @@ Result Nic::set_memory_attributes(const void* addr, MemHandle handle, const MemA
 
 // ---- objects ----
 
-Result Nic::create_cq(std::size_t entries, Cq*& out) {
+Result NicImpl::create_cq(std::size_t entries, Cq*& out) {
   if (entries == 0 || entries > kMaxCqEntries) return Result::invalid_parameter;
-  cqs_.push_back(std::make_unique<Cq>(*this, entries));
+  cqs_.push_back(std::make_unique<CqImpl>(*this, entries));
   out = cqs_.back().get();
   return Result::success;
 }
 
-Result Nic::destroy_cq(Cq* cq) {
+Result NicImpl::destroy_cq(Cq* cq) {
   auto it = std::find_if(cqs_.begin(), cqs_.end(), [&](auto& p) { return p.get() == cq; });
   if (it == cqs_.end()) return Result::invalid_parameter;
   for (auto& vi : vis_)
-    if (vi->send_cq_ == cq || vi->recv_cq_ == cq) return Result::invalid_state;
+    if (vi->send_cq() == cq || vi->recv_cq() == cq) return Result::invalid_state;
   cqs_.erase(it);
   return Result::success;
 }
 
-Result Nic::check_vi_attributes(const ViAttributes& attrs) const {
+Result NicImpl::check_vi_attributes(const ViAttributes& attrs) const {
   VIP_NIC_ATTRIBUTES nic_attrs;
   query(nic_attrs);
   const VIP_RELIABILITY_LEVEL level = attrs.reliability;
@@ -239,7 +241,7 @@ Result Nic::check_vi_attributes(const ViAttributes& attrs) const {
   return Result::success;
 }
 
-Result Nic::create_vi(const ViAttributes& attrs, Cq* send_cq, Cq* recv_cq, Vi*& out) {
+Result NicImpl::create_vi(const ViAttributes& attrs, Cq* send_cq, Cq* recv_cq, Vi*& out) {
   if (Result r = check_vi_attributes(attrs); r != Result::success) return r;
   for (Cq* cq : {send_cq, recv_cq})
     if (cq && &cq->nic() != this) return Result::invalid_parameter;
@@ -247,7 +249,8 @@ Result Nic::create_vi(const ViAttributes& attrs, Cq* send_cq, Cq* recv_cq, Vi*& 
   query(nic_attrs);
   ViAttributes effective = attrs;
   if (effective.max_transfer == 0) effective.max_transfer = std::uint32_t(nic_attrs.MaxTransferSize);
-  auto vi = std::make_unique<Vi>(*this, effective, send_cq, recv_cq, kQueueDepth);
+  auto vi = std::make_unique<ViImpl>(*this, effective, static_cast<CqImpl*>(send_cq), static_cast<CqImpl*>(recv_cq),
+                                     kQueueDepth);
   Result r = provider_->add_vi(*vi);
   if (r != Result::success) return r;
   provider_->publish_vi_attributes(*vi);
@@ -256,14 +259,15 @@ Result Nic::create_vi(const ViAttributes& attrs, Cq* send_cq, Cq* recv_cq, Vi*& 
   return Result::success;
 }
 
-Result Nic::destroy_vi(Vi* vi) {
+Result NicImpl::destroy_vi(Vi* vi) {
   auto it = std::find_if(vis_.begin(), vis_.end(), [&](auto& p) { return p.get() == vi; });
   if (it == vis_.end()) return Result::invalid_parameter;
-  if (vi->state_ != ViState::idle) return Result::invalid_state;
-  if (!vi->sendq_.empty() || !vi->recvq_.empty()) return Result::invalid_state;
-  for (Cq* cq : {vi->send_cq_, vi->recv_cq_})
+  ViImpl& doomed = **it;
+  if (doomed.state() != ViState::idle) return Result::invalid_state;
+  if (!doomed.send_queue_empty() || !doomed.recv_queue_empty()) return Result::invalid_state;
+  for (CqImpl* cq : {doomed.send_cq(), doomed.recv_cq()})
     if (cq) cq->forget(vi);
-  provider_->remove_vi(*vi);
+  provider_->remove_vi(doomed);
   vis_.erase(it);
   return Result::success;
 }
@@ -272,8 +276,8 @@ Result Nic::destroy_vi(Vi* vi) {
 
 // A timeout of 0 looks once, without the spinning and sleeping of a wait: a
 // program that accepts from its progress loop calls it on every poll.
-Result Nic::connect_wait(const NetAddress& local, std::uint32_t timeout_ms, ConnRequest*& out) {
-  std::unique_ptr<ConnRequest> request;
+Result NicImpl::connect_wait(const NetAddress& local, std::uint32_t timeout_ms, ConnRequest*& out) {
+  std::unique_ptr<ConnRequestImpl> request;
   auto arrived = [&] {
     provider_->progress_control();
     request = provider_->take_request(local);
@@ -287,33 +291,34 @@ Result Nic::connect_wait(const NetAddress& local, std::uint32_t timeout_ms, Conn
   return Result::success;
 }
 
-Result Nic::connect_accept(ConnRequest* request, Vi& vi) {
+Result NicImpl::connect_accept(ConnRequest* request, Vi& public_vi) {
   auto it = std::find_if(requests_.begin(), requests_.end(), [&](auto& p) { return p.get() == request; });
+  ViImpl& vi = impl(public_vi);
   if (it == requests_.end() || &vi.nic() != this) return Result::invalid_parameter;
-  if (vi.state_ != ViState::idle) return Result::invalid_state;
-  if (vi.attrs_.reliability != request->remote_attrs.reliability) return Result::invalid_reliability_level;
-  Result r = provider_->accept(*request, vi);
+  if (vi.state() != ViState::idle) return Result::invalid_state;
+  if (vi.attributes().reliability != request->remote_attrs.reliability) return Result::invalid_reliability_level;
+  Result r = provider_->accept(**it, vi);
   requests_.erase(it);
   return r;
 }
 
-Result Nic::connect_reject(ConnRequest* request) {
+Result NicImpl::connect_reject(ConnRequest* request) {
   auto it = std::find_if(requests_.begin(), requests_.end(), [&](auto& p) { return p.get() == request; });
   if (it == requests_.end()) return Result::invalid_parameter;
-  provider_->reject(*request);
+  provider_->reject(**it);
   requests_.erase(it);
   return Result::success;
 }
 
-void Nic::report(const AsyncError& error) {
+void NicImpl::report(const AsyncError& error) {
   if (error_handler_) error_handler_(error);
 }
 
 // ---- progress ----
 
-void Nic::progress() {
+void NicImpl::progress() {
   for (auto& vi : vis_)
-    if (vi->link_) vi->progress();
+    if (vi->has_link()) vi->progress();
   while (!deferred_.empty()) {
     std::vector<std::function<void()>> work;
     work.swap(deferred_);
@@ -325,13 +330,13 @@ void Nic::progress() {
 
 // Work that need not run on every poll: connection control traffic, and
 // noticing peers that closed or died.
-void Nic::slow_progress(bool check_peers) {
+void NicImpl::slow_progress(bool check_peers) {
   provider_->progress_control();
   if (check_peers)
     for (std::size_t i = 0; i < vis_.size(); ++i) vis_[i]->check_link();
 }
 
-Result Nic::wait_impl(const std::function<bool()>& done, std::uint32_t timeout_ms) {
+Result NicImpl::wait_loop(const std::function<bool()>& done, std::uint32_t timeout_ms) {
   const std::uint64_t start = now_ns();
   const std::uint64_t deadline =
       timeout_ms == kInfinite ? UINT64_MAX : start + std::uint64_t(timeout_ms) * 1000000ull;
@@ -375,5 +380,54 @@ Result Nic::wait_impl(const std::function<bool()>& done, std::uint32_t timeout_m
     provider_->disarm_sleep();
   }
 }
+
+// ---- the public Nic: each call is the engine's NicImpl's ----
+
+Result Nic::open(std::string_view device, std::unique_ptr<Nic>& out) { return NicImpl::open(device, out); }
+Nic::~Nic() = default;
+void Nic::query(VIP_NIC_ATTRIBUTES& out) const { impl(*this).query(out); }
+const char* Nic::provider_name() const { return impl(*this).provider_name(); }
+const std::vector<std::uint8_t>& Nic::host_address() const { return impl(*this).host_address(); }
+Result Nic::resolve(std::string_view name, std::uint32_t index, std::vector<std::uint8_t>& host) const {
+  return impl(*this).resolve(name, index, host);
+}
+std::string Nic::describe_address(const std::vector<std::uint8_t>& host) const {
+  return impl(*this).describe_address(host);
+}
+Result Nic::create_ptag(Ptag& out) { return impl(*this).create_ptag(out); }
+Result Nic::destroy_ptag(Ptag ptag) { return impl(*this).destroy_ptag(ptag); }
+bool Nic::ptag_valid(Ptag ptag) const { return impl(*this).ptag_valid(ptag); }
+Result Nic::register_memory(const void* addr, std::size_t len, const MemAttributes& attrs, MemHandle& out) {
+  return impl(*this).register_memory(addr, len, attrs, out);
+}
+Result Nic::deregister_memory(const void* addr, MemHandle handle) {
+  return impl(*this).deregister_memory(addr, handle);
+}
+Result Nic::query_memory(const void* addr, MemHandle handle, MemAttributes& out) const {
+  return impl(*this).query_memory(addr, handle, out);
+}
+Result Nic::set_memory_attributes(const void* addr, MemHandle handle, const MemAttributes& attrs) {
+  return impl(*this).set_memory_attributes(addr, handle, attrs);
+}
+Result Nic::create_cq(std::size_t entries, Cq*& out) { return impl(*this).create_cq(entries, out); }
+Result Nic::destroy_cq(Cq* cq) { return impl(*this).destroy_cq(cq); }
+Result Nic::create_vi(const ViAttributes& attrs, Cq* send_cq, Cq* recv_cq, Vi*& out) {
+  return impl(*this).create_vi(attrs, send_cq, recv_cq, out);
+}
+Result Nic::check_vi_attributes(const ViAttributes& attrs) const { return impl(*this).check_vi_attributes(attrs); }
+Result Nic::destroy_vi(Vi* vi) { return impl(*this).destroy_vi(vi); }
+Result Nic::connect_wait(const NetAddress& local, std::uint32_t timeout_ms, ConnRequest*& out) {
+  return impl(*this).connect_wait(local, timeout_ms, out);
+}
+Result Nic::connect_accept(ConnRequest* request, Vi& vi) { return impl(*this).connect_accept(request, vi); }
+Result Nic::connect_reject(ConnRequest* request) { return impl(*this).connect_reject(request); }
+void Nic::set_error_handler(std::function<void(const AsyncError&)> handler) {
+  impl(*this).set_error_handler(std::move(handler));
+}
+void Nic::progress() { impl(*this).progress(); }
+Result Nic::wait_impl(const std::function<bool()>& done, std::uint32_t timeout_ms) {
+  return impl(*this).wait_loop(done, timeout_ms);
+}
+const NicCounters& Nic::counters() const { return impl(*this).counters(); }
 
 }  // namespace via

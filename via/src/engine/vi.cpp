@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "engine/clock.hpp"
+#include "engine/engine.hpp"
 #include "via/config.hpp"
 #include "engine/faults.hpp"
 #include "providers/provider.hpp"
@@ -73,12 +74,12 @@ void scatter(const VIP_DESCRIPTOR* d, std::uint64_t offset, const std::byte* src
 
 }  // namespace
 
-Vi::Vi(Nic& nic, const ViAttributes& attrs, Cq* send_cq, Cq* recv_cq, std::size_t queue_depth)
+ViImpl::ViImpl(NicImpl& nic, const ViAttributes& attrs, CqImpl* send_cq, CqImpl* recv_cq, std::size_t queue_depth)
     : nic_(nic), attrs_(attrs), send_cq_(send_cq), recv_cq_(recv_cq), sendq_(queue_depth), recvq_(queue_depth) {}
 
-Vi::~Vi() = default;
+ViImpl::~ViImpl() = default;
 
-Result Vi::set_attributes(const ViAttributes& attrs) {
+Result ViImpl::set_attributes(const ViAttributes& attrs) {
   if (state_ != ViState::idle) return Result::invalid_state;
   if (Result r = nic_.check_vi_attributes(attrs); r != Result::success) return r;
   VIP_NIC_ATTRIBUTES nic_attrs;
@@ -91,12 +92,12 @@ Result Vi::set_attributes(const ViAttributes& attrs) {
 
 // ---- posting ----
 
-Result Vi::validate_post(VIP_DESCRIPTOR* desc, MemHandle desc_handle) const {
+Result ViImpl::validate_post(VIP_DESCRIPTOR* desc, MemHandle desc_handle) const {
   if (desc == nullptr || std::uintptr_t(desc) % VIP_DESCRIPTOR_ALIGNMENT != 0) return Result::invalid_parameter;
   // The descriptor itself must lie in memory registered with this VI's tag:
   // first its control segment, then (knowing SegCount) all of it. Most
   // descriptors have one or two segments: one check covers those.
-  const RegionTable& table = *nic_.regions_;
+  const RegionTable& table = nic_.regions();
   constexpr std::uint64_t kCommonSize = sizeof(VIP_CONTROL_SEGMENT) + 2 * sizeof(VIP_DESCRIPTOR_SEGMENT);
   if (table.covers(desc_handle, std::uintptr_t(desc), kCommonSize, attrs_.ptag) && desc->CS.SegCount <= 2)
     return Result::success;
@@ -109,9 +110,9 @@ Result Vi::validate_post(VIP_DESCRIPTOR* desc, MemHandle desc_handle) const {
 
 // Returns 0 if every local data segment lies in a region registered with this
 // VI's tag, else the error status bits; adds the segment lengths to total.
-std::uint32_t Vi::check_local_segments(const VIP_DESCRIPTOR* desc, std::uint32_t first_data,
+std::uint32_t ViImpl::check_local_segments(const VIP_DESCRIPTOR* desc, std::uint32_t first_data,
                                        std::uint64_t& total) const {
-  const RegionTable& table = *nic_.regions_;
+  const RegionTable& table = nic_.regions();
   for (std::uint32_t i = first_data; i < desc->CS.SegCount; ++i) {
     const VIP_DATA_SEGMENT& seg = data_segment(desc, i);
     if (seg.Length == 0) continue;
@@ -122,7 +123,7 @@ std::uint32_t Vi::check_local_segments(const VIP_DESCRIPTOR* desc, std::uint32_t
   return 0;
 }
 
-Result Vi::post_send(VIP_DESCRIPTOR* desc, MemHandle desc_handle) {
+Result ViImpl::post_send(VIP_DESCRIPTOR* desc, MemHandle desc_handle) {
   if (state_ == ViState::idle || state_ == ViState::connect_pending) return Result::invalid_state;
   if (Result r = validate_post(desc, desc_handle); r != Result::success) return r;
   if (sendq_.full()) return Result::error_resource;
@@ -152,7 +153,7 @@ Result Vi::post_send(VIP_DESCRIPTOR* desc, MemHandle desc_handle) {
   return Result::success;
 }
 
-Result Vi::post_recv(VIP_DESCRIPTOR* desc, MemHandle desc_handle) {
+Result ViImpl::post_recv(VIP_DESCRIPTOR* desc, MemHandle desc_handle) {
   if (Result r = validate_post(desc, desc_handle); r != Result::success) return r;
   if (recvq_.full()) return Result::error_resource;
   std::atomic_ref<VIP_UINT32>(desc->CS.Status).store(0, std::memory_order_relaxed);
@@ -171,7 +172,7 @@ Result Vi::post_recv(VIP_DESCRIPTOR* desc, MemHandle desc_handle) {
   return Result::success;
 }
 
-Result Vi::send_inline(const iovec* iov, std::size_t iovcnt) {
+Result ViImpl::send_inline(const iovec* iov, std::size_t iovcnt) {
   if (state_ != ViState::connected) return Result::invalid_state;
   if (attrs_.reliability == VIP_SERVICE_RELIABLE_RECEPTION) return Result::invalid_reliability_level;
   std::uint64_t len = 0;
@@ -187,14 +188,14 @@ Result Vi::send_inline(const iovec* iov, std::size_t iovcnt) {
 
 // ---- completion ----
 
-void Vi::finish(WorkQueue& q, WorkRequest& wr, std::uint32_t status) {
+void ViImpl::finish(WorkQueue& q, WorkRequest& wr, std::uint32_t status) {
   wr.status = status;
   wr.finished = true;
   publish(q, &q == &recvq_);
 }
 
-void Vi::publish(WorkQueue& q, bool recv) {
-  Cq* cq = recv ? recv_cq_ : send_cq_;
+void ViImpl::publish(WorkQueue& q, bool recv) {
+  CqImpl* cq = recv ? recv_cq_ : send_cq_;
   q.publish([&](WorkRequest& wr) {
     if (recv) wr.desc->CS.Length = wr.length;
     std::atomic_ref<VIP_UINT32>(wr.desc->CS.Status).store(wr.status | VIP_STATUS_DONE, std::memory_order_release);
@@ -209,7 +210,7 @@ void Vi::publish(WorkQueue& q, bool recv) {
   }
 }
 
-Result Vi::send_done(VIP_DESCRIPTOR*& out) {
+Result ViImpl::send_done(VIP_DESCRIPTOR*& out) {
   out = sendq_.pop_done();
   if (out) return Result::success;
   nic_.progress();
@@ -217,7 +218,7 @@ Result Vi::send_done(VIP_DESCRIPTOR*& out) {
   return out ? Result::success : Result::not_done;
 }
 
-Result Vi::recv_done(VIP_DESCRIPTOR*& out) {
+Result ViImpl::recv_done(VIP_DESCRIPTOR*& out) {
   out = recvq_.pop_done();
   if (out) return Result::success;
   nic_.progress();
@@ -225,7 +226,7 @@ Result Vi::recv_done(VIP_DESCRIPTOR*& out) {
   return out ? Result::success : Result::not_done;
 }
 
-Result Vi::wait_queue(WorkQueue& q, std::uint32_t timeout_ms, VIP_DESCRIPTOR*& out) {
+Result ViImpl::wait_queue(WorkQueue& q, std::uint32_t timeout_ms, VIP_DESCRIPTOR*& out) {
   out = q.pop_done();
   if (out) return Result::success;
   // Nothing posted and nothing that could complete: waiting would be in vain.
@@ -238,12 +239,10 @@ Result Vi::wait_queue(WorkQueue& q, std::uint32_t timeout_ms, VIP_DESCRIPTOR*& o
       timeout_ms);
 }
 
-Result Vi::send_wait(std::uint32_t timeout_ms, VIP_DESCRIPTOR*& out) { return wait_queue(sendq_, timeout_ms, out); }
-Result Vi::recv_wait(std::uint32_t timeout_ms, VIP_DESCRIPTOR*& out) { return wait_queue(recvq_, timeout_ms, out); }
 
 // ---- errors and state ----
 
-void Vi::fail(VIP_ERROR_CODE code, std::string cause, WorkQueue* q, WorkRequest* wr, std::uint32_t status,
+void ViImpl::fail(VIP_ERROR_CODE code, std::string cause, WorkQueue* q, WorkRequest* wr, std::uint32_t status,
               bool orderly) {
   if (wr) {
     wr->status = status;
@@ -261,7 +260,7 @@ void Vi::fail(VIP_ERROR_CODE code, std::string cause, WorkQueue* q, WorkRequest*
     nic_.report(AsyncError{this, nullptr, wr ? wr->desc : nullptr, VIP_RESOURCE_VI, code, std::move(cause), orderly});
 }
 
-void Vi::flush_all(std::uint32_t status) {
+void ViImpl::flush_all(std::uint32_t status) {
   for (std::uint64_t i = sendq_.published(); i != sendq_.tail(); ++i) {
     WorkRequest& wr = sendq_.at(i);
     if (!wr.finished) {
@@ -288,24 +287,29 @@ void Vi::flush_all(std::uint32_t status) {
   publish(recvq_, true);
 }
 
-void Vi::attach(std::unique_ptr<Link> link, const ViAttributes& remote_attrs) {
+void ViImpl::attach(std::unique_ptr<Link> link, const ViAttributes& remote_attrs) {
   link_ = std::move(link);
   frame_payload_ = link_->max_payload();
   direct_capable_ = link_->direct();
   direct_min_ = direct_capable_ ? direct_threshold() : UINT64_MAX;
   faults_.reset();
-  if (nic_.fault_plan_ && attrs_.reliability == VIP_SERVICE_UNRELIABLE) {
+  if (nic_.fault_plan() && attrs_.reliability == VIP_SERVICE_UNRELIABLE) {
     // One random stream per VI, derived from the NIC's number and the VI's
     // slot, so that a seed replays the same faults in every run.
-    const std::uint64_t stream = std::uint64_t(nic_.provider_->nic_number()) << 32 | provider_slot;
-    faults_ = std::make_unique<FaultInjector>(*nic_.fault_plan_, stream, nic_.counters_);
+    const std::uint64_t stream = std::uint64_t(nic_.provider().nic_number()) << 32 | provider_slot;
+    faults_ = std::make_unique<FaultInjector>(*nic_.fault_plan(), stream, nic_.counters());
   }
   remote_attrs_ = remote_attrs;
   state_ = ViState::connected;
   tx_next_ = sendq_.tail();
 }
 
-void Vi::check_link() {
+void ViImpl::close_link() {
+  if (link_) link_->close(false);
+  link_.reset();
+}
+
+void ViImpl::check_link() {
   if (!link_ || state_ != ViState::connected) return;
   const FrameHeader* h;
   const std::byte* p;
@@ -320,7 +324,7 @@ void Vi::check_link() {
   }
 }
 
-Result Vi::disconnect() {
+Result ViImpl::disconnect() {
   if (state_ == ViState::idle) return Result::invalid_state;
   if (state_ == ViState::connect_pending) {
     if (nic_.provider().cancel_connect(*this)) {
@@ -328,10 +332,7 @@ Result Vi::disconnect() {
       return Result::success;
     }
   }
-  if (link_) {
-    link_->close(false);
-    link_.reset();
-  }
+  close_link();
   flush_all(VIP_STATUS_DESC_FLUSHED_ERROR);
   nic_.provider().reset_vi(*this);
   state_ = ViState::idle;
@@ -340,26 +341,12 @@ Result Vi::disconnect() {
 
 // ---- connections ----
 
-Result Vi::connect_request(const NetAddress& local, const NetAddress& remote, std::uint32_t timeout_ms) {
-  if (Result r = connect_request_start(local, remote, timeout_ms); r != Result::success) return r;
+Result ViImpl::connect_request(const NetAddress& local, const NetAddress& remote, std::uint32_t timeout_ms) {
+  if (Result r = start_connect(local, remote, timeout_ms, true); r != Result::success) return r;
   return wait_connected();
 }
 
-Result Vi::connect_request_start(const NetAddress& local, const NetAddress& remote, std::uint32_t timeout_ms) {
-  return start_connect(local, remote, timeout_ms, true);
-}
-
-Result Vi::connect_request_done() { return poll_connect(); }
-
-Result Vi::connect_peer_request(const NetAddress& local, const NetAddress& remote, std::uint32_t timeout_ms) {
-  return start_connect(local, remote, timeout_ms, false);
-}
-
-Result Vi::connect_peer_done() { return poll_connect(); }
-
-Result Vi::connect_peer_wait() { return wait_connected(); }
-
-Result Vi::start_connect(const NetAddress& local, const NetAddress& remote, std::uint32_t timeout_ms,
+Result ViImpl::start_connect(const NetAddress& local, const NetAddress& remote, std::uint32_t timeout_ms,
                          bool client) {
   if (state_ != ViState::idle) return Result::invalid_state;
   const auto mode = client ? Provider::ConnectMode::client : Provider::ConnectMode::peer;
@@ -372,7 +359,7 @@ Result Vi::start_connect(const NetAddress& local, const NetAddress& remote, std:
 // One step of a pending request: the connection traffic moves (a request that
 // found the peer's inbox full goes out again), then the outcome, if any; at
 // the deadline the request is withdrawn unless it completed meanwhile.
-Result Vi::poll_connect() {
+Result ViImpl::poll_connect() {
   if (state_ == ViState::connected) return Result::success;
   if (state_ != ViState::connect_pending) return Result::invalid_state;
   Provider& provider = nic_.provider();
@@ -389,7 +376,7 @@ Result Vi::poll_connect() {
   return outcome;
 }
 
-Result Vi::wait_connected() {
+Result ViImpl::wait_connected() {
   Result outcome = Result::not_done;
   Result r = nic_.wait(
       [&] {
@@ -402,13 +389,13 @@ Result Vi::wait_connected() {
 
 // ---- transmitting ----
 
-bool Vi::progress() {
+bool ViImpl::progress() {
   if (state_ != ViState::connected) return false;
   bool moved = false;
   const FrameHeader* h;
   const std::byte* payload;
   for (int n = 0; n < 64 && link_ && link_->peek(h, payload); ++n) {
-    ++nic_.counters_.frames_received;
+    ++nic_.counters().frames_received;
     ++counters_.frames_received;
     moved = true;
     if (!handle_frame(*h, payload) || !link_) return true;  // the VI failed; its link is gone
@@ -421,27 +408,27 @@ bool Vi::progress() {
 
 // Every frame leaves through here; on an unreliable VI with VIASTACK_FAULTS
 // set, data frames meet the fault injector on the way.
-bool Vi::send_frame(const FrameHeader& h, const iovec* iov, std::size_t iovcnt) {
+bool ViImpl::send_frame(const FrameHeader& h, const iovec* iov, std::size_t iovcnt) {
   const bool sent = faults_ && (h.type == kFrameSend || h.type == kFrameRdmaWrite)
                         ? faults_->send(*link_, h, iov, iovcnt, now_ns())
                         : link_->try_send(h, iov, iovcnt);
   if (sent) {
-    ++nic_.counters_.frames_sent;
+    ++nic_.counters().frames_sent;
     ++counters_.frames_sent;
   }
   return sent;
 }
 
-const char* Vi::transport() const { return link_ ? link_->transport() : nullptr; }
+const char* ViImpl::transport() const { return link_ ? link_->transport() : nullptr; }
 
-bool Vi::transmit_pending() {
-  const std::uint64_t sent_before = nic_.counters_.frames_sent;
+bool ViImpl::transmit_pending() {
+  const std::uint64_t sent_before = nic_.counters().frames_sent;
   if (acks_owed_) {
     FrameHeader h{kFrameAck, 0, 0, 0, acks_owed_, 0, 0, 0, 0};
     if (!send_frame(h, nullptr, 0)) return false;  // acks keep their place in the stream
     acks_owed_ = 0;
   }
-  if (!read_responses_.empty() && !transmit_read_responses()) return nic_.counters_.frames_sent != sent_before;
+  if (!read_responses_.empty() && !transmit_read_responses()) return nic_.counters().frames_sent != sent_before;
   while (link_ && tx_next_ != sendq_.tail()) {
     WorkRequest& wr = sendq_.at(tx_next_);
     // A fenced descriptor waits until the RDMA reads before it have completed.
@@ -450,12 +437,12 @@ bool Vi::transmit_pending() {
     if (!link_) break;  // the request broke the VI; flushing reset tx_next_
     ++tx_next_;
   }
-  return nic_.counters_.frames_sent != sent_before;
+  return nic_.counters().frames_sent != sent_before;
 }
 
 // Hands one send-queue request to the link; false if the link had no room
 // (what was sent so far is remembered in wr.progress).
-bool Vi::transmit(WorkRequest& wr) {
+bool ViImpl::transmit(WorkRequest& wr) {
   VIP_DESCRIPTOR* d = wr.desc;
   const std::uint64_t index = tx_next_;
   const bool direct = wr.total >= direct_min_;
@@ -512,7 +499,7 @@ bool Vi::transmit(WorkRequest& wr) {
   return true;
 }
 
-bool Vi::transmit_data(WorkRequest& wr, std::uint8_t type, std::uint64_t raddr, std::uint32_t rhandle) {
+bool ViImpl::transmit_data(WorkRequest& wr, std::uint8_t type, std::uint64_t raddr, std::uint32_t rhandle) {
   VIP_DESCRIPTOR* d = wr.desc;
   const std::uint64_t max = frame_payload_;
   do {
@@ -534,7 +521,7 @@ bool Vi::transmit_data(WorkRequest& wr, std::uint8_t type, std::uint64_t raddr, 
 // RDMA through the link's single-copy path; the target region was checked.
 // False when the frame that announces an immediate found no room: the data is
 // in place by then (wr.progress says so), and the retry only sends the frame.
-bool Vi::direct_rdma(WorkRequest& wr) {
+bool ViImpl::direct_rdma(WorkRequest& wr) {
   VIP_DESCRIPTOR* d = wr.desc;
   const VIP_ADDRESS_SEGMENT& remote = d->DS[0].Remote;
   const bool write = op_of(d) == VIP_CONTROL_OP_RDMAWRITE;
@@ -548,7 +535,7 @@ bool Vi::direct_rdma(WorkRequest& wr) {
            VIP_STATUS_TRANSPORT_ERROR | send_status_op(d));
       return true;
     }
-    ++(write ? nic_.counters_.direct_writes : nic_.counters_.direct_reads);
+    ++(write ? nic_.counters().direct_writes : nic_.counters().direct_reads);
     wr.progress = wr.total;
   }
   if (write && (d->CS.Control & VIP_CONTROL_IMMEDIATE)) {
@@ -561,7 +548,7 @@ bool Vi::direct_rdma(WorkRequest& wr) {
   return true;
 }
 
-bool Vi::transmit_read_responses() {
+bool ViImpl::transmit_read_responses() {
   const std::uint64_t max = frame_payload_;
   while (!read_responses_.empty()) {
     ReadResponse& r = read_responses_.front();
@@ -576,7 +563,7 @@ bool Vi::transmit_read_responses() {
       const bool last = r.sent + chunk == r.total;
       // Checked again for every chunk: the region may have been deregistered
       // (and its memory freed) since the request arrived.
-      if (!nic_.regions_->covers(r.rhandle, r.raddr + r.sent, chunk, attrs_.ptag, RegionTable::kRdmaRead)) {
+      if (!nic_.regions().covers(r.rhandle, r.raddr + r.sent, chunk, attrs_.ptag, RegionTable::kRdmaRead)) {
         r.refused = VIP_STATUS_RDMA_PROT_ERROR;
         break;
       }
@@ -594,13 +581,13 @@ bool Vi::transmit_read_responses() {
 
 // ---- receiving ----
 
-WorkRequest* Vi::take_receive() {
+WorkRequest* ViImpl::take_receive() {
   if (fill_next_ == recvq_.tail()) return nullptr;
   return &recvq_.at(fill_next_++);
 }
 
 // Handles one incoming frame; false if it broke the VI.
-bool Vi::handle_frame(const FrameHeader& h, const std::byte* payload) {
+bool ViImpl::handle_frame(const FrameHeader& h, const std::byte* payload) {
   if (!frame_well_formed(h, frame_payload_)) {
     fail(VIP_ERROR_CATASTROPHIC, "malformed frame from the peer", nullptr, nullptr, 0);
     return false;
@@ -627,7 +614,7 @@ bool Vi::handle_frame(const FrameHeader& h, const std::byte* payload) {
             fail(VIP_ERROR_RECVQ_EMPTY, "a message arrived with no receive descriptor posted");
             return false;
           }
-          ++nic_.counters_.dropped_no_receive;
+          ++nic_.counters().dropped_no_receive;
           discarding_ = !last;
           return true;
         }
@@ -665,7 +652,7 @@ bool Vi::handle_frame(const FrameHeader& h, const std::byte* payload) {
       if (!(h.flags & kFlagNoData) && h.length > 0) {
         const std::uint64_t addr = h.raddr + h.offset;
         if (!attrs_.rdma_write || addr < h.raddr ||
-            !nic_.regions_->covers(h.rhandle, addr, h.length, attrs_.ptag, RegionTable::kRdmaWrite)) {
+            !nic_.regions().covers(h.rhandle, addr, h.length, attrs_.ptag, RegionTable::kRdmaWrite)) {
           fail(VIP_ERROR_RDMAW_PROT, "an RDMA write from the peer targets memory not registered for RDMA write here");
           return false;
         }
@@ -679,7 +666,7 @@ bool Vi::handle_frame(const FrameHeader& h, const std::byte* payload) {
             fail(VIP_ERROR_RECVQ_EMPTY, "an RDMA write with immediate data arrived with no receive descriptor posted");
             return false;
           }
-          ++nic_.counters_.dropped_no_receive;
+          ++nic_.counters().dropped_no_receive;
           return true;
         }
         wr->desc->CS.ImmediateData = h.imm;
@@ -710,7 +697,7 @@ bool Vi::handle_frame(const FrameHeader& h, const std::byte* payload) {
   return true;
 }
 
-bool Vi::deliver(WorkRequest& wr, const FrameHeader& h, const std::byte* payload) {
+bool ViImpl::deliver(WorkRequest& wr, const FrameHeader& h, const std::byte* payload) {
   if (h.type == kFrameDirectSend) {
     // The payload is the sender's iovec list: pull the bytes in one copy.
     if (h.length % sizeof(iovec) != 0) {
@@ -728,7 +715,7 @@ bool Vi::deliver(WorkRequest& wr, const FrameHeader& h, const std::byte* payload
            VIP_STATUS_TRANSPORT_ERROR | VIP_STATUS_OP_RECEIVE);
       return false;
     }
-    ++nic_.counters_.direct_reads;
+    ++nic_.counters().direct_reads;
   } else {
     scatter(wr.desc, h.offset, payload, h.length);
     wr.progress += h.length;
@@ -746,14 +733,14 @@ bool Vi::deliver(WorkRequest& wr, const FrameHeader& h, const std::byte* payload
   return true;
 }
 
-void Vi::serve_read_request(const FrameHeader& h) {
+void ViImpl::serve_read_request(const FrameHeader& h) {
   const bool allowed = attrs_.rdma_read && h.raddr + h.total >= h.raddr &&
-                       nic_.regions_->covers(h.rhandle, h.raddr, h.total, attrs_.ptag, RegionTable::kRdmaRead);
+                       nic_.regions().covers(h.rhandle, h.raddr, h.total, attrs_.ptag, RegionTable::kRdmaRead);
   read_responses_.push_back(
       ReadResponse{h.raddr, h.total, h.rhandle, allowed ? 0u : std::uint32_t(VIP_STATUS_RDMA_PROT_ERROR)});
 }
 
-void Vi::complete_read(const FrameHeader& h, const std::byte* payload) {
+void ViImpl::complete_read(const FrameHeader& h, const std::byte* payload) {
   WorkRequest& wr = sendq_.at(awaiting_read_.front());
   if (h.flags & kFlagError) {
     fail(VIP_ERROR_RDMAR_PROT, "RDMA read refused by the target: memory not registered for RDMA read there", &sendq_,
@@ -771,7 +758,7 @@ void Vi::complete_read(const FrameHeader& h, const std::byte* payload) {
   finish(sendq_, wr, VIP_STATUS_OP_RDMA_READ);
 }
 
-void Vi::complete_acked(std::uint32_t count) {
+void ViImpl::complete_acked(std::uint32_t count) {
   for (std::uint32_t i = 0; i < count; ++i) {
     WorkRequest& wr = sendq_.at(awaiting_ack_.front());
     awaiting_ack_.pop_front();
@@ -780,5 +767,41 @@ void Vi::complete_acked(std::uint32_t count) {
   }
   publish(sendq_, false);
 }
+
+// ---- the public Vi: each call is the engine's ViImpl's ----
+
+Nic& Vi::nic() const { return impl(*this).nic(); }
+ViState Vi::state() const { return impl(*this).state(); }
+const ViAttributes& Vi::attributes() const { return impl(*this).attributes(); }
+Result Vi::set_attributes(const ViAttributes& attrs) { return impl(*this).set_attributes(attrs); }
+const ViAttributes& Vi::remote_attributes() const { return impl(*this).remote_attributes(); }
+const char* Vi::transport() const { return impl(*this).transport(); }
+const ViCounters& Vi::counters() const { return impl(*this).counters(); }
+bool Vi::send_queue_empty() const { return impl(*this).send_queue_empty(); }
+bool Vi::recv_queue_empty() const { return impl(*this).recv_queue_empty(); }
+Cq* Vi::send_cq() const { return impl(*this).send_cq(); }
+Cq* Vi::recv_cq() const { return impl(*this).recv_cq(); }
+Result Vi::post_send(VIP_DESCRIPTOR* desc, MemHandle desc_handle) { return impl(*this).post_send(desc, desc_handle); }
+Result Vi::post_recv(VIP_DESCRIPTOR* desc, MemHandle desc_handle) { return impl(*this).post_recv(desc, desc_handle); }
+Result Vi::send_inline(const iovec* iov, std::size_t iovcnt) { return impl(*this).send_inline(iov, iovcnt); }
+Result Vi::send_done(VIP_DESCRIPTOR*& out) { return impl(*this).send_done(out); }
+Result Vi::recv_done(VIP_DESCRIPTOR*& out) { return impl(*this).recv_done(out); }
+Result Vi::send_wait(std::uint32_t timeout_ms, VIP_DESCRIPTOR*& out) { return impl(*this).send_wait(timeout_ms, out); }
+Result Vi::recv_wait(std::uint32_t timeout_ms, VIP_DESCRIPTOR*& out) { return impl(*this).recv_wait(timeout_ms, out); }
+void Vi::set_send_notify(DescriptorNotify handler) { impl(*this).set_send_notify(std::move(handler)); }
+void Vi::set_recv_notify(DescriptorNotify handler) { impl(*this).set_recv_notify(std::move(handler)); }
+Result Vi::connect_request(const NetAddress& local, const NetAddress& remote, std::uint32_t timeout_ms) {
+  return impl(*this).connect_request(local, remote, timeout_ms);
+}
+Result Vi::connect_request_start(const NetAddress& local, const NetAddress& remote, std::uint32_t timeout_ms) {
+  return impl(*this).start_connect(local, remote, timeout_ms, true);
+}
+Result Vi::connect_request_done() { return impl(*this).poll_connect(); }
+Result Vi::connect_peer_request(const NetAddress& local, const NetAddress& remote, std::uint32_t timeout_ms) {
+  return impl(*this).start_connect(local, remote, timeout_ms, false);
+}
+Result Vi::connect_peer_done() { return impl(*this).poll_connect(); }
+Result Vi::connect_peer_wait() { return impl(*this).wait_connected(); }
+Result Vi::disconnect() { return impl(*this).disconnect(); }
 
 }  // namespace via

@@ -15,6 +15,7 @@
 #include <string_view>
 #include <vector>
 
+#include "engine/engine.hpp"
 #include "engine/frame.hpp"
 #include "engine/region_table.hpp"
 #include "via/via.hpp"
@@ -72,24 +73,24 @@ class Provider {
 
   // VI lifetime: reserve and release the provider's resources for a VI, and
   // publish the attributes remote RDMA checks need.
-  virtual Result add_vi(Vi& vi) = 0;
-  virtual void remove_vi(Vi& vi) = 0;
-  virtual void publish_vi_attributes(Vi& vi) = 0;
+  virtual Result add_vi(ViImpl& vi) = 0;
+  virtual void remove_vi(ViImpl& vi) = 0;
+  virtual void publish_vi_attributes(ViImpl& vi) = 0;
 
   // Connection set-up. connect() starts a client or peer-to-peer request;
   // poll_connect() reports not_done until the provider attached a link to the
   // VI (success) or the request failed; cancel_connect() withdraws it and
   // returns false if it completed in the meantime.
   enum class ConnectMode { client, peer };
-  virtual Result connect(Vi& vi, const NetAddress& local, const NetAddress& remote, ConnectMode mode) = 0;
-  virtual Result poll_connect(Vi& vi) = 0;
-  virtual bool cancel_connect(Vi& vi) = 0;
+  virtual Result connect(ViImpl& vi, const NetAddress& local, const NetAddress& remote, ConnectMode mode) = 0;
+  virtual Result poll_connect(ViImpl& vi) = 0;
+  virtual bool cancel_connect(ViImpl& vi) = 0;
   // Server side: a pending client request addressed to `local`, if any.
-  virtual std::unique_ptr<ConnRequest> take_request(const NetAddress& local) = 0;
-  virtual Result accept(const ConnRequest& request, Vi& vi) = 0;
-  virtual void reject(const ConnRequest& request) = 0;
+  virtual std::unique_ptr<ConnRequestImpl> take_request(const NetAddress& local) = 0;
+  virtual Result accept(const ConnRequestImpl& request, ViImpl& vi) = 0;
+  virtual void reject(const ConnRequestImpl& request) = 0;
   // Resets the VI's provider resources after its link is gone, for reuse.
-  virtual void reset_vi(Vi& vi) = 0;
+  virtual void reset_vi(ViImpl& vi) = 0;
 
   // Connection control traffic (requests, peer matches).
   virtual void progress_control() = 0;

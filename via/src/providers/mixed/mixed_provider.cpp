@@ -175,19 +175,19 @@ class MixedProvider final : public Provider {
   std::uint32_t max_vis() const override { return std::min(shm_->max_vis(), tcp_->max_vis()); }
 
   // A VI takes resources of a provider only once it connects through it.
-  Result add_vi(Vi& vi) override {
+  Result add_vi(ViImpl& vi) override {
     if (bound_.size() >= max_vis()) return Result::error_resource;
     bound_[&vi] = nullptr;
     return Result::success;
   }
-  void remove_vi(Vi& vi) override {
+  void remove_vi(ViImpl& vi) override {
     if (Provider* sub = bound_[&vi]) sub->remove_vi(vi);
     bound_.erase(&vi);
   }
-  void publish_vi_attributes(Vi& vi) override {
+  void publish_vi_attributes(ViImpl& vi) override {
     if (Provider* sub = bound_[&vi]) sub->publish_vi_attributes(vi);
   }
-  void reset_vi(Vi& vi) override {
+  void reset_vi(ViImpl& vi) override {
     Provider*& sub = bound_[&vi];
     if (!sub) return;
     sub->reset_vi(vi);
@@ -195,29 +195,29 @@ class MixedProvider final : public Provider {
     sub = nullptr;
   }
 
-  Result connect(Vi& vi, const NetAddress& local, const NetAddress& remote, ConnectMode mode) override {
+  Result connect(ViImpl& vi, const NetAddress& local, const NetAddress& remote, ConnectMode mode) override {
     Provider* sub = provider_for(remote.host);
     if (!sub || !is_mine(local.host)) return Result::invalid_parameter;
     if (Result r = bind(vi, *sub); r != Result::success) return r;
     return sub->connect(vi, NetAddress{{}, local.discriminator}, NetAddress{inner_of(remote.host), remote.discriminator},
                         mode);
   }
-  Result poll_connect(Vi& vi) override {
+  Result poll_connect(ViImpl& vi) override {
     Provider* sub = bound_[&vi];
     return sub ? sub->poll_connect(vi) : Result::invalid_state;
   }
-  bool cancel_connect(Vi& vi) override {
+  bool cancel_connect(ViImpl& vi) override {
     Provider* sub = bound_[&vi];
     return !sub || sub->cancel_connect(vi);
   }
 
   // Requests from either provider, their addresses tagged; the provider's own
   // request is kept to answer it.
-  std::unique_ptr<ConnRequest> take_request(const NetAddress& local) override {
+  std::unique_ptr<ConnRequestImpl> take_request(const NetAddress& local) override {
     for (Provider* sub : {shm_.get(), tcp_.get()}) {
       auto inner = sub->take_request(NetAddress{{}, local.discriminator});
       if (!inner) continue;
-      auto request = std::make_unique<ConnRequest>(*inner);
+      auto request = std::make_unique<ConnRequestImpl>(*inner);
       request->remote.host = tagged(tag_of(*sub), inner->remote.host);
       request->local.host = host_;
       request->provider_cookie = ++last_cookie_;
@@ -226,7 +226,7 @@ class MixedProvider final : public Provider {
     }
     return nullptr;
   }
-  Result accept(const ConnRequest& request, Vi& vi) override {
+  Result accept(const ConnRequestImpl& request, ViImpl& vi) override {
     auto it = held_.find(request.provider_cookie);
     if (it == held_.end()) return Result::invalid_parameter;
     Held held = std::move(it->second);
@@ -237,7 +237,7 @@ class MixedProvider final : public Provider {
     }
     return held.sub->accept(*held.request, vi);
   }
-  void reject(const ConnRequest& request) override {
+  void reject(const ConnRequestImpl& request) override {
     auto it = held_.find(request.provider_cookie);
     if (it == held_.end()) return;
     it->second.sub->reject(*it->second.request);
@@ -271,7 +271,7 @@ class MixedProvider final : public Provider {
  private:
   struct Held {
     Provider* sub;
-    std::unique_ptr<ConnRequest> request;
+    std::unique_ptr<ConnRequestImpl> request;
   };
 
   // The NIC's number is its rank in the job (tests open several in one process).
@@ -292,7 +292,7 @@ class MixedProvider final : public Provider {
   }
 
   // Gives the VI resources of `sub`, releasing those of another it used before.
-  Result bind(Vi& vi, Provider& sub) {
+  Result bind(ViImpl& vi, Provider& sub) {
     Provider*& current = bound_[&vi];
     if (current == &sub) return Result::success;
     if (current) current->remove_vi(vi);

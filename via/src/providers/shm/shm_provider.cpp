@@ -102,7 +102,7 @@ class ShmProvider final : public Provider {
   RegionTable& regions() override { return self_->regions; }
   std::uint32_t max_vis() const override { return kMaxVi; }
 
-  Result add_vi(Vi& vi) override {
+  Result add_vi(ViImpl& vi) override {
     auto free_slot = std::find(slot_in_use_.begin(), slot_in_use_.end(), false);
     const auto i = std::uint32_t(free_slot - slot_in_use_.begin());
     if (free_slot == slot_in_use_.end()) {
@@ -124,20 +124,20 @@ class ShmProvider final : public Provider {
     return Result::success;
   }
 
-  void remove_vi(Vi& vi) override {
+  void remove_vi(ViImpl& vi) override {
     pending_.erase(vi.provider_slot);
     self_->ring(vi.provider_slot)->state_word.store(slot_word(kSlotFree, 0), std::memory_order_release);
     slot_in_use_[vi.provider_slot] = false;
   }
 
-  void publish_vi_attributes(Vi& vi) override {
+  void publish_vi_attributes(ViImpl& vi) override {
     ViSlot& slot = *self_->ring(vi.provider_slot).slot;
     slot.ptag = vi.attributes().ptag;
     slot.rdma_write = vi.attributes().rdma_write;
     slot.rdma_read = vi.attributes().rdma_read;
   }
 
-  void reset_vi(Vi& vi) override {
+  void reset_vi(ViImpl& vi) override {
     pending_.erase(vi.provider_slot);
     const Ring slot = self_->ring(vi.provider_slot);
     reset_rings(slot);
@@ -146,7 +146,7 @@ class ShmProvider final : public Provider {
 
   // ---- connection set-up ----
 
-  Result connect(Vi& vi, const NetAddress& local, const NetAddress& remote, ConnectMode mode) override {
+  Result connect(ViImpl& vi, const NetAddress& local, const NetAddress& remote, ConnectMode mode) override {
     auto remote_nic = nic_of(remote.host);
     if (!remote_nic || remote.discriminator.size() > kMaxDiscriminator ||
         local.discriminator.size() > kMaxDiscriminator || (!local.host.empty() && local.host != host_))
@@ -163,7 +163,7 @@ class ShmProvider final : public Provider {
     return Result::success;
   }
 
-  Result poll_connect(Vi& vi) override {
+  Result poll_connect(ViImpl& vi) override {
     if (vi.state() == ViState::connected) return Result::success;
     auto it = pending_.find(vi.provider_slot);
     if (it == pending_.end()) return Result::invalid_state;
@@ -171,7 +171,7 @@ class ShmProvider final : public Provider {
     return p.mode == ConnectMode::client ? poll_client(vi, p) : poll_peer(vi, p);
   }
 
-  bool cancel_connect(Vi& vi) override {
+  bool cancel_connect(ViImpl& vi) override {
     auto it = pending_.find(vi.provider_slot);
     if (it == pending_.end()) return vi.state() != ViState::connected;
     if (it->second.mode == ConnectMode::client) {
@@ -186,11 +186,11 @@ class ShmProvider final : public Provider {
     return true;
   }
 
-  std::unique_ptr<ConnRequest> take_request(const NetAddress& local) override {
+  std::unique_ptr<ConnRequestImpl> take_request(const NetAddress& local) override {
     if (!local.host.empty() && local.host != host_) return nullptr;
     for (auto it = held_connects_.begin(); it != held_connects_.end(); ++it) {
       if (!disc_equal(it->target_disc, it->target_disc_len, local.discriminator)) continue;
-      auto request = std::make_unique<ConnRequest>();
+      auto request = std::make_unique<ConnRequestImpl>();
       request->local = NetAddress{host_, local.discriminator};
       request->remote = NetAddress{host_of(it->from_nic),
                                    std::vector<std::uint8_t>(it->local_disc, it->local_disc + it->local_disc_len)};
@@ -203,7 +203,7 @@ class ShmProvider final : public Provider {
     return nullptr;
   }
 
-  Result accept(const ConnRequest& request, Vi& vi) override {
+  Result accept(const ConnRequestImpl& request, ViImpl& vi) override {
     auto it = accepted_.find(request.provider_cookie);
     if (it == accepted_.end()) return Result::invalid_parameter;
     ControlMessage m = it->second;
@@ -233,7 +233,7 @@ class ShmProvider final : public Provider {
     return Result::success;
   }
 
-  void reject(const ConnRequest& request) override {
+  void reject(const ConnRequestImpl& request) override {
     auto it = accepted_.find(request.provider_cookie);
     if (it == accepted_.end()) return;
     ControlMessage m = it->second;
@@ -336,7 +336,8 @@ class ShmProvider final : public Provider {
     return mapping;
   }
 
-  ControlMessage request_message(Vi& vi, ConnectMode mode, const NetAddress& local, const NetAddress& remote) const {
+  ControlMessage request_message(ViImpl& vi, ConnectMode mode, const NetAddress& local,
+                                 const NetAddress& remote) const {
     ControlMessage m{};
     m.type = mode == ConnectMode::client ? kControlConnect : kControlPeer;
     m.local_disc_len = std::uint8_t(local.discriminator.size());
@@ -389,7 +390,7 @@ class ShmProvider final : public Provider {
     return false;
   }
 
-  Result poll_client(Vi& vi, Pending& p) {
+  Result poll_client(ViImpl& vi, Pending& p) {
     const Ring ring = self_->ring(vi.provider_slot);
     ViSlot& mine = *ring.slot;
     const std::uint64_t word = mine.state_word.load(std::memory_order_acquire);
@@ -417,7 +418,7 @@ class ShmProvider final : public Provider {
     }
   }
 
-  Result poll_peer(Vi& vi, Pending& p) {
+  Result poll_peer(ViImpl& vi, Pending& p) {
     // The peer learns of the match only from our request: match once it is out.
     if (!p.sent) return Result::not_done;
     for (auto it = held_peers_.begin(); it != held_peers_.end(); ++it) {

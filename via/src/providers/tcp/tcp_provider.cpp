@@ -188,7 +188,7 @@ class TcpProvider final : public Provider {
   RegionTable& regions() override { return *regions_; }
   std::uint32_t max_vis() const override { return kMaxVi; }
 
-  Result add_vi(Vi& vi) override {
+  Result add_vi(ViImpl& vi) override {
     for (std::uint32_t i = 0; i < kMaxVi; ++i) {
       if (slot_used_[i]) continue;
       slot_used_[i] = true;
@@ -197,16 +197,16 @@ class TcpProvider final : public Provider {
     }
     return Result::error_resource;
   }
-  void remove_vi(Vi& vi) override {
+  void remove_vi(ViImpl& vi) override {
     pending_.erase(vi.provider_slot);
     slot_used_[vi.provider_slot] = false;
   }
-  void publish_vi_attributes(Vi&) override {}  // RDMA is checked where it lands, in the engine
-  void reset_vi(Vi& vi) override { pending_.erase(vi.provider_slot); }
+  void publish_vi_attributes(ViImpl&) override {}  // RDMA is checked where it lands, in the engine
+  void reset_vi(ViImpl& vi) override { pending_.erase(vi.provider_slot); }
 
   // ---- connection set-up ----
 
-  Result connect(Vi& vi, const NetAddress& local, const NetAddress& remote, ConnectMode mode) override {
+  Result connect(ViImpl& vi, const NetAddress& local, const NetAddress& remote, ConnectMode mode) override {
     auto target = endpoint_of(remote.host);
     if (!target || remote.discriminator.size() > kMaxDiscriminator ||
         local.discriminator.size() > kMaxDiscriminator || (!local.host.empty() && local.host != host_))
@@ -233,7 +233,7 @@ class TcpProvider final : public Provider {
     return Result::success;
   }
 
-  Result poll_connect(Vi& vi) override {
+  Result poll_connect(ViImpl& vi) override {
     if (vi.state() == ViState::connected) return Result::success;
     auto it = pending_.find(vi.provider_slot);
     if (it == pending_.end()) return Result::invalid_state;
@@ -264,7 +264,7 @@ class TcpProvider final : public Provider {
     return Result::no_match;
   }
 
-  bool cancel_connect(Vi& vi) override {
+  bool cancel_connect(ViImpl& vi) override {
     auto it = pending_.find(vi.provider_slot);
     if (it == pending_.end()) return vi.state() != ViState::connected;
     if (it->second.out) abandon(*it->second.out);
@@ -272,7 +272,7 @@ class TcpProvider final : public Provider {
     return true;
   }
 
-  std::unique_ptr<ConnRequest> take_request(const NetAddress& local) override {
+  std::unique_ptr<ConnRequestImpl> take_request(const NetAddress& local) override {
     if (!local.host.empty() && local.host != host_) return nullptr;
     for (auto it = held_connects_.begin(); it != held_connects_.end();) {
       if (!still_open(it->conn->socket)) {
@@ -283,7 +283,7 @@ class TcpProvider final : public Provider {
         ++it;
         continue;
       }
-      auto request = std::make_unique<ConnRequest>();
+      auto request = std::make_unique<ConnRequestImpl>();
       request->local = NetAddress{host_, local.discriminator};
       request->remote = NetAddress{std::vector<std::uint8_t>(it->request.from_host.begin(), it->request.from_host.end()),
                                    it->request.local_disc};
@@ -296,7 +296,7 @@ class TcpProvider final : public Provider {
     return nullptr;
   }
 
-  Result accept(const ConnRequest& request, Vi& vi) override {
+  Result accept(const ConnRequestImpl& request, ViImpl& vi) override {
     auto it = accepted_.find(request.provider_cookie);
     if (it == accepted_.end()) return Result::invalid_parameter;
     Incoming in = std::move(it->second);
@@ -306,7 +306,7 @@ class TcpProvider final : public Provider {
     return Result::success;
   }
 
-  void reject(const ConnRequest& request) override {
+  void reject(const ConnRequestImpl& request) override {
     auto it = accepted_.find(request.provider_cookie);
     if (it == accepted_.end()) return;
     answer(*it->second.conn, ConnectStatus::rejected, ViAttributes{});
@@ -452,7 +452,7 @@ class TcpProvider final : public Provider {
 
   // ---- the side that waits for a peer's stream ----
 
-  Result poll_peer(Vi& vi, Pending& p) {
+  Result poll_peer(ViImpl& vi, Pending& p) {
     for (auto it = held_peers_.begin(); it != held_peers_.end();) {
       const ConnectRequest& r = it->request;
       if (!still_open(it->conn->socket)) {

@@ -1,0 +1,236 @@
+// The engine's own view of its objects: the state behind the public Vi, Cq,
+// Nic and ConnRequest of via/via.hpp, and what the NIC and the providers call
+// on them. Internal to libvia; nothing above via/ includes it.
+//
+// Each public class has exactly one implementation, derived from it, so the
+// public object *is* the implementation object: the public methods reach the
+// state with a static_cast at no cost (no pointer to follow), and the state
+// can change without changing the library's interface.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/work_queue.hpp"
+#include "via/via.hpp"
+
+namespace via {
+
+class Provider;
+class Link;
+struct RegionTable;
+struct FaultPlan;
+class FaultInjector;
+struct FrameHeader;
+class NicImpl;
+class ViImpl;
+
+// A connection request as a provider hands it to the NIC.
+struct ConnRequestImpl final : ConnRequest {
+  std::uint64_t provider_cookie = 0;  // the provider's name for the request
+};
+
+class CqImpl final : public Cq {
+ public:
+  CqImpl(NicImpl& nic, std::size_t capacity) : nic_(nic), capacity_(capacity) {}
+  NicImpl& nic() const { return nic_; }
+  Result done(Entry& out);
+  Result wait(std::uint32_t timeout_ms, Entry& out);
+  Result resize(std::size_t capacity);
+  void set_notify(std::function<void(const Entry&)> handler) { notify_ = std::move(handler); }
+  std::size_t size() const { return entries_.size(); }
+  std::size_t capacity() const { return capacity_; }
+
+  // A VI's queue completed a descriptor.
+  void push(const Entry& entry);
+  // Drops the entries of a VI that is being destroyed.
+  void forget(const Vi* vi);
+
+ private:
+  NicImpl& nic_;
+  std::size_t capacity_;
+  std::deque<Entry> entries_;
+  std::function<void(const Entry&)> notify_;
+  bool overflow_reported_ = false;
+};
+
+class ViImpl final : public Vi {
+ public:
+  ViImpl(NicImpl& nic, const ViAttributes& attrs, CqImpl* send_cq, CqImpl* recv_cq, std::size_t queue_depth);
+  ~ViImpl();
+
+  // What the public Vi offers (via.hpp describes it).
+  NicImpl& nic() const { return nic_; }
+  ViState state() const { return state_; }
+  const ViAttributes& attributes() const { return attrs_; }
+  Result set_attributes(const ViAttributes& attrs);
+  const ViAttributes& remote_attributes() const { return remote_attrs_; }
+  const char* transport() const;
+  const ViCounters& counters() const { return counters_; }
+  bool send_queue_empty() const { return sendq_.empty(); }
+  bool recv_queue_empty() const { return recvq_.empty(); }
+  CqImpl* send_cq() const { return send_cq_; }
+  CqImpl* recv_cq() const { return recv_cq_; }
+  Result post_send(VIP_DESCRIPTOR* desc, MemHandle desc_handle);
+  Result post_recv(VIP_DESCRIPTOR* desc, MemHandle desc_handle);
+  Result send_inline(const iovec* iov, std::size_t iovcnt);
+  Result send_done(VIP_DESCRIPTOR*& out);
+  Result recv_done(VIP_DESCRIPTOR*& out);
+  Result send_wait(std::uint32_t timeout_ms, VIP_DESCRIPTOR*& out) { return wait_queue(sendq_, timeout_ms, out); }
+  Result recv_wait(std::uint32_t timeout_ms, VIP_DESCRIPTOR*& out) { return wait_queue(recvq_, timeout_ms, out); }
+  void set_send_notify(DescriptorNotify handler) { send_notify_ = std::move(handler); }
+  void set_recv_notify(DescriptorNotify handler) { recv_notify_ = std::move(handler); }
+  Result connect_request(const NetAddress& local, const NetAddress& remote, std::uint32_t timeout_ms);
+  Result start_connect(const NetAddress& local, const NetAddress& remote, std::uint32_t timeout_ms, bool client);
+  // One step of a pending connect request (connect_request_done, connect_peer_done).
+  Result poll_connect();
+  Result wait_connected();
+  Result disconnect();
+
+  // ---- used by the NIC and providers ----
+  // Called by the provider once the connection is established.
+  void attach(std::unique_ptr<Link> link, const ViAttributes& remote_attrs);
+  bool has_link() const { return link_ != nullptr; }
+  // Closes the link (the NIC going away); the VI is not used afterwards.
+  void close_link();
+  // Moves frames in and out; returns true if anything happened.
+  bool progress();
+  // Peer death / close noticed by the NIC's slow path.
+  void check_link();
+  std::uint32_t provider_slot = 0;  // the provider's id for this VI
+
+ private:
+  struct ReadResponse {
+    std::uint64_t raddr;
+    std::uint64_t total;
+    MemHandle rhandle;
+    std::uint32_t refused = 0;  // status bits when the target refuses the read
+    std::uint64_t sent = 0;
+  };
+
+  Result validate_post(VIP_DESCRIPTOR* desc, MemHandle desc_handle) const;
+  std::uint32_t check_local_segments(const VIP_DESCRIPTOR* desc, std::uint32_t first_data,
+                                     std::uint64_t& total) const;
+  void finish(WorkQueue& q, WorkRequest& wr, std::uint32_t status);
+  void publish(WorkQueue& q, bool recv);
+  bool send_frame(const FrameHeader& h, const iovec* iov, std::size_t iovcnt);
+  bool transmit_pending();
+  bool transmit(WorkRequest& wr);
+  bool transmit_data(WorkRequest& wr, std::uint8_t frame_type, std::uint64_t raddr, std::uint32_t rhandle);
+  bool transmit_read_responses();
+  bool handle_frame(const FrameHeader& h, const std::byte* payload);
+  WorkRequest* take_receive();
+  bool deliver(WorkRequest& wr, const FrameHeader& h, const std::byte* payload);
+  void complete_acked(std::uint32_t count);
+  void complete_read(const FrameHeader& h, const std::byte* payload);
+  void serve_read_request(const FrameHeader& h);
+  // Breaks the VI: it goes to the error state, the peer is told, outstanding
+  // descriptors are flushed (wr, if given, completes with `status`).
+  void fail(VIP_ERROR_CODE code, std::string cause, WorkQueue* q = nullptr, WorkRequest* wr = nullptr,
+            std::uint32_t status = 0, bool orderly = false);
+  void flush_all(std::uint32_t status);
+  Result wait_queue(WorkQueue& q, std::uint32_t timeout_ms, VIP_DESCRIPTOR*& out);
+  bool direct_rdma(WorkRequest& wr);
+
+  NicImpl& nic_;
+  ViAttributes attrs_;
+  ViAttributes remote_attrs_{};
+  ViState state_ = ViState::idle;
+  CqImpl* send_cq_;
+  CqImpl* recv_cq_;
+  WorkQueue sendq_, recvq_;
+  std::uint64_t connect_deadline_ns_ = 0;  // when a pending connect request times out
+  std::uint64_t tx_next_ = 0;    // next send-queue request to transmit
+  std::uint64_t fill_next_ = 0;  // next receive-queue request to fill
+  std::deque<std::uint64_t> awaiting_ack_, awaiting_read_;
+  std::deque<ReadResponse> read_responses_;
+  std::uint32_t acks_owed_ = 0;
+  bool discarding_ = false;  // dropping the rest of a message that had nowhere to go
+  WorkRequest* receiving_ = nullptr;
+  std::uint16_t rx_message_ = 0;  // message number of the one being received
+  std::uint16_t tx_message_ = 0;  // number of the next message sent in frames
+  std::unique_ptr<Link> link_;
+  ViCounters counters_;
+  // What the link offers, read once when it is attached.
+  std::uint64_t frame_payload_ = 0;  // largest payload of one frame
+  bool direct_capable_ = false;      // single-copy access to the peer's memory
+  std::uint64_t direct_min_ = UINT64_MAX;  // sends/RDMA this large use it
+  std::unique_ptr<FaultInjector> faults_;  // unreliable VIs under VIASTACK_FAULTS
+  DescriptorNotify send_notify_, recv_notify_;
+};
+
+class NicImpl final : public Nic {
+ public:
+  NicImpl();
+  ~NicImpl() override;
+
+  // What the public Nic offers (via.hpp describes it).
+  static Result open(std::string_view device, std::unique_ptr<Nic>& out);
+  void query(VIP_NIC_ATTRIBUTES& out) const;
+  const char* provider_name() const;
+  const std::vector<std::uint8_t>& host_address() const;
+  Result resolve(std::string_view name, std::uint32_t index, std::vector<std::uint8_t>& host) const;
+  std::string describe_address(const std::vector<std::uint8_t>& host) const;
+  Result create_ptag(Ptag& out);
+  Result destroy_ptag(Ptag ptag);
+  bool ptag_valid(Ptag ptag) const;
+  Result register_memory(const void* addr, std::size_t len, const MemAttributes& attrs, MemHandle& out);
+  Result deregister_memory(const void* addr, MemHandle handle);
+  Result query_memory(const void* addr, MemHandle handle, MemAttributes& out) const;
+  Result set_memory_attributes(const void* addr, MemHandle handle, const MemAttributes& attrs);
+  Result create_cq(std::size_t entries, Cq*& out);
+  Result destroy_cq(Cq* cq);
+  Result create_vi(const ViAttributes& attrs, Cq* send_cq, Cq* recv_cq, Vi*& out);
+  Result check_vi_attributes(const ViAttributes& attrs) const;
+  Result destroy_vi(Vi* vi);
+  Result connect_wait(const NetAddress& local, std::uint32_t timeout_ms, ConnRequest*& out);
+  Result connect_accept(ConnRequest* request, Vi& vi);
+  Result connect_reject(ConnRequest* request);
+  void set_error_handler(std::function<void(const AsyncError&)> handler) { error_handler_ = std::move(handler); }
+  void progress();
+  // Nic::wait's loop (the engine calls the inherited Nic::wait too).
+  Result wait_loop(const std::function<bool()>& done, std::uint32_t timeout_ms);
+
+  // ---- used by the engine and providers ----
+  Provider& provider() { return *provider_; }
+  RegionTable& regions() { return *regions_; }
+  const FaultPlan* fault_plan() const { return fault_plan_.get(); }
+  NicCounters& counters() { return counters_; }
+  const NicCounters& counters() const { return counters_; }
+  // Hands an asynchronous error to the program's handler.
+  void report(const AsyncError& error);
+  // Runs `work` at the end of the current progress step (notify handlers).
+  void defer(std::function<void()> work) { deferred_.push_back(std::move(work)); }
+
+ private:
+  // Connection control traffic; with check_peers, also notices closed or dead peers.
+  void slow_progress(bool check_peers);
+
+  std::unique_ptr<Provider> provider_;
+  RegionTable* regions_ = nullptr;  // the provider's table, looked up once
+  std::unique_ptr<const FaultPlan> fault_plan_;  // from VIASTACK_FAULTS, if set
+  std::vector<std::unique_ptr<ViImpl>> vis_;
+  std::vector<std::unique_ptr<CqImpl>> cqs_;
+  std::vector<std::unique_ptr<ConnRequestImpl>> requests_;
+  std::vector<Ptag> ptags_;
+  Ptag next_ptag_ = 1;
+  std::function<void(const AsyncError&)> error_handler_;
+  NicCounters counters_;
+  std::uint64_t progress_calls_ = 0;
+  std::vector<std::function<void()>> deferred_;
+};
+
+// The engine's object behind a public one.
+inline NicImpl& impl(Nic& nic) { return static_cast<NicImpl&>(nic); }
+inline const NicImpl& impl(const Nic& nic) { return static_cast<const NicImpl&>(nic); }
+inline ViImpl& impl(Vi& vi) { return static_cast<ViImpl&>(vi); }
+inline const ViImpl& impl(const Vi& vi) { return static_cast<const ViImpl&>(vi); }
+inline CqImpl& impl(Cq& cq) { return static_cast<CqImpl&>(cq); }
+inline const CqImpl& impl(const Cq& cq) { return static_cast<const CqImpl&>(cq); }
+inline ConnRequestImpl& impl(ConnRequest& request) { return static_cast<ConnRequestImpl&>(request); }
+
+}  // namespace via
