@@ -168,6 +168,7 @@ Status barrier() { return Runtime::get() ? Runtime::get()->barrier().run() : not
 Status wait_acknowledged() { return Runtime::get() ? Runtime::get()->core().wait_acknowledged() : not_enabled(); }
 Counters counters() { return Runtime::get() ? Runtime::get()->core().counters() : Counters{}; }
 int failed_peers() { return Runtime::get() ? Runtime::get()->core().failed_peers() : 0; }
+int peers_in_use() { return Runtime::get() ? Runtime::get()->core().peers_in_use() : 0; }
 const char* last_error() { return detail::last_error_message(); }
 
 }  // namespace am

@@ -20,8 +20,8 @@ Bulk::Bulk(Core& core) : core_(core) {
 Status Bulk::check_bulk(int dest, const void* local, const void* remote, std::size_t bytes) {
   if (dest < 0 || dest >= core_.procs()) return error(Status::bad_arg, "no rank " + std::to_string(dest));
   if (bytes && !local) return error(Status::bad_arg, "local buffer is null");
-  const Peer& p = core_.peer(dest);
-  if (p.failed) return error(Status::unreachable, "rank " + std::to_string(dest) + " is unreachable");
+  Peer& p = core_.peer(dest);
+  if (!core_.know(p)) return error(Status::unreachable, "rank " + std::to_string(dest) + " is unreachable");
   return core_.check_remote_range(p, std::uintptr_t(remote), bytes);
 }
 

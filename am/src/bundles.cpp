@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "core.hpp"
+#include "via/log.hpp"
 
 namespace am::detail {
 
@@ -126,8 +127,8 @@ void Core::run_bundle(Peer& p, const wire::Message& m, HandlerContext& ctx) {
   }
   counters_.messages_received += std::uint16_t(ctx.item - first);
   if (items.error() != wire::ParseError::none)
-    std::fprintf(stderr, "am: rank %d: dropped a malformed request in a bundle from rank %d, and the rest of it: %s\n",
-                 my_proc(), p.rank, wire::describe(items.error()));
+    VIA_LOG(warn, "am", "dropped a malformed request in a bundle from rank %d, and the rest of it: %s", p.rank,
+            wire::describe(items.error()));
   ctx.replied = ctx.reply_bytes > 0;
   if (!ctx.replied) return;
   const std::uint32_t b = link_.reply_buffer(p.rank, ctx.slot);
@@ -161,8 +162,8 @@ void Core::run_bundle_replies(Peer& p, const wire::Message& m) {
     run_reply_handler(p, h, it.header.handler, it.header.nargs, it.args, it.payload, it.header.payload_bytes);
   }
   if (items.error() != wire::ParseError::none)
-    std::fprintf(stderr, "am: rank %d: dropped a malformed reply in a bundle's answer from rank %d, and the rest: %s\n",
-                 my_proc(), p.rank, wire::describe(items.error()));
+    VIA_LOG(warn, "am", "dropped a malformed reply in a bundle's answer from rank %d, and the rest: %s", p.rank,
+            wire::describe(items.error()));
   for (const Returned& r : refused) {
     ++counters_.returned;
     report_returned(r);

@@ -1,4 +1,5 @@
 #include "core.hpp"
+#include "via/log.hpp"
 
 #include <time.h>
 
@@ -19,7 +20,7 @@ constexpr std::uint64_t kMaxAckDelayPasses = 32;
 std::string last_error_text;
 
 void print_returned(const Returned& r) {
-  std::fprintf(stderr, "am: message to rank %d (handler %d) returned: %s\n", r.dest, r.handler, r.description);
+  VIA_LOG(warn, "am", "message to rank %d (handler %d) returned: %s", r.dest, r.handler, r.description);
 }
 std::function<void(const Returned&)> error_handler = print_returned;
 
@@ -79,7 +80,7 @@ Status Core::start() {
     if (!segment_) return error(Status::resource, "am_enable: cannot allocate the segment");
   }
   if ((s = link_.register_segment(segment_, segment_bytes_)) != Status::ok) return s;
-  // Rooms first: handlers run (and may defer requests) while start waits for the peers.
+  // Rooms first: handlers run (and may defer requests) as soon as a peer's first message arrives.
   rooms_.resize(std::size_t(size));
   for (int r = 0; r < size; ++r) {
     peers_.push_back(std::make_unique<Peer>(r, r == me, depth_, policy_, kMaxAckDelayPasses));
@@ -88,24 +89,35 @@ Status Core::start() {
     if (r == me) {
       p.seg_base = std::uintptr_t(segment_);
       p.seg_bytes = segment_bytes_;
-      p.hello_received = true;
+      p.seg_handle = link_.segment_handle();
+      p.known = true;
     } else {
       remote_.push_back(&p);
     }
   }
-  // Hello: tell every peer where our segment is (and check we agree on the depth).
-  for (Peer* p : remote_) {
-    const Word args[4] = {std::uintptr_t(segment_), segment_bytes_, link_.segment_handle(), depth_};
-    if (send_request(*p, wire::Kind::hello, wire::kNoHandler, args, 4, nullptr, 0, Sent{}) != Status::ok)
-      return error(Status::enable_failed, "am_enable: a peer is unreachable");
+  return link_.publish_segment(depth_);
+}
+
+bool Core::know(Peer& p) {
+  if (p.known) return true;
+  if (p.failed) return false;
+  Link::PeerSegment seg;
+  std::string why;
+  if (!link_.lookup_segment(p.rank, seg, why)) {
+    fail_peer(p, AM_E_UNREACHABLE, "cannot learn the peer's segment: " + why);
+    return false;
   }
-  auto everyone = [&] {
-    return std::all_of(peers_.begin(), peers_.end(), [](auto& p) { return p->failed || p->hello_received; }) &&
-           hellos_acked_ + 1 >= peers_.size();
-  };
-  block_until([&] { return everyone() || any_failed(); });
-  if (!everyone() || any_failed()) return error(Status::enable_failed, "am_enable: a peer failed during set-up");
-  return Status::ok;
+  if (seg.depth != depth_) {
+    VIA_LOG(error, "am", "rank %d runs with VIASTACK_AM_DEPTH=%llu, this rank with %u", p.rank,
+            static_cast<unsigned long long>(seg.depth), depth_);
+    fail_peer(p, AM_E_UNREACHABLE, "the peer's AM configuration differs");
+    return false;
+  }
+  p.seg_base = seg.base;
+  p.seg_bytes = seg.bytes;
+  p.seg_handle = seg.handle;
+  p.known = true;
+  return true;
 }
 
 void Core::drain() {
@@ -116,10 +128,12 @@ void Core::drain() {
   });
 }
 
-void* Core::segment(int proc) const {
-  return proc >= 0 && proc < procs() ? reinterpret_cast<void*>(peers_[proc]->seg_base) : nullptr;
+void* Core::segment(int proc) {
+  return proc >= 0 && proc < procs() && know(*peers_[proc]) ? reinterpret_cast<void*>(peers_[proc]->seg_base) : nullptr;
 }
-std::size_t Core::segment_size(int proc) const { return proc >= 0 && proc < procs() ? peers_[proc]->seg_bytes : 0; }
+std::size_t Core::segment_size(int proc) {
+  return proc >= 0 && proc < procs() && know(*peers_[proc]) ? peers_[proc]->seg_bytes : 0;
+}
 
 bool Core::any_failed() const {
   return std::any_of(peers_.begin(), peers_.end(), [](auto& p) { return p->failed; });
@@ -156,6 +170,7 @@ int Core::after_frames(int handled) {
 // A frame from a peer, handled as it is taken from the NIC.
 void Core::on_frame(int peer, std::byte* data, std::size_t length) {
   Peer& p = *peers_[std::size_t(peer)];
+  if (!know(p)) return;  // a peer of another depth could overrun our receives
   p.window.heard();  // any frame: the peer is alive (a lost answer is not a dead peer)
   dispatch(p, data, length);
   // Due acknowledgements go between frames, not after the last: a peer
@@ -164,7 +179,7 @@ void Core::on_frame(int peer, std::byte* data, std::size_t length) {
 }
 
 void Core::on_peer_lost(int peer, const std::string& why) {
-  fail_peer(*peers_[std::size_t(peer)], AM_E_UNREACHABLE, why);
+  fail_peer(*peers_[std::size_t(peer)], AM_E_UNREACHABLE, "the destination is unreachable (" + why + ")");
 }
 
 int Core::poll() {
@@ -263,7 +278,6 @@ void Core::returned(Peer& p, std::uint16_t slot, int cause, const char* why) {
   wire::parse(link_.buffer(link_.request_buffer(p.rank, slot)), s.length, original);
   Returned r = returned_request(p, original.header.handler, original.header.nargs,
                                 reinterpret_cast<const std::byte*>(original.args), cause, why);
-  if (s.kind == wire::Kind::hello) return;
   if (Service* service = services_[std::size_t(s.kind)]; service && !service->returned(p, s, cause, why, r)) return;
   error_handler(r);
 }

@@ -77,7 +77,7 @@ struct Peer {
   std::uint32_t bundle_slot = kNoBundle;
   DeferredRoom* room = nullptr;
   bool failed = false;
-  bool hello_received = false;
+  bool known = false;  // its segment (seg_*) is known: read when first needed
   std::uint64_t seg_base = 0, seg_bytes = 0;
   via::MemHandle seg_handle = 0;
 };
@@ -113,7 +113,7 @@ class Service {
 class Core final : private LinkClient {
  public:
   explicit Core(const Config& config);
-  // Opens the link and exchanges segments with every rank (hello).
+  // Opens the link and publishes this rank's segment; connects nobody.
   Status start();
   // Hands the requests of `kind` (and the answers to them) to `service`.
   void add_service(wire::Kind kind, Service* service) { services_[std::size_t(kind)] = service; }
@@ -121,8 +121,9 @@ class Core final : private LinkClient {
   // ---- the API's ----
   int procs() const { return int(peers_.size()); }
   int my_proc() const { return link_.rank(); }
-  void* segment(int proc) const;
-  std::size_t segment_size(int proc) const;
+  void* segment(int proc);
+  std::size_t segment_size(int proc);
+  int peers_in_use() const { return link_.peers_in_use(); }
   const Counters& counters() const { return counters_; }
   int failed_peers() const { return failed_peers_; }
   Status send(bool reply, int dest, int handler, const Word* args, unsigned nargs, const void* payload,
@@ -164,6 +165,9 @@ class Core final : private LinkClient {
   template <class Pred>
   void block_until(Pred&& pred);
   void fail_peer(Peer& p, int cause, const std::string& why);
+  // Reads p's segment and depth when first needed; false (p failed) if it
+  // cannot be read or p runs with another depth.
+  bool know(Peer& p);
   bool in_my_segment(std::uint64_t addr, std::uint64_t bytes) const;
   Status check_remote_range(const Peer& p, std::uint64_t addr, std::size_t bytes) const;
 
@@ -228,7 +232,6 @@ class Core final : private LinkClient {
   unsigned open_bundles_ = 0;
   int failed_peers_ = 0;  // peers given up on (fail_peer)
   bool may_owe_acks_ = false;  // some peer may be owed acknowledgements (cleared by send_all_acks)
-  unsigned hellos_acked_ = 0;
 };
 
 template <class Pred>

@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "core.hpp"
+#include "via/log.hpp"
 
 namespace am::detail {
 
@@ -12,8 +13,7 @@ namespace am::detail {
 void Core::dispatch(Peer& p, std::byte* data, std::size_t length) {
   wire::Message m;
   if (const wire::ParseError e = wire::parse(data, length, m); e != wire::ParseError::none) {
-    std::fprintf(stderr, "am: rank %d: dropped a malformed message from rank %d: %s\n", my_proc(), p.rank,
-                 wire::describe(e));
+    VIA_LOG(warn, "am", "dropped a malformed message from rank %d: %s", p.rank, wire::describe(e));
     return;
   }
   // A bundle and a bundle's answer count the requests and replies they carry.
@@ -31,8 +31,7 @@ void Core::handle_request(Peer& p, const wire::Message& m) {
   const wire::Header& h = m.header;
   switch (p.filter.admit(h.slot, h.seq)) {
     case Admission::bad_slot:
-      std::fprintf(stderr, "am: rank %d: dropped a request from rank %d naming slot %u (depth %u)\n", my_proc(), p.rank,
-                   h.slot, depth_);
+      VIA_LOG(warn, "am", "dropped a request from rank %d naming slot %u (depth %u)", p.rank, h.slot, depth_);
       return;
     case Admission::duplicate:
       ++counters_.duplicates_dropped;
@@ -87,18 +86,6 @@ std::uint8_t Core::run_request(Peer& p, const wire::Message& m, HandlerContext& 
     case wire::Kind::bundle:
       run_bundle(p, m, ctx);
       return 0;
-    case wire::Kind::hello:
-      if (m.args[3] != depth_) {
-        std::fprintf(stderr, "am: rank %d: rank %d runs with VIASTACK_AM_DEPTH=%llu, we with %u\n", my_proc(), p.rank,
-                     static_cast<unsigned long long>(m.args[3]), depth_);
-        fail_peer(p, AM_E_UNREACHABLE, "the peer's AM configuration differs");
-        return AM_E_BADLENGTH;
-      }
-      p.seg_base = m.args[0];
-      p.seg_bytes = m.args[1];
-      p.seg_handle = via::MemHandle(m.args[2]);
-      p.hello_received = true;
-      return 0;
     case wire::Kind::reply:
     case wire::Kind::ack:
       return AM_E_BADLENGTH;
@@ -126,9 +113,6 @@ void Core::handle_reply(Peer& p, const wire::Message& m) {
     case wire::Kind::bundle:
       if (h.handler == wire::kBundleReply) run_bundle_replies(p, m);
       return;
-    case wire::Kind::hello:
-      ++hellos_acked_;
-      return;
     default:
       if (Service* service = services_[std::size_t(s.kind)]) service->answered(p, s, m);
       return;
@@ -140,8 +124,7 @@ void Core::run_reply_handler(Peer& p, const wire::Header& answer, std::uint16_t 
                              const std::byte* args, const std::byte* payload, std::uint32_t bytes) {
   const HandlerEntry* entry = message_handler(handler, bytes);
   if (!entry) {
-    std::fprintf(stderr, "am: rank %d: a reply from rank %d names handler %u, not registered here for it\n",
-                 my_proc(), p.rank, handler);
+    VIA_LOG(warn, "am", "a reply from rank %d names handler %u, not registered here for it", p.rank, handler);
     return;
   }
   HandlerContext ctx{&p, answer.slot, answer.seq, false, false};  // a reply handler may not reply

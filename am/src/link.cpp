@@ -3,6 +3,7 @@
 #include <via/bootstrap.hpp>
 
 #include <algorithm>
+#include <cstdio>
 #include <string>
 
 #include "wire.hpp"
@@ -45,10 +46,13 @@ std::byte* Link::buffer(std::uint32_t i) const {
 
 Status Link::open() {
   std::string why;
-  const auto job = via::job_bootstrap(why);
-  if (!job) return error(Status::enable_failed, "am_enable: " + why);
-  size_ = job->size();
-  rank_ = job->rank();
+  job_ = via::job_bootstrap(why);
+  if (!job_) return error(Status::enable_failed, "am_enable: " + why);
+  size_ = job_->size();
+  rank_ = job_->rank();
+  static unsigned enables = 0;  // the same count on every rank: enabling is collective
+  // Unique in the job (the store's rule): the enable's number, then the rank.
+  segment_key_ = "am.segment." + std::to_string(enables++) + ".";
   if (size_ > 4096) return error(Status::enable_failed, "am_enable: more than 4096 ranks");
   Status s;
   if ((s = check(via::Nic::open("", nic_), "open NIC")) != Status::ok) return s;
@@ -86,6 +90,28 @@ Status Link::register_segment(std::byte* segment, std::size_t bytes) {
   segment_bytes_ = bytes;
   if (!bytes) return Status::ok;
   return check(mesh_->register_exposed(segment, bytes, segment_handle_), "register the segment");
+}
+
+Status Link::publish_segment(std::uint16_t depth) {
+  std::string why;
+  const std::string value = std::to_string(std::uintptr_t(segment_)) + " " + std::to_string(segment_bytes_) + " " +
+                            std::to_string(segment_handle_) + " " + std::to_string(depth);
+  if (!job_->put(segment_key_ + std::to_string(rank_), value, why) || !job_->fence(why))
+    return error(Status::enable_failed, "am_enable: publishing the segment: " + why);
+  return Status::ok;
+}
+
+bool Link::lookup_segment(int peer, PeerSegment& out, std::string& why) {
+  std::string value;
+  if (!job_->get(peer, segment_key_ + std::to_string(peer), value, why)) return false;
+  unsigned long long base, bytes, handle, depth;
+  char rest;
+  if (std::sscanf(value.c_str(), "%llu %llu %llu %llu %c", &base, &bytes, &handle, &depth, &rest) != 4) {
+    why = "its published segment \"" + value + "\" is malformed";
+    return false;
+  }
+  out = PeerSegment{base, bytes, via::MemHandle(handle), depth};
+  return true;
 }
 
 // ---- I/O ----

@@ -17,6 +17,7 @@
 
 #include "am/am.hpp"
 #include "errors.hpp"
+#include "via/bootstrap.hpp"
 #include "via/mesh.hpp"
 
 namespace am::detail {
@@ -52,6 +53,19 @@ class Link final : private via::MeshClient {
   int rank() const { return rank_; }
   int size() const { return size_; }
   via::MemHandle segment_handle() const { return segment_handle_; }
+  // The peers the mesh made a VI for.
+  int peers_in_use() const { return mesh_->peers_in_use(); }
+
+  // Where each rank's segment is, and the depth it runs with: published by
+  // every rank once (collective: a fence of the job's key-value store), and
+  // read for a peer when first needed, so that set-up connects nobody.
+  struct PeerSegment {
+    std::uint64_t base = 0, bytes = 0;
+    via::MemHandle handle = 0;
+    std::uint64_t depth = 0;
+  };
+  Status publish_segment(std::uint16_t depth);
+  bool lookup_segment(int peer, PeerSegment& out, std::string& why);
 
   std::uint32_t request_buffer(int peer, std::uint16_t slot) const { return first_buffer(peer) + slot; }
   std::uint32_t reply_buffer(int peer, std::uint16_t slot) const { return first_buffer(peer) + depth_ + slot; }
@@ -61,6 +75,9 @@ class Link final : private via::MeshClient {
   // Sends `length` bytes of buffer i to `peer` (not this rank), copied out
   // now or queued; false if the peer is lost.
   bool send(int peer, std::uint32_t i, std::uint32_t length);
+  // Messages and RDMA to `peer` still waiting to be handed to its VI (for
+  // the connection, or a send buffer).
+  std::size_t waiting(int peer) const { return mesh_->backlog(peer); }
   // Nothing waits to leave (connections, queued messages, sends with the NIC).
   bool idle() const { return mesh_->idle(); }
 
@@ -94,6 +111,8 @@ class Link final : private via::MeshClient {
   std::uint16_t depth_;
   Reliability reliability_;
   LinkClient& client_;
+  std::shared_ptr<via::Bootstrap> job_;
+  std::string segment_key_;  // this enable's key: a process may enable AM more than once
   std::unique_ptr<via::Nic> nic_;
   std::unique_ptr<via::Mesh> mesh_;
   std::byte* segment_ = nullptr;

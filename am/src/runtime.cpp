@@ -6,7 +6,7 @@ std::unique_ptr<Runtime> Runtime::instance_;
 
 Status Runtime::enable(const Config& config) {
   if (instance_) return error(Status::bad_arg, "am_enable: already enabled");
-  // Installed first: peers' first requests may arrive while we wait for their hellos.
+  // Installed first: peers' first requests may arrive while enable waits at the fence.
   instance_.reset(new Runtime(config));
   const Status s = instance_->core_.start();
   if (s != Status::ok) instance_.reset();

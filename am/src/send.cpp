@@ -7,13 +7,18 @@
 namespace am::detail {
 
 // Sends the message in `buffer` to p: through the loopback queue to this
-// rank, else the link; a link that refuses it has a broken VI.
+// rank, else the link. What the link must queue (the first message to a
+// peer waits for the connection) is waited for here: a program may compute
+// for long without an AM call once a send returns, and its message must
+// have left by then.
 bool Core::post_send(Peer& p, std::uint32_t buffer, std::uint32_t length) {
   if (p.is_me) {
     loopback_.send(link_.buffer(buffer), length);
     return true;
   }
-  return !p.failed && link_.send(p.rank, buffer, length);
+  if (!know(p) || !link_.send(p.rank, buffer, length)) return false;
+  if (link_.waiting(p.rank)) block_until([&] { return link_.waiting(p.rank) == 0 || p.failed; });
+  return !p.failed;
 }
 
 // Polls until p has a credit for a request; false if p failed meanwhile.

@@ -45,12 +45,13 @@ enum class Kind : std::uint8_t {
   store_data = 3,  // args: remote address; payload lands there
   store_done = 4,  // args: remote address, length, user arg; payload (if any) lands there, then the mem handler runs
   get = 5,         // args: remote address, length; the reply carries the bytes
-  hello = 6,       // args: segment base, segment length, segment memory handle, depth
   barrier = 7,     // args: epoch; handler: 0 = arrive (to rank 0), 1 = release (from rank 0)
   ack = 8,         // nothing but acknowledgements (slot and seq unused)
   bundle = 9,      // payload: items, each a request
 };
 inline constexpr Kind kLastKind = Kind::bundle;
+// Kind 6 was hello (segments now go through the job's key-value store): refused as a bad kind.
+inline constexpr std::uint8_t kRetiredHello = 6;
 
 inline constexpr std::uint16_t kNoHandler = 0xFFFF;
 inline constexpr std::uint16_t kBundleReply = 0xFFFE;  // a reply's handler: its payload holds items
@@ -120,7 +121,8 @@ inline ParseError parse(const std::byte* data, std::size_t len, Message& out) {
   if (len < kHeaderBytes) return ParseError::too_short;
   std::memcpy(&out.header, data, kHeaderBytes);
   const Header& h = out.header;
-  if (std::uint8_t(h.kind) < std::uint8_t(Kind::request) || std::uint8_t(h.kind) > std::uint8_t(kLastKind))
+  if (std::uint8_t(h.kind) < std::uint8_t(Kind::request) || std::uint8_t(h.kind) > std::uint8_t(kLastKind) ||
+      std::uint8_t(h.kind) == kRetiredHello)
     return ParseError::bad_kind;
   if (h.nargs > kMaxArgs) return ParseError::too_many_args;
   if (h.acks > kMaxAcks) return ParseError::too_many_acks;

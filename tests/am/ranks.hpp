@@ -25,10 +25,9 @@ namespace am_test {
 // after `timeout_s` is killed and reported as 124.
 inline std::vector<int> run_ranks(int n, const std::function<int(int rank)>& body, int timeout_s = 60) {
   const std::string job = testing_support::use_unique_job("amtest");
-  // The suite runs once per provider (VIASTACK_PROVIDER, set by ctest); tcp
-  // ranks find each other through a directory in this process, as under viarun.
-  if (const char* provider = std::getenv("VIASTACK_PROVIDER"); provider && std::string(provider) == "tcp")
-    testing_support::use_job_directory();
+  // Ranks publish their segments (and, on tcp, their addresses) in a job
+  // directory served from this process, as under viarun.
+  testing_support::use_job_directory();
   std::vector<pid_t> pids;
   for (int r = 0; r < n; ++r) {
     pid_t pid = fork();

@@ -616,6 +616,32 @@ TEST(AmRanks, DeferredRequestsFromAHandlerRunWhileEnabling) {
   expect_all_zero(status);
 }
 
+// Connections are made on first use: enabling connects nobody, and ranks that
+// talk to their neighbours on a ring have VIs to those two only (AM used to
+// connect every pair and say hello to each at am::enable).
+TEST(AmRanks, RanksTalkingToNeighboursConnectOnlyToThem) {
+  auto status = run_ranks(6, [](int rank) -> int {
+    long from_left = 0, replies = 0;
+    am::set_handler(1, [&](am::Token t) {
+      ++from_left;
+      t.reply(2);
+    });
+    am::set_handler(2, [&](am::Token) { ++replies; });
+    CHECK_OR_RETURN(am::enable() == am::Status::ok, 1);
+    CHECK_OR_RETURN(am::peers_in_use() == 0, 2);
+    const int procs = am::procs();
+    CHECK_OR_RETURN(am::segment((rank + 1) % procs) != nullptr, 3);  // learnt without a connection
+    CHECK_OR_RETURN(am::peers_in_use() == 0, 4);
+    for (int i = 0; i < 10; ++i) CHECK_OR_RETURN(am::request((rank + 1) % procs, 1) == am::Status::ok, 5);
+    CHECK_OR_RETURN(am::wait_until([&] { return from_left == 10 && replies == 10; }) == am::Status::ok, 6);
+    CHECK_OR_RETURN(am::peers_in_use() == 2, 7);
+    CHECK_OR_RETURN(am::barrier() == am::Status::ok, 8);
+    CHECK_OR_RETURN(am::disable() == am::Status::ok, 9);
+    return 0;
+  });
+  expect_all_zero(status);
+}
+
 // ---- a peer killed mid-run ----
 
 // deferred: every other request waits in a bundle.

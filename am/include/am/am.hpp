@@ -268,6 +268,9 @@ Counters counters();
 // so that no message comes back: a wait for something only a peer can do
 // (its request) reads this in its predicate to end when the peer is gone.
 int failed_peers();
+// The peers this rank has a VI to: those it exchanged a message with
+// (connections are made on first use).
+int peers_in_use();
 const char* last_error();
 
 }  // namespace am
