@@ -220,7 +220,7 @@ int Mesh::drain(std::size_t max_messages) {
   if (!connecting_.empty()) {
     advance_connects();
     accept_requests();
-  } else if (++polls_ % 16 == 0) {
+  } else if (++polls_ % kAcceptEvery == 0) {
     accept_requests();
   }
   int handled = 0;

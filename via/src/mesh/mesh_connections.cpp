@@ -28,8 +28,6 @@ using namespace mesh_detail;
 
 namespace {
 
-constexpr unsigned kAcceptEvery = 16;  // polls between looks for connection requests, when none of ours is pending
-
 // A request comes from the service's discriminator followed by the
 // requester's rank (4 bytes, little-endian).
 std::vector<std::uint8_t> requester_discriminator(const std::vector<std::uint8_t>& service, int rank) {

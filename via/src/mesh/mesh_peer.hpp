@@ -68,6 +68,7 @@ inline void Mesh::FreeBytes::operator()(std::byte* bytes) const { std::free(byte
 
 namespace mesh_detail {
 constexpr std::size_t kDescriptorBytes = 64;  // VIP_DESCRIPTOR_ALIGNMENT; a descriptor with two segments fits
+constexpr unsigned kAcceptEvery = 16;  // polls between looks for connection requests, when none of ours is pending
 std::uint64_t now_ns();
 std::size_t round_up(std::size_t n, std::size_t to);
 // Page-aligned memory for descriptors and buffers; null when there is none.

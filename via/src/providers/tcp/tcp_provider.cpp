@@ -400,10 +400,10 @@ class TcpProvider final : public Provider {
       auto failed = [this, o](const std::string& error) {
         return o->conn->stream_failed ? retry_later(o) : fail(*o, error);
       };
-      run_client_handshake(o->conn, key_, Purpose::vi, [this, o, attempt, failed](const std::string& error) {
+      run_client_handshake(o->conn, key_, Purpose::vi, [o, attempt, failed](const std::string& error) {
         if (attempt != o->attempt) return;
         if (!error.empty()) return failed(error);
-        write_all(o->conn, encode(o->request), [this, o, attempt, failed](const std::string& error) {
+        write_all(o->conn, encode(o->request), [o, attempt, failed](const std::string& error) {
           if (attempt != o->attempt) return;
           if (!error.empty()) return failed(error);
           read_exactly(o->conn, ConnectResponse::kBytes, [o, attempt, failed](const std::string& error) {
