@@ -158,6 +158,17 @@ class MeshTest : public ::testing::TestWithParam<Transport> {
     open_mesh(0, 2, options);
     open_mesh(1, 2, options);
   }
+  // Ranks 0 and 1 with RDMA both ways, and rank 1's `target` exposed to
+  // rank 0: returns its handle (the test deregisters it).
+  via::MemHandle open_rdma_pair(const char* service, const Pages& target) {
+    via::MeshOptions options = options_for(service);
+    options.rdma_read = true;
+    options.rdma_write = true;
+    open_pair(options);
+    via::MemHandle exposed = 0;
+    expect_ok(mesh(1).register_exposed(target.data, target.size, exposed), "register_exposed");
+    return exposed;
+  }
   via::Mesh& mesh(int rank) { return *meshes_[rank]; }
   Recorder& client(int rank) { return clients_[rank]; }
 
@@ -500,15 +511,10 @@ TEST_P(MeshTest, ReliableReceptionSendsThroughBounceBuffers) {
 // ---- RDMA ----
 
 TEST_P(MeshTest, RdmaWriteAndReadThroughTheRegistrationCache) {
-  via::MeshOptions options = options_for("rdma");
-  options.rdma_read = true;
-  options.rdma_write = true;
-  open_pair(options);
   // Over the single-copy threshold (16 KiB here) and not a whole number of pages.
   const std::size_t len = 300001;
   Pages target(len), local(len);
-  via::MemHandle exposed = 0;
-  expect_ok(mesh(1).register_exposed(target.data, len, exposed), "register_exposed");
+  const via::MemHandle exposed = open_rdma_pair("rdma", target);
   const auto remote = reinterpret_cast<std::uint64_t>(target.data);
 
   // A message sent after the write arrives after the data.
@@ -559,13 +565,9 @@ TEST_P(MeshTest, RdmaWriteAndReadThroughTheRegistrationCache) {
 // (Failed on shm without CMA, where the write takes several frames, while
 // waiting messages and waiting RDMA were two queues and the messages went first.)
 TEST_P(MeshTest, WriteQueuedBeforeTheConnectionArrivesBeforeALaterMessage) {
-  via::MeshOptions options = options_for("rdmafirst");
-  options.rdma_write = true;
-  open_pair(options);
   const std::size_t len = 300001;
   Pages target(len), local(len);
-  via::MemHandle exposed = 0;
-  expect_ok(mesh(1).register_exposed(target.data, len, exposed), "register_exposed");
+  const via::MemHandle exposed = open_rdma_pair("rdmafirst", target);
   local.fill(1);
   mesh(0).write(1, local.data, len, reinterpret_cast<std::uint64_t>(target.data), exposed, 1);
   EXPECT_EQ(mesh(0).send(1, bytes_of("written")), Sent::queued);
@@ -580,13 +582,8 @@ TEST_P(MeshTest, WriteQueuedBeforeTheConnectionArrivesBeforeALaterMessage) {
 // register_exposed makes the cache forget what it held of that memory: the
 // memory is registered otherwise from then on.
 TEST_P(MeshTest, RegisterExposedInvalidatesCachedRegions) {
-  via::MeshOptions options = options_for("expose");
-  options.rdma_read = true;
-  options.rdma_write = true;
-  open_pair(options);
   Pages target(2 * kPage), local(2 * kPage);
-  via::MemHandle exposed = 0;
-  expect_ok(mesh(1).register_exposed(target.data, target.size, exposed), "register_exposed");
+  const via::MemHandle exposed = open_rdma_pair("expose", target);
   mesh(0).write(1, local.data, kPage, reinterpret_cast<std::uint64_t>(target.data), exposed, 1);
   ASSERT_TRUE(pump([&] { return client(0).rdma.size() == 1; }));
   EXPECT_EQ(mesh(0).registrations().regions(), 1u);
