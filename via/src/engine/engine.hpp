@@ -168,45 +168,21 @@ class NicImpl final : public Nic {
   NicImpl();
   ~NicImpl() override;
 
-  // What the public Nic offers (via.hpp describes it).
-  static Result open(std::string_view device, std::unique_ptr<Nic>& out);
-  void query(VIP_NIC_ATTRIBUTES& out) const;
-  const char* provider_name() const;
-  const std::vector<std::uint8_t>& host_address() const;
-  Result resolve(std::string_view name, std::uint32_t index, std::vector<std::uint8_t>& host) const;
-  std::string describe_address(const std::vector<std::uint8_t>& host) const;
-  Result create_ptag(Ptag& out);
-  Result destroy_ptag(Ptag ptag);
-  bool ptag_valid(Ptag ptag) const;
-  Result register_memory(const void* addr, std::size_t len, const MemAttributes& attrs, MemHandle& out);
-  Result deregister_memory(const void* addr, MemHandle handle);
-  Result query_memory(const void* addr, MemHandle handle, MemAttributes& out) const;
-  Result set_memory_attributes(const void* addr, MemHandle handle, const MemAttributes& attrs);
-  Result create_cq(std::size_t entries, Cq*& out);
-  Result destroy_cq(Cq* cq);
-  Result create_vi(const ViAttributes& attrs, Cq* send_cq, Cq* recv_cq, Vi*& out);
-  Result check_vi_attributes(const ViAttributes& attrs) const;
-  Result destroy_vi(Vi* vi);
-  Result connect_wait(const NetAddress& local, std::uint32_t timeout_ms, ConnRequest*& out);
-  Result connect_accept(ConnRequest* request, Vi& vi);
-  Result connect_reject(ConnRequest* request);
-  void set_error_handler(std::function<void(const AsyncError&)> handler) { error_handler_ = std::move(handler); }
-  void progress();
-  // Nic::wait's loop (the engine calls the inherited Nic::wait too).
-  Result wait_loop(const std::function<bool()>& done, std::uint32_t timeout_ms);
-
-  // ---- used by the engine and providers ----
+  // What the public Nic offers is Nic's own (via.hpp describes it; nic.cpp
+  // defines it on this state). The rest is the engine's and the providers'.
   Provider& provider() { return *provider_; }
   RegionTable& regions() { return *regions_; }
   const FaultPlan* fault_plan() const { return fault_plan_.get(); }
+  using Nic::counters;  // the public, read-only view; this one is for counting
   NicCounters& counters() { return counters_; }
-  const NicCounters& counters() const { return counters_; }
   // Hands an asynchronous error to the program's handler.
   void report(const AsyncError& error);
   // Runs `work` at the end of the current progress step (notify handlers).
   void defer(std::function<void()> work) { deferred_.push_back(std::move(work)); }
 
  private:
+  friend class Nic;  // whose methods are the NIC's
+
   // Connection control traffic; with check_peers, also notices closed or dead peers.
   void slow_progress(bool check_peers);
 

@@ -64,7 +64,10 @@ const char* describe(Result r) {
   return "unknown result";
 }
 
-Result NicImpl::open(std::string_view device, std::unique_ptr<Nic>& out) {
+// The public Nic's methods are the engine's: each reaches the state of the
+// NicImpl it is through `self` (no call in between).
+
+Result Nic::open(std::string_view device, std::unique_ptr<Nic>& out) {
   auto nic = std::make_unique<NicImpl>();
   // The first configuration read: a bad VIASTACK_* value stops the program
   // here, before any provider resource exists.
@@ -82,6 +85,8 @@ Result NicImpl::open(std::string_view device, std::unique_ptr<Nic>& out) {
   return Result::success;
 }
 
+Nic::~Nic() = default;
+
 NicImpl::NicImpl() = default;
 
 NicImpl::~NicImpl() {
@@ -93,12 +98,13 @@ NicImpl::~NicImpl() {
   vis_.clear();
 }
 
-void NicImpl::query(VIP_NIC_ATTRIBUTES& out) const {
+void Nic::query(VIP_NIC_ATTRIBUTES& out) const {
+  const Provider& provider = *impl(*this).provider_;
   out = VIP_NIC_ATTRIBUTES{};
-  provider_->fill_attributes(out);
+  provider.fill_attributes(out);
   // What the engine gives on every provider.
-  out.NicAddressLen = VIP_ULONG(provider_->host_address().size());
-  out.LocalNicAddress = provider_->host_address().data();
+  out.NicAddressLen = VIP_ULONG(provider.host_address().size());
+  out.LocalNicAddress = provider.host_address().data();
   out.MaxRegisterBytes = ~0ul >> 1;
   out.MaxRegisterBlockBytes = ~0ul >> 1;
   out.MaxSegmentsPerDesc = 252;
@@ -107,57 +113,68 @@ void NicImpl::query(VIP_NIC_ATTRIBUTES& out) const {
   out.RDMAReadSupport = VIP_SERVICE_RELIABLE_DELIVERY | VIP_SERVICE_RELIABLE_RECEPTION;
   out.ThreadSafe = VIP_FALSE;
   out.MaxRegisterRegions = RegionTable::kMaxRegions - 1;
-  out.MaxVI = provider_->max_vis();
+  out.MaxVI = provider.max_vis();
   out.MaxDescriptorsPerQueue = kQueueDepth;
   out.MaxCQ = 1024;
   out.MaxCQEntries = kMaxCqEntries;
   out.MaxPtags = 1024;
 }
 
-const char* NicImpl::provider_name() const { return provider_->name(); }
+const char* Nic::provider_name() const { return impl(*this).provider_->name(); }
 
-const std::vector<std::uint8_t>& NicImpl::host_address() const { return provider_->host_address(); }
+const std::vector<std::uint8_t>& Nic::host_address() const { return impl(*this).provider_->host_address(); }
 
-Result NicImpl::resolve(std::string_view name, std::uint32_t index, std::vector<std::uint8_t>& host) const {
-  return provider_->resolve(name, index, host);
+Result Nic::resolve(std::string_view name, std::uint32_t index, std::vector<std::uint8_t>& host) const {
+  return impl(*this).provider_->resolve(name, index, host);
 }
 
-std::string NicImpl::describe_address(const std::vector<std::uint8_t>& host) const {
-  return provider_->describe_address(host);
+std::string Nic::describe_address(const std::vector<std::uint8_t>& host) const {
+  return impl(*this).provider_->describe_address(host);
+}
+
+const NicCounters& Nic::counters() const { return impl(*this).counters_; }
+
+void Nic::set_error_handler(std::function<void(const AsyncError&)> handler) {
+  impl(*this).error_handler_ = std::move(handler);
 }
 
 // ---- protection tags ----
 
-Result NicImpl::create_ptag(Ptag& out) {
-  if (ptags_.size() >= 1024) return Result::error_resource;
-  out = next_ptag_++;
-  ptags_.push_back(out);
+Result Nic::create_ptag(Ptag& out) {
+  NicImpl& self = impl(*this);
+  if (self.ptags_.size() >= 1024) return Result::error_resource;
+  out = self.next_ptag_++;
+  self.ptags_.push_back(out);
   return Result::success;
 }
 
-bool NicImpl::ptag_valid(Ptag ptag) const { return std::find(ptags_.begin(), ptags_.end(), ptag) != ptags_.end(); }
+bool Nic::ptag_valid(Ptag ptag) const {
+  const std::vector<Ptag>& ptags = impl(*this).ptags_;
+  return std::find(ptags.begin(), ptags.end(), ptag) != ptags.end();
+}
 
-Result NicImpl::destroy_ptag(Ptag ptag) {
-  auto it = std::find(ptags_.begin(), ptags_.end(), ptag);
-  if (it == ptags_.end()) return Result::invalid_ptag;
+Result Nic::destroy_ptag(Ptag ptag) {
+  NicImpl& self = impl(*this);
+  auto it = std::find(self.ptags_.begin(), self.ptags_.end(), ptag);
+  if (it == self.ptags_.end()) return Result::invalid_ptag;
   // A tag still used by a VI or a region cannot go.
-  for (auto& vi : vis_)
+  for (auto& vi : self.vis_)
     if (vi->attributes().ptag == ptag) return Result::invalid_state;
-  const RegionTable& table = *regions_;
+  const RegionTable& table = *self.regions_;
   for (std::uint32_t i = 1; i < RegionTable::kMaxRegions; ++i)
     if (table.entries[i].handle.load(std::memory_order_relaxed) != 0 && table.entries[i].ptag == ptag)
       return Result::invalid_state;
-  ptags_.erase(it);
+  self.ptags_.erase(it);
   return Result::success;
 }
 
 // ---- memory registration ----
 
-Result NicImpl::register_memory(const void* addr, std::size_t len, const MemAttributes& attrs, MemHandle& out) {
+Result Nic::register_memory(const void* addr, std::size_t len, const MemAttributes& attrs, MemHandle& out) {
   if (addr == nullptr || len == 0) return Result::invalid_parameter;
   if (std::uintptr_t(addr) + len < std::uintptr_t(addr)) return Result::invalid_parameter;
   if (!ptag_valid(attrs.ptag)) return Result::invalid_ptag;
-  RegionTable& table = *regions_;
+  RegionTable& table = *impl(*this).regions_;
   for (std::uint32_t i = 1; i < RegionTable::kMaxRegions; ++i) {
     RegionEntry& e = table.entries[i];
     if (e.handle.load(std::memory_order_relaxed) != 0) continue;
@@ -176,23 +193,23 @@ Result NicImpl::register_memory(const void* addr, std::size_t len, const MemAttr
   return Result::error_resource;
 }
 
-Result NicImpl::deregister_memory(const void* addr, MemHandle handle) {
-  RegionTable& table = *regions_;
+Result Nic::deregister_memory(const void* addr, MemHandle handle) {
+  RegionTable& table = *impl(*this).regions_;
   RegionEntry e;
   if (!table.lookup(handle, e) || e.addr != std::uintptr_t(addr)) return Result::invalid_parameter;
   table.entries[RegionTable::index_of(handle)].handle.store(0, std::memory_order_release);
   return Result::success;
 }
 
-Result NicImpl::query_memory(const void* addr, MemHandle handle, MemAttributes& out) const {
+Result Nic::query_memory(const void* addr, MemHandle handle, MemAttributes& out) const {
   RegionEntry e;
-  if (!regions_->lookup(handle, e) || e.addr != std::uintptr_t(addr)) return Result::invalid_parameter;
+  if (!impl(*this).regions_->lookup(handle, e) || e.addr != std::uintptr_t(addr)) return Result::invalid_parameter;
   out = MemAttributes{e.ptag, e.rdma_write != 0, e.rdma_read != 0};
   return Result::success;
 }
 
-Result NicImpl::set_memory_attributes(const void* addr, MemHandle handle, const MemAttributes& attrs) {
-  RegionTable& table = *regions_;
+Result Nic::set_memory_attributes(const void* addr, MemHandle handle, const MemAttributes& attrs) {
+  RegionTable& table = *impl(*this).regions_;
   RegionEntry e;
   if (!table.lookup(handle, e) || e.addr != std::uintptr_t(addr)) return Result::invalid_parameter;
   if (!ptag_valid(attrs.ptag)) return Result::invalid_ptag;
@@ -211,23 +228,25 @@ Result NicImpl::set_memory_attributes(const void* addr, MemHandle handle, const 
 
 // ---- objects ----
 
-Result NicImpl::create_cq(std::size_t entries, Cq*& out) {
+Result Nic::create_cq(std::size_t entries, Cq*& out) {
+  NicImpl& self = impl(*this);
   if (entries == 0 || entries > kMaxCqEntries) return Result::invalid_parameter;
-  cqs_.push_back(std::make_unique<CqImpl>(*this, entries));
-  out = cqs_.back().get();
+  self.cqs_.push_back(std::make_unique<CqImpl>(self, entries));
+  out = self.cqs_.back().get();
   return Result::success;
 }
 
-Result NicImpl::destroy_cq(Cq* cq) {
-  auto it = std::find_if(cqs_.begin(), cqs_.end(), [&](auto& p) { return p.get() == cq; });
-  if (it == cqs_.end()) return Result::invalid_parameter;
-  for (auto& vi : vis_)
+Result Nic::destroy_cq(Cq* cq) {
+  NicImpl& self = impl(*this);
+  auto it = std::find_if(self.cqs_.begin(), self.cqs_.end(), [&](auto& p) { return p.get() == cq; });
+  if (it == self.cqs_.end()) return Result::invalid_parameter;
+  for (auto& vi : self.vis_)
     if (vi->send_cq() == cq || vi->recv_cq() == cq) return Result::invalid_state;
-  cqs_.erase(it);
+  self.cqs_.erase(it);
   return Result::success;
 }
 
-Result NicImpl::check_vi_attributes(const ViAttributes& attrs) const {
+Result Nic::check_vi_attributes(const ViAttributes& attrs) const {
   VIP_NIC_ATTRIBUTES nic_attrs;
   query(nic_attrs);
   const VIP_RELIABILITY_LEVEL level = attrs.reliability;
@@ -241,7 +260,8 @@ Result NicImpl::check_vi_attributes(const ViAttributes& attrs) const {
   return Result::success;
 }
 
-Result NicImpl::create_vi(const ViAttributes& attrs, Cq* send_cq, Cq* recv_cq, Vi*& out) {
+Result Nic::create_vi(const ViAttributes& attrs, Cq* send_cq, Cq* recv_cq, Vi*& out) {
+  NicImpl& self = impl(*this);
   if (Result r = check_vi_attributes(attrs); r != Result::success) return r;
   for (Cq* cq : {send_cq, recv_cq})
     if (cq && &cq->nic() != this) return Result::invalid_parameter;
@@ -249,26 +269,27 @@ Result NicImpl::create_vi(const ViAttributes& attrs, Cq* send_cq, Cq* recv_cq, V
   query(nic_attrs);
   ViAttributes effective = attrs;
   if (effective.max_transfer == 0) effective.max_transfer = std::uint32_t(nic_attrs.MaxTransferSize);
-  auto vi = std::make_unique<ViImpl>(*this, effective, static_cast<CqImpl*>(send_cq), static_cast<CqImpl*>(recv_cq),
+  auto vi = std::make_unique<ViImpl>(self, effective, static_cast<CqImpl*>(send_cq), static_cast<CqImpl*>(recv_cq),
                                      kQueueDepth);
-  Result r = provider_->add_vi(*vi);
+  Result r = self.provider_->add_vi(*vi);
   if (r != Result::success) return r;
-  provider_->publish_vi_attributes(*vi);
-  vis_.push_back(std::move(vi));
-  out = vis_.back().get();
+  self.provider_->publish_vi_attributes(*vi);
+  self.vis_.push_back(std::move(vi));
+  out = self.vis_.back().get();
   return Result::success;
 }
 
-Result NicImpl::destroy_vi(Vi* vi) {
-  auto it = std::find_if(vis_.begin(), vis_.end(), [&](auto& p) { return p.get() == vi; });
-  if (it == vis_.end()) return Result::invalid_parameter;
+Result Nic::destroy_vi(Vi* vi) {
+  NicImpl& self = impl(*this);
+  auto it = std::find_if(self.vis_.begin(), self.vis_.end(), [&](auto& p) { return p.get() == vi; });
+  if (it == self.vis_.end()) return Result::invalid_parameter;
   ViImpl& doomed = **it;
   if (doomed.state() != ViState::idle) return Result::invalid_state;
   if (!doomed.send_queue_empty() || !doomed.recv_queue_empty()) return Result::invalid_state;
   for (CqImpl* cq : {doomed.send_cq(), doomed.recv_cq()})
     if (cq) cq->forget(vi);
-  provider_->remove_vi(doomed);
-  vis_.erase(it);
+  self.provider_->remove_vi(doomed);
+  self.vis_.erase(it);
   return Result::success;
 }
 
@@ -276,37 +297,40 @@ Result NicImpl::destroy_vi(Vi* vi) {
 
 // A timeout of 0 looks once, without the spinning and sleeping of a wait: a
 // program that accepts from its progress loop calls it on every poll.
-Result NicImpl::connect_wait(const NetAddress& local, std::uint32_t timeout_ms, ConnRequest*& out) {
+Result Nic::connect_wait(const NetAddress& local, std::uint32_t timeout_ms, ConnRequest*& out) {
+  NicImpl& self = impl(*this);
   std::unique_ptr<ConnRequestImpl> request;
   auto arrived = [&] {
-    provider_->progress_control();
-    request = provider_->take_request(local);
+    self.provider_->progress_control();
+    request = self.provider_->take_request(local);
     return request != nullptr;
   };
   const Result r = timeout_ms == 0 ? (arrived() ? Result::success : Result::timeout) : wait(arrived, timeout_ms);
   if (r != Result::success) return r;
   request->nic = this;
-  requests_.push_back(std::move(request));
-  out = requests_.back().get();
+  self.requests_.push_back(std::move(request));
+  out = self.requests_.back().get();
   return Result::success;
 }
 
-Result NicImpl::connect_accept(ConnRequest* request, Vi& public_vi) {
-  auto it = std::find_if(requests_.begin(), requests_.end(), [&](auto& p) { return p.get() == request; });
+Result Nic::connect_accept(ConnRequest* request, Vi& public_vi) {
+  NicImpl& self = impl(*this);
+  auto it = std::find_if(self.requests_.begin(), self.requests_.end(), [&](auto& p) { return p.get() == request; });
   ViImpl& vi = impl(public_vi);
-  if (it == requests_.end() || &vi.nic() != this) return Result::invalid_parameter;
+  if (it == self.requests_.end() || &vi.nic() != &self) return Result::invalid_parameter;
   if (vi.state() != ViState::idle) return Result::invalid_state;
   if (vi.attributes().reliability != request->remote_attrs.reliability) return Result::invalid_reliability_level;
-  Result r = provider_->accept(**it, vi);
-  requests_.erase(it);
+  Result r = self.provider_->accept(**it, vi);
+  self.requests_.erase(it);
   return r;
 }
 
-Result NicImpl::connect_reject(ConnRequest* request) {
-  auto it = std::find_if(requests_.begin(), requests_.end(), [&](auto& p) { return p.get() == request; });
-  if (it == requests_.end()) return Result::invalid_parameter;
-  provider_->reject(**it);
-  requests_.erase(it);
+Result Nic::connect_reject(ConnRequest* request) {
+  NicImpl& self = impl(*this);
+  auto it = std::find_if(self.requests_.begin(), self.requests_.end(), [&](auto& p) { return p.get() == request; });
+  if (it == self.requests_.end()) return Result::invalid_parameter;
+  self.provider_->reject(**it);
+  self.requests_.erase(it);
   return Result::success;
 }
 
@@ -316,16 +340,17 @@ void NicImpl::report(const AsyncError& error) {
 
 // ---- progress ----
 
-void NicImpl::progress() {
-  for (auto& vi : vis_)
+void Nic::progress() {
+  NicImpl& self = impl(*this);
+  for (auto& vi : self.vis_)
     if (vi->has_link()) vi->progress();
-  while (!deferred_.empty()) {
+  while (!self.deferred_.empty()) {
     std::vector<std::function<void()>> work;
-    work.swap(deferred_);
+    work.swap(self.deferred_);
     for (auto& w : work) w();
   }
   // Programs that only ever poll (VipRecvDone in a loop) must still learn of dead peers.
-  if ((++progress_calls_ & 0xFFFF) == 0) slow_progress(true);
+  if ((++self.progress_calls_ & 0xFFFF) == 0) self.slow_progress(true);
 }
 
 // Work that need not run on every poll: connection control traffic, and
@@ -336,7 +361,10 @@ void NicImpl::slow_progress(bool check_peers) {
     for (std::size_t i = 0; i < vis_.size(); ++i) vis_[i]->check_link();
 }
 
-Result NicImpl::wait_loop(const std::function<bool()>& done, std::uint32_t timeout_ms) {
+// Nic::wait's loop.
+Result Nic::wait_impl(const std::function<bool()>& done, std::uint32_t timeout_ms) {
+  NicImpl& self = impl(*this);
+  Provider& provider = *self.provider_;
   const std::uint64_t start = now_ns();
   const std::uint64_t deadline =
       timeout_ms == kInfinite ? UINT64_MAX : start + std::uint64_t(timeout_ms) * 1000000ull;
@@ -353,7 +381,7 @@ Result NicImpl::wait_loop(const std::function<bool()>& done, std::uint32_t timeo
       if (now >= yield_until || now >= deadline) break;
       yielding = now >= spin_until;
       if ((i & 255) == 0) {
-        slow_progress(false);
+        self.slow_progress(false);
         if (done()) return Result::success;
       }
     }
@@ -364,70 +392,21 @@ Result NicImpl::wait_loop(const std::function<bool()>& done, std::uint32_t timeo
   // of idle processes on a few cores do not keep the machine busy checking.
   constexpr std::uint64_t kFirstSlice = 10'000'000, kLongestSlice = 1'000'000'000;
   for (std::uint64_t slice = kFirstSlice;; slice = std::min(2 * slice, kLongestSlice)) {
-    slow_progress(true);
+    self.slow_progress(true);
     progress();
     if (done()) return Result::success;
     std::uint64_t now = now_ns();
     if (now >= deadline) return Result::timeout;
-    std::uint32_t token = provider_->arm_sleep();
+    std::uint32_t token = provider.arm_sleep();
     progress();
     if (done()) {
-      provider_->disarm_sleep();
+      provider.disarm_sleep();
       return Result::success;
     }
-    ++counters_.sleeps;
-    provider_->sleep(token, std::chrono::nanoseconds(std::min(slice, deadline - now)));
-    provider_->disarm_sleep();
+    ++self.counters_.sleeps;
+    provider.sleep(token, std::chrono::nanoseconds(std::min(slice, deadline - now)));
+    provider.disarm_sleep();
   }
 }
-
-// ---- the public Nic: each call is the engine's NicImpl's ----
-
-Result Nic::open(std::string_view device, std::unique_ptr<Nic>& out) { return NicImpl::open(device, out); }
-Nic::~Nic() = default;
-void Nic::query(VIP_NIC_ATTRIBUTES& out) const { impl(*this).query(out); }
-const char* Nic::provider_name() const { return impl(*this).provider_name(); }
-const std::vector<std::uint8_t>& Nic::host_address() const { return impl(*this).host_address(); }
-Result Nic::resolve(std::string_view name, std::uint32_t index, std::vector<std::uint8_t>& host) const {
-  return impl(*this).resolve(name, index, host);
-}
-std::string Nic::describe_address(const std::vector<std::uint8_t>& host) const {
-  return impl(*this).describe_address(host);
-}
-Result Nic::create_ptag(Ptag& out) { return impl(*this).create_ptag(out); }
-Result Nic::destroy_ptag(Ptag ptag) { return impl(*this).destroy_ptag(ptag); }
-bool Nic::ptag_valid(Ptag ptag) const { return impl(*this).ptag_valid(ptag); }
-Result Nic::register_memory(const void* addr, std::size_t len, const MemAttributes& attrs, MemHandle& out) {
-  return impl(*this).register_memory(addr, len, attrs, out);
-}
-Result Nic::deregister_memory(const void* addr, MemHandle handle) {
-  return impl(*this).deregister_memory(addr, handle);
-}
-Result Nic::query_memory(const void* addr, MemHandle handle, MemAttributes& out) const {
-  return impl(*this).query_memory(addr, handle, out);
-}
-Result Nic::set_memory_attributes(const void* addr, MemHandle handle, const MemAttributes& attrs) {
-  return impl(*this).set_memory_attributes(addr, handle, attrs);
-}
-Result Nic::create_cq(std::size_t entries, Cq*& out) { return impl(*this).create_cq(entries, out); }
-Result Nic::destroy_cq(Cq* cq) { return impl(*this).destroy_cq(cq); }
-Result Nic::create_vi(const ViAttributes& attrs, Cq* send_cq, Cq* recv_cq, Vi*& out) {
-  return impl(*this).create_vi(attrs, send_cq, recv_cq, out);
-}
-Result Nic::check_vi_attributes(const ViAttributes& attrs) const { return impl(*this).check_vi_attributes(attrs); }
-Result Nic::destroy_vi(Vi* vi) { return impl(*this).destroy_vi(vi); }
-Result Nic::connect_wait(const NetAddress& local, std::uint32_t timeout_ms, ConnRequest*& out) {
-  return impl(*this).connect_wait(local, timeout_ms, out);
-}
-Result Nic::connect_accept(ConnRequest* request, Vi& vi) { return impl(*this).connect_accept(request, vi); }
-Result Nic::connect_reject(ConnRequest* request) { return impl(*this).connect_reject(request); }
-void Nic::set_error_handler(std::function<void(const AsyncError&)> handler) {
-  impl(*this).set_error_handler(std::move(handler));
-}
-void Nic::progress() { impl(*this).progress(); }
-Result Nic::wait_impl(const std::function<bool()>& done, std::uint32_t timeout_ms) {
-  return impl(*this).wait_loop(done, timeout_ms);
-}
-const NicCounters& Nic::counters() const { return impl(*this).counters(); }
 
 }  // namespace via
