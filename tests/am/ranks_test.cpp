@@ -634,7 +634,8 @@ TEST(AmRanks, RanksTalkingToNeighboursConnectOnlyToThem) {
     CHECK_OR_RETURN(am::peers_in_use() == 0, 4);
     for (int i = 0; i < 10; ++i) CHECK_OR_RETURN(am::request((rank + 1) % procs, 1) == am::Status::ok, 5);
     CHECK_OR_RETURN(am::wait_until([&] { return from_left == 10 && replies == 10; }) == am::Status::ok, 6);
-    CHECK_OR_RETURN(am::peers_in_use() == 2, 7);
+    // Rank 0, the barrier's root, may hear already from ranks that are done.
+    CHECK_OR_RETURN(rank == 0 ? am::peers_in_use() >= 2 : am::peers_in_use() == 2, 7);
     CHECK_OR_RETURN(am::barrier() == am::Status::ok, 8);
     CHECK_OR_RETURN(am::disable() == am::Status::ok, 9);
     return 0;
