@@ -98,8 +98,7 @@ Status Core::start() {
   return link_.publish_segment(depth_);
 }
 
-bool Core::know(Peer& p) {
-  if (p.known) return true;
+bool Core::learn(Peer& p) {
   if (p.failed) return false;
   Link::PeerSegment seg;
   std::string why;
@@ -167,18 +166,17 @@ int Core::after_frames(int handled) {
   return handled;
 }
 
-// A frame from a peer, handled as it is taken from the NIC.
-void Core::on_frame(int peer, std::byte* data, std::size_t length) {
+void Core::on_message(int peer, std::span<std::byte> frame) {
   Peer& p = *peers_[std::size_t(peer)];
   if (!know(p)) return;  // a peer of another depth could overrun our receives
   p.window.heard();  // any frame: the peer is alive (a lost answer is not a dead peer)
-  dispatch(p, data, length);
+  dispatch(p, frame.data(), frame.size());
   // Due acknowledgements go between frames, not after the last: a peer
   // that filled its window waits for them while we work through the rest.
   if (p.filter.ack_due(services_run_)) send_acks(p);
 }
 
-void Core::on_peer_lost(int peer, const std::string& why) {
+void Core::on_peer_failed(int peer, const std::string& why) {
   fail_peer(*peers_[std::size_t(peer)], AM_E_UNREACHABLE, "the destination is unreachable (" + why + ")");
 }
 

@@ -167,19 +167,22 @@ class Core final : private LinkClient {
   void fail_peer(Peer& p, int cause, const std::string& why);
   // Reads p's segment and depth when first needed; false (p failed) if it
   // cannot be read or p runs with another depth.
-  bool know(Peer& p);
+  bool know(Peer& p) { return p.known || learn(p); }
   bool in_my_segment(std::uint64_t addr, std::uint64_t bytes) const;
   Status check_remote_range(const Peer& p, std::uint64_t addr, std::size_t bytes) const;
 
  private:
   std::uint64_t now_ns() const;
+  bool learn(Peer& p);
   bool post_send(Peer& p, std::uint32_t buffer, std::uint32_t length);
   bool await_credit(Peer& p);
   int handle();
   int after_frames(int handled);
-  void on_frame(int peer, std::byte* data, std::size_t length) override;
-  void on_rdma_done(std::uint32_t tag, bool ok) override { rdma_done_(tag, ok); }
-  void on_peer_lost(int peer, const std::string& why) override;
+  // The mesh's (LinkClient): a frame from a peer, handled as it is taken from the NIC.
+  void on_message(int peer, std::span<std::byte> frame) override;
+  void on_rdma_complete(std::uint64_t tag, bool ok) override { rdma_done_(std::uint32_t(tag), ok); }
+  void on_peer_failed(int peer, const std::string& why) override;
+  void on_peer_closed(int peer) override { on_peer_failed(peer, "the peer disabled AM"); }
   void check_timers();
 
   bool open_bundle(Peer& p);

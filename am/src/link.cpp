@@ -79,7 +79,7 @@ Status Link::open() {
   options.receives_per_peer = max_receives;
   options.send_descriptors = max_sends;
   options.bounce_buffers = 2u * depth_ + kAckBuffers;
-  if ((s = check(via::Mesh::open(*nic_, rank_, size_, options, *this, mesh_), "open the mesh")) != Status::ok)
+  if ((s = check(via::Mesh::open(*nic_, rank_, size_, options, client_, mesh_), "open the mesh")) != Status::ok)
     return s;
   buffers_.resize(std::size_t(size_));
   return Status::ok;
@@ -115,10 +115,6 @@ bool Link::lookup_segment(int peer, PeerSegment& out, std::string& why) {
 }
 
 // ---- I/O ----
-
-bool Link::send(int peer, std::uint32_t i, std::uint32_t length) {
-  return mesh_->send(peer, std::span(buffer(i), length)) != via::Mesh::Sent::dropped;
-}
 
 void Link::rdma(int peer, bool write, std::byte* local, std::uint64_t remote, via::MemHandle remote_handle,
                 std::uint32_t bytes, std::uint32_t tag) {

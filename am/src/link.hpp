@@ -22,19 +22,11 @@
 
 namespace am::detail {
 
-class LinkClient {
- public:
-  // A frame from `peer`, the layer above's to read (and write) until it returns.
-  virtual void on_frame(int peer, std::byte* data, std::size_t length) = 0;
-  virtual void on_rdma_done(std::uint32_t tag, bool ok) = 0;
-  // The peer cannot be reached any more (its VI broke, or it finished).
-  virtual void on_peer_lost(int peer, const std::string& why) = 0;
+// The layer above hears of frames, RDMA completions (the tag is the RDMA's
+// id) and lost peers straight from the mesh, with no call in between.
+using LinkClient = via::MeshClient;
 
- protected:
-  ~LinkClient() = default;
-};
-
-class Link final : private via::MeshClient {
+class Link final {
  public:
   // Buffers of a message to a peer: per request slot (kept until the request
   // is answered, for retransmission), per reply slot (the cached reply), and
@@ -72,11 +64,14 @@ class Link final : private via::MeshClient {
   std::uint32_t ack_buffer(int peer, std::uint32_t i) const { return first_buffer(peer) + 2u * depth_ + i; }
   // A peer's buffers are made when first asked for.
   std::byte* buffer(std::uint32_t i) const;
-  // Sends `length` bytes of buffer i to `peer` (not this rank), copied out
-  // now or queued; false if the peer is lost.
-  bool send(int peer, std::uint32_t i, std::uint32_t length);
-  // Messages and RDMA to `peer` still waiting to be handed to its VI (for
-  // the connection, or a send buffer).
+  // Sends `length` bytes of buffer i to `peer` (not this rank): copied out
+  // now, queued (for the connection, or a send buffer), or dropped (the
+  // peer is lost).
+  using Sent = via::Mesh::Sent;
+  Sent send(int peer, std::uint32_t i, std::uint32_t length) {
+    return mesh_->send(peer, std::span(buffer(i), length));
+  }
+  // Messages and RDMA to `peer` still waiting to be handed to its VI.
   std::size_t waiting(int peer) const { return mesh_->backlog(peer); }
   // Nothing waits to leave (connections, queued messages, sends with the NIC).
   bool idle() const { return mesh_->idle(); }
@@ -97,12 +92,6 @@ class Link final : private via::MeshClient {
             std::uint32_t bytes, std::uint32_t tag);
 
  private:
-  void on_message(int peer, std::span<std::byte> message) override {
-    client_.on_frame(peer, message.data(), message.size());
-  }
-  void on_rdma_complete(std::uint64_t id, bool ok) override { client_.on_rdma_done(std::uint32_t(id), ok); }
-  void on_peer_failed(int peer, const std::string& why) override { client_.on_peer_lost(peer, why); }
-  void on_peer_closed(int peer) override { client_.on_peer_lost(peer, "the peer disabled AM"); }
 
   std::uint32_t per_peer() const { return 2u * depth_ + kAckBuffers; }
   std::uint32_t first_buffer(int peer) const { return per_peer() * std::uint32_t(peer); }

@@ -16,8 +16,13 @@ bool Core::post_send(Peer& p, std::uint32_t buffer, std::uint32_t length) {
     loopback_.send(link_.buffer(buffer), length);
     return true;
   }
-  if (!know(p) || !link_.send(p.rank, buffer, length)) return false;
-  if (link_.waiting(p.rank)) block_until([&] { return link_.waiting(p.rank) == 0 || p.failed; });
+  if (!know(p)) return false;
+  switch (link_.send(p.rank, buffer, length)) {
+    case Link::Sent::now: return true;
+    case Link::Sent::dropped: return false;
+    case Link::Sent::queued: break;
+  }
+  block_until([&] { return link_.waiting(p.rank) == 0 || p.failed; });
   return !p.failed;
 }
 

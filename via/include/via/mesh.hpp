@@ -66,7 +66,10 @@ struct MeshOptions {
   bool rdma_read = false;   // peers may read registered memory of ours
   bool rdma_write = false;  // peers may write registered memory of ours
   std::size_t message_bytes = 8192;  // the largest message send() takes
-  std::uint32_t receives_per_peer = 32;  // with flow control: the credit window
+  // With flow control: the credit window. Without: the layer above's bound
+  // on messages in flight to us, plus 4 spares (handled receives wait for
+  // the next poll to be posted again).
+  std::uint32_t receives_per_peer = 32;
   std::uint32_t send_descriptors = 512;  // shared by every peer: bounce sends and RDMA chunks
   std::uint32_t bounce_buffers = 128;    // shared by every peer
   // Messages waiting for one peer (its connection, credits or a buffer)
@@ -205,6 +208,7 @@ class Mesh {
   MeshOptions options_;
   MeshClient& client_;
   std::uint32_t receives_per_peer_;  // with flow control, 4 more than the window: credit-only messages need none
+  std::size_t header_bytes_;         // the frame header's, with flow control; else 0
   std::size_t slot_bytes_;
   Ptag ptag_ = 0;
   NetAddress service_;  // where this rank accepts connection requests

@@ -53,7 +53,14 @@ bool Mesh::post_receive(Peer& p, std::uint32_t slot) {
 }
 
 Mesh::Sent Mesh::send(int rank, std::span<const std::byte> head, std::span<const std::byte> body) {
-  if (!reachable(rank) || head.size() + body.size() > options_.message_bytes) {
+  const bool fits = head.size() + body.size() <= options_.message_bytes;
+  // The common case first, in as few steps as it takes: a connected peer
+  // with nothing waiting before this message.
+  if (Peer* known = unsigned(rank) < peers_.size() ? peers_[std::size_t(rank)].get() : nullptr;
+      known && known->connected && !known->failed && !known->closed && known->backlog.empty() && fits &&
+      try_send(*known, false, head, body))
+    return Sent::now;
+  if (!reachable(rank) || !fits) {
     ++counters_.dropped;
     return Sent::dropped;
   }
@@ -92,12 +99,14 @@ bool Mesh::try_send(Peer& p, bool credit_only, std::span<const std::byte> head, 
   };
   // A small message leaves at once, copied by the VI; the rest, and any the
   // link has no room for now, go through a bounce buffer and a descriptor.
-  const std::size_t length = sizeof h + head.size() + body.size();
+  const std::size_t length = header_bytes_ + head.size() + body.size();
   if (length <= Vi::kMaxInlineSend) {
-    const iovec iov[3] = {{&h, sizeof h},
-                          {const_cast<std::byte*>(head.data()), head.size()},
-                          {const_cast<std::byte*>(body.data()), body.size()}};
-    if (p.vi->send_inline(iov, body.empty() ? (head.empty() ? 1 : 2) : 3) == Result::success) {
+    iovec iov[3];
+    std::size_t parts = 0;
+    if (header_bytes_) iov[parts++] = {&h, header_bytes_};
+    if (!head.empty()) iov[parts++] = {const_cast<std::byte*>(head.data()), head.size()};
+    if (!body.empty()) iov[parts++] = {const_cast<std::byte*>(body.data()), body.size()};
+    if (p.vi->send_inline(iov, parts) == Result::success) {
       settle();
       ++counters_.inline_sends;
       return true;
@@ -111,9 +120,9 @@ bool Mesh::try_send(Peer& p, bool credit_only, std::span<const std::byte> head, 
   send_slots_[index] = SendSlot{bounce, 0, false, 0};
   settle();
   std::byte* buf = bounce_buffer(bounce);
-  std::memcpy(buf, &h, sizeof h);
-  if (!head.empty()) std::memcpy(buf + sizeof h, head.data(), head.size());
-  if (!body.empty()) std::memcpy(buf + sizeof h + head.size(), body.data(), body.size());
+  std::memcpy(buf, &h, header_bytes_);
+  if (!head.empty()) std::memcpy(buf + header_bytes_, head.data(), head.size());
+  if (!body.empty()) std::memcpy(buf + header_bytes_ + head.size(), body.data(), body.size());
   VIP_DESCRIPTOR* d = send_descriptor(index);
   set_single_segment(d, buf, std::uint32_t(length), arena_handle_);
   if (const Result r = p.vi->post_send(d, arena_handle_); r != Result::success) {
@@ -319,8 +328,8 @@ void Mesh::on_send_complete(Peer& p, std::size_t index, const VIP_DESCRIPTOR* d)
 }
 
 void Mesh::on_receive(Peer& p, std::uint32_t slot, const VIP_DESCRIPTOR* d) {
-  MeshFrameHeader h;
-  const bool broken = (d->CS.Status & VIP_STATUS_ERROR_MASK) || d->CS.Length < sizeof h;
+  MeshFrameHeader h{};
+  const bool broken = (d->CS.Status & VIP_STATUS_ERROR_MASK) || d->CS.Length < header_bytes_;
   if (broken) {
     // Flushed by a broken VI (reported by the NIC), or on an unreliable VI a
     // frame too long or too short: dropped, and the buffer goes back.
@@ -331,16 +340,17 @@ void Mesh::on_receive(Peer& p, std::uint32_t slot, const VIP_DESCRIPTOR* d) {
     return;
   }
   std::byte* buf = receive_buffer(p, slot);
-  std::memcpy(&h, buf, sizeof h);
-  if (options_.flow_control) p.send_credits += h.credits;
+  std::memcpy(&h, buf, header_bytes_);
+  p.send_credits += h.credits;
   if (h.kind == MeshFrameHeader::credit) {  // rare, and owed no credit: its buffer goes back at once
     repost(p, slot);
   } else {
-    client_.on_message(p.rank, {buf + sizeof h, d->CS.Length - sizeof h});
-    // After the handler, which may poll: the buffer is its until then. With
-    // credits, the next poll re-posts it (off the path to the next message);
-    // without, at once: a peer that floods us finds no buffer meanwhile.
-    if (options_.flow_control)
+    client_.on_message(p.rank, {buf + header_bytes_, d->CS.Length - header_bytes_});
+    // After the handler, which may poll: the buffer is its until then. The
+    // next poll re-posts it, off the path from this message to the program's
+    // next send; without credits only a few wait so (the receives' spares),
+    // the rest go back at once: a peer that floods us must find buffers.
+    if (options_.flow_control || p.reposts.size() < kDeferredReposts)
       p.reposts.push_back(slot);
     else
       repost(p, slot);

@@ -8,7 +8,8 @@
 
 namespace via {
 
-// Every message on a mesh VI starts with this header.
+// With flow control, every message on a mesh VI starts with this header;
+// without, a message is the client's bytes alone.
 struct MeshFrameHeader {
   enum Kind : std::uint8_t { data, credit };
   std::uint16_t credits;  // receive buffers the sender has re-posted for the destination
@@ -68,7 +69,8 @@ inline void Mesh::FreeBytes::operator()(std::byte* bytes) const { std::free(byte
 
 namespace mesh_detail {
 constexpr std::size_t kDescriptorBytes = 64;  // VIP_DESCRIPTOR_ALIGNMENT; a descriptor with two segments fits
-constexpr unsigned kAcceptEvery = 16;  // polls between looks for connection requests, when none of ours is pending
+constexpr std::size_t kDeferredReposts = 4;  // without credits: handled receives re-posted by the next poll
+constexpr unsigned kAcceptEvery = 256;  // polls between looks for connection requests, when none of ours is pending (each look runs the provider's control traffic)
 std::uint64_t now_ns();
 std::size_t round_up(std::size_t n, std::size_t to);
 // Page-aligned memory for descriptors and buffers; null when there is none.
