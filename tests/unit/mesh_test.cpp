@@ -474,19 +474,23 @@ TEST_P(MeshTest, SendsWaitForBounceBuffersAndKeepTheirOrder) {
   options.bounce_buffers = 2;
   open_pair(options);
   ASSERT_TRUE(connect_pair()) << "the pair never connected";
+  // A buffer is free again once its send completed, which a send looks for
+  // itself; rank 1 does not poll, so once its shm ring (256 KiB) is full the
+  // sends complete no more and the rest wait in the backlog.
   constexpr std::uint32_t n = 100;
   std::uint32_t now = 0, queued = 0;
   for (std::uint32_t i = 0; i < n; ++i) {
-    const Sent sent = mesh(0).send(1, numbered_message(i, 1000 + i));
+    const Sent sent = mesh(0).send(1, numbered_message(i, 6000 + i));
     now += sent == Sent::now;
     queued += sent == Sent::queued;
-    if (i % 10 == 0) pump_for(1);
   }
   EXPECT_EQ(now + queued, n);
-  EXPECT_GT(queued, 0u) << "two buffers cannot carry a hundred sends at once";
+  if (!tcp()) {
+    EXPECT_GT(queued, 0u) << "two buffers and a full ring cannot carry a hundred sends at once";
+  }
   ASSERT_TRUE(pump([&] { return client(1).messages.size() == n; }, 10000));
   for (std::uint32_t i = 0; i < n; ++i)
-    EXPECT_TRUE(same_bytes(client(1).messages[i].bytes, numbered_message(i, 1000 + i))) << i;
+    EXPECT_TRUE(same_bytes(client(1).messages[i].bytes, numbered_message(i, 6000 + i))) << i;
   EXPECT_EQ(mesh(0).counters().bounce_sends, n);
 }
 

@@ -197,6 +197,7 @@ class Mesh {
   void repost_receives(Peer& p);
   void repost(Peer& p, std::uint32_t slot);
   void reap_sends(Peer& p);
+  void reclaim_sends(Peer& p);
   int take_receives(Peer& p, std::size_t max_messages);
   void on_send_complete(Peer& p, std::size_t index, const VIP_DESCRIPTOR* d);
   void on_receive(Peer& p, std::uint32_t slot, const VIP_DESCRIPTOR* d);

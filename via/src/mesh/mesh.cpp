@@ -112,6 +112,7 @@ bool Mesh::try_send(Peer& p, bool credit_only, std::span<const std::byte> head, 
       return true;
     }
   }
+  if (free_send_descriptors_.empty() || free_bounces_.empty()) reclaim_sends(p);
   if (free_send_descriptors_.empty() || free_bounces_.empty()) return false;
   const std::uint32_t index = free_send_descriptors_.back();
   free_send_descriptors_.pop_back();
@@ -324,7 +325,21 @@ void Mesh::on_send_complete(Peer& p, std::size_t index, const VIP_DESCRIPTOR* d)
     else
       notices_.push_back(Notice{Notice::rdma_failed, p.rank, slot.rdma_id, {}});
   }
-  if (backlogged_) flush_backlogs();
+}
+
+// Frees the buffers of p's completed message sends, oldest first, up to its
+// first RDMA (whose completion the client hears of from a poll, not from
+// inside a send): a sender that streams finds buffers without polling.
+void Mesh::reclaim_sends(Peer& p) {
+  while (!p.sends.empty()) {
+    const std::size_t index = p.sends.front();
+    const VIP_DESCRIPTOR* d = send_descriptor(index);
+    if (!(d->CS.Status & VIP_STATUS_DONE) || send_slots_[index].bounce == SendSlot::kNoBounce) return;
+    p.sends.pop();
+    VIP_DESCRIPTOR* done;
+    p.vi->send_done(done);
+    on_send_complete(p, index, d);
+  }
 }
 
 void Mesh::on_receive(Peer& p, std::uint32_t slot, const VIP_DESCRIPTOR* d) {
