@@ -26,7 +26,9 @@ bool Core::open_bundle(Peer& p) {
   const std::uint16_t slot = p.window.open();
   p.sent[slot] = Sent{wire::Kind::bundle};
   const std::uint32_t b = link_.request_buffer(p.rank, slot);
-  flush(p);  // one that a handler run during await_credit opened
+  if (link_.busy(b)) wait_send_free(p, b);
+  if (p.failed) return false;
+  flush(p);  // one that a handler run during the waits opened
   if (p.failed) return false;  // and p failed sending it: the slot came back with the rest
   p.bundle_slot = slot;
   *p.room = DeferredRoom{link_.buffer(b) + wire::kHeaderBytes, nullptr, wire::kBundleItems};
@@ -102,6 +104,7 @@ Status Core::add_bundle_reply(HandlerContext& ctx, std::uint16_t handler, std::u
                  "this one does not fit: reply with large payloads to requests that are not deferred");
   Peer& p = *ctx.peer;
   const std::uint32_t b = link_.reply_buffer(p.rank, ctx.slot);
+  if (ctx.reply_bytes == 0 && link_.busy(b)) wait_send_free(p, b);
   const wire::ItemHeader h{handler, std::uint8_t(nargs), status, ctx.item, std::uint16_t(bytes)};
   ctx.reply_bytes +=
       std::uint32_t(wire::encode_item(link_.buffer(b) + wire::kHeaderBytes + ctx.reply_bytes, h, args, payload));
@@ -132,6 +135,7 @@ void Core::run_bundle(Peer& p, const wire::Message& m, HandlerContext& ctx) {
   ctx.replied = ctx.reply_bytes > 0;
   if (!ctx.replied) return;
   const std::uint32_t b = link_.reply_buffer(p.rank, ctx.slot);
+  if (ctx.reply_bytes == 0 && link_.busy(b)) wait_send_free(p, b);
   const wire::Header h{wire::Kind::reply, 0, 0, 0, wire::kBundleReply, ctx.slot, ctx.seq, ctx.reply_bytes};
   std::memcpy(link_.buffer(b), &h, wire::kHeaderBytes);
   p.reply_length[ctx.slot] = std::uint32_t(wire::kHeaderBytes) + ctx.reply_bytes;

@@ -226,7 +226,8 @@ void Core::check_timers() {
         now,
         [&](std::uint16_t slot) {
           const std::uint32_t b = link_.request_buffer(p.rank, slot);
-          if (p.sent[slot].length == 0) return;  // a bundle not sent yet: nothing to resend yet
+          // Still with the NIC, or a bundle not sent yet: nothing to resend yet.
+          if (link_.busy(b) || p.sent[slot].length == 0) return;
           ++counters_.retransmitted;
           post_send(p, b, p.sent[slot].length);
         },

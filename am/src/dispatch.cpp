@@ -38,7 +38,8 @@ void Core::handle_request(Peer& p, const wire::Message& m) {
       // Our answer was lost (or is slow): answer again the same way.
       switch (p.filter.answer(h.slot)) {
         case Answer::replied:
-          post_send(p, link_.reply_buffer(p.rank, h.slot), p.reply_length[h.slot]);
+          if (const std::uint32_t b = link_.reply_buffer(p.rank, h.slot); !link_.busy(b))
+            post_send(p, b, p.reply_length[h.slot]);
           return;
         case Answer::acknowledged:
           p.filter.acknowledge_again(h.slot, services_run_);

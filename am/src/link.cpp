@@ -32,13 +32,23 @@ Status check(via::Result r, const char* what) {
 
 Link::~Link() {
   if (segment_handle_) mesh_->deregister_exposed(segment_, segment_bytes_, segment_handle_);
-  mesh_.reset();
+  mesh_.reset();  // its VIs first: nothing may still send from the buffers
+  for (std::size_t peer = 0; peer < handles_.size(); ++peer)
+    if (handles_[peer]) nic_->deregister_memory(buffers_[peer].get(), handles_[peer]);
   nic_.reset();
 }
 
 std::byte* Link::buffer(std::uint32_t i) const {
-  auto& block = buffers_[i / per_peer()];
-  if (!block) block = std::make_unique_for_overwrite<std::byte[]>(std::size_t(per_peer()) * kBufBytes);
+  const std::size_t peer = i / per_peer();
+  auto& block = buffers_[peer];
+  if (!block) {
+    const std::size_t bytes = std::size_t(per_peer()) * kBufBytes;
+    block = std::make_unique_for_overwrite<std::byte[]>(bytes);
+    // Unregistered, its messages are copied out (send_registered falls back to send).
+    if (nic_->register_memory(block.get(), bytes, via::MemAttributes{mesh_->ptag(), false, false}, handles_[peer]) !=
+        via::Result::success)
+      handles_[peer] = 0;
+  }
   return block.get() + std::size_t(i % per_peer()) * kBufBytes;
 }
 
@@ -82,6 +92,8 @@ Status Link::open() {
   if ((s = check(via::Mesh::open(*nic_, rank_, size_, options, client_, mesh_), "open the mesh")) != Status::ok)
     return s;
   buffers_.resize(std::size_t(size_));
+  handles_.resize(std::size_t(size_));
+  posted_.resize(std::size_t(per_peer()) * std::size_t(size_));
   return Status::ok;
 }
 

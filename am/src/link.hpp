@@ -4,8 +4,10 @@
 // sends at most `depth` requests and `depth` answers before it hears from
 // us, and the mesh keeps that many receives posted per peer, plus spares
 // (kLateReposts). The layer above writes a message into a buffer of the link
-// (kept for retransmission) and sends it, the mesh copying it out; what
-// arrives is handed to the LinkClient as it is taken from the NIC.
+// (kept for retransmission) and sends it: a small one is copied out by the
+// VI, a larger one leaves from the buffer itself (registered), which is then
+// busy until the NIC is done with it. What arrives is handed to the
+// LinkClient as it is taken from the NIC.
 #pragma once
 
 #include <cstddef>
@@ -62,15 +64,22 @@ class Link final {
   std::uint32_t request_buffer(int peer, std::uint16_t slot) const { return first_buffer(peer) + slot; }
   std::uint32_t reply_buffer(int peer, std::uint16_t slot) const { return first_buffer(peer) + depth_ + slot; }
   std::uint32_t ack_buffer(int peer, std::uint32_t i) const { return first_buffer(peer) + 2u * depth_ + i; }
-  // A peer's buffers are made when first asked for.
+  // A peer's buffers are made (and registered) when first asked for.
   std::byte* buffer(std::uint32_t i) const;
-  // Sends `length` bytes of buffer i to `peer` (not this rank): copied out
-  // now, queued (for the connection, or a send buffer), or dropped (the
-  // peer is lost).
+  // Whether the NIC still holds buffer i's last send: it is rewritten only
+  // once that is done (a send to a dead peer is flushed, so it ends).
+  bool busy(std::uint32_t i) const { return posted_[i] != 0; }
+  // Sends `length` bytes of buffer i to `peer` (not this rank): on its way
+  // (now, or posted from the buffer, busy until on_sent), queued (for the
+  // connection, or a send buffer), or dropped (the peer is lost).
   using Sent = via::Mesh::Sent;
   Sent send(int peer, std::uint32_t i, std::uint32_t length) {
-    return mesh_->send(peer, std::span(buffer(i), length));
+    const Sent sent = mesh_->send_registered(peer, std::span(buffer(i), length), handles_[std::size_t(peer)], i);
+    if (sent == Sent::posted) posted_[i] = 1;
+    return sent;
   }
+  // The client's on_sent(peer, token): buffer `token` is free again.
+  void sent(std::uint64_t token) { posted_[std::size_t(token)] = 0; }
   // Messages and RDMA to `peer` still waiting to be handed to its VI.
   std::size_t waiting(int peer) const { return mesh_->backlog(peer); }
   // Nothing waits to leave (connections, queued messages, sends with the NIC).
@@ -108,6 +117,8 @@ class Link final {
   std::size_t segment_bytes_ = 0;
   via::MemHandle segment_handle_ = 0;
   mutable std::vector<std::unique_ptr<std::byte[]>> buffers_;  // per peer, once used
+  mutable std::vector<via::MemHandle> handles_;                 // their registrations (0: none)
+  std::vector<std::uint8_t> posted_;                            // per buffer: the NIC holds its send
 };
 
 }  // namespace am::detail

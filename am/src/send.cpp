@@ -18,7 +18,8 @@ bool Core::post_send(Peer& p, std::uint32_t buffer, std::uint32_t length) {
   }
   if (!know(p)) return false;
   switch (link_.send(p.rank, buffer, length)) {
-    case Link::Sent::now: return true;
+    case Link::Sent::now:
+    case Link::Sent::posted: return true;
     case Link::Sent::dropped: return false;
     case Link::Sent::queued: break;
   }
@@ -35,12 +36,19 @@ bool Core::await_credit(Peer& p) {
   return !p.failed;
 }
 
+// A buffer is rewritten only once the NIC is done with its last send (callers
+// check link_.busy first). A send to a dead peer is flushed with its VI.
+void Core::wait_send_free(Peer& p, std::uint32_t buffer) {
+  block_until([&] { return !link_.busy(buffer) || p.failed; });
+}
+
 Status Core::send_request(Peer& p, wire::Kind kind, std::uint16_t handler, const Word* args, unsigned nargs,
                           const void* payload, std::size_t bytes, const Sent& sent) {
   if (p.failed || !await_credit(p))
     return error(Status::unreachable, "rank " + std::to_string(p.rank) + " is unreachable");
   const std::uint16_t slot = p.window.open();
   const std::uint32_t b = link_.request_buffer(p.rank, slot);
+  if (link_.busy(b)) wait_send_free(p, b);
   const wire::Header h{kind, std::uint8_t(nargs), 0, 0, handler, slot, p.window.seq(slot), std::uint32_t(bytes)};
   Sent& s = p.sent[slot];
   s = sent;
@@ -56,6 +64,7 @@ Status Core::send_request(Peer& p, wire::Kind kind, std::uint16_t handler, const
 void Core::send_reply(Peer& p, std::uint16_t slot, std::uint32_t seq, std::uint8_t status, std::uint16_t handler,
                       const Word* args, unsigned nargs, const void* payload, std::size_t bytes) {
   const std::uint32_t b = link_.reply_buffer(p.rank, slot);
+  if (link_.busy(b)) wait_send_free(p, b);
   const wire::Header h{wire::Kind::reply, std::uint8_t(nargs), status, 0, handler, slot, seq, std::uint32_t(bytes)};
   p.reply_length[slot] = compose(p, b, h, args, payload);
   ++counters_.replies_sent;
@@ -73,11 +82,12 @@ std::uint32_t Core::compose(Peer& p, std::uint32_t buffer, wire::Header h, const
   return std::uint32_t(wire::encode(link_.buffer(buffer), h, args, acks, payload));
 }
 
-// Sends what p is owed in messages of their own (the link copies each out,
-// so the acknowledgement buffers take turns).
+// Sends what p is owed in messages of their own, while an acknowledgement
+// buffer is free; whatever is left waits for the next message or pass.
 void Core::send_acks(Peer& p) {
   while (p.filter.owes_acks() && !p.failed) {
     const std::uint32_t b = link_.ack_buffer(p.rank, p.next_ack_buffer);
+    if (link_.busy(b)) return;
     p.next_ack_buffer = (p.next_ack_buffer + 1) % Link::kAckBuffers;
     const wire::Header h{wire::Kind::ack, 0, 0, 0, wire::kNoHandler, 0, 0, 0};
     ++counters_.ack_messages_sent;
@@ -88,7 +98,7 @@ void Core::send_acks(Peer& p) {
 void Core::send_all_acks() {
   for (auto& p : peers_)
     if (p->filter.owes_acks()) send_acks(*p);
-  may_owe_acks_ = owes_acks();
+  may_owe_acks_ = owes_acks();  // some wait for a free buffer
 }
 
 bool Core::owes_acks() const {

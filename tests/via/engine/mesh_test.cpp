@@ -27,7 +27,10 @@ namespace via {
 // What GoogleTest prints for the mesh's and the NIC's results.
 void PrintTo(Result r, std::ostream* os) { *os << describe(r); }
 void PrintTo(Mesh::Sent sent, std::ostream* os) {
-  *os << (sent == Mesh::Sent::now ? "Sent::now" : sent == Mesh::Sent::queued ? "Sent::queued" : "Sent::dropped");
+  *os << (sent == Mesh::Sent::now      ? "Sent::now"
+          : sent == Mesh::Sent::posted ? "Sent::posted"
+          : sent == Mesh::Sent::queued ? "Sent::queued"
+                                       : "Sent::dropped");
 }
 }  // namespace via
 
@@ -79,6 +82,7 @@ struct Recorder final : via::MeshClient {
   std::vector<std::pair<std::uint64_t, bool>> rdma;
   std::vector<std::pair<int, std::string>> failed;
   std::vector<int> closed;
+  std::vector<std::pair<int, std::uint64_t>> sent;  // on_sent(peer, token)
   // Runs inside on_message, while the mesh is handling it.
   std::function<void(int peer)> during_message;
 
@@ -89,6 +93,7 @@ struct Recorder final : via::MeshClient {
   void on_rdma_complete(std::uint64_t id, bool ok) override { rdma.emplace_back(id, ok); }
   void on_peer_failed(int peer, const std::string& why) override { failed.emplace_back(peer, why); }
   void on_peer_closed(int peer) override { closed.push_back(peer); }
+  void on_sent(int peer, std::uint64_t token) override { sent.emplace_back(peer, token); }
 
   std::vector<std::string> texts() const {
     std::vector<std::string> out;
@@ -510,6 +515,33 @@ TEST_P(MeshTest, ReliableReceptionSendsThroughBounceBuffers) {
   }
   EXPECT_EQ(mesh(0).counters().inline_sends, 0u);
   EXPECT_EQ(mesh(0).counters().bounce_sends, 3u);
+}
+
+// send_registered: a message above the inline size leaves from the caller's
+// registered memory (Sent::posted) and the client hears when it is free; a
+// small one, or one to a peer not connected yet, is copied as send() copies.
+TEST_P(MeshTest, RegisteredSendsLeaveFromTheCallersMemoryUntilOnSent) {
+  via::MeshOptions options = options_for("registered");
+  options.flow_control = false;
+  open_pair(options);
+  Pages buffer(4 * kPage);
+  via::MemHandle handle = 0;
+  expect_ok(nic(0).register_memory(buffer.data, buffer.size, via::MemAttributes{mesh(0).ptag(), false, false}, handle),
+            "register");
+  const auto message = numbered_message(1, 4000);
+  std::memcpy(buffer.data, message.data(), message.size());
+  EXPECT_EQ(mesh(0).send_registered(1, {buffer.data, message.size()}, handle, 7), Sent::queued)
+      << "not connected yet: copied into the backlog";
+  ASSERT_TRUE(pump([&] { return client(1).messages.size() == 1; }));
+  EXPECT_TRUE(client(0).sent.empty());
+
+  EXPECT_EQ(mesh(0).send_registered(1, {buffer.data, message.size()}, handle, 8), Sent::posted);
+  EXPECT_EQ(mesh(0).send_registered(1, {buffer.data, 100}, handle, 9), Sent::now) << "small: copied inline";
+  ASSERT_TRUE(pump([&] { return client(1).messages.size() == 3 && client(0).sent.size() == 1; }));
+  EXPECT_EQ(client(0).sent, (std::vector<std::pair<int, std::uint64_t>>{{1, 8}}));
+  EXPECT_TRUE(same_bytes(client(1).messages[1].bytes, message));
+  EXPECT_EQ(mesh(0).counters().registered_sends, 1u);
+  nic(0).deregister_memory(buffer.data, handle);
 }
 
 // ---- RDMA ----

@@ -54,6 +54,9 @@ class MeshClient {
   virtual void on_peer_failed(int peer, const std::string& why) = 0;
   // `peer` disconnected in order (it finished).
   virtual void on_peer_closed(int /*peer*/) {}
+  // The memory of a send_registered() that returned Sent::posted, with this
+  // token, is the client's again.
+  virtual void on_sent(int /*peer*/, std::uint64_t /*token*/) {}
 
  protected:
   ~MeshClient() = default;
@@ -83,10 +86,14 @@ struct MeshOptions {
 
 class Mesh {
  public:
-  enum class Sent { now, queued, dropped };
+  // now: on its way, the caller's bytes free; posted (send_registered only):
+  // on its way from the caller's memory, free at on_sent(token); queued:
+  // copied into the peer's backlog; dropped: see send().
+  enum class Sent { now, posted, queued, dropped };
   struct Counters {
     std::uint64_t inline_sends = 0;
     std::uint64_t bounce_sends = 0;
+    std::uint64_t registered_sends = 0;  // send_registered() posted from the caller's memory
     std::uint64_t queued = 0;         // a send that waited in a backlog
     std::uint64_t dropped = 0;        // a send to a failed peer, or over the backlog limit
     std::uint64_t credit_messages = 0;
@@ -117,6 +124,13 @@ class Mesh {
   // bytes are free); queued: copied into the peer's backlog; dropped: the
   // peer failed, is this rank, or its backlog is full.
   Sent send(int peer, std::span<const std::byte> head, std::span<const std::byte> body = {});
+  // As send(), but a message above the inline size leaves from the caller's
+  // memory, registered with handle (this mesh's protection tag), when it can
+  // go at once: Sent::posted, and the bytes must stay as they are until
+  // MeshClient::on_sent(peer, token). Without flow control only (a credit
+  // header would need a segment of its own). A handle that does not cover
+  // the bytes with this mesh's tag is a protection error: the VI breaks.
+  Sent send_registered(int peer, std::span<const std::byte> bytes, MemHandle handle, std::uint64_t token);
   // Starts connecting to `peer` ahead of the first message.
   void connect(int peer);
   // Whether a message to `peer` can be sent or queued (it is another rank

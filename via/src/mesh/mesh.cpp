@@ -83,6 +83,27 @@ Mesh::Sent Mesh::send(int rank, std::span<const std::byte> head, std::span<const
   return Sent::queued;
 }
 
+Mesh::Sent Mesh::send_registered(int rank, std::span<const std::byte> bytes, MemHandle handle, std::uint64_t token) {
+  Peer* p = unsigned(rank) < peers_.size() ? peers_[std::size_t(rank)].get() : nullptr;
+  if (header_bytes_ || bytes.size() <= Vi::kMaxInlineSend || bytes.size() > options_.message_bytes || !p ||
+      !p->connected || p->failed || p->closed || !p->backlog.empty())
+    return send(rank, bytes);
+  if (free_send_descriptors_.empty()) reclaim_sends(*p);
+  if (free_send_descriptors_.empty()) return send(rank, bytes);
+  const std::uint32_t index = free_send_descriptors_.back();
+  free_send_descriptors_.pop_back();
+  send_slots_[index] = SendSlot{SendSlot::kNoBounce, token, false, true, 0};
+  VIP_DESCRIPTOR* d = send_descriptor(index);
+  set_single_segment(d, const_cast<std::byte*>(bytes.data()), std::uint32_t(bytes.size()), handle);
+  if (p->vi->post_send(d, arena_handle_) != Result::success) {
+    free_send_descriptors_.push_back(index);
+    return send(rank, bytes);  // the VI is gone: dropped with the peer
+  }
+  ++counters_.registered_sends;
+  p->sends.push(index);
+  return Sent::posted;
+}
+
 // False when it must wait: no credit, or no descriptor or bounce buffer.
 bool Mesh::try_send(Peer& p, bool credit_only, std::span<const std::byte> head, std::span<const std::byte> body) {
   const bool needs_credit = options_.flow_control && !credit_only;
@@ -118,7 +139,7 @@ bool Mesh::try_send(Peer& p, bool credit_only, std::span<const std::byte> head, 
   free_send_descriptors_.pop_back();
   const std::uint32_t bounce = free_bounces_.back();
   free_bounces_.pop_back();
-  send_slots_[index] = SendSlot{bounce, 0, false, 0};
+  send_slots_[index] = SendSlot{bounce, 0, false, false, 0};
   settle();
   std::byte* buf = bounce_buffer(bounce);
   std::memcpy(buf, &h, header_bytes_);
@@ -173,7 +194,7 @@ bool Mesh::try_rdma(Peer& p, const PendingRdma& op) {
     const bool last = done + chunk == op.len;
     const std::uint32_t index = free_send_descriptors_.back();
     free_send_descriptors_.pop_back();
-    send_slots_[index] = SendSlot{SendSlot::kNoBounce, op.id, last, local_handle};
+    send_slots_[index] = SendSlot{SendSlot::kNoBounce, op.id, last, false, local_handle};
     VIP_DESCRIPTOR* d = send_descriptor(index);
     std::memset(d, 0, kDescriptorBytes);
     d->CS.Control = op.write ? VIP_CONTROL_OP_RDMAWRITE : VIP_CONTROL_OP_RDMAREAD;
@@ -318,6 +339,7 @@ void Mesh::on_send_complete(Peer& p, std::size_t index, const VIP_DESCRIPTOR* d)
   const SendSlot slot = send_slots_[index];
   free_send_descriptors_.push_back(std::uint32_t(index));
   if (slot.bounce != SendSlot::kNoBounce) free_bounces_.push_back(slot.bounce);
+  if (slot.reports_sent) client_.on_sent(p.rank, slot.rdma_id);
   if (slot.reports_rdma) {
     registrations_->release(slot.local_handle);
     if (ok)

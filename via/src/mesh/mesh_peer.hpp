@@ -60,8 +60,9 @@ struct Mesh::Peer {
 struct Mesh::SendSlot {
   static constexpr std::uint32_t kNoBounce = ~0u;
   std::uint32_t bounce = kNoBounce;  // a message: the bounce buffer it sends from
-  std::uint64_t rdma_id = 0;         // RDMA: reported when the last chunk completes
+  std::uint64_t rdma_id = 0;         // RDMA: reported when the last chunk completes; send_registered: its token
   bool reports_rdma = false;
+  bool reports_sent = false;  // send_registered: the client hears when its memory is free
   MemHandle local_handle = 0;  // RDMA: released with the report
 };
 
