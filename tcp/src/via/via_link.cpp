@@ -1,9 +1,6 @@
 #include "utcp/via_link.hpp"
 
-#include <algorithm>
 #include <charconv>
-#include <cstdlib>
-#include <cstring>
 #include <stdexcept>
 #include <string>
 #include <utility>

@@ -115,7 +115,6 @@ class Mesh {
   int size() const { return int(peers_.size()); }
   Nic& nic() const { return nic_; }
   Ptag ptag() const { return ptag_; }
-  std::size_t message_bytes() const { return options_.message_bytes; }
 
   // Sends head then body as one message (at most message_bytes) to `peer`,
   // connecting first if needed. Never waits for the peer, only, on the first
