@@ -6,8 +6,9 @@
 // is well, 1 otherwise.
 //
 //   bootstrap_probe [--fail-rank R]   rank R exits with status 3 after the
-//                                     first fence; the others wait in a fence
-//                                     for the launcher to end the job
+//                                     first fence; the others wait in the
+//                                     next fence for the launcher to end the
+//                                     job
 //                   [--abort-rank R]  rank R ends the job through abort(4)
 //                                     after the first fence; the others
 //                                     compute (sleep) until the launcher
@@ -73,6 +74,14 @@ int main(int argc, char** argv) {
       std::exit(3);
     }
     if (me == abort_rank) b->abort(4, "bootstrap_probe aborts the job as asked");
+    // Straight into the next fence, with no request of the launcher's
+    // outstanding when the failed rank's launcher kills this one: Hydra
+    // 4.0.2's proxy, answering a get to a rank it has just killed, dies of
+    // the broken pipe before it passes on the failed rank's stderr.
+    if (fail_rank >= 0) {
+      if (!b->fence(error)) std::fprintf(stderr, "bootstrap_probe: rank %d: %s\n", me, error.c_str());
+      return 1;
+    }
     // Not in a fence: with ranks waiting in PMIx_Fence when another aborts,
     // Open MPI 4.1's mpirun now and then deadlocks in its own
     // PMIx_server_finalize after every rank is gone (Open MPI's MPI_Abort
