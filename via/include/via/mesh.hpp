@@ -218,6 +218,7 @@ class Mesh {
   int wait_step();
 
   Nic& nic_;
+  const NicCounters& nic_counters_;  // read on every wait step: no call for it
   int rank_;
   MeshOptions options_;
   MeshClient& client_;

@@ -183,6 +183,8 @@ class NicImpl final : public Nic {
  private:
   friend class Nic;  // whose methods are the NIC's
 
+  // Nic::progress; true if it moved anything (a frame, a transmission, deferred work).
+  bool advance();
   // Connection control traffic; with check_peers, also notices closed or dead peers.
   void slow_progress(bool check_peers);
 

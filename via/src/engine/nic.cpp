@@ -340,17 +340,24 @@ void NicImpl::report(const AsyncError& error) {
 
 // ---- progress ----
 
-void Nic::progress() {
-  NicImpl& self = impl(*this);
-  for (auto& vi : self.vis_)
-    if (vi->has_link()) vi->progress();
-  while (!self.deferred_.empty()) {
+void Nic::progress() { impl(*this).advance(); }
+
+bool NicImpl::advance() {
+  bool moved = false;
+  for (auto& vi : vis_)
+    if (vi->has_link()) moved |= vi->progress();
+  while (!deferred_.empty()) {
     std::vector<std::function<void()>> work;
-    work.swap(self.deferred_);
+    work.swap(deferred_);
     for (auto& w : work) w();
+    moved = true;
   }
   // Programs that only ever poll (VipRecvDone in a loop) must still learn of dead peers.
-  if ((++self.progress_calls_ & 0xFFFF) == 0) self.slow_progress(true);
+  if ((++progress_calls_ & 0xFFFF) == 0) {
+    slow_progress(true);
+    moved = true;
+  }
+  return moved;
 }
 
 // Work that need not run on every poll: connection control traffic, and
@@ -370,11 +377,14 @@ Result Nic::wait_impl(const std::function<bool()>& done, std::uint32_t timeout_m
       timeout_ms == kInfinite ? UINT64_MAX : start + std::uint64_t(timeout_ms) * 1000000ull;
   const std::uint64_t spin_until = start + spin_ns();
   const std::uint64_t yield_until = spin_until + yield_ns();
-  // Spin, then yield between polls: progress only, checking the clock now and then.
+  // Spin, then yield between polls: progress only, checking the clock now and
+  // then. While spinning, done() is asked only after a progress that moved
+  // something, and every 16th time (another thread's progress, or the time,
+  // may be what it waits for): a step that finds nothing is then as short as
+  // a poll of the links, and a message is seen that much sooner.
   bool yielding = false;
   for (unsigned i = 1;; ++i) {
-    progress();
-    if (done()) return Result::success;
+    if ((self.advance() || yielding || i == 1 || (i & 15) == 0) && done()) return Result::success;
     if (yielding) sched_yield();
     if (yielding || (i & 255) == 0) {
       const std::uint64_t now = now_ns();

@@ -238,8 +238,8 @@ int Mesh::poll(std::size_t max_messages) {
 
 int Mesh::wait_step() {
   // A rank that sleeps is woken by a peer's connection request too.
-  if (nic_.counters().sleeps != sleeps_seen_) {
-    sleeps_seen_ = nic_.counters().sleeps;
+  if (nic_counters_.sleeps != sleeps_seen_) {
+    sleeps_seen_ = nic_counters_.sleeps;
     accept_requests();
   }
   return drain();
@@ -257,13 +257,20 @@ int Mesh::drain(std::size_t max_messages) {
   int handled = 0;
   // By index: handling a message may connect another peer (it joins the
   // end, and the next poll). A bounded poll starts one peer later each time,
-  // so that none waits behind the others.
+  // so that none waits behind the others. No division on this path: a
+  // waiting rank runs it back to back, and its length is how late a message
+  // is seen.
   const std::size_t count = connected_.size();
-  const std::size_t start = max_messages == SIZE_MAX || count == 0 ? 0 : first_peer_++ % count;
+  std::size_t i = 0;
+  if (max_messages != SIZE_MAX && count > 0) {
+    if (++first_peer_ >= count) first_peer_ = 0;
+    i = first_peer_;
+  }
   for (std::size_t n = 0; n < count; ++n) {
-    Peer& p = *connected_[(start + n) % count];
-    repost_receives(p);
-    reap_sends(p);
+    Peer& p = *connected_[i];
+    if (++i == count) i = 0;
+    if (!p.reposts.empty()) repost_receives(p);
+    if (!p.sends.empty()) reap_sends(p);
     handled += take_receives(p, max_messages - std::size_t(handled));
   }
   if (backlogged_) flush_backlogs();
@@ -272,7 +279,6 @@ int Mesh::drain(std::size_t max_messages) {
 }
 
 void Mesh::repost_receives(Peer& p) {
-  if (p.reposts.empty()) return;
   for (std::uint32_t slot : p.reposts) repost(p, slot);
   if (options_.flow_control) {
     p.owed_credits += std::uint32_t(p.reposts.size());

@@ -66,7 +66,7 @@ void Mesh::tell_meshes(const Nic& nic, const AsyncError& error) {
 }
 
 Mesh::Mesh(Nic& nic, int rank, int size, const MeshOptions& options, MeshClient& client)
-    : nic_(nic), rank_(rank), options_(options), client_(client),
+    : nic_(nic), nic_counters_(nic.counters()), rank_(rank), options_(options), client_(client),
       receives_per_peer_(options.receives_per_peer + (options.flow_control ? 4 : 0)),
       header_bytes_(options.flow_control ? sizeof(MeshFrameHeader) : 0),
       slot_bytes_(round_up(header_bytes_ + options.message_bytes, 64)),
