@@ -20,7 +20,7 @@ namespace {
 // Tags inside the collective context; each collective call completes before
 // the next starts on a communicator, so one tag per algorithm suffices.
 enum Tag : int { barrier_tag = 1, bcast_tag, reduce_tag, allreduce_tag, gather_tag, scatter_tag, allgather_tag,
-                 alltoall_tag, scan_tag };
+                 alltoall_tag, scan_tag, neighbor_tag /* and up: Neighbor::tag is added */ };
 
 const Datatype& bytes_type() { return datatype_of(MPI_BYTE); }
 
@@ -456,6 +456,20 @@ void alltoallv_in_place(const Blocks& blocks, const Communicator& comm) {
   for (int r = 0; r < n; ++r)
     block_type(blocks, r).pack(block_address(blocks, r), block_count(blocks, r), packed.data() + displs[std::size_t(r)]);
   alltoallv(Blocks{packed.data(), counts, displs, &bytes_type()}, blocks, comm);
+}
+
+void neighbor_exchange(const Blocks& send_blocks, std::span<const Neighbor> destinations, const Blocks& recv_blocks,
+                       std::span<const Neighbor> sources, const Communicator& comm) {
+  Batch b(comm);
+  for (std::size_t i = 0; i < sources.size(); ++i)
+    if (sources[i].rank != MPI_PROC_NULL)
+      b.recv(writable_block(recv_blocks, int(i)), block_count(recv_blocks, int(i)), block_type(recv_blocks, int(i)),
+             sources[i].rank, neighbor_tag + sources[i].tag);
+  for (std::size_t i = 0; i < destinations.size(); ++i)
+    if (destinations[i].rank != MPI_PROC_NULL)
+      b.send(block_address(send_blocks, int(i)), block_count(send_blocks, int(i)), block_type(send_blocks, int(i)),
+             destinations[i].rank, neighbor_tag + destinations[i].tag);
+  b.wait();
 }
 
 void allreduce_max_u32(const Communicator& comm, std::uint32_t in, std::uint32_t& out) {

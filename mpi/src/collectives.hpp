@@ -19,6 +19,7 @@
 //                    exchange (one partner per step) from there on
 //   gather(v), scatter(v)  linear: the root posts every transfer at once
 //   reduce_scatter(_block) reduce to rank 0, then scatter
+//   neighbourhood    every message posted at once
 #pragma once
 
 #include <cstddef>
@@ -70,6 +71,16 @@ void allgatherv(const void* send, std::size_t send_count, const Datatype& send_t
 void alltoallv(const Blocks& send, const Blocks& recv, const Communicator& comm);
 // MPI_IN_PLACE: every rank's blocks are both what it sends and where it receives.
 void alltoallv_in_place(const Blocks& blocks, const Communicator& comm);
+
+// A neighbour in a process topology, and the tag that tells apart two messages
+// between the same pair of ranks in one neighbourhood collective.
+struct Neighbor {
+  int rank;  // or MPI_PROC_NULL: nothing is sent or received for this block
+  int tag;
+};
+// Block i of send goes to destinations[i]; block i of recv comes from sources[i].
+void neighbor_exchange(const Blocks& send, std::span<const Neighbor> destinations, const Blocks& recv,
+                       std::span<const Neighbor> sources, const Communicator& comm);
 
 // Copies count elements between buffers of possibly different layouts.
 void copy_typed(const void* src, std::size_t src_count, const Datatype& src_type, void* dst, std::size_t dst_count,
