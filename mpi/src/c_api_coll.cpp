@@ -1,7 +1,10 @@
 // C entry points: collective operations and user reduction operations.
+#include <algorithm>
+#include <optional>
 #include <vector>
 
 #include "c_api.hpp"
+#include "c_api_layout.hpp"
 #include "collectives.hpp"
 #include "ops.hpp"
 
@@ -9,49 +12,8 @@ using namespace viastack::mpi;
 
 namespace {
 
-struct Buffer {
-  const void* buf;
-  int count;
-  const Datatype* type;
-};
-
-Buffer checked_buffer(const void* buf, int count, MPI_Datatype datatype) {
-  check_count(count);
-  const Datatype& type = datatype_of(datatype);
-  check_buffer(buf == MPI_IN_PLACE ? nullptr : buf, buf == MPI_IN_PLACE ? 0 : count, type);
-  return Buffer{buf, count, &type};
-}
-
 void check_root(const Communicator& comm, int root) {
   require(root >= 0 && root < comm.size(), MPI_ERR_ROOT, "root is not a rank of the communicator");
-}
-
-// The count and displacement arrays a v variant was given, and the error
-// class for each when it is NULL where significant (Open MPI 4's classes).
-struct PerRank {
-  const int* counts;
-  const int* displs;
-  int null_counts_error, null_displs_error;
-};
-
-// Per-rank counts and displacements; uniform ones for the non-v variants.
-struct RankLayout {
-  std::vector<int> counts, displs;
-  RankLayout(int n, int count) : counts(std::size_t(n), count), displs(std::size_t(n)) {
-    for (int r = 0; r < n; ++r) displs[std::size_t(r)] = r * count;
-  }
-  RankLayout(int n, const PerRank& given) {
-    require(given.displs != nullptr, given.null_displs_error, "null displacement array");
-    require(given.counts != nullptr, given.null_counts_error, "null count array");
-    counts.assign(given.counts, given.counts + n);
-    displs.assign(given.displs, given.displs + n);
-    for (int x : counts) check_count(x);
-  }
-};
-
-// The v variants' layout (per_rank given), or the uniform one of `count`.
-RankLayout layout_of(int n, const PerRank* per_rank, int count) {
-  return per_rank ? RankLayout(n, *per_rank) : RankLayout(n, count);
 }
 
 }  // namespace
@@ -93,24 +55,70 @@ int MPI_Allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype da
   });
 }
 
-int MPI_Scan(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm) {
-  return guarded("MPI_Scan", comm, [&] {
+namespace {
+
+// reduction: scan or exscan.
+int prefix_common(const char* function, decltype(&scan) reduction, const void* sendbuf, void* recvbuf, int count,
+                  MPI_Datatype datatype, MPI_Op op, MPI_Comm comm) {
+  return guarded(function, comm, [&] {
     runtime();
     Communicator& c = communicator_of(comm);
     Buffer b = checked_buffer(recvbuf, count, datatype);
-    scan(sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf, recvbuf, std::size_t(count), *b.type, op_of(op), c);
+    reduction(sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf, recvbuf, std::size_t(count), *b.type, op_of(op), c);
   });
+}
+
+// MPI_Reduce_scatter's recvcounts, or MPI_Reduce_scatter_block's one block_count for every rank.
+int reduce_scatter_common(const char* function, const void* sendbuf, void* recvbuf, const int recvcounts[],
+                          std::optional<int> block_count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm) {
+  return guarded(function, comm, [&] {
+    runtime();
+    Communicator& c = communicator_of(comm);
+    require(block_count || recvcounts != nullptr, MPI_ERR_COUNT, "null count array");  // Open MPI 4's class
+    const std::vector<int> counts = block_count ? std::vector<int>(std::size_t(c.size()), *block_count)
+                                                : std::vector<int>(recvcounts, recvcounts + c.size());
+    std::size_t total = 0;
+    for (int x : counts) {
+      check_count(x);
+      total += std::size_t(x);
+    }
+    require(recvbuf != MPI_IN_PLACE, MPI_ERR_ARG, "MPI_IN_PLACE is given as sendbuf, not recvbuf");
+    Buffer b = checked_buffer(recvbuf, counts[std::size_t(c.rank())], datatype);
+    check_buffer(sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf, int(std::min<std::size_t>(total, INT_MAX)), *b.type);
+    // In place, the input is the whole of recvbuf: it is read before the result lands at its start.
+    reduce_scatter(sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf, recvbuf, counts, *b.type, op_of(op), c);
+  });
+}
+
+}  // namespace
+
+int MPI_Scan(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm) {
+  return prefix_common("MPI_Scan", scan, sendbuf, recvbuf, count, datatype, op, comm);
+}
+
+int MPI_Exscan(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm) {
+  return prefix_common("MPI_Exscan", exscan, sendbuf, recvbuf, count, datatype, op, comm);
 }
 
 int MPI_Reduce_scatter_block(const void* sendbuf, void* recvbuf, int recvcount, MPI_Datatype datatype, MPI_Op op,
                              MPI_Comm comm) {
-  return guarded("MPI_Reduce_scatter_block", comm, [&] {
+  return reduce_scatter_common("MPI_Reduce_scatter_block", sendbuf, recvbuf, nullptr, recvcount, datatype, op, comm);
+}
+
+int MPI_Reduce_scatter(const void* sendbuf, void* recvbuf, const int recvcounts[], MPI_Datatype datatype, MPI_Op op,
+                       MPI_Comm comm) {
+  return reduce_scatter_common("MPI_Reduce_scatter", sendbuf, recvbuf, recvcounts, std::nullopt, datatype, op, comm);
+}
+
+int MPI_Reduce_local(const void* inbuf, void* inoutbuf, int count, MPI_Datatype datatype, MPI_Op op) {
+  return guarded("MPI_Reduce_local", MPI_COMM_WORLD, [&] {
     runtime();
-    Communicator& c = communicator_of(comm);
-    Buffer b = checked_buffer(recvbuf, recvcount, datatype);
-    // In place, the input is the whole of recvbuf: it is read before the result lands at its start.
-    reduce_scatter_block(sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf, recvbuf, std::size_t(recvcount), *b.type,
-                         op_of(op), c);
+    require(inbuf != MPI_IN_PLACE && inoutbuf != MPI_IN_PLACE, MPI_ERR_BUFFER, "MPI_IN_PLACE is not allowed here");
+    checked_buffer(inbuf, count, datatype);
+    Buffer b = checked_buffer(inoutbuf, count, datatype);
+    const Op& o = op_of(op);
+    o.check_applies_to(*b.type);
+    if (count > 0) o.apply(inbuf, inoutbuf, std::size_t(count), *b.type);
   });
 }
 
@@ -241,6 +249,20 @@ int MPI_Alltoallv(const void* sendbuf, const int sendcounts[], const int sdispls
   const PerRank recv_per_rank{recvcounts, rdispls, MPI_ERR_ARG, MPI_ERR_ARG};
   return alltoall_common("MPI_Alltoallv", sendbuf, &send_per_rank, 0, sendtype, recvbuf, &recv_per_rank, 0, recvtype,
                          comm);
+}
+
+int MPI_Alltoallw(const void* sendbuf, const int sendcounts[], const int sdispls[], const MPI_Datatype sendtypes[],
+                  void* recvbuf, const int recvcounts[], const int rdispls[], const MPI_Datatype recvtypes[],
+                  MPI_Comm comm) {
+  return guarded("MPI_Alltoallw", comm, [&] {
+    runtime();
+    Communicator& c = communicator_of(comm);
+    const TypedLayout recv(c.size(), recvcounts, rdispls, recvtypes);
+    // In place, the send arrays are not read.
+    if (sendbuf == MPI_IN_PLACE) return alltoallv_in_place(recv.blocks(recvbuf), c);
+    const TypedLayout send(c.size(), sendcounts, sdispls, sendtypes);
+    alltoallv(send.blocks(sendbuf), recv.blocks(recvbuf), c);
+  });
 }
 
 int MPI_Op_create(MPI_User_function* function, int commute, MPI_Op* op) {

@@ -56,6 +56,7 @@ int MPI_Comm_dup(MPI_Comm comm, MPI_Comm* newcomm) {
     const Communicator& c = communicator_of(comm);
     check_pointer(newcomm, "null output pointer");
     auto dup = std::make_unique<Communicator>(c.shared_group(), rt.agree_on_context(c), c.errhandler());
+    dup->set_topology(c.topology());
     *newcomm = publish(std::move(dup));
   });
 }

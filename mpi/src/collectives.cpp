@@ -20,7 +20,7 @@ namespace {
 // Tags inside the collective context; each collective call completes before
 // the next starts on a communicator, so one tag per algorithm suffices.
 enum Tag : int { barrier_tag = 1, bcast_tag, reduce_tag, allreduce_tag, gather_tag, scatter_tag, allgather_tag,
-                 alltoall_tag, scan_tag };
+                 alltoall_tag, scan_tag, neighbor_tag /* and up: Neighbor::tag is added */ };
 
 const Datatype& bytes_type() { return datatype_of(MPI_BYTE); }
 
@@ -259,41 +259,74 @@ void allreduce(const void* send_buf, void* recv_buf, std::size_t count, const Da
   (ring ? ring_allreduce : recursive_doubling_allreduce)(send_buf, recv_buf, count, type, op, comm);
 }
 
+namespace {
+
 // Recursive doubling: after the step with `mask`, `partial` holds the
 // reduction over the aligned block of 2*mask ranks around this one, and
-// recv_buf over the part of it up to this rank.
-void scan(const void* send_buf, void* recv_buf, std::size_t count, const Datatype& type, const Op& op,
-          const Communicator& comm) {
+// recv_buf over the part of it before this rank, and this rank too when the
+// scan is inclusive. An exclusive scan leaves rank 0's recv_buf alone.
+void prefix_reduction(const void* send_buf, void* recv_buf, std::size_t count, const Datatype& type, const Op& op,
+                      const Communicator& comm, bool inclusive) {
   op.check_applies_to(type);
   const int n = comm.size(), me = comm.rank();
   TempBuffer partial(count, type), incoming(count, type);
   copy_typed(send_buf, count, type, partial.data(), count, type);
-  copy_typed(send_buf, count, type, recv_buf, count, type);
+  if (inclusive) copy_typed(send_buf, count, type, recv_buf, count, type);
+  bool have_result = inclusive;
   auto* result = static_cast<std::byte*>(recv_buf);
   for (int mask = 1; mask < n; mask <<= 1) {
     const int peer = me ^ mask;
     if (peer >= n) continue;
     exchange(partial.data(), incoming.data(), count, type, peer, scan_tag, comm);
     combine(op, type, count, partial.data(), incoming.data(), peer < me);
-    if (peer < me) combine(op, type, count, result, incoming.data(), true);
+    if (peer < me) {
+      if (have_result)
+        combine(op, type, count, result, incoming.data(), true);
+      else
+        copy_typed(incoming.data(), count, type, result, count, type);
+      have_result = true;
+    }
   }
 }
 
-void reduce_scatter_block(const void* send_buf, void* recv_buf, std::size_t count, const Datatype& type, const Op& op,
-                          const Communicator& comm) {
-  const int n = comm.size();
-  TempBuffer all(count * std::size_t(n), type);
-  reduce(send_buf, all.data(), count * std::size_t(n), type, op, 0, comm);
-  std::vector<int> counts(static_cast<std::size_t>(n), static_cast<int>(count));
-  std::vector<int> displs(static_cast<std::size_t>(n));
-  for (int r = 0; r < n; ++r) displs[std::size_t(r)] = r * int(count);
-  scatterv(Blocks{all.data(), counts, displs, &type}, recv_buf, count, type, 0, comm);
+}  // namespace
+
+void scan(const void* send_buf, void* recv_buf, std::size_t count, const Datatype& type, const Op& op,
+          const Communicator& comm) {
+  prefix_reduction(send_buf, recv_buf, count, type, op, comm, true);
+}
+
+void exscan(const void* send_buf, void* recv_buf, std::size_t count, const Datatype& type, const Op& op,
+            const Communicator& comm) {
+  prefix_reduction(send_buf, recv_buf, count, type, op, comm, false);
+}
+
+void reduce_scatter(const void* send_buf, void* recv_buf, std::span<const int> counts, const Datatype& type,
+                    const Op& op, const Communicator& comm) {
+  std::vector<int> displs(counts.size());
+  std::size_t total = 0;
+  for (std::size_t r = 0; r < counts.size(); ++r) {
+    require(total <= std::size_t(INT_MAX), MPI_ERR_COUNT, "more than INT_MAX elements in all");
+    displs[r] = int(total);
+    total += std::size_t(counts[r]);
+  }
+  TempBuffer all(total, type);
+  reduce(send_buf, all.data(), total, type, op, 0, comm);
+  scatterv(Blocks{all.data(), counts, displs, &type}, recv_buf, std::size_t(counts[std::size_t(comm.rank())]), type, 0,
+           comm);
 }
 
 namespace {
-const std::byte* block_address(const Blocks& blocks, int rank) {
-  return static_cast<const std::byte*>(blocks.buf) + std::ptrdiff_t(blocks.displs[std::size_t(rank)]) * blocks.type->extent();
+const Datatype& block_type(const Blocks& blocks, int rank) {
+  return blocks.types.empty() ? *blocks.type : *blocks.types[std::size_t(rank)];
 }
+const std::byte* block_address(const Blocks& blocks, int rank) {
+  const std::ptrdiff_t displ = blocks.displs[std::size_t(rank)];
+  return static_cast<const std::byte*>(blocks.buf) + (blocks.types.empty() ? displ * blocks.type->extent() : displ);
+}
+std::byte* writable_block(const Blocks& blocks, int rank) { return const_cast<std::byte*>(block_address(blocks, rank)); }
+std::size_t block_count(const Blocks& blocks, int rank) { return std::size_t(blocks.counts[std::size_t(rank)]); }
+std::size_t block_bytes(const Blocks& blocks, int rank) { return block_count(blocks, rank) * block_type(blocks, rank).size(); }
 }  // namespace
 
 void gatherv(const void* send_buf, std::size_t send_count, const Datatype& send_type, const Blocks& recv_blocks, int root,
@@ -306,12 +339,11 @@ void gatherv(const void* send_buf, std::size_t send_count, const Datatype& send_
     return;
   }
   for (int r = 0; r < comm.size(); ++r) {
-    auto* dst = const_cast<std::byte*>(block_address(recv_blocks, r));
-    const auto n = std::size_t(recv_blocks.counts[std::size_t(r)]);
     if (r == me)
-      copy_typed(send_buf, send_count, send_type, dst, n, *recv_blocks.type);
+      copy_typed(send_buf, send_count, send_type, writable_block(recv_blocks, r), block_count(recv_blocks, r),
+                 block_type(recv_blocks, r));
     else
-      b.recv(dst, n, *recv_blocks.type, r, gather_tag);
+      b.recv(writable_block(recv_blocks, r), block_count(recv_blocks, r), block_type(recv_blocks, r), r, gather_tag);
   }
   b.wait();
 }
@@ -326,20 +358,16 @@ void scatterv(const Blocks& send_blocks, void* recv_buf, std::size_t recv_count,
     return;
   }
   for (int r = 0; r < comm.size(); ++r) {
-    const std::byte* src = block_address(send_blocks, r);
-    const auto n = std::size_t(send_blocks.counts[std::size_t(r)]);
     if (r == me)
-      copy_typed(src, n, *send_blocks.type, recv_buf, recv_count, recv_type);
+      copy_typed(block_address(send_blocks, r), block_count(send_blocks, r), block_type(send_blocks, r), recv_buf,
+                 recv_count, recv_type);
     else
-      b.send(src, n, *send_blocks.type, r, scatter_tag);
+      b.send(block_address(send_blocks, r), block_count(send_blocks, r), block_type(send_blocks, r), r, scatter_tag);
   }
   b.wait();
 }
 
 namespace {
-
-std::byte* writable_block(const Blocks& blocks, int rank) { return const_cast<std::byte*>(block_address(blocks, rank)); }
-std::size_t block_count(const Blocks& blocks, int rank) { return std::size_t(blocks.counts[std::size_t(rank)]); }
 
 // Each step passes on to the next rank the block received in the step before.
 void ring_allgatherv(const Blocks& blocks, const Communicator& comm) {
@@ -348,8 +376,8 @@ void ring_allgatherv(const Blocks& blocks, const Communicator& comm) {
   for (int step = 0; step < n - 1; ++step) {
     const int out = (me - step + n) % n, in = (me - step - 1 + n) % n;
     Batch b(comm);
-    b.recv(writable_block(blocks, in), block_count(blocks, in), *blocks.type, prev, allgather_tag);
-    b.send(block_address(blocks, out), block_count(blocks, out), *blocks.type, next, allgather_tag);
+    b.recv(writable_block(blocks, in), block_count(blocks, in), block_type(blocks, in), prev, allgather_tag);
+    b.send(block_address(blocks, out), block_count(blocks, out), block_type(blocks, out), next, allgather_tag);
     b.wait();
   }
 }
@@ -359,12 +387,10 @@ void ring_allgatherv(const Blocks& blocks, const Communicator& comm) {
 // rank sends the first min(d, n-d) of them to me-d and appends as many from me+d.
 void bruck_allgatherv(const Blocks& blocks, const Communicator& comm) {
   const int n = comm.size(), me = comm.rank();
-  const Datatype& type = *blocks.type;
   std::vector<std::size_t> offset(std::size_t(n) + 1);  // of the i-th block from me
-  for (int i = 0; i < n; ++i)
-    offset[std::size_t(i) + 1] = offset[std::size_t(i)] + block_count(blocks, (me + i) % n) * type.size();
+  for (int i = 0; i < n; ++i) offset[std::size_t(i) + 1] = offset[std::size_t(i)] + block_bytes(blocks, (me + i) % n);
   std::vector<std::byte> packed(offset.back());
-  type.pack(block_address(blocks, me), block_count(blocks, me), packed.data());
+  block_type(blocks, me).pack(block_address(blocks, me), block_count(blocks, me), packed.data());
   for (int d = 1; d < n; d *= 2) {
     const auto k = std::size_t(std::min(d, n - d));
     Batch b(comm);
@@ -375,7 +401,8 @@ void bruck_allgatherv(const Blocks& blocks, const Communicator& comm) {
   }
   for (int i = 1; i < n; ++i) {
     const std::size_t bytes = offset[std::size_t(i) + 1] - offset[std::size_t(i)];
-    if (bytes > 0) type.unpack(packed.data() + offset[std::size_t(i)], bytes, writable_block(blocks, (me + i) % n));
+    const int from = (me + i) % n;
+    if (bytes > 0) block_type(blocks, from).unpack(packed.data() + offset[std::size_t(i)], bytes, writable_block(blocks, from));
   }
 }
 
@@ -385,9 +412,9 @@ void allgatherv(const void* send_buf, std::size_t send_count, const Datatype& se
                 const Communicator& comm) {
   const int me = comm.rank();
   copy_typed(send_buf, send_count, send_type, writable_block(recv_blocks, me), block_count(recv_blocks, me),
-             *recv_blocks.type);
+             block_type(recv_blocks, me));
   std::size_t total = 0;  // the same on every rank: all know every count
-  for (int r = 0; r < comm.size(); ++r) total += block_count(recv_blocks, r) * recv_blocks.type->size();
+  for (int r = 0; r < comm.size(); ++r) total += block_bytes(recv_blocks, r);
   if (total >= runtime().collective_tuning().allgather_ring_bytes)
     ring_allgatherv(recv_blocks, comm);
   else
@@ -396,18 +423,19 @@ void allgatherv(const void* send_buf, std::size_t send_count, const Datatype& se
 
 void alltoallv(const Blocks& send_blocks, const Blocks& recv_blocks, const Communicator& comm) {
   const int n = comm.size(), me = comm.rank();
-  copy_typed(block_address(send_blocks, me), block_count(send_blocks, me), *send_blocks.type,
-             writable_block(recv_blocks, me), block_count(recv_blocks, me), *recv_blocks.type);
+  copy_typed(block_address(send_blocks, me), block_count(send_blocks, me), block_type(send_blocks, me),
+             writable_block(recv_blocks, me), block_count(recv_blocks, me), block_type(recv_blocks, me));
   // Each rank may choose for itself: both ways send one message per pair of
   // ranks with the same tag, so they match each other.
   std::size_t largest = 0;
-  for (int r = 0; r < n; ++r) largest = std::max(largest, block_count(send_blocks, r) * send_blocks.type->size());
+  for (int r = 0; r < n; ++r) largest = std::max(largest, block_bytes(send_blocks, r));
   const bool pairwise = largest >= runtime().collective_tuning().alltoall_pairwise_bytes;
   Batch b(comm);
   for (int step = 1; step < n; ++step) {
     const int to = (me + step) % n, from = (me - step + n) % n;
-    b.recv(writable_block(recv_blocks, from), block_count(recv_blocks, from), *recv_blocks.type, from, alltoall_tag);
-    b.send(block_address(send_blocks, to), block_count(send_blocks, to), *send_blocks.type, to, alltoall_tag);
+    b.recv(writable_block(recv_blocks, from), block_count(recv_blocks, from), block_type(recv_blocks, from), from,
+           alltoall_tag);
+    b.send(block_address(send_blocks, to), block_count(send_blocks, to), block_type(send_blocks, to), to, alltoall_tag);
     if (pairwise) b.wait();
   }
   b.wait();
@@ -418,7 +446,7 @@ void alltoallv_in_place(const Blocks& blocks, const Communicator& comm) {
   std::vector<int> counts(static_cast<std::size_t>(n)), displs(static_cast<std::size_t>(n));
   std::size_t total = 0;
   for (int r = 0; r < n; ++r) {
-    const std::size_t bytes = block_count(blocks, r) * blocks.type->size();
+    const std::size_t bytes = block_bytes(blocks, r);
     require(total + bytes <= std::size_t(INT_MAX), MPI_ERR_COUNT, "more than INT_MAX bytes in place");
     counts[std::size_t(r)] = int(bytes);
     displs[std::size_t(r)] = int(total);
@@ -426,8 +454,22 @@ void alltoallv_in_place(const Blocks& blocks, const Communicator& comm) {
   }
   std::vector<std::byte> packed(total);
   for (int r = 0; r < n; ++r)
-    blocks.type->pack(block_address(blocks, r), block_count(blocks, r), packed.data() + displs[std::size_t(r)]);
+    block_type(blocks, r).pack(block_address(blocks, r), block_count(blocks, r), packed.data() + displs[std::size_t(r)]);
   alltoallv(Blocks{packed.data(), counts, displs, &bytes_type()}, blocks, comm);
+}
+
+void neighbor_exchange(const Blocks& send_blocks, std::span<const Neighbor> destinations, const Blocks& recv_blocks,
+                       std::span<const Neighbor> sources, const Communicator& comm) {
+  Batch b(comm);
+  for (std::size_t i = 0; i < sources.size(); ++i)
+    if (sources[i].rank != MPI_PROC_NULL)
+      b.recv(writable_block(recv_blocks, int(i)), block_count(recv_blocks, int(i)), block_type(recv_blocks, int(i)),
+             sources[i].rank, neighbor_tag + sources[i].tag);
+  for (std::size_t i = 0; i < destinations.size(); ++i)
+    if (destinations[i].rank != MPI_PROC_NULL)
+      b.send(block_address(send_blocks, int(i)), block_count(send_blocks, int(i)), block_type(send_blocks, int(i)),
+             destinations[i].rank, neighbor_tag + destinations[i].tag);
+  b.wait();
 }
 
 void allreduce_max_u32(const Communicator& comm, std::uint32_t in, std::uint32_t& out) {

@@ -11,14 +11,15 @@
 //                    VIASTACK_MPI_ALLREDUCE_RING_BYTES (default 64 KiB) of data, ring
 //                    (reduce-scatter then allgather) from there on; non-commutative ops,
 //                    and fewer elements than ranks, stay on recursive doubling
-//   scan             recursive doubling, order-preserving
+//   scan, exscan     recursive doubling, order-preserving
 //   allgather(v)     Bruck's dissemination below VIASTACK_MPI_ALLGATHER_RING_BYTES
 //                    (default 64 KiB) gathered in all, ring from there on
-//   alltoall(v)      every message posted at once while each block is below
+//   alltoall(v/w)    every message posted at once while each block is below
 //                    VIASTACK_MPI_ALLTOALL_PAIRWISE_BYTES (default 64 KiB), pairwise
 //                    exchange (one partner per step) from there on
 //   gather(v), scatter(v)  linear: the root posts every transfer at once
-//   reduce_scatter_block   reduce to rank 0, then scatter
+//   reduce_scatter(_block) reduce to rank 0, then scatter
+//   neighbourhood    every message posted at once
 #pragma once
 
 #include <cstddef>
@@ -44,15 +45,21 @@ void allreduce(const void* send, void* recv, std::size_t count, const Datatype& 
                const Communicator& comm);
 // Inclusive prefix reduction.
 void scan(const void* send, void* recv, std::size_t count, const Datatype& type, const Op& op, const Communicator& comm);
-void reduce_scatter_block(const void* send, void* recv, std::size_t count, const Datatype& type, const Op& op,
-                          const Communicator& comm);
+// Exclusive prefix reduction: rank r gets ranks 0..r-1 reduced; rank 0's recv is left alone.
+void exscan(const void* send, void* recv, std::size_t count, const Datatype& type, const Op& op,
+            const Communicator& comm);
+// Reduces sum(counts) elements; rank r gets counts[r] of them, after those of the ranks before it.
+void reduce_scatter(const void* send, void* recv, std::span<const int> counts, const Datatype& type, const Op& op,
+                    const Communicator& comm);
 
-// A block description: count elements of type at displacement (in elements of type) of a buffer.
+// A block description: count elements of type at displacement (in elements of type) of a buffer;
+// or, when types is given (MPI_Alltoallw), elements of a type of each block's own at a displacement in bytes.
 struct Blocks {
   const void* buf;
   std::span<const int> counts;  // one per rank
-  std::span<const int> displs;  // one per rank, in extents of type
+  std::span<const int> displs;  // one per rank, in extents of type, or in bytes with types
   const Datatype* type;
+  std::span<const Datatype* const> types = {};  // one per rank, or none
 };
 // Gather(v): every rank's `send` lands in root's recv block for that rank.
 void gatherv(const void* send, std::size_t send_count, const Datatype& send_type, const Blocks& recv, int root,
@@ -64,6 +71,16 @@ void allgatherv(const void* send, std::size_t send_count, const Datatype& send_t
 void alltoallv(const Blocks& send, const Blocks& recv, const Communicator& comm);
 // MPI_IN_PLACE: every rank's blocks are both what it sends and where it receives.
 void alltoallv_in_place(const Blocks& blocks, const Communicator& comm);
+
+// A neighbour in a process topology, and the tag that tells apart two messages
+// between the same pair of ranks in one neighbourhood collective.
+struct Neighbor {
+  int rank;  // or MPI_PROC_NULL: nothing is sent or received for this block
+  int tag;
+};
+// Block i of send goes to destinations[i]; block i of recv comes from sources[i].
+void neighbor_exchange(const Blocks& send, std::span<const Neighbor> destinations, const Blocks& recv,
+                       std::span<const Neighbor> sources, const Communicator& comm);
 
 // Copies count elements between buffers of possibly different layouts.
 void copy_typed(const void* src, std::size_t src_count, const Datatype& src_type, void* dst, std::size_t dst_count,

@@ -13,6 +13,8 @@
 
 namespace viastack::mpi {
 
+struct Topology;  // topology.hpp
+
 class Group {
  public:
   Group(std::vector<int> world_ranks, int my_world_rank);
@@ -46,6 +48,10 @@ class Communicator {
   const std::string& name() const { return name_; }
   void set_name(std::string name) { name_ = std::move(name); }
 
+  // The process topology given by MPI_Cart_create and the like (nullptr: none); duplicates share it.
+  const std::shared_ptr<const Topology>& topology() const { return topology_; }
+  void set_topology(std::shared_ptr<const Topology> topology) { topology_ = std::move(topology); }
+
   // Throws MPI_ERR_RANK unless 0 <= rank < size (or an allowed wildcard).
   void check_rank(int rank, bool allow_any_source, bool allow_proc_null) const;
 
@@ -59,6 +65,7 @@ class Communicator {
   std::uint32_t context_;
   ErrhandlerKind errhandler_;
   std::string name_;
+  std::shared_ptr<const Topology> topology_;
 };
 
 // The C++ object behind a handle; throws MPI_ERR_COMM for null, freed or foreign handles.
