@@ -64,21 +64,23 @@ viastack_origin_rpath(CMAKE_INSTALL_RPATH ${CMAKE_INSTALL_BINDIR} ${CMAKE_INSTAL
 
 # viastack_install_library(TARGET NAME component DESCRIPTION text
 #                          [HEADERS folder] [LIBDIR folder]
-#                          [REQUIRES components...] [REQUIRES_PRIVATE components...]
+#                          [REQUIRES components...]
 #                          [CFLAGS flags...] [LIBS flags...] [BUILD_TREE_PKGCONFIG])
 # Installs a layer's shared library as the component NAME of the CMake package
 # (imported target viastack::NAME) and writes its pkg-config file
 # viastack-NAME.pc. HEADERS: the layer's include folder, installed as it is
 # under <prefix>/include; its C++ headers need C++20, which the imported
 # target asks of its users. LIBDIR: where the library goes (default: the
-# libraries' folder). REQUIRES/REQUIRES_PRIVATE: the other components its
-# pkg-config file requires, publicly (its headers include theirs) or not.
+# libraries' folder). REQUIRES: the other components its pkg-config file
+# requires (its headers include theirs). Only shared libraries are built, so
+# what a library links privately needs no Requires.private: the loader finds
+# it through the library's own RUNPATH.
 # BUILD_TREE_PKGCONFIG: also write the pkg-config file into the build tree's
 # library folder, for programs built against the build tree (only for a
 # library without headers of its own, whose include folder is absolute).
 function(viastack_install_library target)
   cmake_parse_arguments(PARSE_ARGV 1 arg "BUILD_TREE_PKGCONFIG" "NAME;DESCRIPTION;HEADERS;LIBDIR"
-                        "REQUIRES;REQUIRES_PRIVATE;CFLAGS;LIBS")
+                        "REQUIRES;CFLAGS;LIBS")
   if(NOT arg_NAME OR NOT arg_DESCRIPTION)
     message(FATAL_ERROR "viastack_install_library(${target}): NAME and DESCRIPTION are required")
   endif()
@@ -108,22 +110,20 @@ function(viastack_install_library target)
   set(pc_name viastack-${arg_NAME})
   set(pc_description ${arg_DESCRIPTION})
   get_target_property(pc_library ${target} OUTPUT_NAME)
-  foreach(kind REQUIRES REQUIRES_PRIVATE)
-    list(TRANSFORM arg_${kind} REPLACE "(.+)" "viastack-\\1 = ${PROJECT_VERSION}")
-    list(JOIN arg_${kind} ", " pc_${kind})
-  endforeach()
-  set(pc_requires ${pc_REQUIRES})
-  set(pc_requires_private ${pc_REQUIRES_PRIVATE})
+  list(TRANSFORM arg_REQUIRES REPLACE "(.+)" "viastack-\\1 = ${PROJECT_VERSION}")
+  list(JOIN arg_REQUIRES ", " pc_requires)
   list(JOIN arg_CFLAGS " " pc_cflags)
   list(JOIN arg_LIBS " " pc_libs)
 
+  # Installed, the prefix is found from the file's own folder, so the tree can move.
   viastack_relative_path(pc_to_prefix ${VIASTACK_PKGCONFIG_INSTALL_DIR} .)
+  set(pc_prefix "\${pcfiledir}/${pc_to_prefix}")
   set(pc_libdir ${arg_LIBDIR})
   configure_file(${VIASTACK_CMAKE_MODULE_DIR}/viastack.pc.in ${VIASTACK_INSTALL_STAGING_DIR}/${pc_name}.pc @ONLY)
   install(FILES ${VIASTACK_INSTALL_STAGING_DIR}/${pc_name}.pc DESTINATION ${VIASTACK_PKGCONFIG_INSTALL_DIR}
           COMPONENT dev)
   if(arg_BUILD_TREE_PKGCONFIG)
-    file(RELATIVE_PATH pc_to_prefix ${CMAKE_LIBRARY_OUTPUT_DIRECTORY}/pkgconfig ${CMAKE_BINARY_DIR})
+    set(pc_prefix ${CMAKE_BINARY_DIR})
     file(RELATIVE_PATH pc_libdir ${CMAKE_BINARY_DIR} ${CMAKE_LIBRARY_OUTPUT_DIRECTORY})
     configure_file(${VIASTACK_CMAKE_MODULE_DIR}/viastack.pc.in ${CMAKE_LIBRARY_OUTPUT_DIRECTORY}/pkgconfig/${pc_name}.pc
                    @ONLY)
