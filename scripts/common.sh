@@ -6,8 +6,10 @@ JOBS=${JOBS:-$(nproc)}
 # Debian packages the build and the tests need; installed only when missing.
 # libasio-dev and libssl-dev (libcrypto): the tcp provider; libpmix-dev: the
 # PMIx bootstrap (jobs started by mpirun or srun); iproute2: the
-# network-namespace test.
-REQUIRED_PACKAGES=(cmake ninja-build g++ libgtest-dev libgmock-dev pkg-config libasio-dev libssl-dev libpmix-dev iproute2)
+# network-namespace test; dpkg-dev and file: cpack -G DEB's dependency list
+# (dpkg-shlibdeps), checked by the install test.
+REQUIRED_PACKAGES=(cmake ninja-build g++ libgtest-dev libgmock-dev pkg-config libasio-dev libssl-dev libpmix-dev iproute2
+                   dpkg-dev file)
 # tshark: the user-level TCP/IP's pcap files are checked by Wireshark's decoder.
 TRACE_PACKAGES=(tshark)
 # libFuzzer comes with clang's runtime.

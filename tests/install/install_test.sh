@@ -1,0 +1,322 @@
+#!/usr/bin/env bash
+# viastack as a user installs it and builds against it.
+#
+#   install_test.sh CASE BUILD_DIR SOURCE_DIR
+#
+#   examples          `cmake --install` into a temporary prefix, which is then
+#                     moved elsewhere (the tree must be relocatable: no path of
+#                     the build or source tree in it, every RUNPATH $ORIGIN-
+#                     relative); every program of examples.list built out of
+#                     tree twice, through find_package(viastack) and through
+#                     pkg-config and the compiler (MPI programs also with the
+#                     installed viampicc), and each run under the installed viarun.
+#   bad-input         find_package with a component that does not exist, or a
+#                     version it is not compatible with; pkg-config with a
+#                     dependency missing; `cmake --install` without a prefix.
+#                     Each fails with a message naming the problem.
+#   unwritable-prefix `cmake --install` into a prefix it cannot write fails,
+#                     naming the folder, and installs nothing. Root can write
+#                     anywhere, so as root the install runs as the user nobody
+#                     (setpriv); skipped (77) when that cannot be done.
+#   debian            `cpack -G DEB` makes viastack, viastack-dev and viastack-bin,
+#                     with the files and dependencies each should have.
+#
+# The compilers and generator are the build's (CC, CXX and CMAKE_GENERATOR in
+# the environment, from ctest); VIASTACK_SANITIZE, when set, is passed to the
+# compilers, since a sanitized library needs sanitized programs.
+set -uo pipefail
+case_name=$1 build_dir=$2 source_dir=$3
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+work=$(mktemp -d)
+trap 'chmod -R u+w "$work" 2>/dev/null; rm -rf "$work"' EXIT
+failures=0
+sanitize_flags=()
+[ -n "${VIASTACK_SANITIZE:-}" ] && sanitize_flags=("-fsanitize=$VIASTACK_SANITIZE")
+
+fail() {
+  echo "FAIL: $*"
+  failures=$((failures + 1))
+}
+
+# expect_failure WHAT PATTERN command...: the command fails and its output
+# matches the (extended) regular expression PATTERN.
+expect_failure() {
+  local what=$1 pattern=$2
+  shift 2
+  local out status joined
+  out=$("$@" 2>&1)
+  status=$?
+  # CMake wraps its messages: the pattern is looked for across lines.
+  joined=$(tr -s ' \n' '  ' <<<"$out")
+  if [ $status -eq 0 ]; then
+    fail "$what: succeeded"
+  elif ! grep -qE -- "$pattern" <<<"$joined"; then
+    fail "$what: status $status but no /$pattern/ in:"
+    echo "$out"
+  else
+    echo "ok: $what fails: ...$(grep -oE -m1 -- "$pattern" <<<"$joined")..."
+  fi
+}
+
+# install_into PREFIX: the build's install into PREFIX, quietly.
+install_into() {
+  local out
+  out=$(cmake --install "$build_dir" --prefix "$1" 2>&1) || {
+    echo "$out"
+    echo "FAIL: cmake --install $build_dir --prefix $1"
+    exit 1
+  }
+}
+
+# The programs of examples.list: "name source component libraries ranks args...".
+examples() {
+  grep -v -e '^#' -e '^[[:space:]]*$' "$here/examples.list"
+}
+
+# link_flags LIBRARIES: the -l flags for the list's "libraries" column (a,b or -).
+link_flags() {
+  [ "$1" = - ] || tr , '\n' <<<"$1" | sed 's/^/-l/'
+}
+
+# check_relocatable PREFIX: nothing in the tree names the build or source tree,
+# and every ELF file's RUNPATH finds libraries from its own folder.
+check_relocatable() {
+  local prefix=$1 file runpath failures_before=$failures
+  for tree in "$build_dir" "$source_dir"; do
+    if grep -rlF -- "$tree" "$prefix" >"$work/leaks"; then
+      fail "installed files name $tree:"
+      cat "$work/leaks"
+    fi
+  done
+  while IFS= read -r file; do
+    head -c 4 "$file" | grep -q ELF || continue
+    runpath=$(readelf -d "$file" | sed -n 's/.*(RUNPATH).*\[\(.*\)\]/\1/p')
+    # shellcheck disable=SC2016 # $ORIGIN is the loader's, not the shell's
+    case ":$runpath:" in
+      *':$ORIGIN'*) ;;
+      *) fail "${file#"$prefix"/} has RUNPATH '$runpath', not \$ORIGIN-relative" ;;
+    esac
+  done < <(find "$prefix/bin" "$prefix/lib" -type f)
+  [ $failures -eq "$failures_before" ] && echo "ok: relocatable (no build or source path, \$ORIGIN RUNPATHs)"
+}
+
+# run_example PREFIX EXECUTABLE RANKS ARGS...: under the installed viarun.
+run_example() {
+  local prefix=$1 exe=$2 ranks=$3
+  shift 3
+  local out
+  if out=$("$prefix/bin/viarun" -n "$ranks" --timeout 60 -- "$exe" "$@" 2>&1); then
+    echo "ok: ran ${exe#"$work"/} on $ranks ranks"
+  else
+    fail "viarun -n $ranks ${exe#"$work"/} $*:"
+    echo "$out"
+  fi
+}
+
+case_examples() {
+  # Installed in one place and used from another: relocatable or it fails.
+  install_into "$work/staging"
+  mv "$work/staging" "$work/prefix"
+  local prefix=$work/prefix
+  check_relocatable "$prefix"
+
+  # Through the CMake package.
+  if ! cmake -S "$here/consumer" -B "$work/cmake-build" -DCMAKE_BUILD_TYPE=Release \
+         -DCMAKE_PREFIX_PATH="$prefix" -DEXAMPLES_LIST="$here/examples.list" -DEXAMPLES_SOURCE_DIR="$source_dir" \
+         -DCMAKE_C_FLAGS="${sanitize_flags[*]}" -DCMAKE_CXX_FLAGS="${sanitize_flags[*]}" \
+         >"$work/cmake.log" 2>&1 ||
+     ! cmake --build "$work/cmake-build" >>"$work/cmake.log" 2>&1; then
+    cat "$work/cmake.log"
+    fail "the examples do not build through find_package(viastack)"
+  fi
+
+  # Through pkg-config and the compiler, as a Makefile would.
+  export PKG_CONFIG_PATH=$prefix/lib/pkgconfig
+  mkdir -p "$work/pkg-config-build"
+  local name source component libraries ranks args compiler flags
+  while read -r name source component libraries ranks args; do
+    case $source in
+      *.c) compiler=${CC:-cc} flags=() ;;
+      # pkg-config has no per-language flags: C++ users ask for C++20 themselves.
+      *) compiler=${CXX:-c++} flags=(-std=c++20) ;;
+    esac
+    # shellcheck disable=SC2046 # pkg-config's and link_flags' outputs are lists of flags
+    if ! $compiler "${flags[@]}" "${sanitize_flags[@]}" -O2 -o "$work/pkg-config-build/$name" "$source_dir/$source" \
+           $(pkg-config --cflags --libs "viastack-$component") $(link_flags "$libraries") >"$work/cc.log" 2>&1; then
+      cat "$work/cc.log"
+      fail "$name does not build through pkg-config viastack-$component"
+    fi
+  done < <(examples)
+
+  # MPI programs also through the installed viampicc/viampicxx, which find the
+  # library from their own folder.
+  mkdir -p "$work/viampicc-build"
+  while read -r name source component libraries ranks args; do
+    [ "$component" = mpi ] || continue
+    case $source in
+      *.c) compiler=viampicc ;;
+      *) compiler=viampicxx ;;
+    esac
+    # shellcheck disable=SC2046 # link_flags' output is a list of flags
+    if ! "$prefix/bin/$compiler" "${sanitize_flags[@]}" -O2 -o "$work/viampicc-build/$name" "$source_dir/$source" \
+           $(link_flags "$libraries") >"$work/cc.log" 2>&1; then
+      cat "$work/cc.log"
+      fail "$name does not build with the installed $compiler"
+    fi
+  done < <(examples)
+
+  while read -r name source component libraries ranks args; do
+    local routes=(cmake-build pkg-config-build)
+    [ "$component" = mpi ] && routes+=(viampicc-build)
+    for built in "${routes[@]}"; do
+      # shellcheck disable=SC2086 # the arguments are words
+      if [ -x "$work/$built/$name" ]; then
+        run_example "$prefix" "$work/$built/$name" "$ranks" $args
+      else
+        fail "$built/$name was not built"
+      fi
+    done
+  done < <(examples)
+}
+
+# configure_consumer PREFIX DIR FIND_PACKAGE_ARGS: a one-line project that asks
+# for the viastack installed in PREFIX.
+configure_consumer() {
+  local prefix=$1 dir=$2 find_args=$3
+  mkdir -p "$dir"
+  printf 'cmake_minimum_required(VERSION 3.25)\nproject(consumer LANGUAGES C CXX)\nfind_package(viastack %s)\n' \
+    "$find_args" >"$dir/CMakeLists.txt"
+  cmake -S "$dir" -B "$dir/build" -DCMAKE_PREFIX_PATH="$prefix"
+}
+
+case_bad_input() {
+  local prefix=$work/prefix
+  install_into "$prefix"
+  expect_failure "find_package with a component that does not exist" \
+    'viastack 0\.2\.[0-9]+ has no component nosuch; its components are: via, am, utcp, (mpi, )?splitc' \
+    configure_consumer "$prefix" "$work/unknown-component" "0.2 REQUIRED COMPONENTS via nosuch"
+  expect_failure "find_package of an incompatible version" \
+    'compatible with requested version "0\.1"' \
+    configure_consumer "$prefix" "$work/old-version" "0.1 REQUIRED COMPONENTS via"
+  # The components that exist are found; a control for the two above.
+  if ! configure_consumer "$prefix" "$work/good" "0.2 REQUIRED COMPONENTS via am splitc utcp" >"$work/good.log" 2>&1; then
+    cat "$work/good.log"
+    fail "find_package(viastack 0.2 REQUIRED COMPONENTS via am splitc utcp)"
+  fi
+
+  mv "$prefix/lib/pkgconfig/viastack-via.pc" "$work/"
+  expect_failure "pkg-config of viastack-am without viastack-via" \
+    "'viastack-via', required by 'viastack-am', not found" \
+    env PKG_CONFIG_PATH="$prefix/lib/pkgconfig" pkg-config --cflags --libs viastack-am
+  expect_failure "cmake --install without a prefix" \
+    "Invalid value used with --prefix" \
+    cmake --install "$build_dir" --prefix
+}
+
+case_unwritable_prefix() {
+  local prefix=$work/read-only-prefix
+  mkdir -p "$prefix"
+  chmod 555 "$prefix"
+  local as_user=()
+  if [ "$(id -u)" -eq 0 ]; then
+    # Root writes anywhere, so the install runs as nobody, who needs to read the build tree.
+    if ! command -v setpriv >/dev/null; then
+      echo "SKIP: running as root and setpriv (util-linux) is missing, so nothing is unwritable"
+      exit 77
+    fi
+    as_user=(setpriv --reuid=nobody --regid=nogroup --clear-groups)
+    if ! "${as_user[@]}" test -r "$build_dir/cmake_install.cmake"; then
+      echo "SKIP: running as root, and nobody cannot read $build_dir to install as another user"
+      exit 77
+    fi
+    chmod 755 "$work"
+  fi
+  expect_failure "cmake --install into an unwritable prefix" \
+    "cannot create directory: $prefix/" \
+    "${as_user[@]}" cmake --install "$build_dir" --prefix "$prefix"
+  [ -z "$(ls -A "$prefix")" ] || fail "files were installed into the unwritable prefix: $(ls -A "$prefix")"
+}
+
+# deb_has PACKAGE FILE...: the package lists each FILE (a path under /usr).
+deb_has() {
+  local deb=$1
+  shift
+  dpkg-deb -c "$deb" | awk '{print $6}' | sed 's|^\./|/|' >"$work/contents"
+  for file in "$@"; do
+    grep -qxF -- "$file" "$work/contents" || fail "$(basename "$deb") lacks $file"
+  done
+}
+
+# deb_depends_on PACKAGE REGEX: its Depends field matches.
+deb_depends_on() {
+  local depends
+  depends=$(dpkg-deb -f "$1" Depends)
+  grep -qE -- "$2" <<<"$depends" || fail "$(basename "$1") Depends '$depends' lacks /$2/"
+}
+
+case_debian() {
+  if ! (cd "$work" && cpack -G DEB --config "$build_dir/CPackConfig.cmake" -B "$work/packages" >"$work/cpack.log" 2>&1); then
+    cat "$work/cpack.log"
+    fail "cpack -G DEB"
+    return
+  fi
+  local runtime dev bin
+  runtime=$(ls "$work"/packages/viastack_*.deb 2>/dev/null)
+  dev=$(ls "$work"/packages/viastack-dev_*.deb 2>/dev/null)
+  bin=$(ls "$work"/packages/viastack-bin_*.deb 2>/dev/null)
+  if [ -z "$runtime" ] || [ -z "$dev" ] || [ -z "$bin" ]; then
+    fail "expected viastack, viastack-dev and viastack-bin; made: $(ls "$work/packages")"
+    return
+  fi
+  local version
+  version=$(dpkg-deb -f "$runtime" Version)
+  deb_has "$runtime" /usr/lib/libviastack-via.so.0 /usr/lib/libviastack-am.so.0 /usr/lib/libviastack-splitc.so.0 \
+    /usr/lib/libviastack-utcp.so.0 /usr/lib/libviastack-via.so."$version" /usr/share/doc/viastack/README.md
+  deb_has "$dev" /usr/include/vipl.h /usr/include/am.h /usr/include/via/via.hpp /usr/include/am/am.hpp \
+    /usr/include/splitc/splitc.hpp /usr/include/utcp/stack.hpp /usr/lib/libviastack-via.so \
+    /usr/lib/cmake/viastack/viastack-config.cmake /usr/lib/cmake/viastack/viastack-config-version.cmake \
+    /usr/lib/cmake/viastack/viastack-targets.cmake \
+    /usr/lib/pkgconfig/viastack-via.pc /usr/lib/pkgconfig/viastack-am.pc /usr/lib/pkgconfig/viastack-splitc.pc \
+    /usr/lib/pkgconfig/viastack-utcp.pc
+  deb_has "$bin" /usr/bin/viarun /usr/bin/via_pingpong /usr/bin/am_bench /usr/bin/utcp_bench /usr/bin/splitc_suite
+  # The libraries' own dependencies, found by dpkg-shlibdeps, and the packages' on each other.
+  deb_depends_on "$runtime" 'libc6'
+  deb_depends_on "$runtime" 'libssl3'
+  deb_depends_on "$runtime" 'libpmix2'
+  deb_depends_on "$dev" "(^|, )viastack \\(= $version\\)"
+  deb_depends_on "$bin" "(^|, )viastack \\(= $version\\)"
+  # Our libmpi.so.40 replaces Open MPI's: only the headers come from Open MPI.
+  for deb in "$runtime" "$bin"; do
+    dpkg-deb -f "$deb" Depends | grep -q libopenmpi && fail "$(basename "$deb") depends on Open MPI: $(dpkg-deb -f "$deb" Depends)"
+  done
+  if [ -e "$build_dir/lib/libmpi.so.40" ]; then
+    deb_has "$runtime" /usr/lib/viastack-mpi/libmpi.so.40
+    deb_has "$dev" /usr/lib/viastack-mpi/libmpi.so /usr/lib/pkgconfig/viastack-mpi.pc /usr/bin/viampicc /usr/bin/viampicxx
+    deb_has "$bin" /usr/bin/mpi_pingpong
+    deb_depends_on "$dev" 'libopenmpi-dev'
+  fi
+  # Nothing in a package belongs to another.
+  for deb in "$runtime" "$dev" "$bin"; do
+    dpkg-deb -c "$deb" | awk '$1 !~ /^d/ {print $6}'
+  done | sort | uniq -d >"$work/duplicates"
+  [ -s "$work/duplicates" ] && fail "files in more than one package: $(cat "$work/duplicates")"
+  for deb in "$runtime" "$dev" "$bin"; do
+    echo "ok: $(dpkg-deb -f "$deb" Package) $version, $(dpkg-deb -c "$deb" | grep -vc '^d') files, Depends: $(dpkg-deb -f "$deb" Depends)"
+  done
+}
+
+case $case_name in
+  examples) case_examples ;;
+  bad-input) case_bad_input ;;
+  unwritable-prefix) case_unwritable_prefix ;;
+  debian) case_debian ;;
+  *)
+    echo "usage: install_test.sh examples|bad-input|unwritable-prefix|debian BUILD_DIR SOURCE_DIR" >&2
+    exit 2
+    ;;
+esac
+if [ $failures -ne 0 ]; then
+  echo "$failures failure(s)"
+  exit 1
+fi
+echo "all passed"
