@@ -16,7 +16,7 @@ TRACE_PACKAGES=(tshark)
 FUZZ_PACKAGES=(clang libclang-rt-14-dev)
 # Open MPI's mpi.h (the MPI layer is compiled against it), its libmpi.so.40
 # (the ABI check compares against it) and mpicc (the binary-compatibility test).
-MPI_PACKAGES=(libopenmpi-dev openmpi-bin netpipe-openmpi)
+MPI_PACKAGES=(libopenmpi-dev openmpi-bin netpipe-openmpi python3-mpi4py)
 # The process managers the launcher tests start jobs under: MPICH's
 # mpiexec.hydra (PMI-1), and Slurm's slurmctld/slurmd/srun (PMIx, PMI-2)
 # with munge for a one-node cluster. mpich's alternatives have a lower

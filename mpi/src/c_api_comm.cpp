@@ -4,6 +4,7 @@
 #include <tuple>
 #include <vector>
 
+#include "attributes.hpp"
 #include "c_api.hpp"
 #include "collectives.hpp"
 
@@ -57,6 +58,7 @@ int MPI_Comm_dup(MPI_Comm comm, MPI_Comm* newcomm) {
     check_pointer(newcomm, "null output pointer");
     auto dup = std::make_unique<Communicator>(c.shared_group(), rt.agree_on_context(c), c.errhandler());
     dup->set_topology(c.topology());
+    attribute_cache().copy_all(AttributeHolder::communicator, comm, dup->handle);
     *newcomm = publish(std::move(dup));
   });
 }
@@ -98,6 +100,7 @@ int MPI_Comm_free(MPI_Comm* comm) {
     Communicator& c = communicator_of(*comm);
     require(*comm != MPI_COMM_WORLD && *comm != MPI_COMM_SELF, MPI_ERR_COMM,
             "MPI_COMM_WORLD and MPI_COMM_SELF cannot be freed");
+    attribute_cache().remove_all(AttributeHolder::communicator, *comm);
     c.owned_handle.kind = HandleKind{};  // a stale handle is then recognised as invalid
     delete &c;
     *comm = MPI_COMM_NULL;
@@ -119,6 +122,16 @@ int MPI_Comm_compare(MPI_Comm comm1, MPI_Comm comm2, int* result) {
       *result = MPI_SIMILAR;
     else
       *result = MPI_UNEQUAL;
+  });
+}
+
+// Every communicator viastack makes is an intracommunicator.
+int MPI_Comm_test_inter(MPI_Comm comm, int* flag) {
+  return guarded("MPI_Comm_test_inter", comm, [&] {
+    runtime();
+    communicator_of(comm);
+    check_pointer(flag, "null output pointer");
+    *flag = 0;
   });
 }
 

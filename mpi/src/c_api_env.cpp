@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "attributes.hpp"
 #include "c_api.hpp"
 
 using namespace viastack::mpi;
@@ -50,7 +51,13 @@ int MPI_Finalized(int* flag) {
 }
 
 int MPI_Finalize() {
-  return guarded("MPI_Finalize", MPI_COMM_WORLD, [&] { stop_runtime(); });
+  return guarded("MPI_Finalize", MPI_COMM_WORLD, [&] {
+    runtime();
+    // MPI_COMM_SELF's attributes are deleted first, as if it were freed: a
+    // library's delete callback there may still call MPI (MPI-3.1 §8.7.1).
+    attribute_cache().remove_all(AttributeHolder::communicator, MPI_COMM_SELF);
+    stop_runtime();
+  });
 }
 
 int MPI_Abort(MPI_Comm, int errorcode) {

@@ -88,6 +88,50 @@ void fill_probe_status(const ProbeResult& found, MPI_Status* status) {
   status->_ucount = found.bytes;
 }
 
+// A message MPI_Mprobe / MPI_Improbe matched, until MPI_Mrecv / MPI_Imrecv receives it.
+struct MatchedMessage : ompi_message_t {
+  MatchedMessage(Incoming in, Communicator& comm)
+      : ompi_message_t{HandleKind::message}, incoming(std::move(in)), comm(comm) {}
+  Incoming incoming;
+  Communicator& comm;
+};
+
+MPI_Message publish_matched(Incoming in, Communicator& comm, MPI_Status* status) {
+  fill_probe_status(ProbeResult{in.source, in.tag, in.size}, status);
+  return new MatchedMessage(std::move(in), comm);
+}
+
+// MPI_Mrecv / MPI_Imrecv: the request receiving the message, made from *message,
+// which becomes MPI_MESSAGE_NULL. Open MPI's classes: a null or MPI_MESSAGE_NULL
+// message is MPI_ERR_REQUEST (with MPI_COMM_WORLD's handler); the buffer's
+// errors go to the message's communicator, which `comm` is set to.
+Request* receive_message(void* buf, int count, MPI_Datatype datatype, MPI_Message* message, MPI_Comm& comm) {
+  runtime();
+  require(message != nullptr && *message != MPI_MESSAGE_NULL && *message != nullptr &&
+              (*message)->kind == HandleKind::message,
+          MPI_ERR_REQUEST, "invalid message (null, MPI_MESSAGE_NULL, or already received)");
+  if (*message == MPI_MESSAGE_NO_PROC) {
+    check_count(count);
+    check_buffer(buf, count, datatype_of(datatype));
+    auto* r = new Request(Request::Type::recv, nullptr);
+    r->status_source = MPI_PROC_NULL;
+    r->complete = true;
+    *message = MPI_MESSAGE_NULL;
+    return r;
+  }
+  auto* matched = static_cast<MatchedMessage*>(*message);
+  comm = matched->comm.handle;
+  check_count(count);
+  const Datatype& type = datatype_of(datatype);
+  check_buffer(buf, count, type);
+  auto* r = new Request(Request::Type::recv, &matched->comm);
+  runtime().p2p().receive_matched(*r, buf, std::size_t(count), type, std::move(matched->incoming));
+  matched->kind = HandleKind{};  // a stale handle is then recognised as invalid
+  delete matched;
+  *message = MPI_MESSAGE_NULL;
+  return r;
+}
+
 std::span<Request*> as_requests(std::vector<Request*>& storage, int count, MPI_Request* handles) {
   require(count >= 0, MPI_ERR_COUNT, "negative request count");
   require(count == 0 || handles != nullptr, MPI_ERR_REQUEST, "null request array");
@@ -454,6 +498,53 @@ int MPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status* status) {
     c.check_rank(source, true, true);
     if (source == MPI_PROC_NULL) return fill_probe_status(ProbeResult{MPI_PROC_NULL, MPI_ANY_TAG, 0}, status);
     fill_probe_status(rt.p2p().probe(source, tag, c.p2p_context()), status);
+  });
+}
+
+int MPI_Improbe(int source, int tag, MPI_Comm comm, int* flag, MPI_Message* message, MPI_Status* status) {
+  return guarded("MPI_Improbe", comm, [&] {
+    Runtime& rt = runtime();
+    Communicator& c = communicator_of(comm);
+    check_pointer(flag, "null flag pointer");
+    check_pointer(message, "null message pointer");
+    check_recv_tag(tag);
+    c.check_rank(source, true, true);
+    if (source == MPI_PROC_NULL) {
+      *flag = 1;
+      *message = MPI_MESSAGE_NO_PROC;
+      return fill_probe_status(ProbeResult{MPI_PROC_NULL, MPI_ANY_TAG, 0}, status);
+    }
+    std::optional<Incoming> found = rt.p2p().improbe(source, tag, c.p2p_context());
+    *flag = found.has_value();
+    if (found) *message = publish_matched(std::move(*found), c, status);
+  });
+}
+
+int MPI_Mprobe(int source, int tag, MPI_Comm comm, MPI_Message* message, MPI_Status* status) {
+  return guarded("MPI_Mprobe", comm, [&] {
+    Runtime& rt = runtime();
+    Communicator& c = communicator_of(comm);
+    check_pointer(message, "null message pointer");
+    check_recv_tag(tag);
+    c.check_rank(source, true, true);
+    if (source == MPI_PROC_NULL) {
+      *message = MPI_MESSAGE_NO_PROC;
+      return fill_probe_status(ProbeResult{MPI_PROC_NULL, MPI_ANY_TAG, 0}, status);
+    }
+    *message = publish_matched(rt.p2p().mprobe(source, tag, c.p2p_context()), c, status);
+  });
+}
+
+int MPI_Mrecv(void* buf, int count, MPI_Datatype datatype, MPI_Message* message, MPI_Status* status) {
+  MPI_Comm comm = MPI_COMM_WORLD;
+  return guarded("MPI_Mrecv", comm, [&] { finish_blocking(receive_message(buf, count, datatype, message, comm), status); });
+}
+
+int MPI_Imrecv(void* buf, int count, MPI_Datatype datatype, MPI_Message* message, MPI_Request* request) {
+  MPI_Comm comm = MPI_COMM_WORLD;
+  return guarded("MPI_Imrecv", comm, [&] {
+    check_pointer(request, "null request pointer");
+    *request = receive_message(buf, count, datatype, message, comm);
   });
 }
 

@@ -1,4 +1,5 @@
 // C entry points: one-sided communication (windows, fence, put, get, accumulate).
+#include "attributes.hpp"
 #include "c_api.hpp"
 #include "window.hpp"
 
@@ -61,6 +62,7 @@ int MPI_Win_create(void* base, MPI_Aint size, int disp_unit, MPI_Info, MPI_Comm 
 
 int MPI_Win_free(MPI_Win* win) {
   return on_window("MPI_Win_free", win ? *win : MPI_WIN_NULL, [&](Window& w) {
+    attribute_cache().remove_all(AttributeHolder::window, *win);
     w.fence(MPI_MODE_NOSUCCEED);
     delete &w;
     *win = MPI_WIN_NULL;

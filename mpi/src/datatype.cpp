@@ -4,6 +4,7 @@
 #include <complex>
 #include <cstring>
 
+#include "attributes.hpp"
 #include "errors.hpp"
 
 namespace viastack::mpi {
@@ -242,6 +243,7 @@ Datatype* make_resized(const Datatype& old, std::ptrdiff_t lb, std::ptrdiff_t ex
 void free_datatype(MPI_Datatype handle) {
   Datatype& type = datatype_for_construction(handle);
   require(!type.predefined(), MPI_ERR_TYPE, "a predefined datatype cannot be freed");
+  attribute_cache().remove_all(AttributeHolder::datatype, handle);
   type.handle.kind = HandleKind{};  // a stale handle is then recognised as invalid
   delete &type;
 }

@@ -138,29 +138,49 @@ Request* P2P::irecv(void* buf, std::size_t count, const Datatype& type, int sour
   return r;
 }
 
-void P2P::post_recv(Request& r, void* buf, std::size_t count, const Datatype& type, int source, int tag,
-                    std::uint32_t context) {
+void P2P::set_receive_buffer(Request& r, void* buf, std::size_t count, const Datatype& type) {
   r.buffer = buf;
   r.count = count;
   r.datatype = &type;
+  r.capacity = count * type.size();
+}
+
+void P2P::post_recv(Request& r, void* buf, std::size_t count, const Datatype& type, int source, int tag,
+                    std::uint32_t context) {
+  set_receive_buffer(r, buf, count, type);
   r.context = context;
   r.source = source;
   r.tag = tag;
-  r.capacity = count * type.size();
   if (source == MPI_PROC_NULL) {
     r.status_source = MPI_PROC_NULL;
     r.complete = true;
     return;
   }
+  if (std::optional<Incoming> in = take_unexpected(source, tag, context)) return deliver_unexpected(r, std::move(*in));
+  append_posted(r);
+}
+
+void P2P::receive_matched(Request& r, void* buf, std::size_t count, const Datatype& type, Incoming message) {
+  set_receive_buffer(r, buf, count, type);
+  r.context = message.context;
+  r.source = message.source;
+  r.tag = message.tag;
+  deliver_unexpected(r, std::move(message));
+}
+
+void P2P::deliver_unexpected(Request& recv, Incoming in) {
+  deliver(recv, Message{in.source, in.tag, in.peer, in.size, in.data, in.rendezvous, in.token, in.address, in.handle});
+  if (in.sync_sender) complete(*in.sync_sender);
+}
+
+std::optional<Incoming> P2P::take_unexpected(int source, int tag, std::uint32_t context) {
   for (auto it = unexpected_.begin(); it != unexpected_.end(); ++it) {
     if (!matches(it->context, it->source, it->tag, context, source, tag)) continue;
     Incoming in = std::move(*it);
     unexpected_.erase(it);
-    deliver(r, Message{in.source, in.tag, in.peer, in.size, in.data, in.rendezvous, in.token, in.address, in.handle});
-    if (in.sync_sender) complete(*in.sync_sender);
-    return;
+    return in;
   }
-  append_posted(r);
+  return std::nullopt;
 }
 
 void P2P::append_posted(Request& recv) {
@@ -284,6 +304,20 @@ ProbeResult P2P::probe(int source, int tag, std::uint32_t context) {
     return found.has_value();
   });
   return *found;
+}
+
+std::optional<Incoming> P2P::improbe(int source, int tag, std::uint32_t context) {
+  poll();
+  return take_unexpected(source, tag, context);
+}
+
+Incoming P2P::mprobe(int source, int tag, std::uint32_t context) {
+  std::optional<Incoming> found;
+  wait_until([&] {
+    found = take_unexpected(source, tag, context);
+    return found.has_value();
+  });
+  return std::move(*found);
 }
 
 bool P2P::cancel(Request& request) {

@@ -72,6 +72,12 @@ class P2P final : public TransportClient {
                  std::uint32_t context);
   std::optional<ProbeResult> iprobe(int source, int tag, std::uint32_t context);
   ProbeResult probe(int source, int tag, std::uint32_t context);
+  // MPI_Improbe / MPI_Mprobe: the first matching message, taken out of
+  // matching, so that only the receive given it (receive_matched) gets it.
+  std::optional<Incoming> improbe(int source, int tag, std::uint32_t context);
+  Incoming mprobe(int source, int tag, std::uint32_t context);
+  // MPI_Mrecv / MPI_Imrecv: receives a message improbe or mprobe took into r.
+  void receive_matched(Request& r, void* buf, std::size_t count, const Datatype& type, Incoming message);
   // True when the receive was still unmatched and is now cancelled.
   bool cancel(Request& request);
 
@@ -115,6 +121,9 @@ class P2P final : public TransportClient {
   void deliver_to_self(Request& send, std::span<const std::byte> data, std::uint32_t context, int source, int tag,
                        SendMode mode);
   std::optional<ProbeResult> find_unexpected(int source, int tag, std::uint32_t context) const;
+  std::optional<Incoming> take_unexpected(int source, int tag, std::uint32_t context);
+  void set_receive_buffer(Request& r, void* buf, std::size_t count, const Datatype& type);
+  void deliver_unexpected(Request& recv, Incoming in);
   void start_read(Request& recv, const Message& message);
   [[noreturn]] static void would_wait_forever();
   void finish_receive(Request& recv);

@@ -57,6 +57,11 @@ class Window {
   void on_accumulate(const WireHeader& header, std::span<const std::byte> payload);
   void on_rdma_complete() { --outstanding_; }
 
+  // What MPI_Win_get_attr answers for MPI_WIN_BASE, MPI_WIN_SIZE and MPI_WIN_DISP_UNIT.
+  void* base() const { return base_; }
+  MPI_Aint* size_attribute() { return &size_attribute_; }
+  int* disp_unit_attribute() { return &disp_unit_attribute_; }
+
   ompi_win_t handle{HandleKind::win, this};
 
  private:
@@ -79,6 +84,8 @@ class Window {
   std::vector<Member> members_;      // by rank in comm_
   std::size_t outstanding_ = 0;      // this rank's RDMA operations not yet complete
   bool epoch_open_ = false;
+  MPI_Aint size_attribute_;
+  int disp_unit_attribute_;
 };
 
 // The windows of this process: where accumulate messages and RDMA completions find theirs.

@@ -1,0 +1,92 @@
+"""Debian's mpi4py (built against Open MPI) on viastack's libmpi.so.40 (issue 18):
+object and buffer point-to-point, matched probe, the collectives viastack has,
+Split, Dup with attributes, the predefined attributes. Run by mpi4py.sh."""
+import array
+import sys
+
+from mpi4py import MPI
+
+comm = MPI.COMM_WORLD
+rank, size = comm.Get_rank(), comm.Get_size()
+failures = []
+
+
+def check(condition, what):
+    if not condition:
+        failures.append(what)
+        print(f"rank {rank}: check failed: {what}", file=sys.stderr)
+
+
+check("viastack" in MPI.Get_library_version(), "the library is viastack's: " + MPI.Get_library_version())
+check(not comm.Is_inter(), "COMM_WORLD is an intracommunicator")
+check(comm.Get_attr(MPI.TAG_UB) >= 32767, "MPI_TAG_UB")
+check(comm.Get_attr(MPI.UNIVERSE_SIZE) >= size, "MPI_UNIVERSE_SIZE")
+
+# Objects around a ring (pickled; recv of an object probes the message's size).
+right, left = (rank + 1) % size, (rank - 1) % size
+payload = {"from": rank, "data": list(range(rank * 10)), "text": "x" * (rank * 5000)}
+request = comm.isend(payload, dest=right, tag=7)
+got = comm.recv(source=left, tag=7)
+request.wait()
+check(got == {"from": left, "data": list(range(left * 10)), "text": "x" * (left * 5000)}, "object ring")
+got = comm.sendrecv(("pair", rank), dest=right, source=left)
+check(got == ("pair", left), "sendrecv of an object")
+
+# Buffers: a large one (rendezvous) and a small one.
+for count in (5, 40000):
+    out = array.array("i", [rank * count + i for i in range(count)])
+    into = array.array("i", [0]) * count
+    comm.Sendrecv(out, dest=right, sendtag=count, recvbuf=into, source=left, recvtag=count)
+    check(into == array.array("i", [left * count + i for i in range(count)]), f"Sendrecv of {count} ints")
+
+# Matched probe: every other rank sends rank 0 an object; each is received once.
+if rank == 0:
+    seen = []
+    for _ in range(size - 1):
+        message = comm.mprobe(source=MPI.ANY_SOURCE, tag=11)
+        seen.append(message.recv())
+    check(sorted(seen) == [("hello", r) for r in range(1, size)], "mprobe/mrecv from every rank once")
+else:
+    comm.send(("hello", rank), dest=0, tag=11)
+
+# Collectives.
+check(comm.bcast({"root": "says"} if rank == 0 else None, root=0) == {"root": "says"}, "bcast of an object")
+check(comm.allreduce(rank) == size * (size - 1) // 2, "allreduce of an object")
+check(comm.allgather(rank) == list(range(size)), "allgather of objects")
+check(comm.gather(rank * 2, root=0) == ([r * 2 for r in range(size)] if rank == 0 else None), "gather")
+check(comm.scatter([r + 100 for r in range(size)] if rank == 0 else None, root=0) == rank + 100, "scatter")
+check(comm.alltoall([(rank, r) for r in range(size)]) == [(r, rank) for r in range(size)], "alltoall")
+total = array.array("d", [0.0])
+comm.Allreduce(array.array("d", [rank + 0.5]), total, op=MPI.SUM)
+check(total[0] == sum(r + 0.5 for r in range(size)), "Allreduce of a buffer")
+check(comm.scan(1) == rank + 1, "scan")
+comm.Barrier()
+
+# Split: even and odd ranks, ordered by descending rank.
+half = comm.Split(color=rank % 2, key=-rank)
+members = half.allgather(rank)
+check(members == sorted([r for r in range(size) if r % 2 == rank % 2], reverse=True), "Split's members and order")
+half.Free()
+
+# Dup with attributes: a keyval whose copy callback adds one, a delete callback that counts.
+deleted = []
+keyval = MPI.Comm.Create_keyval(copy_fn=lambda old, k, value: value + 1,
+                                delete_fn=lambda c, k, value: deleted.append(value))
+comm.Set_attr(keyval, 41)
+dup = comm.Dup()
+check(dup.Get_attr(keyval) == 42, "the copy callback ran on Dup")
+check(dup.Get_attr(MPI.TAG_UB) == comm.Get_attr(MPI.TAG_UB), "predefined attributes on a duplicate")
+# (Upper case: mpi4py's object collectives would make, and cache, a duplicate of their own.)
+ones = array.array("i", [0])
+dup.Allreduce(array.array("i", [1]), ones, op=MPI.SUM)
+check(ones[0] == size, "the duplicate works")
+dup.Free()
+check(deleted == [42], "the delete callback ran on Free")
+comm.Delete_attr(keyval)
+check(deleted == [42, 41], "the delete callback ran on Delete_attr")
+MPI.Comm.Free_keyval(keyval)
+
+failed = comm.allreduce(len(failures))
+if rank == 0:
+    print(f"mpi4py on {size} ranks: {'FAILED' if failed else 'ok'} ({failed} failed checks)")
+sys.exit(1 if failed else 0)
