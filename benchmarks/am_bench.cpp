@@ -98,7 +98,22 @@ long default_iters(const std::string& test, std::size_t bytes) {
 
 }  // namespace
 
+constexpr const char* kUsage =
+    "usage: viarun -n 2 am_bench [--test rtt|store|get] [--sizes a,b,...] [--iters N] [--json]\n"
+    "  Active Messages between ranks 0 and 1 (other ranks only take part in set-up)\n"
+    "  --test rtt       round trip of a request and its reply (default)\n"
+    "         store     store bandwidth, a window of stores in flight\n"
+    "         get       get bandwidth\n"
+    "  --sizes a,b,...  sizes in bytes, k/M suffixes allowed (default 1 B to 4 MiB)\n"
+    "  --iters N        operations per size (default: by size)\n"
+    "  --json           one JSON object per line\n"
+    "  -h, --help       show this help;  --version  show the library's version\n"
+    "environment: VIASTACK_PROVIDER (set by viarun) and the VIASTACK_* variables of\n"
+    "  the library (viarun --info lists them)\n"
+    BENCH_EXIT_STATUSES;
+
 int main(int argc, char** argv) {
+  bench::start("am_bench", {kUsage, bench::library_version}, argc, argv);
   std::string test = "rtt";
   std::vector<std::size_t> sizes;
   long iters = 0;

@@ -6,10 +6,14 @@
 #include <string_view>
 
 #include <via/bootstrap.hpp>
+#include <viastack.h>
 
 #include "bench_util.hpp"
 
 namespace bench {
+
+// What --version prints for a benchmark of viastack's own layers.
+inline std::string library_version() { return viastack_version(); }
 
 struct Job {
   int rank = 0;

@@ -10,8 +10,37 @@
 
 namespace bench {
 
+// What --help prints, and a usage error after its reason: the synopsis, the
+// options, the environment and the exit statuses.
+struct Program {
+  const char* usage = "";
+  std::string (*version)() = nullptr;  // the library measured: "0.1.0"
+};
+inline Program program;
+
+// Every benchmark's exit statuses, for the end of its usage.
+#define BENCH_EXIT_STATUSES \
+  "exit status: 0 when every measurement ran; 1 when one failed (the reason is\n" \
+  "  printed); 2 for a bad command line\n"
+
+// --help and --version, before the job starts: print and exit 0.
+inline void start(const char* name, const Program& p, int argc, char** argv) {
+  program = p;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "-h" || a == "--help") {
+      std::fputs(p.usage, stdout);
+      std::exit(0);
+    }
+    if (a == "--version") {
+      std::printf("%s (viastack) %s\n", name, p.version ? p.version().c_str() : "");
+      std::exit(0);
+    }
+  }
+}
+
 [[noreturn]] inline void usage_error(const char* prog, const std::string& why) {
-  std::fprintf(stderr, "%s: %s\n", prog, why.c_str());
+  std::fprintf(stderr, "%s: %s\n%s", prog, why.c_str(), program.usage);
   std::exit(2);
 }
 

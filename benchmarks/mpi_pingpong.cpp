@@ -73,7 +73,28 @@ long default_iters(const std::string& mode, std::size_t bytes) {
 
 }  // namespace
 
+constexpr const char* kUsage =
+    "usage: viarun -n 2 mpi_pingpong [--sizes a,b,...] [--iters N] [--mode lat|bw] [--json]\n"
+    "       mpirun -np 2 mpi_pingpong ...   (the same program on any libmpi.so.40)\n"
+    "  MPI between ranks 0 and 1 (other ranks take no part)\n"
+    "  --sizes a,b,...  message sizes in bytes, k/M suffixes allowed (default 1 B to 4 MiB)\n"
+    "  --iters N        round trips or messages per size (default: by size)\n"
+    "  --mode lat|bw    one-way latency (ping-pong) or streaming bandwidth (default lat)\n"
+    "  --json           one JSON object per line\n"
+    "  -h, --help       show this help;  --version  show the MPI library it runs on\n"
+    "environment: the MPI library's (viastack's: viarun --info lists them)\n"
+    BENCH_EXIT_STATUSES;
+
+// MPI_Get_library_version may be called before MPI_Init.
+std::string mpi_library_version() {
+  char text[MPI_MAX_LIBRARY_VERSION_STRING] = {};
+  int length = 0;
+  if (MPI_Get_library_version(text, &length) != MPI_SUCCESS) return "MPI library: unknown";
+  return std::string("MPI library: ") + text;
+}
+
 int main(int argc, char** argv) {
+  bench::start("mpi_pingpong", {kUsage, mpi_library_version}, argc, argv);
   MPI_Init(&argc, &argv);
   int rank, size;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);

@@ -472,7 +472,27 @@ Options parse_options(int argc, char** argv) {
 
 }  // namespace
 
+constexpr const char* kUsage =
+    "usage: viarun -n 2 utcp_bench [--proto tcp|udp] [--mode lat|bw] [--sizes a,b,...]\n"
+    "                              [--iters N] [--json] [--kernel] [--kernel-spin] [--nodelay]\n"
+    "                              [--port P]\n"
+    "  TCP or UDP between ranks 0 and 1 over the user-level stack (utcp over VIA)\n"
+    "  --proto tcp|udp  the protocol (default tcp)\n"
+    "  --mode lat|bw    ping-pong latency (round trip / 2) or streaming bandwidth (default lat)\n"
+    "  --sizes a,b,...  message sizes in bytes, k/M suffixes allowed (UDP: at most 65507)\n"
+    "  --iters N        round trips or messages per size (default: by size)\n"
+    "  --kernel         also measure the kernel's loopback sockets, size by size\n"
+    "  --kernel-spin    the same, the kernel's receives polling (MSG_DONTWAIT)\n"
+    "  --nodelay        TCP_NODELAY on both stacks' sockets\n"
+    "  --port P         the port the ranks use (1..65535)\n"
+    "  --json           one JSON object per line\n"
+    "  -h, --help       show this help;  --version  show the library's version\n"
+    "environment: VIASTACK_PROVIDER (set by viarun), VIASTACK_UTCP_* and the VIASTACK_*\n"
+    "  variables of the library (viarun --info lists them)\n"
+    BENCH_EXIT_STATUSES;
+
 int main(int argc, char** argv) {
+  bench::start(prog, {kUsage, bench::library_version}, argc, argv);
   const Options options = parse_options(argc, argv);
   const bench::Job job = bench::job_from_env(prog);
   if (job.size != 2) bench::usage_error(prog, "needs exactly 2 ranks (run it as: viarun -n 2 utcp_bench ...)");

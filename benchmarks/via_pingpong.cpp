@@ -195,7 +195,22 @@ long default_iters(const std::string& mode, std::size_t bytes, bool summary) {
 
 }  // namespace
 
+constexpr const char* kUsage =
+    "usage: viarun -n 2 via_pingpong [--sizes a,b,...] [--iters N] [--mode lat|bw] [--json] [--summary]\n"
+    "  raw VIA between ranks 0 and 1 (other ranks take no part)\n"
+    "  --sizes a,b,...  message sizes in bytes, k/M suffixes allowed (default 1 B to 4 MiB)\n"
+    "  --iters N        round trips or messages per size (default: by size)\n"
+    "  --mode lat|bw    one-way latency (ping-pong) or streaming bandwidth (default lat)\n"
+    "  --summary        both modes at a few sizes, fewer iterations\n"
+    "  --json           one JSON object per line (docs/CONTRACTS: bench, provider, mode,\n"
+    "                   bytes, iters, lat_us, bw_MBps)\n"
+    "  -h, --help       show this help;  --version  show the library's version\n"
+    "environment: VIASTACK_PROVIDER (set by viarun) and the VIASTACK_* variables of\n"
+    "  the library (viarun --info lists them)\n"
+    BENCH_EXIT_STATUSES;
+
 int main(int argc, char** argv) {
+  bench::start("via_pingpong", {kUsage, bench::library_version}, argc, argv);
   Options opt;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];

@@ -19,6 +19,7 @@
 
 #include <via/bootstrap.hpp>
 #include <via/config.hpp>
+#include <viastack.h>
 
 #include "suite.hpp"
 
@@ -42,12 +43,22 @@ const std::vector<Benchmark>& benchmarks() {
   return all;
 }
 
+constexpr const char* kUsage =
+    "usage: viarun -n N -- splitc_suite [--bench mm,ssort_sm,ssort_bulk,rsort_sm,rsort_bulk,cc,cg]\n"
+    "                                   [--size test|paper] [--json] [--baseline FILE]\n"
+    "  the Split-C benchmark suite; each benchmark checks its own answer\n"
+    "  --bench a,b,...  the benchmarks to run (default: all)\n"
+    "  --size S         test (small, the default) or paper (the U-Net paper's per-rank sizes)\n"
+    "  --json           one JSON object per benchmark (bench, name, ranks, size, seconds, verified)\n"
+    "  --baseline FILE  a 1-rank run's --json lines: the speed-up is P * T1 / TP against them\n"
+    "  -h, --help       show this help;  --version  show the library's version\n"
+    "environment: VIASTACK_PROVIDER (set by viarun) and the VIASTACK_* variables of the\n"
+    "  library (viarun --info lists them)\n"
+    "exit status: 0 when every benchmark verified its answer; 1 when one did not or a\n"
+    "  peer failed; 2 for a bad command line\n";
+
 [[noreturn]] void usage(const std::string& why) {
-  std::fprintf(stderr,
-               "splitc_suite: %s\n"
-               "usage: viarun -n N -- splitc_suite [--bench mm,ssort_sm,ssort_bulk,rsort_sm,rsort_bulk,cc,cg]"
-               " [--size test|paper] [--json] [--baseline FILE]\n",
-               why.c_str());
+  std::fprintf(stderr, "splitc_suite: %s\n%s", why.c_str(), kUsage);
   std::exit(2);
 }
 
@@ -121,7 +132,13 @@ int main(int argc, char** argv) {
       if (i + 1 >= argc) usage(arg + " needs a value");
       return argv[++i];
     };
-    if (arg == "--bench") {
+    if (arg == "-h" || arg == "--help") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    } else if (arg == "--version") {
+      std::printf("splitc_suite (viastack) %s\n", viastack_version());
+      return 0;
+    } else if (arg == "--bench") {
       chosen = select(value());
     } else if (arg == "--size") {
       const std::string s = value();

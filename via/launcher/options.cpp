@@ -135,6 +135,10 @@ LaunchOptions parse_options(int argc, char** argv) {
       reject_value(name, attached);
       options.show_info = true;
       return options;
+    } else if (name == "--version") {
+      reject_value(name, attached);
+      options.show_version = true;
+      return options;
     } else {
       throw UsageError("unknown option '" + name + "'");
     }
@@ -171,7 +175,7 @@ LaunchOptions parse_options(int argc, char** argv) {
 const char* usage_text() {
   return "usage: viarun -n N [--provider shm|tcp|auto] [--hosts h1,h2,...] [--launcher TEMPLATE]\n"
          "              [--listen-address A] [--timeout S] [--tag-output] [--] prog args...\n"
-         "       viarun --info | --help\n"
+         "       viarun --info | --help | --version\n"
          "  -n N            number of ranks to start (1..1024)\n"
          "  --provider P    VIA provider of the ranks: shm, tcp, or auto: shm between\n"
          "                  ranks on one host, tcp between hosts\n"
@@ -186,7 +190,13 @@ const char* usage_text() {
          "  --tag-output    prefix every output line with \"[rank] \"\n"
          "  --info          list every VIASTACK_* environment variable: its name, default,\n"
          "                  current value and meaning (a bad value stops the job at start-up)\n"
-         "  -h, --help      show this help\n";
+         "  -h, --help      show this help\n"
+         "  --version       show viastack's version and the providers compiled in\n"
+         "environment: VIASTACK_PROVIDER, VIASTACK_TIMEOUT, and every VIASTACK_* variable\n"
+         "  the ranks read (viarun --info lists them; a bad value stops the job at start-up)\n"
+         "exit status: the first failed rank's (128+N if signal N ended it), 0 if all\n"
+         "  succeeded; 124 on --timeout; 127 if the program is not found; 2 for a bad\n"
+         "  command line or environment; 1 if viarun itself failed\n";
 }
 
 }  // namespace viarun

@@ -37,6 +37,7 @@ struct LaunchOptions {
   std::string listen_address;
   bool show_help = false;
   bool show_info = false;
+  bool show_version = false;
   std::vector<std::string> command;  // program and its arguments
 };
 

@@ -14,6 +14,7 @@
 #include "job.hpp"
 #include "bootstrap/directory.hpp"
 #include "via/config.hpp"
+#include "viastack.h"
 #include "providers/shm/segment.hpp"
 #include "options.hpp"
 #include "posix_io.hpp"
@@ -91,6 +92,10 @@ int main(int argc, char** argv) {
     viarun::LaunchOptions options = viarun::parse_options(argc, argv);
     if (options.show_help) {
       std::fputs(viarun::usage_text(), stdout);
+      return 0;
+    }
+    if (options.show_version) {
+      std::printf("viarun (viastack) %s\nproviders: %s\n", viastack_version(), viastack_providers());
       return 0;
     }
     if (options.show_info) {
