@@ -665,7 +665,7 @@ TEST_P(MeshTest, ShutdownSendsWhatIsQueuedFirst) {
   std::thread rank1([&] {
     while (!stop) mesh(1).poll();
   });
-  mesh(0).shutdown();
+  EXPECT_TRUE(mesh(0).shutdown());
   stop = true;
   rank1.join();
   EXPECT_FALSE(mesh(0).reachable(1));
@@ -681,6 +681,24 @@ TEST_P(MeshTest, ShutdownSendsWhatIsQueuedFirst) {
   ASSERT_EQ(arrived_before_close, n) << "shutdown() returned before everything queued had left";
   for (std::uint32_t i = 0; i < n; ++i)
     EXPECT_TRUE(same_bytes(client(1).messages[i].bytes, numbered_message(i, 32))) << i;
+}
+
+// A connected peer that stops polling (stuck in a computation, stopped by a
+// debugger) takes nothing more: shutdown gives up after the connect timeout,
+// says so, and disconnects, instead of waiting for ever.
+TEST_P(MeshTest, ShutdownGivesUpOnAPeerThatTakesNothing) {
+  via::MeshOptions options = options_for("stuck");
+  options.connect_timeout_ms = 300;
+  open_pair(options);
+  ASSERT_TRUE(connect_pair());
+  const std::uint32_t n = 4 * options.receives_per_peer;
+  for (std::uint32_t i = 0; i < n; ++i) mesh(0).send(1, numbered_message(i, 2000));
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_FALSE(mesh(0).shutdown()) << "shutdown() says everything left, though rank 1 took nothing";
+  const auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_GE(took, std::chrono::milliseconds(250)) << "gave up before the timeout";
+  EXPECT_LT(took, std::chrono::seconds(5)) << "waited past the timeout";
+  EXPECT_FALSE(mesh(0).reachable(1));
 }
 
 TEST_P(MeshTest, PeerThatNeverAnswersFailsAfterTheConnectTimeout) {

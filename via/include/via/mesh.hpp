@@ -168,8 +168,11 @@ class Mesh {
   // timeout passes; true if done() held.
   template <class Done>
   bool wait_until(Done&& done, std::uint32_t timeout_ms = kInfinite);
-  // Waits until everything queued has left, then disconnects from every peer.
-  void shutdown();
+  // Waits until everything queued has left, then disconnects from every peer;
+  // false (and a warning in the log) when something still waited after
+  // MeshOptions::connect_timeout_ms, as a peer that stopped polling leaves
+  // it: that is dropped with the connections.
+  bool shutdown();
   const Counters& counters() const { return counters_; }
 
  private:

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "mesh_peer.hpp"
+#include "via/log.hpp"
 
 namespace via {
 
@@ -414,13 +415,20 @@ bool Mesh::idle() const {
   return true;
 }
 
-void Mesh::shutdown() {
-  wait_until([&] { return idle(); });
+bool Mesh::shutdown() {
+  const bool drained = wait_until([&] { return idle(); }, options_.connect_timeout_ms);
+  if (!drained) {
+    std::size_t queued = 0;
+    for (const Peer* p : connected_) queued += p->backlog.size();
+    VIA_LOG(warn, "via", "mesh %s: shutting down with sends unfinished after %u ms (%zu messages queued): a peer stopped taking them",
+            options_.service.c_str(), options_.connect_timeout_ms, queued);
+  }
   for (Peer* p : connected_) {
     if (p->closed || p->failed) continue;
     p->closed = true;
     p->vi->disconnect();
   }
+  return drained;
 }
 
 }  // namespace via
