@@ -75,8 +75,14 @@ TEST_P(PeerFailure, PeerKilledMidTransferBreaksTheViWithoutAHang) {
     Endpoint ep;
     ep.open(nic(1), 1 << 20);
     via::Vi* v = ep.create_vi();
+    expect_ok(v->post_recv(ep.message(0, 64), ep.arena.handle), "recv");
     expect_ok(v->connect_peer_request(address(*ep.nic, "rank1", "k"), address(*ep.nic, "rank0", "k"), 10000), "req");
     expect_ok(v->connect_peer_wait(), "connect");
+    // Not before the parent's side of the connection is made too: a peer
+    // that is gone before then is no connection to break, only one that
+    // cannot be made (no_match).
+    VIP_DESCRIPTOR* go;
+    expect_ok(v->recv_wait(10000, go), "go");
     // Stream 64 KiB messages; the parent drains slowly, so we die with data in flight.
     for (int i = 0;; ++i) {
       expect_ok(v->post_send(ep.message(0, 65536), ep.arena.handle), "send");
@@ -85,6 +91,7 @@ TEST_P(PeerFailure, PeerKilledMidTransferBreaksTheViWithoutAHang) {
   });
   expect_ok(vi->connect_peer_request(address(*parent.nic, "rank0", "k"), address(*parent.nic, "rank1", "k"), 10000), "req");
   expect_ok(vi->connect_peer_wait(), "connect");
+  expect_ok(vi->post_send(parent.message(8 * 65536, 64), parent.arena.handle), "go");
   EXPECT_EQ(wait_child(child), 128 + SIGKILL);
   const auto killed = Clock::now();
   int good = 0, failed = 0;
