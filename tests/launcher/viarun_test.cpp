@@ -657,3 +657,75 @@ TEST(Viarun, SixteenRanksStartAndFinishQuickly) {
 }
 
 }  // namespace
+
+// ---- where ranks run ----
+
+// Each rank's "Cpus_allowed_list" (e.g. "0-1,4"), by rank, from --tag-output lines.
+std::map<int, std::string> allowed_cpus_by_rank(const std::string& out) {
+  std::map<int, std::string> cpus;
+  for (const std::string& line : split_lines(out)) {
+    const auto tab = line.find('\t');
+    if (!line.starts_with("[") || tab == std::string::npos) continue;
+    cpus[std::stoi(line.substr(1))] = line.substr(tab + 1);
+  }
+  return cpus;
+}
+
+const std::vector<std::string> kShowCpus = {"--tag-output", "--", "sh", "-c", "grep Cpus_allowed_list /proc/self/status"};
+
+std::vector<std::string> with_show_cpus(std::vector<std::string> args) {
+  args.insert(args.end(), kShowCpus.begin(), kShowCpus.end());
+  return args;
+}
+
+// The CPUs viarun may use here: as many as this test process may.
+int usable_cpus() {
+  cpu_set_t mine;
+  return sched_getaffinity(0, sizeof mine, &mine) == 0 ? CPU_COUNT(&mine) : 1;
+}
+
+TEST(Viarun, BindToCoreGivesEachRankACoreOfItsOwn) {
+  if (usable_cpus() < 2) GTEST_SKIP() << "needs 2 CPUs";
+  RunResult result = run_viarun(with_show_cpus({"-n", "2", "--bind-to", "core", "--report-bindings"}));
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const auto cpus = allowed_cpus_by_rank(result.out);
+  ASSERT_EQ(cpus.size(), 2u) << result.out;
+  EXPECT_NE(cpus.at(0), cpus.at(1)) << "two ranks on one core";
+  EXPECT_NE(result.err.find("viarun: rank 0 bound to CPUs " + cpus.at(0)), std::string::npos) << result.err;
+  EXPECT_NE(result.err.find("viarun: rank 1 bound to CPUs " + cpus.at(1)), std::string::npos) << result.err;
+}
+
+// As mpirun: bound while every rank has a core, unbound when they must share.
+TEST(Viarun, BindsByDefaultOnlyWhenEveryRankHasACore) {
+  if (usable_cpus() < 2) GTEST_SKIP() << "needs 2 CPUs";
+  RunResult fits = run_viarun(with_show_cpus({"-n", "2"}));
+  ASSERT_EQ(fits.exit_code, 0) << fits.err;
+  const auto bound = allowed_cpus_by_rank(fits.out);
+  ASSERT_EQ(bound.size(), 2u) << fits.out;
+  EXPECT_NE(bound.at(0), bound.at(1));
+  RunResult crowded = run_viarun(with_show_cpus({"-n", std::to_string(2 * usable_cpus() + 1)}));
+  ASSERT_EQ(crowded.exit_code, 0) << crowded.err;
+  for (const auto& [rank, cpus] : allowed_cpus_by_rank(crowded.out))
+    EXPECT_EQ(cpus, allowed_cpus_by_rank(run_viarun(with_show_cpus({"-n", "1", "--bind-to", "none"})).out).at(0))
+        << "rank " << rank << " was bound though the ranks outnumber the cores";
+}
+
+// Oversubscribed ranks are told so, and wait without spinning (via's engine
+// reads VIASTACK_NODE_CPUS); a bad binding request is a usage error.
+TEST(Viarun, TellsTheRanksHowManyCpusTheJobHas) {
+  RunResult result = run_viarun({"-n", "1", "--", "sh", "-c", "echo cpus=$VIASTACK_NODE_CPUS"});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_EQ(result.out, "cpus=" + std::to_string(usable_cpus()) + "\n");
+}
+
+TEST(Viarun, BadBindingsAreUsageErrors) {
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"-n", "2", "--bind-to", "thread", "true"},
+        std::vector<std::string>{"-n", "2", "--map-by", "node", "true"},
+        std::vector<std::string>{"-n", std::to_string(usable_cpus() + 1), "--bind-to", "core", "true"},
+        std::vector<std::string>{"-n", "2", "--hosts", "a", "--launcher", "env H={host}", "--bind-to", "core", "true"}}) {
+    RunResult result = run_viarun(args);
+    EXPECT_EQ(result.exit_code, 2) << args[2] << " " << args[3];
+    EXPECT_NE(result.err.find("usage: viarun -n N"), std::string::npos) << result.err;
+  }
+}

@@ -88,6 +88,11 @@ Job::Job(const LaunchOptions& options, std::string program_path, std::string job
     launcher_path_ = resolve_program(remote_command(options.launcher, options.hosts[0], any, program_path_,
                                                     options.command).front());
   }
+  if (options.hosts.empty()) {
+    const CpuTopology topology = this_machine();
+    node_cpus_ = topology.cpus();
+    bindings_ = plan_bindings(topology, options.ranks, options.bind_to, options.map_by);
+  }
   ranks_.reserve(static_cast<size_t>(options.ranks));
   for (int index = 0; index < options.ranks; ++index)
     ranks_.emplace_back(index, options.tag_output);
@@ -136,8 +141,14 @@ bool Job::start_rank(Rank& rank, const InheritedState& inherited) {
                               job_id_,
                               options_.provider,
                               contact_.key,
-                              contact_.directory};
+                              contact_.directory,
+                              node_cpus_};
   const bool remote = !options_.hosts.empty();
+  const std::optional<cpu_set_t> cpus = remote ? std::nullopt : bindings_[std::size_t(rank.index)];
+  if (options_.report_bindings)
+    report("rank " + std::to_string(rank.index) +
+           (remote ? " on host " + options_.hosts[std::size_t(host)] + ": placed by the launcher there"
+                   : cpus ? " bound to CPUs " + cpu_list(*cpus) : " not bound"));
   const RankLaunch launch{
       remote ? launcher_path_ : program_path_,
       remote ? remote_command(options_.launcher, options_.hosts[size_t(host)], identity, program_path_,
@@ -147,6 +158,7 @@ bool Job::start_rank(Rank& rank, const InheritedState& inherited) {
       dev_null_.get(),
       write_ends[0].get(),
       write_ends[1].get(),
+      cpus,
   };
   rank.pid = spawn_rank(launch, inherited);
   if (rank.pid < 0) {

@@ -85,6 +85,8 @@ class Job {
   std::string job_id_;
   JobContact contact_;
   std::string launcher_path_;  // with --hosts: the launcher command's program
+  int node_cpus_ = 0;  // without --hosts: the CPUs viarun may use
+  std::vector<std::optional<cpu_set_t>> bindings_;  // without --hosts: each rank's CPUs, if bound
   SignalWatcher& signals_;
   UniqueFd dev_null_;
   std::vector<Rank> ranks_;

@@ -127,6 +127,13 @@ LaunchOptions parse_options(int argc, char** argv) {
     } else if (name == "--tag-output") {
       reject_value(name, attached);
       options.tag_output = true;
+    } else if (name == "--bind-to") {
+      options.bind_to = parse_bind_to(cursor.take_value(name, attached));
+    } else if (name == "--map-by") {
+      options.map_by = parse_map_by(cursor.take_value(name, attached));
+    } else if (name == "--report-bindings") {
+      reject_value(name, attached);
+      options.report_bindings = true;
     } else if (name == "-h" || name == "--help") {
       reject_value(name, attached);
       options.show_help = true;
@@ -147,6 +154,13 @@ LaunchOptions parse_options(int argc, char** argv) {
 
   if (options.ranks == 0) throw UsageError("missing -n N (the number of ranks)");
   if (options.command.empty()) throw UsageError("missing the program to run");
+  // Binding is done here, as each local rank starts; a remote host's ranks
+  // are its launcher's to place.
+  if (!options.hosts.empty()) {
+    if (options.bind_to == BindTo::core || options.bind_to == BindTo::socket)
+      throw UsageError("--bind-to binds the ranks viarun starts on this machine; with --hosts it must be none");
+    options.bind_to = BindTo::none;
+  }
   // Every VIASTACK_* variable, those only the ranks read too: a bad one
   // stops the job before any rank starts.
   if (const auto errors = via::config::check_environment().errors; !errors.empty()) {
@@ -174,7 +188,8 @@ LaunchOptions parse_options(int argc, char** argv) {
 
 const char* usage_text() {
   return "usage: viarun -n N [--provider shm|tcp|auto] [--hosts h1,h2,...] [--launcher TEMPLATE]\n"
-         "              [--listen-address A] [--timeout S] [--tag-output] [--] prog args...\n"
+         "              [--listen-address A] [--timeout S] [--tag-output] [--bind-to core|socket|none]\n"
+         "              [--map-by core|socket] [--report-bindings] [--] prog args...\n"
          "       viarun --info | --help | --version\n"
          "  -n N            number of ranks to start (1..1024)\n"
          "  --provider P    VIA provider of the ranks: shm, tcp, or auto: shm between\n"
@@ -188,6 +203,12 @@ const char* usage_text() {
          "  --timeout S     end the job after S seconds, fractions allowed; exit status 124\n"
          "                  (default: $VIASTACK_TIMEOUT, else no limit)\n"
          "  --tag-output    prefix every output line with \"[rank] \"\n"
+         "  --bind-to B     run each rank on its own core, on the CPUs of a socket, or\n"
+         "                  anywhere (none); default: core when every rank has a core of\n"
+         "                  its own among those viarun may use, else none (as mpirun)\n"
+         "  --map-by M      the order ranks take cores in: core by core (default), or one\n"
+         "                  core of each socket in turn (socket)\n"
+         "  --report-bindings  say on stderr where each rank runs\n"
          "  --info          list every VIASTACK_* environment variable: its name, default,\n"
          "                  current value and meaning (a bad value stops the job at start-up)\n"
          "  -h, --help      show this help\n"

@@ -1,6 +1,7 @@
 // Command line of viarun:
 //   viarun -n N [--provider shm|tcp] [--hosts h1,h2,...] [--launcher TEMPLATE]
-//          [--listen-address A] [--timeout S] [--tag-output] [--] prog args...
+//          [--listen-address A] [--timeout S] [--tag-output] [--bind-to core|socket|none]
+//          [--map-by core|socket] [--report-bindings] [--] prog args...
 #pragma once
 
 #include <chrono>
@@ -8,6 +9,8 @@
 #include <stdexcept>
 #include <string>
 #include <vector>
+
+#include "binding.hpp"
 
 namespace viarun {
 
@@ -29,6 +32,9 @@ struct LaunchOptions {
   std::string provider;
   std::optional<JobTimeout> timeout;
   bool tag_output = false;
+  BindTo bind_to = BindTo::automatic;
+  MapBy map_by = MapBy::core;
+  bool report_bindings = false;
   // Ranks go round-robin over these hosts, each started through the launcher
   // command template ({host} replaced); empty: all ranks on this machine.
   std::vector<std::string> hosts;

@@ -44,6 +44,7 @@ std::vector<char*> null_terminated(const std::vector<std::string>& strings) {
   ::signal(SIGPIPE, SIG_DFL);
   ::sigprocmask(SIG_SETMASK, &inherited.signal_mask, nullptr);
   ::setrlimit(RLIMIT_NOFILE, &inherited.open_files_limit);
+  if (launch.cpus) ::sched_setaffinity(0, sizeof *launch.cpus, &*launch.cpus);
   ::execve(launch.program_path.c_str(), argv, envp);
 
   const char* reason = std::strerror(errno);
@@ -95,7 +96,7 @@ std::string make_job_id() {
 }
 
 std::vector<std::pair<std::string, std::string>> job_variables(const RankIdentity& identity) {
-  return {
+  std::vector<std::pair<std::string, std::string>> variables = {
       {"VIASTACK_RANK", std::to_string(identity.rank)},
       {"VIASTACK_SIZE", std::to_string(identity.size)},
       {"VIASTACK_LOCAL_RANK", std::to_string(identity.local_rank)},
@@ -107,6 +108,8 @@ std::vector<std::pair<std::string, std::string>> job_variables(const RankIdentit
       {"VIASTACK_JOB_KEY", identity.job_key},
       {"VIASTACK_DIRECTORY", identity.directory},
   };
+  if (identity.node_cpus > 0) variables.emplace_back("VIASTACK_NODE_CPUS", std::to_string(identity.node_cpus));
+  return variables;
 }
 
 std::vector<std::string> rank_environment(const RankIdentity& identity) {

@@ -1,10 +1,12 @@
 // Finding the program and starting one rank of it.
 #pragma once
 
+#include <sched.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/types.h>
 
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -34,6 +36,7 @@ struct RankIdentity {
   std::string provider;
   std::string job_key;    // the secret that proves membership of the job (hex)
   std::string directory;  // "address:port" of the job's directory
+  int node_cpus = 0;      // the CPUs the job may use on this host; 0: not known here
 };
 
 // The VIASTACK_* variables of a rank.
@@ -60,6 +63,7 @@ struct RankLaunch {
   int stdin_fd;
   int stdout_fd;
   int stderr_fd;
+  std::optional<cpu_set_t> cpus;  // the rank's binding, if any
 };
 
 // Forks a process in a new process group (its pid is the group id) and execs

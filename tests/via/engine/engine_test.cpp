@@ -3,6 +3,7 @@
 // tcp over loopback, so that every data path sees the same suite.
 #include <gtest/gtest.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <set>
@@ -10,6 +11,7 @@
 
 #include "support/endpoint.hpp"
 #include "support/job_directory.hpp"
+#include "engine/engine.hpp"
 
 using namespace testing_support;
 
@@ -899,4 +901,30 @@ int main(int argc, char** argv) {
   setenv("VIASTACK_SPIN_US", "5", 1);
   ::testing::InitGoogleTest(&argc, argv);
   return RUN_ALL_TESTS();
+}
+
+// ---- how long a wait spins ----
+
+TEST(WaitPolicy, SpinsWhenEveryRankHasACpu) {
+  EXPECT_EQ(via::wait_spin_ns(std::nullopt, 2, 2), 20'000u);  // VIASTACK_SPIN_US's default, 20 µs
+  EXPECT_EQ(via::wait_spin_ns(std::nullopt, 1, 8), 20'000u);
+}
+
+TEST(WaitPolicy, YieldsAtOnceWhenRanksOutnumberTheJobsCpus) {
+  EXPECT_EQ(via::wait_spin_ns(std::nullopt, 4, 2), 0u);
+  EXPECT_EQ(via::wait_spin_ns(std::nullopt, 3, 1), 0u);
+}
+
+TEST(WaitPolicy, VIASTACK_SPIN_USStillDecides) {
+  EXPECT_EQ(via::wait_spin_ns(50, 4, 2), 50'000u);
+  EXPECT_EQ(via::wait_spin_ns(0, 1, 8), 0u);
+}
+
+TEST(WaitPolicy, TheJobsCpusComeFromViarunWhenItSaysSo) {
+  ::setenv("VIASTACK_NODE_CPUS", "3", 1);
+  EXPECT_EQ(via::job_cpus_on_this_host(), 3);
+  ::unsetenv("VIASTACK_NODE_CPUS");
+  const int cpus = via::job_cpus_on_this_host();
+  EXPECT_GE(cpus, 1);
+  EXPECT_LE(cpus, sysconf(_SC_NPROCESSORS_ONLN));
 }

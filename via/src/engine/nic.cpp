@@ -1,13 +1,17 @@
 // The NIC: protection tags, memory registration, object lifetimes, connection
 // acceptance, and the progress/wait loop every blocking call goes through.
 #include <sched.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
+#include <string>
 #include <thread>
 
 #include "engine/clock.hpp"
 #include "engine/engine.hpp"
+#include "via/bootstrap.hpp"
 #include "via/config.hpp"
 #include "via/log.hpp"
 #include "engine/faults.hpp"
@@ -26,7 +30,12 @@ constexpr std::size_t kMaxCqEntries = 1u << 20;
 // both ends of a ping-pong slept, each wake-up takes longer than a short spin,
 // and without it they would stay in that slow regime.
 std::uint64_t spin_ns() {
-  static const std::uint64_t value = std::uint64_t(config::integer("VIASTACK_SPIN_US")) * 1000;
+  static const std::uint64_t value = [] {
+    if (const auto us = config::integer_if_set("VIASTACK_SPIN_US")) return std::uint64_t(*us) * 1000;
+    std::string error;
+    const auto job = job_bootstrap(error);
+    return wait_spin_ns(std::nullopt, job ? job->local_size() : 1, job_cpus_on_this_host());
+  }();
   return value;
 }
 std::uint64_t yield_ns() {
@@ -42,6 +51,25 @@ void default_error_handler(const AsyncError& e) {
 }
 
 }  // namespace
+
+std::uint64_t wait_spin_ns(std::optional<std::int64_t> configured_us, int local_ranks, int job_cpus) {
+  if (configured_us) return std::uint64_t(*configured_us) * 1000;
+  if (local_ranks > job_cpus) return 0;  // a spinning waiter would take the core its peer needs
+  static const std::uint64_t declared_default =
+      std::strtoull(std::string(config::find("VIASTACK_SPIN_US")->default_value).c_str(), nullptr, 10) * 1000;
+  return declared_default;
+}
+
+int job_cpus_on_this_host() {
+  if (const auto cpus = config::integer_if_set("VIASTACK_NODE_CPUS")) return int(*cpus);
+  const long online = std::max(1l, sysconf(_SC_NPROCESSORS_ONLN));
+  cpu_set_t mine;
+  // A process bound to one CPU was most likely bound by its launcher, one
+  // rank a CPU: its mask says nothing of the job's share, the host's count does.
+  if (sched_getaffinity(0, sizeof mine, &mine) == 0 && CPU_COUNT(&mine) > 1)
+    return int(std::min<long>(CPU_COUNT(&mine), online));
+  return int(online);
+}
 
 const char* describe(Result r) {
   switch (r) {
