@@ -174,7 +174,6 @@ bool predefined_attribute(AttributeHolder holder, const void* object, int keyval
   static int tag_upper_bound = kTagUpperBound, host = MPI_PROC_NULL, io = MPI_ANY_SOURCE, wtime_is_global = 0,
              appnum = 0, universe_size = 0, last_used_code = MPI_ERR_LASTCODE;
   // Window attributes are pointers into the window (MPI_WIN_BASE is the base itself).
-  static int create_flavor = MPI_WIN_FLAVOR_CREATE, memory_model = MPI_WIN_UNIFIED;
   if (holder == AttributeHolder::communicator) {
     switch (keyval) {
       case MPI_TAG_UB: *value = &tag_upper_bound; return true;
@@ -196,8 +195,8 @@ bool predefined_attribute(AttributeHolder holder, const void* object, int keyval
       case MPI_WIN_BASE: *value = w.base(); return true;
       case MPI_WIN_SIZE: *value = w.size_attribute(); return true;
       case MPI_WIN_DISP_UNIT: *value = w.disp_unit_attribute(); return true;
-      case MPI_WIN_CREATE_FLAVOR: *value = &create_flavor; return true;
-      case MPI_WIN_MODEL: *value = &memory_model; return true;
+      case MPI_WIN_CREATE_FLAVOR: *value = w.create_flavor_attribute(); return true;
+      case MPI_WIN_MODEL: *value = w.model_attribute(); return true;
       default: return false;
     }
   }

@@ -10,15 +10,18 @@
 #include "comm.hpp"
 #include "datatype.hpp"
 #include "errors.hpp"
+#include "progress_agent.hpp"
 #include "request.hpp"
 #include "runtime.hpp"
 
 namespace viastack::mpi {
 
-// Runs body; an Error goes to comm's error handler (MPI_COMM_WORLD's if comm is not usable).
-// comm is read when the error happens, so a body may point it at a request's communicator.
+// Runs body under the library lock (progress_agent.hpp); an Error goes to comm's error handler
+// (MPI_COMM_WORLD's if comm is not usable). comm is read when the error happens, so a body may
+// point it at a request's communicator.
 template <class Body>
 int guarded(const char* function, const MPI_Comm& comm, Body&& body) {
+  const LibraryEntry entry;
   try {
     body();
     return MPI_SUCCESS;

@@ -48,6 +48,11 @@ constexpr ClassInfo kClasses[] = {
     VIASTACK_ERROR_CLASS(MPI_ERR_DISP, "invalid displacement unit"),
     VIASTACK_ERROR_CLASS(MPI_ERR_WIN, "invalid window"),
     VIASTACK_ERROR_CLASS(MPI_ERR_RMA_RANGE, "target memory is outside the window"),
+    VIASTACK_ERROR_CLASS(MPI_ERR_LOCKTYPE, "invalid lock type"),
+    VIASTACK_ERROR_CLASS(MPI_ERR_ASSERT, "invalid assertion"),
+    VIASTACK_ERROR_CLASS(MPI_ERR_RMA_ATTACH, "memory cannot be attached to the window"),
+    VIASTACK_ERROR_CLASS(MPI_ERR_RMA_FLAVOR, "the window's flavor does not allow the call"),
+    VIASTACK_ERROR_CLASS(MPI_ERR_RMA_SHARED, "memory cannot be shared"),
     VIASTACK_ERROR_CLASS(MPI_ERR_UNSUPPORTED_OPERATION, "operation not supported by viastack's MPI"),
 };
 #undef VIASTACK_ERROR_CLASS

@@ -254,7 +254,7 @@ void P2P::on_rdma_complete(std::uint64_t id) {
 }
 
 void P2P::on_message(int peer, const WireHeader& h, std::span<const std::byte> payload) {
-  if (h.type == WireType::accumulate) return rma_->on_accumulate(peer, h, payload);
+  if (h.type == WireType::accumulate || h.type == WireType::rma) return rma_->on_rma_message(peer, h, payload);
   if (h.type == WireType::fin) {
     auto it = rendezvous_sends_.find(h.token);
     if (it == rendezvous_sends_.end()) return;

@@ -22,11 +22,11 @@ class Datatype;
 
 enum class SendMode : std::uint8_t { standard, synchronous };
 
-// Where one-sided communication (window.cpp) learns of its accumulate
-// messages and of the completion of its RDMA operations.
+// Where one-sided communication (window.cpp) learns of its messages
+// (accumulate and rma) and of the completion of its RDMA operations.
 class RmaClient {
  public:
-  virtual void on_accumulate(int peer, const WireHeader& header, std::span<const std::byte> payload) = 0;
+  virtual void on_rma_message(int peer, const WireHeader& header, std::span<const std::byte> payload) = 0;
   virtual void on_rdma_complete(std::uint64_t id) = 0;
 
  protected:

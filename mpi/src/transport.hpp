@@ -22,11 +22,15 @@ enum class WireType : std::uint8_t {
   // payload bytes combined by op `tag` (a Builtin) as elements of kind `handle`
   // (a Basic) into the window of `context`, `address` bytes from its base.
   accumulate,
+  // A one-sided control message (window.cpp): a lock request or grant, a
+  // flush, a fetching accumulate or its answer, ...; `rma` says which.
+  rma,
 };
 
 struct WireHeader {
   WireType type;
-  std::uint8_t reserved[3] = {};
+  std::uint8_t rma = 0;  // WireType::rma: what it asks (window.hpp's RmaKind)
+  std::uint8_t reserved[2] = {};
   std::uint32_t context = 0;
   std::int32_t source = 0;  // the sender's rank in the communicator
   std::int32_t tag = 0;

@@ -1,0 +1,58 @@
+// Progress while the application computes: passive-target one-sided
+// communication must complete while the target process is outside MPI (in a
+// computation, or asleep). Over shm a Put or Get is single-copy from the
+// origin and needs nobody at the target, but a lock request, an accumulate or
+// a fetch-and-op needs the target's CPU, and over tcp every RDMA frame does:
+// the VIA engine has no hidden thread. So while a process has a window shared
+// with other processes, an agent thread polls the transport on its behalf.
+//
+// The engine is single-threaded (one thread at a time on a NIC), so the
+// library has one lock: every MPI call holds it (guarded() takes it), and the
+// agent polls only when it can take it without waiting. An application thread
+// inside MPI makes progress itself; the agent covers the time outside.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <mutex>
+#include <thread>
+
+namespace viastack::mpi {
+
+// The library lock, held for the duration of an MPI call; calls made from
+// inside a call (an error handler's) are nested, not locked again.
+class LibraryEntry {
+ public:
+  LibraryEntry();
+  ~LibraryEntry();
+  LibraryEntry(const LibraryEntry&) = delete;
+  LibraryEntry& operator=(const LibraryEntry&) = delete;
+};
+
+class ProgressAgent {
+ public:
+  // poll() runs under the library lock and says whether it handled anything.
+  explicit ProgressAgent(std::function<bool()> poll);
+  // May be called with the library lock held: the agent never waits for it.
+  ~ProgressAgent();
+  ProgressAgent(const ProgressAgent&) = delete;
+  ProgressAgent& operator=(const ProgressAgent&) = delete;
+
+  // How long the agent sleeps between polls: the shortest after a poll that
+  // handled something, doubling to the longest while nothing comes. A lock
+  // request to a target that sleeps outside MPI waits at most the longest.
+  static constexpr std::chrono::microseconds kShortestNap{50};
+  static constexpr std::chrono::microseconds kLongestNap{2000};
+
+ private:
+  void run();
+
+  std::function<bool()> poll_;
+  std::mutex mutex_;  // guards stop_
+  std::condition_variable stop_requested_;
+  bool stop_ = false;
+  std::thread thread_;  // last: it starts once the rest is set
+};
+
+}  // namespace viastack::mpi
