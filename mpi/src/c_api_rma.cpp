@@ -103,12 +103,12 @@ int MPI_Accumulate(const void* origin_addr, int origin_count, MPI_Datatype origi
 
 int MPI_Win_set_errhandler(MPI_Win win, MPI_Errhandler errhandler) {
   return on_window("MPI_Win_set_errhandler", win,
-                   [&](Window& w) { w.comm().set_errhandler(errhandler_kind(errhandler)); });
+                   [&](Window& w) { w.comm().set_errhandler(errhandler_for(errhandler, HandleKind::win)); });
 }
 
 int MPI_Win_get_errhandler(MPI_Win win, MPI_Errhandler* errhandler) {
   return on_window("MPI_Win_get_errhandler", win, [&](Window& w) {
     check_pointer(errhandler, "null output pointer");
-    *errhandler = errhandler_handle(w.comm().errhandler());
+    *errhandler = handed_out(w.comm().errhandler());
   });
 }

@@ -13,6 +13,7 @@ namespace viastack::mpi {
 Window::Window(void* base, std::size_t size, int disp_unit, const Communicator& comm)
     : runtime_(runtime()), base_(static_cast<std::byte*>(base)), size_(size), members_(std::size_t(comm.size())) {
   comm_ = std::make_unique<Communicator>(comm.shared_group(), runtime_.agree_on_context(comm), ErrhandlerKind::fatal);
+  comm_->set_window(&handle);
   if (size > 0 && comm.size() > 1) registration_ = runtime_.p2p().transport().register_window(base, size);
   const Member mine{reinterpret_cast<std::uintptr_t>(base), size, registration_, disp_unit};
   const Datatype& bytes = datatype_of(MPI_BYTE);
