@@ -34,7 +34,7 @@ enum class HandleKind : std::uint32_t {
   message = 0x7c0a1c0a,
 };
 
-enum class ErrhandlerKind : std::uint32_t { null, fatal, returns };
+enum class ErrhandlerKind : std::uint32_t { null, fatal, returns, user };
 
 }  // namespace viastack::mpi
 

@@ -9,6 +9,7 @@
 
 #include "comm.hpp"
 #include "datatype.hpp"
+#include "errhandler.hpp"
 #include "errors.hpp"
 #include "progress_agent.hpp"
 #include "request.hpp"
@@ -43,16 +44,6 @@ inline void check_recv_tag(int tag) {
   require(tag >= 0 || tag == MPI_ANY_TAG, MPI_ERR_TAG, "a receive's tag must be 0 or more, or MPI_ANY_TAG");
 }
 inline void check_pointer(const void* p, const char* what) { require(p != nullptr, MPI_ERR_ARG, what); }
-
-// What an error-handler handle names, and back.
-inline ErrhandlerKind errhandler_kind(MPI_Errhandler handle) {
-  require(handle != nullptr && handle->kind == HandleKind::errhandler && handle->which != ErrhandlerKind::null,
-          MPI_ERR_ARG, "invalid error handler");
-  return handle->which;
-}
-inline MPI_Errhandler errhandler_handle(ErrhandlerKind kind) {
-  return kind == ErrhandlerKind::returns ? MPI_ERRORS_RETURN : MPI_ERRORS_ARE_FATAL;
-}
 
 // The request behind a handle; nullptr for MPI_REQUEST_NULL.
 inline Request* request_of(MPI_Request handle) {

@@ -51,16 +51,26 @@ int MPI_Comm_size(MPI_Comm comm, int* size) {
   });
 }
 
-int MPI_Comm_dup(MPI_Comm comm, MPI_Comm* newcomm) {
-  return guarded("MPI_Comm_dup", comm, [&] {
+// MPI_Comm_dup and MPI_Comm_dup_with_info: the group, error handler and topology in a new
+// context, with the hints given (info NULL: the old communicator's).
+static int duplicate(const char* function, MPI_Comm comm, const MPI_Info* info, MPI_Comm* newcomm) {
+  return guarded(function, comm, [&] {
     Runtime& rt = runtime();
     const Communicator& c = communicator_of(comm);
     check_pointer(newcomm, "null output pointer");
+    Hints hints = info ? hints_of(*info) : c.hints();
     auto dup = std::make_unique<Communicator>(c.shared_group(), rt.agree_on_context(c), c.errhandler());
     dup->set_topology(c.topology());
     attribute_cache().copy_all(AttributeHolder::communicator, comm, dup->handle);
+    dup->set_hints(std::move(hints));
     *newcomm = publish(std::move(dup));
   });
+}
+
+int MPI_Comm_dup(MPI_Comm comm, MPI_Comm* newcomm) { return duplicate("MPI_Comm_dup", comm, nullptr, newcomm); }
+
+int MPI_Comm_dup_with_info(MPI_Comm comm, MPI_Info info, MPI_Comm* newcomm) {
+  return duplicate("MPI_Comm_dup_with_info", comm, &info, newcomm);
 }
 
 int MPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm* newcomm) {

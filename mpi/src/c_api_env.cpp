@@ -2,37 +2,73 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 
 #include "attributes.hpp"
 #include "c_api.hpp"
+#include "window.hpp"
 
 using namespace viastack::mpi;
 
 namespace {
 
-int init(const char* function) {
+// What MPI_Init(_thread) gave, and to which thread.
+int thread_level = MPI_THREAD_SINGLE;
+std::thread::id main_thread;
+
+int init(const char* function, int provided) {
   return guarded(function, MPI_COMM_WORLD, [&] {
     start_runtime();
+    thread_level = provided;
+    main_thread = std::this_thread::get_id();
   });
+}
+
+// The default error handler of files; MPI_FILE_NULL stands for it (MPI 3.1, 13.7).
+ErrhandlerRef& file_errhandler() {
+  static ErrhandlerRef handler(ErrhandlerKind::returns);
+  return handler;
+}
+
+void check_file(MPI_File file) {
+  require(file == MPI_FILE_NULL, MPI_ERR_FILE, "invalid file (viastack opens no files; only MPI_FILE_NULL is valid)");
+}
+
+// MPI_*_create_errhandler: a program's handler for one kind of object.
+void create_errhandler(HandleKind object, UserErrhandler::Function function, MPI_Errhandler* errhandler) {
+  check_pointer(reinterpret_cast<const void*>(function), "null error handler function");
+  check_pointer(errhandler, "null output pointer");
+  *errhandler = new UserErrhandler(object, function);
 }
 
 }  // namespace
 
-int MPI_Init(int*, char***) { return init("MPI_Init"); }
+int MPI_Init(int*, char***) { return init("MPI_Init", MPI_THREAD_SINGLE); }
 
+// Progress happens in the calling thread; MPI_THREAD_SERIALIZED is honest about it.
 int MPI_Init_thread(int*, char***, int required, int* provided) {
-  int rc = init("MPI_Init_thread");
-  // Progress happens in the calling thread; MPI_THREAD_SERIALIZED is honest about it.
-  if (rc == MPI_SUCCESS && provided) *provided = required < MPI_THREAD_SERIALIZED ? required : MPI_THREAD_SERIALIZED;
+  const int level = required < MPI_THREAD_SERIALIZED ? required : MPI_THREAD_SERIALIZED;
+  int rc = init("MPI_Init_thread", level);
+  if (rc == MPI_SUCCESS && provided) *provided = level;
   return rc;
 }
 
 int MPI_Query_thread(int* provided) {
   return guarded("MPI_Query_thread", MPI_COMM_WORLD, [&] {
+    runtime();
     check_pointer(provided, "null output pointer");
-    *provided = MPI_THREAD_SERIALIZED;
+    *provided = thread_level;
+  });
+}
+
+int MPI_Is_thread_main(int* flag) {
+  return guarded("MPI_Is_thread_main", MPI_COMM_WORLD, [&] {
+    runtime();
+    check_pointer(flag, "null output pointer");
+    *flag = std::this_thread::get_id() == main_thread;
   });
 }
 
@@ -89,11 +125,13 @@ int MPI_Get_version(int* version, int* subversion) {
   });
 }
 
+// Callable before MPI_Init and after MPI_Finalize.
 int MPI_Get_library_version(char* version, int* resultlen) {
   return guarded("MPI_Get_library_version", MPI_COMM_WORLD, [&] {
     check_pointer(version, "null output pointer");
     check_pointer(resultlen, "null output pointer");
-    const char text[] = "viastack MPI (MPI 3.1 subset over VIA, Open MPI 4.x ABI)";
+    const char text[] = "viastack MPI " VIASTACK_VERSION " (MPI 3.1 subset over VIA, Open MPI 4.x ABI)";
+    static_assert(sizeof text <= MPI_MAX_LIBRARY_VERSION_STRING);
     std::memcpy(version, text, sizeof text);
     *resultlen = int(sizeof text - 1);
   });
@@ -111,10 +149,7 @@ int MPI_Error_string(int errorcode, char* string, int* resultlen) {
   return guarded("MPI_Error_string", MPI_COMM_WORLD, [&] {
     check_pointer(string, "null output pointer");
     check_pointer(resultlen, "null output pointer");
-    require(errorcode >= MPI_SUCCESS && errorcode <= MPI_ERR_LASTCODE, MPI_ERR_ARG, "not an MPI error code");
-    std::string text = error_class_name(errorcode);
-    text += ": ";
-    text += error_class_text(errorcode);
+    std::string text = error_string(errorcode);
     text.resize(std::min<std::size_t>(text.size(), MPI_MAX_ERROR_STRING - 1));
     std::memcpy(string, text.c_str(), text.size() + 1);
     *resultlen = int(text.size());
@@ -124,30 +159,111 @@ int MPI_Error_string(int errorcode, char* string, int* resultlen) {
 int MPI_Error_class(int errorcode, int* errorclass) {
   return guarded("MPI_Error_class", MPI_COMM_WORLD, [&] {
     check_pointer(errorclass, "null output pointer");
-    require(errorcode >= MPI_SUCCESS && errorcode <= MPI_ERR_LASTCODE, MPI_ERR_ARG, "not an MPI error code");
-    *errorclass = errorcode;  // every code this library returns is a class
+    *errorclass = class_of_error_code(errorcode);
+  });
+}
+
+int MPI_Add_error_class(int* errorclass) {
+  return guarded("MPI_Add_error_class", MPI_COMM_WORLD, [&] {
+    runtime();
+    check_pointer(errorclass, "null output pointer");
+    *errorclass = add_error_class();
+  });
+}
+
+int MPI_Add_error_code(int errorclass, int* errorcode) {
+  return guarded("MPI_Add_error_code", MPI_COMM_WORLD, [&] {
+    runtime();
+    check_pointer(errorcode, "null output pointer");
+    *errorcode = add_error_code(errorclass);
+  });
+}
+
+int MPI_Add_error_string(int errorcode, const char* string) {
+  return guarded("MPI_Add_error_string", MPI_COMM_WORLD, [&] {
+    runtime();
+    check_pointer(string, "null string");
+    set_error_string(errorcode, std::string(string, strnlen(string, MPI_MAX_ERROR_STRING)));
+  });
+}
+
+int MPI_Comm_create_errhandler(MPI_Comm_errhandler_function* function, MPI_Errhandler* errhandler) {
+  return guarded("MPI_Comm_create_errhandler", MPI_COMM_WORLD, [&] {
+    create_errhandler(HandleKind::communicator, reinterpret_cast<UserErrhandler::Function>(function), errhandler);
+  });
+}
+
+int MPI_Win_create_errhandler(MPI_Win_errhandler_function* function, MPI_Errhandler* errhandler) {
+  return guarded("MPI_Win_create_errhandler", MPI_COMM_WORLD, [&] {
+    create_errhandler(HandleKind::win, reinterpret_cast<UserErrhandler::Function>(function), errhandler);
+  });
+}
+
+int MPI_File_create_errhandler(MPI_File_errhandler_function* function, MPI_Errhandler* errhandler) {
+  return guarded("MPI_File_create_errhandler", MPI_COMM_WORLD, [&] {
+    create_errhandler(HandleKind::file, reinterpret_cast<UserErrhandler::Function>(function), errhandler);
   });
 }
 
 int MPI_Comm_set_errhandler(MPI_Comm comm, MPI_Errhandler errhandler) {
   return guarded("MPI_Comm_set_errhandler", comm, [&] {
     Communicator& c = communicator_of(comm);
-    c.set_errhandler(errhandler_kind(errhandler));
+    c.set_errhandler(errhandler_for(errhandler, HandleKind::communicator));
   });
 }
 
 int MPI_Comm_get_errhandler(MPI_Comm comm, MPI_Errhandler* errhandler) {
   return guarded("MPI_Comm_get_errhandler", comm, [&] {
     check_pointer(errhandler, "null output pointer");
-    *errhandler = errhandler_handle(communicator_of(comm).errhandler());
+    *errhandler = handed_out(communicator_of(comm).errhandler());
+  });
+}
+
+int MPI_File_set_errhandler(MPI_File file, MPI_Errhandler errhandler) {
+  return guarded("MPI_File_set_errhandler", MPI_COMM_WORLD, [&] {
+    check_file(file);
+    file_errhandler() = errhandler_for(errhandler, HandleKind::file);
+  });
+}
+
+int MPI_File_get_errhandler(MPI_File file, MPI_Errhandler* errhandler) {
+  return guarded("MPI_File_get_errhandler", MPI_COMM_WORLD, [&] {
+    check_file(file);
+    check_pointer(errhandler, "null output pointer");
+    *errhandler = handed_out(file_errhandler());
   });
 }
 
 int MPI_Errhandler_free(MPI_Errhandler* errhandler) {
   return guarded("MPI_Errhandler_free", MPI_COMM_WORLD, [&] {
     check_pointer(errhandler, "null handle pointer");
-    errhandler_kind(*errhandler);  // the predefined ones are the only ones; freeing them just drops the handle
+    release_handle(*errhandler);
     *errhandler = MPI_ERRHANDLER_NULL;
+  });
+}
+
+// The object's handler applied to errorcode; MPI_SUCCESS once it returns (MPI 3.1, 8.3.6).
+int MPI_Comm_call_errhandler(MPI_Comm comm, int errorcode) {
+  return guarded("MPI_Comm_call_errhandler", comm, [&] {
+    const Communicator& c = communicator_of(comm);
+    const ErrhandlerRef handler = c.errhandler();
+    handler.apply(&comm, "MPI_Comm_call_errhandler", errorcode, error_string(errorcode));
+  });
+}
+
+int MPI_Win_call_errhandler(MPI_Win win, int errorcode) {
+  return guarded("MPI_Win_call_errhandler", MPI_COMM_WORLD, [&] {
+    runtime();
+    const ErrhandlerRef handler = window_of(win).comm().errhandler();
+    handler.apply(&win, "MPI_Win_call_errhandler", errorcode, error_string(errorcode));
+  });
+}
+
+int MPI_File_call_errhandler(MPI_File file, int errorcode) {
+  return guarded("MPI_File_call_errhandler", MPI_COMM_WORLD, [&] {
+    check_file(file);
+    const ErrhandlerRef handler = file_errhandler();
+    handler.apply(&file, "MPI_File_call_errhandler", errorcode, error_string(errorcode));
   });
 }
 

@@ -406,12 +406,12 @@ int MPI_Win_sync(MPI_Win win) {
 
 int MPI_Win_set_errhandler(MPI_Win win, MPI_Errhandler errhandler) {
   return on_window("MPI_Win_set_errhandler", win,
-                   [&](Window& w) { w.comm().set_errhandler(errhandler_kind(errhandler)); });
+                   [&](Window& w) { w.comm().set_errhandler(errhandler_for(errhandler, HandleKind::win)); });
 }
 
 int MPI_Win_get_errhandler(MPI_Win win, MPI_Errhandler* errhandler) {
   return on_window("MPI_Win_get_errhandler", win, [&](Window& w) {
     check_pointer(errhandler, "null output pointer");
-    *errhandler = errhandler_handle(w.comm().errhandler());
+    *errhandler = handed_out(w.comm().errhandler());
   });
 }

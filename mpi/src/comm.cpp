@@ -16,8 +16,8 @@ int Group::rank_of_world(int world_rank) const {
   return it == world_ranks_.end() ? MPI_UNDEFINED : int(it - world_ranks_.begin());
 }
 
-Communicator::Communicator(std::shared_ptr<const Group> group, std::uint32_t context, ErrhandlerKind errhandler)
-    : handle(&owned_handle), group_(std::move(group)), context_(context), errhandler_(errhandler) {}
+Communicator::Communicator(std::shared_ptr<const Group> group, std::uint32_t context, ErrhandlerRef errhandler)
+    : handle(&owned_handle), group_(std::move(group)), context_(context), errhandler_(std::move(errhandler)) {}
 
 void Communicator::check_rank(int rank, bool allow_any_source, bool allow_proc_null) const {
   if (rank >= 0 && rank < size()) return;

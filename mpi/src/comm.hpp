@@ -10,6 +10,8 @@
 #include <vector>
 
 #include "abi.hpp"
+#include "errhandler.hpp"
+#include "info.hpp"
 
 namespace viastack::mpi {
 
@@ -35,7 +37,7 @@ class Group {
 
 class Communicator {
  public:
-  Communicator(std::shared_ptr<const Group> group, std::uint32_t context, ErrhandlerKind errhandler);
+  Communicator(std::shared_ptr<const Group> group, std::uint32_t context, ErrhandlerRef errhandler);
   int rank() const { return group_->rank(); }
   int size() const { return group_->size(); }
   const Group& group() const { return *group_; }
@@ -43,10 +45,17 @@ class Communicator {
   int world_rank(int rank) const { return group_->world_rank(rank); }
   std::uint32_t p2p_context() const { return context_; }
   std::uint32_t collective_context() const { return context_ + 1; }
-  ErrhandlerKind errhandler() const { return errhandler_; }
-  void set_errhandler(ErrhandlerKind kind) { errhandler_ = kind; }
+  const ErrhandlerRef& errhandler() const { return errhandler_; }
+  void set_errhandler(ErrhandlerRef errhandler) { errhandler_ = std::move(errhandler); }
+  // The window this communicator serves (its error handler is the window's, and is given the window), or null.
+  MPI_Win window() const { return window_; }
+  void set_window(MPI_Win window) { window_ = window; }
   const std::string& name() const { return name_; }
   void set_name(std::string name) { name_ = std::move(name); }
+
+  // The info hints set on it (MPI_Comm_set_info, MPI_Comm_dup_with_info); duplicates copy them.
+  const Hints& hints() const { return hints_; }
+  void set_hints(Hints hints) { hints_ = std::move(hints); }
 
   // The process topology given by MPI_Cart_create and the like (nullptr: none); duplicates share it.
   const std::shared_ptr<const Topology>& topology() const { return topology_; }
@@ -63,9 +72,11 @@ class Communicator {
  private:
   std::shared_ptr<const Group> group_;
   std::uint32_t context_;
-  ErrhandlerKind errhandler_;
+  ErrhandlerRef errhandler_;
+  MPI_Win window_ = nullptr;
   std::string name_;
   std::shared_ptr<const Topology> topology_;
+  Hints hints_;
 };
 
 // The C++ object behind a handle; throws MPI_ERR_COMM for null, freed or foreign handles.

@@ -2,10 +2,13 @@
 
 #include <unistd.h>
 
+#include <climits>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 
 #include "comm.hpp"
+#include "errhandler.hpp"
 #include "runtime.hpp"
 #include "via/log.hpp"
 #include "via/via.hpp"
@@ -54,6 +57,12 @@ constexpr ClassInfo kClasses[] = {
     VIASTACK_ERROR_CLASS(MPI_ERR_RMA_FLAVOR, "the window's flavor does not allow the call"),
     VIASTACK_ERROR_CLASS(MPI_ERR_RMA_SHARED, "memory cannot be shared"),
     VIASTACK_ERROR_CLASS(MPI_ERR_UNSUPPORTED_OPERATION, "operation not supported by viastack's MPI"),
+    VIASTACK_ERROR_CLASS(MPI_ERR_INFO_KEY, "invalid info key"),
+    VIASTACK_ERROR_CLASS(MPI_ERR_INFO_NOKEY, "no such info key"),
+    VIASTACK_ERROR_CLASS(MPI_ERR_INFO_VALUE, "invalid info value"),
+    VIASTACK_ERROR_CLASS(MPI_ERR_INFO, "invalid info object"),
+    VIASTACK_ERROR_CLASS(MPI_ERR_CONVERSION, "a value does not fit its data representation"),
+    VIASTACK_ERROR_CLASS(MPI_ERR_FILE, "invalid file"),
 };
 #undef VIASTACK_ERROR_CLASS
 
@@ -70,7 +79,66 @@ const ClassInfo* find_class(int error_class) {
   return nullptr;
 }
 
+// The program's own error classes and codes: each with its class (a class is its own) and string.
+struct ProgramCode {
+  int error_class;
+  std::string text;
+};
+std::map<int, ProgramCode> program_codes;
+int last_used_code = MPI_ERR_LASTCODE;
+
+bool predefined_code(int code) { return code >= MPI_SUCCESS && code <= MPI_ERR_LASTCODE; }
+
+// "MPI_ERR_X" for a predefined class; "error code N (class M): its string" for the program's.
+std::string describe(int code) {
+  if (predefined_code(code)) return error_class_name(code);
+  auto it = program_codes.find(code);
+  if (it == program_codes.end()) return "unknown error code " + std::to_string(code);
+  std::string text = "error code " + std::to_string(code) + " (class " + std::to_string(it->second.error_class) + ")";
+  if (!it->second.text.empty()) text += " " + it->second.text;
+  return text;
+}
+
 }  // namespace
+
+int add_error_class() {
+  require(last_used_code < INT_MAX, MPI_ERR_INTERN, "no error codes left");
+  const int code = ++last_used_code;
+  program_codes[code] = {code, ""};
+  return code;
+}
+
+int add_error_code(int error_class) {
+  auto it = program_codes.find(error_class);
+  require(predefined_code(error_class) || (it != program_codes.end() && it->second.error_class == error_class),
+          MPI_ERR_ARG, "not an error class");
+  require(last_used_code < INT_MAX, MPI_ERR_INTERN, "no error codes left");
+  const int code = ++last_used_code;
+  program_codes[code] = {error_class, ""};
+  return code;
+}
+
+void set_error_string(int code, std::string text) {
+  auto it = program_codes.find(code);
+  require(it != program_codes.end(), MPI_ERR_ARG, "only the program's own error codes and classes take a string");
+  require(text.size() < MPI_MAX_ERROR_STRING, MPI_ERR_ARG, "the string is MPI_MAX_ERROR_STRING characters or more");
+  it->second.text = std::move(text);
+}
+
+int class_of_error_code(int code) {
+  if (predefined_code(code)) return code;  // every predefined code this library returns is a class
+  auto it = program_codes.find(code);
+  require(it != program_codes.end(), MPI_ERR_ARG, "not an MPI error code");
+  return it->second.error_class;
+}
+
+std::string error_string(int code) {
+  if (predefined_code(code)) return std::string(error_class_name(code)) + ": " + error_class_text(code);
+  class_of_error_code(code);
+  return program_codes[code].text;
+}
+
+int last_used_error_code() { return last_used_code; }
 
 void fail(int error_class, std::string detail) { throw Error{error_class, std::move(detail)}; }
 
@@ -90,21 +158,25 @@ void abort_job(const char* function, const std::string& why, int code) {
 }
 
 int raise_error(MPI_Comm comm, const char* function, const Error& error) {
-  ErrhandlerKind handler = ErrhandlerKind::fatal;
+  Communicator* c = nullptr;
   if (comm && comm->kind == HandleKind::communicator && comm->impl)
-    handler = comm->impl->errhandler();
+    c = comm->impl;
   else if (life_stage() == LifeStage::running)
-    handler = runtime().world().errhandler();
-  if (handler == ErrhandlerKind::returns) return error.error_class;
-  std::string why = error_class_name(error.error_class);
-  why += ": ";
-  why += error.detail;
+    c = &runtime().world();
+  std::string why = describe(error.error_class);
+  if (!error.detail.empty()) why += ": " + error.detail;
   if (life_stage() == LifeStage::running) {
     why += " (rank ";
     why += std::to_string(runtime().world_rank());
     why += ")";
   }
-  abort_job(function, why);
+  if (!c) abort_job(function, why);
+  // A window's handler is given the window; a copy of the handler, as it may free the communicator.
+  MPI_Comm comm_handle = c->handle;
+  MPI_Win win_handle = c->window();
+  const ErrhandlerRef handler = c->errhandler();
+  handler.apply(win_handle ? static_cast<void*>(&win_handle) : &comm_handle, function, error.error_class, why);
+  return error.error_class;
 }
 
 }  // namespace viastack::mpi

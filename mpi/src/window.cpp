@@ -63,6 +63,7 @@ Window::Window(void* base, std::size_t size, int disp_unit, const Communicator& 
       remote_regions_(flavor == WindowFlavor::dynamic ? std::size_t(comm.size()) : 0),
       region_list_expected_(remote_regions_.size()) {
   comm_ = std::make_unique<Communicator>(comm.shared_group(), runtime_.agree_on_context(comm), ErrhandlerKind::fatal);
+  comm_->set_window(&handle);
   if (size > 0 && comm.size() > 1) registration_ = runtime_.p2p().transport().register_window(base, size);
   const Member mine{reinterpret_cast<std::uintptr_t>(base), size, registration_, disp_unit};
   // Known to the transport before anyone learns of this rank's window: a
