@@ -28,19 +28,6 @@ static unsigned char pattern(long iter, size_t j, int from) {
   return (unsigned char)(iter * 7 + (long)j * 13 + from * 101);
 }
 
-/* A VIP_NET_ADDRESS is HostAddressLen bytes of host address followed by
- * DiscriminatorLen bytes of discriminator (the "port"). host NULL means this NIC
- * (HostAddressLen 0); otherwise the name service fills in the host part. */
-static VIP_NET_ADDRESS *make_address(const VIP_NIC_ATTRIBUTES *attrs, const char *host, const char *discriminator) {
-  size_t dlen = strlen(discriminator);
-  VIP_NET_ADDRESS *a = calloc(1, sizeof *a + attrs->NicAddressLen + attrs->MaxDiscriminatorLen);
-  if (!a) check(VIP_ERROR_RESOURCE, "allocate an address");
-  if (host) check(VipNSGetHostByName(nic, (VIP_CHAR *)host, a, 0), "look up the peer's address");
-  a->DiscriminatorLen = (VIP_UINT16)dlen;
-  memcpy(a->HostAddress + a->HostAddressLen, discriminator, dlen);
-  return a;
-}
-
 /* What the ping-pong loop works with (set up in main). */
 static VIP_VI_HANDLE vi;
 static VIP_MEM_HANDLE mh; /* the registered region holding descriptors and buffers */

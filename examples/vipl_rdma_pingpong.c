@@ -35,17 +35,6 @@ static unsigned char pattern(long iter, size_t j, int from) {
   return (unsigned char)(iter * 7 + (long)j * 13 + from * 101);
 }
 
-/* Host address (from the name service; host NULL: this NIC) + discriminator. */
-static VIP_NET_ADDRESS *make_address(const VIP_NIC_ATTRIBUTES *attrs, const char *host, const char *discriminator) {
-  size_t dlen = strlen(discriminator);
-  VIP_NET_ADDRESS *a = calloc(1, sizeof *a + attrs->NicAddressLen + dlen);
-  if (!a) check(VIP_ERROR_RESOURCE, "allocate an address");
-  if (host) check(VipNSGetHostByName(nic, (VIP_CHAR *)host, a, 0), "look up the peer's address");
-  a->DiscriminatorLen = (VIP_UINT16)dlen;
-  memcpy(a->HostAddress + a->HostAddressLen, discriminator, dlen);
-  return a;
-}
-
 /* What a rank tells its peer in the first (send/receive) message. */
 struct buffer_info {
   VIP_UINT64 address;    /* where RDMA writes to this rank go */
