@@ -20,6 +20,7 @@
 
 #include <vipl.h>
 
+#include "example_options.h"
 #include "vipl_check.h"
 
 #define TIMEOUT_MS 30000 /* no single wait here should ever take this long */
@@ -123,11 +124,21 @@ int main(int argc, char **argv) {
   program = "vipl_rdma_pingpong";
   const char *rank_env = getenv("VIASTACK_RANK"), *size_env = getenv("VIASTACK_SIZE");
   rank = rank_env ? atoi(rank_env) : 0;
-  long iters = argc > 1 ? atol(argv[1]) : 1000;
-  bytes = argc > 2 ? atol(argv[2]) : 64;
-  if (!size_env || atoi(size_env) < 2 || iters < 1 || bytes < 1 || bytes > (1l << 24)) {
-    fprintf(stderr, "usage: viarun -n 2 vipl_rdma_pingpong [iterations >= 1] [bytes 1..16777216]\n");
-    return 1;
+  usage_text =
+      "usage: viarun -n 2 vipl_rdma_pingpong [ITERATIONS] [BYTES]\n"
+      "  ranks 0 and 1: a RDMA-write ping-pong, every byte checked\n"
+      "  ITERATIONS  round trips, at least 1 (default 1000)\n"
+      "  BYTES       message size, 1 to 16777216 (default 64)\n"
+      "  -h, --help  show this help;  --version  show viastack's version\n"
+      "exit status: 0 when every message arrived intact, 1 on a VIA error or a\n"
+      "  wrong byte, 2 for a bad command line or when not run under viarun\n";
+  for (int i = 1; i < argc; ++i) help_option(argv[i]);
+  long iters = positional_number(argc, argv, 1, "ITERATIONS", 1000, 1, LONG_MAX);
+  bytes = positional_number(argc, argv, 2, "BYTES", 64, 1, 1l << 24);
+  if (argc > 3) usage_error("one argument too many:", argv[3]);
+  if (!size_env || atoi(size_env) < 2) {
+    fprintf(stderr, "vipl_rdma_pingpong needs 2 ranks: run it under viarun -n 2\n\n%s", usage_text);
+    return EXAMPLE_USAGE;
   }
   if (rank > 1) return 0; /* only ranks 0 and 1 take part */
 
