@@ -111,6 +111,35 @@ TEST_P(Engine, SendReceiveEverySize) {
   }
 }
 
+// A VI's receive queue starts small and grows as receives are posted; a
+// message arriving into the oldest receive keeps arriving there when the
+// queue moves under it.
+TEST_P(Engine, ReceivesPostedWhileAMessageArrivesGrowTheQueueUnderIt) {
+  auto [va, vb] = connect();
+  const std::size_t size = 4u << 20, small = 64;
+  a.fill(0, size, 11);
+  expect_ok(vb->post_recv(b.message(0, size), b.arena.handle), "post the large receive");
+  expect_ok(va->post_send(a.message(0, size), a.arena.handle), "post the large send");
+  // Until its first bytes are in: the receive is being filled.
+  VIP_DESCRIPTOR* early = nullptr;
+  pump({a.nic.get(), b.nic.get()}, [&] { return b.mismatch(0, small, 11) == -1; }, 5000);
+  if (vb->recv_done(early) == via::Result::success) GTEST_SKIP() << "the whole message was in before a part of it could be seen (CMA, or a fast link)";
+  for (std::size_t i = 0; i < 100; ++i)
+    expect_ok(vb->post_recv(b.message(size + i * small, small), b.arena.handle), "post a small receive");
+  VIP_DESCRIPTOR* r = wait_done(vb, true);
+  ASSERT_NE(r, nullptr);
+  EXPECT_EQ(status_err(r), 0u);
+  EXPECT_EQ(r->CS.Length, size);
+  EXPECT_EQ(b.mismatch(0, size, 11), -1);
+  // The small receives follow, in order.
+  a.fill(0, small, 12);
+  expect_ok(va->post_send(a.message(0, small), a.arena.handle), "post a small send");
+  VIP_DESCRIPTOR* next = wait_done(vb, true);
+  ASSERT_NE(next, nullptr);
+  EXPECT_EQ(next->DS[0].Local.Data.Address, b.arena.data(size));
+  EXPECT_EQ(b.mismatch(size, small, 12), -1);
+}
+
 TEST_P(Engine, GatherThreeSegmentsScatterIntoTwo) {
   auto [va, vb] = connect();
   const std::size_t size = 100000;
@@ -927,4 +956,48 @@ TEST(WaitPolicy, TheJobsCpusComeFromViarunWhenItSaysSo) {
   const int cpus = via::job_cpus_on_this_host();
   EXPECT_GE(cpus, 1);
   EXPECT_LE(cpus, sysconf(_SC_NPROCESSORS_ONLN));
+}
+
+// ---- work queues grow as descriptors are posted ----
+
+TEST(WorkQueue, GrowsWhenFullAndKeepsTheOrderAcrossTheWrap) {
+  via::WorkQueue q(1024, 4);
+  std::vector<VIP_DESCRIPTOR> descs(100);
+  std::size_t next_pushed = 0, next_popped = 0;
+  // Push 3, pop 2, repeatedly: the ring wraps before it has to grow.
+  while (next_pushed + 3 <= descs.size()) {
+    for (int i = 0; i < 3; ++i) {
+      via::WorkRequest& wr = q.push(&descs[next_pushed++]);
+      wr.finished = true;
+    }
+    q.publish([](via::WorkRequest&) {});
+    for (int i = 0; i < 2; ++i) ASSERT_EQ(q.pop_done(), &descs[next_popped++]);
+  }
+  EXPECT_GE(q.allocated(), q.tail() - q.head());
+  EXPECT_LT(q.allocated(), 1024u) << "grew past what was outstanding";
+  while (VIP_DESCRIPTOR* d = q.pop_done()) ASSERT_EQ(d, &descs[next_popped++]);
+  EXPECT_EQ(next_popped, next_pushed);
+}
+
+TEST(WorkQueue, IndexOfSurvivesGrowth) {
+  via::WorkQueue q(64, 2);
+  std::vector<VIP_DESCRIPTOR> descs(40);
+  for (std::size_t i = 0; i < 3; ++i) q.push(&descs[i]).finished = true;
+  q.publish([](via::WorkRequest&) {});
+  q.pop_done();
+  const std::uint64_t second = q.index_of(q.at(q.head()));
+  for (std::size_t i = 3; i < 40; ++i) q.push(&descs[i]);
+  EXPECT_EQ(q.at(second).desc, &descs[1]);
+  EXPECT_TRUE(q.full() == false);
+}
+
+TEST(WorkQueue, FullOnlyAtItsCapacity) {
+  via::WorkQueue q(8, 2);
+  std::vector<VIP_DESCRIPTOR> descs(8);
+  for (std::size_t i = 0; i < 8; ++i) {
+    EXPECT_FALSE(q.full()) << i;
+    q.push(&descs[i]);
+  }
+  EXPECT_TRUE(q.full());
+  EXPECT_EQ(q.allocated(), 8u);
 }

@@ -157,7 +157,10 @@ Result ViImpl::post_recv(VIP_DESCRIPTOR* desc, MemHandle desc_handle) {
   if (Result r = validate_post(desc, desc_handle); r != Result::success) return r;
   if (recvq_.full()) return Result::error_resource;
   std::atomic_ref<VIP_UINT32>(desc->CS.Status).store(0, std::memory_order_relaxed);
+  // The receive a message is arriving into, by index: the push may move the queue.
+  const std::uint64_t receiving = receiving_ ? recvq_.index_of(*receiving_) : 0;
   WorkRequest& wr = recvq_.push(desc);
+  if (receiving_) receiving_ = &recvq_.at(receiving);
   if (state_ == ViState::error) {
     finish(recvq_, wr, VIP_STATUS_DESC_FLUSHED_ERROR | VIP_STATUS_OP_RECEIVE);
     return Result::success;

@@ -4,6 +4,7 @@
 
 #include <vipl.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -21,22 +22,33 @@ struct WorkRequest {
 };
 
 // A work queue: descriptors are posted at the tail, complete in order at
-// `published`, and are dequeued by the user at the head.
+// `published`, and are dequeued by the user at the head. It starts small and
+// doubles when a post finds it full, up to `capacity`: a VI costs memory for
+// the descriptors it has outstanding, not for the queue depth it may reach
+// (a rank of a large job holds a VI per peer it talks to).
 class WorkQueue {
  public:
-  // capacity: a power of two.
-  explicit WorkQueue(std::size_t capacity) : slots_(capacity), mask_(capacity - 1) {}
-  bool full() const { return tail_ - head_ == slots_.size(); }
+  // capacity, initial: powers of two, initial <= capacity.
+  explicit WorkQueue(std::size_t capacity, std::size_t initial = 64)
+      : slots_(std::min(initial, capacity)), mask_(slots_.size() - 1), capacity_(capacity) {}
+  bool full() const { return tail_ - head_ == capacity_; }
   bool empty() const { return tail_ == head_; }
   std::uint64_t head() const { return head_; }
   std::uint64_t tail() const { return tail_; }
   std::uint64_t published() const { return published_; }
   WorkRequest& at(std::uint64_t index) { return slots_[index & mask_]; }
+  // Moves every request when the queue grows: a pointer or reference into it
+  // is then stale (keep an index across a push, see index_of).
   WorkRequest& push(VIP_DESCRIPTOR* desc) {
+    if (tail_ - head_ == slots_.size()) grow();
     WorkRequest& wr = at(tail_++);
     wr = WorkRequest{};
     wr.desc = desc;
     return wr;
+  }
+  // The index of a request in the queue (between head and tail).
+  std::uint64_t index_of(const WorkRequest& wr) const {
+    return head_ + ((std::uint64_t(&wr - slots_.data()) - head_) & mask_);
   }
   // Returns the head descriptor if its completion was published, else null.
   VIP_DESCRIPTOR* pop_done() { return head_ == published_ ? nullptr : at(head_++).desc; }
@@ -51,11 +63,21 @@ class WorkQueue {
       ++published_;
     }
   }
-  std::size_t capacity() const { return slots_.size(); }
+  std::size_t capacity() const { return capacity_; }
+  std::size_t allocated() const { return slots_.size(); }
 
  private:
+  void grow() {
+    std::vector<WorkRequest> bigger(slots_.size() * 2);
+    const std::uint64_t bigger_mask = bigger.size() - 1;
+    for (std::uint64_t i = head_; i != tail_; ++i) bigger[i & bigger_mask] = slots_[i & mask_];
+    slots_.swap(bigger);
+    mask_ = bigger_mask;
+  }
+
   std::vector<WorkRequest> slots_;
   std::uint64_t mask_;
+  std::size_t capacity_;
   std::uint64_t head_ = 0, published_ = 0, tail_ = 0;
 };
 
