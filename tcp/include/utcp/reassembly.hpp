@@ -31,6 +31,11 @@ struct ReassemblyLimits {
   // The bytes all datagrams being reassembled may hold, each counted by its
   // highest fragment end plus a fixed overhead. At least one largest datagram.
   std::size_t max_bytes = 4u << 20;
+  // Datagrams being reassembled at once; a new one past it evicts the oldest.
+  std::size_t max_datagrams = 1024;
+  // Fragments one datagram may arrive in (a 64 KiB datagram over a 576-byte
+  // MTU takes 119); one more discards it.
+  std::size_t max_fragments_per_datagram = 128;
 };
 
 struct ReassemblyCounters {
@@ -40,7 +45,8 @@ struct ReassemblyCounters {
   std::uint64_t duplicates = 0;   // fragments dropped as exact copies of ones held
   std::uint64_t overlaps = 0;     // datagrams discarded for a partly overlapping fragment
   std::uint64_t malformed = 0;    // fragments inconsistent with the datagram's end, or empty
-  std::uint64_t evicted = 0;      // datagrams discarded, oldest first, to stay within max_bytes
+  std::uint64_t evicted = 0;      // datagrams discarded, oldest first, to stay within max_bytes or max_datagrams
+  std::uint64_t too_many_fragments = 0;  // datagrams discarded past max_fragments_per_datagram
 };
 
 class Reassembler {

@@ -53,6 +53,13 @@ struct StackConfig {
   TcpConfig tcp;
   // The secret of RFC 6528's initial sequence numbers; none: a random one.
   std::optional<std::uint64_t> tcp_secret;
+  // Out-of-order data all connections together may hold (each is bounded by
+  // its window and TcpConfig::max_out_of_order_segments as well).
+  std::size_t tcp_out_of_order_bytes = 64u << 20;
+  std::size_t tcp_out_of_order_segments = 65536;
+  // Half-open (SYN-RECEIVED) connections per listener; a SYN beyond it
+  // evicts the oldest, so a SYN flood cannot lock a port.
+  std::size_t tcp_max_half_open = 1024;
 };
 
 struct StackCounters {
@@ -98,6 +105,9 @@ struct StackCounters {
     std::uint64_t active_opens = 0;       // connect
     std::uint64_t passive_opens = 0;      // SYNs taken by a listener
     std::uint64_t unreachable_in = 0;     // ICMP destination unreachable passed to a connection
+    std::uint64_t half_open_evictions = 0;   // half-open connections dropped for a newer SYN
+    std::uint64_t out_of_order_bytes = 0;    // now held ahead of RCV.NXT, all connections
+    std::uint64_t out_of_order_segments = 0;
   } tcp;
 };
 

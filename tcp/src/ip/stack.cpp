@@ -103,6 +103,11 @@ std::optional<std::uint16_t> Stack::ephemeral_port(const std::function<bool(std:
 StackCounters Stack::counters() const {
   StackCounters counters = counters_;
   counters.reassembly = reassembler_.counters();
+  for (const auto& [quad, entry] : tcp_connections_) {
+    const TcpInfo info = entry.connection->info();
+    counters.tcp.out_of_order_bytes += info.out_of_order_bytes;
+    counters.tcp.out_of_order_segments += info.out_of_order_segments;
+  }
   return counters;
 }
 

@@ -1132,6 +1132,8 @@ TcpInfo TcpConnection::info() const {
   info.bytes_unsent = c.unsent_bytes();
   info.bytes_in_flight = c.bytes_in_flight();
   info.bytes_readable = c.receive_buffer.size();
+  info.out_of_order_bytes = c.out_of_order.bytes();
+  info.out_of_order_segments = c.out_of_order.size();
   return info;
 }
 

@@ -25,6 +25,12 @@ class OutOfOrderQueue {
   };
 
   bool empty() const { return segments_.empty(); }
+  std::size_t size() const { return segments_.size(); }
+  std::size_t bytes() const {
+    std::size_t total = 0;
+    for (const Segment& segment : segments_) total += segment.bytes.size();
+    return total;
+  }
 
   // Holds a copy, unless a segment held at the same sequence number already
   // covers it (a retransmission).
