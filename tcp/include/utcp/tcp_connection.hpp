@@ -48,7 +48,9 @@ std::string_view to_string(TcpState state);
 
 struct TcpConfig {
   // The largest segment we take, announced in our SYN. 0: the stack fills it
-  // in from the link's MTU less 40 bytes of headers.
+  // in from the link's MTU less 40 bytes of headers, which also caps it. The
+  // MSS used (the smaller of both sides') is at least 48 bytes, as Linux's:
+  // a peer announcing less is held to 48.
   std::uint16_t max_segment_size = 0;
   std::size_t send_buffer = 1u << 20;
   // Also the largest window offered; the window scale is the smallest that

@@ -437,9 +437,12 @@ void Stack::tcp_send_segment(const wire::TcpHeader& header, std::span<const std:
 }
 
 TcpConfig Stack::tcp_connection_config(TcpConfig config) const {
+  // At most what one packet on the link carries: a larger configured MSS
+  // would announce segments the link must fragment, and one past 65495 bytes
+  // no IPv4 packet can hold.
   constexpr std::size_t headers = header_room + wire::tcp_min_header_length;
-  if (config.max_segment_size == 0)
-    config.max_segment_size = static_cast<std::uint16_t>(std::min<std::size_t>(link_.mtu(), 65535) - headers);
+  const auto link_limit = static_cast<std::uint16_t>(std::min<std::size_t>(link_.mtu(), 65535) - headers);
+  config.max_segment_size = config.max_segment_size == 0 ? link_limit : std::min(config.max_segment_size, link_limit);
   return config;
 }
 

@@ -32,6 +32,11 @@ using wire::TcpSegment;
 namespace flag = wire::tcp_flags;
 
 constexpr std::uint16_t default_max_segment_size = 536;  // RFC 9293 §3.7.1, when the peer sends none
+// The floor of the MSS, the peer's and ours, as Linux's TCP_MIN_SND_MSS: an
+// MSS of 0 (or 12 with timestamps) left no room for data and stalled the
+// connection for ever, 0-11 with timestamps made the payload per segment
+// wrap, and 1 made 1-byte segments (CVE-2019-11479's amplification).
+constexpr std::uint16_t min_max_segment_size = 48;
 constexpr std::uint8_t max_window_scale = 14;            // RFC 7323 §2.3
 constexpr std::uint32_t max_window_field = 65535;
 constexpr std::uint32_t timestamp_option_bytes = 12;     // 10, padded with two no-operations
@@ -281,7 +286,8 @@ TcpConnection::Impl::Impl(Ports ports_, const TcpConfig& config_, SeqNumber iss_
       send_buffer_start(iss_ + 1),
       short_segment_end(iss_),
       receive_buffer(config_.receive_buffer),
-      local_max_segment_size(config_.max_segment_size != 0 ? config_.max_segment_size : default_max_segment_size),
+      local_max_segment_size(std::max(config_.max_segment_size != 0 ? config_.max_segment_size : default_max_segment_size,
+                                      min_max_segment_size)),
       offered_window_scale(window_scale_for(config_.receive_buffer)),
       timestamp_offset(iss_.value()),
       rtt(config_.initial_rto, config_.min_rto, config_.max_rto),
@@ -475,7 +481,8 @@ void TcpConnection::Impl::take_peer_syn(const TcpHeader& syn) {
   receive_next = irs + 1;
   receive_advertised_edge = receive_next + static_cast<std::uint32_t>(std::min<std::size_t>(receive_buffer.capacity(), max_window_field));
   last_ack_sent = receive_next;
-  max_segment_size = std::min(syn.options.max_segment_size.value_or(default_max_segment_size), local_max_segment_size);
+  max_segment_size = std::clamp(syn.options.max_segment_size.value_or(default_max_segment_size), min_max_segment_size,
+                                local_max_segment_size);
   window_scaling = config.window_scaling && syn.options.window_scale.has_value();
   if (window_scaling) {
     send_window_scale = std::min(*syn.options.window_scale, max_window_scale);
