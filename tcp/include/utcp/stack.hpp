@@ -308,6 +308,7 @@ class Stack {
   std::unordered_map<std::uint16_t, SocketId> udp_ports_;
   SocketId next_socket_id_ = 1;
   std::uint16_t next_ephemeral_port_ = 49152;
+  TcpOutOfOrderBudget tcp_out_of_order_;  // before the connections, which give back to it
   std::unordered_map<TcpQuad, TcpConnectionEntry, TcpQuadHash> tcp_connections_;
   std::unordered_map<SocketId, TcpSocketState> tcp_sockets_;
   std::unordered_map<SocketId, TcpListenerState> tcp_listeners_;

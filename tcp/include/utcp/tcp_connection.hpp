@@ -140,6 +140,16 @@ struct TcpInfo {
   std::size_t out_of_order_segments = 0;
 };
 
+// What the out-of-order queues of all connections of a stack may hold
+// together, and hold now. The stack owns it; each connection takes from it
+// and gives back (it must outlive them).
+struct TcpOutOfOrderBudget {
+  std::size_t max_bytes = 0;
+  std::size_t max_segments = 0;
+  std::size_t bytes = 0;
+  std::size_t segments = 0;
+};
+
 class TcpConnection {
  public:
   struct Ports {
@@ -151,12 +161,15 @@ class TcpConnection {
   using Transmit = std::function<void(const wire::TcpHeader& header, std::span<const std::uint8_t> payload)>;
 
   // Active open: sends a SYN with initial sequence number iss; SYN-SENT.
+  // out_of_order_budget, if any, bounds the out-of-order data together with
+  // other connections'.
   static std::unique_ptr<TcpConnection> connect(Ports ports, const TcpConfig& config, wire::SeqNumber iss, Instant now,
-                                                Transmit transmit);
+                                                Transmit transmit, TcpOutOfOrderBudget* out_of_order_budget = nullptr);
   // Passive open, for a listener given `syn` (SYN set; ACK and RST clear;
   // already checked by the stack): answers SYN-ACK; SYN-RECEIVED.
   static std::unique_ptr<TcpConnection> accept(Ports ports, const TcpConfig& config, const wire::TcpSegment& syn,
-                                               wire::SeqNumber iss, Instant now, Transmit transmit);
+                                               wire::SeqNumber iss, Instant now, Transmit transmit,
+                                               TcpOutOfOrderBudget* out_of_order_budget = nullptr);
 
   TcpConnection(const TcpConnection&) = delete;
   TcpConnection& operator=(const TcpConnection&) = delete;

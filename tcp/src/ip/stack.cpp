@@ -59,6 +59,7 @@ Stack::Stack(Link& link, const StackConfig& config)
       reassembler_(config.reassembly),
       packet_(wire::ipv4_max_total_length),
       fragment_(std::min(link.mtu(), wire::ipv4_max_total_length)),
+      tcp_out_of_order_{config.tcp_out_of_order_bytes, config.tcp_out_of_order_segments},
       tcp_secret_(config.tcp_secret ? *config.tcp_secret : random_secret()) {}
 
 bool Stack::poll(Instant now) {
@@ -103,11 +104,8 @@ std::optional<std::uint16_t> Stack::ephemeral_port(const std::function<bool(std:
 StackCounters Stack::counters() const {
   StackCounters counters = counters_;
   counters.reassembly = reassembler_.counters();
-  for (const auto& [quad, entry] : tcp_connections_) {
-    const TcpInfo info = entry.connection->info();
-    counters.tcp.out_of_order_bytes += info.out_of_order_bytes;
-    counters.tcp.out_of_order_segments += info.out_of_order_segments;
-  }
+  counters.tcp.out_of_order_bytes = tcp_out_of_order_.bytes;
+  counters.tcp.out_of_order_segments = tcp_out_of_order_.segments;
   return counters;
 }
 
@@ -416,7 +414,7 @@ void Stack::input_tcp_listen(TcpListenerState& listener, const TcpQuad& quad, co
   }
   std::unique_ptr<TcpConnection> connection =
       TcpConnection::accept({quad.local_port, quad.remote.port}, tcp_connection_config(listener.config), segment,
-                            tcp_initial_sequence(quad), now_, tcp_transmitter(quad));
+                            tcp_initial_sequence(quad), now_, tcp_transmitter(quad), &tcp_out_of_order_);
   tcp_connections_.emplace(quad, TcpConnectionEntry{std::move(connection)});
   listener.queue.push_back(quad);
   ++counters_.tcp.passive_opens;
@@ -545,7 +543,7 @@ std::error_code Stack::tcp_connect(TcpSocketState& socket, SocketId id, Endpoint
   if (tcp_connections_.contains(quad)) return error(std::errc::address_in_use);
   std::unique_ptr<TcpConnection> connection =
       TcpConnection::connect({quad.local_port, remote.port}, tcp_connection_config(socket.config),
-                             tcp_initial_sequence(quad), now_, tcp_transmitter(quad));
+                             tcp_initial_sequence(quad), now_, tcp_transmitter(quad), &tcp_out_of_order_);
   tcp_connections_.emplace(quad, TcpConnectionEntry{std::move(connection)});
   socket.connection = quad;
   socket.error_reported = false;

@@ -108,7 +108,8 @@ std::string_view to_string(TcpState state) {
 }
 
 struct TcpConnection::Impl {
-  Impl(Ports ports_, const TcpConfig& config_, SeqNumber iss_, Instant now_, Transmit transmit_, TcpState state_);
+  Impl(Ports ports_, const TcpConfig& config_, SeqNumber iss_, Instant now_, Transmit transmit_, TcpState state_,
+       TcpOutOfOrderBudget* out_of_order_budget);
 
   // --- Events ---
   void on_segment(const TcpSegment& segment);
@@ -272,7 +273,7 @@ struct TcpConnection::Impl {
 };
 
 TcpConnection::Impl::Impl(Ports ports_, const TcpConfig& config_, SeqNumber iss_, Instant now_, Transmit transmit_,
-                          TcpState state_)
+                          TcpState state_, TcpOutOfOrderBudget* out_of_order_budget)
     : ports(ports_),
       config(config_),
       transmit(std::move(transmit_)),
@@ -286,6 +287,7 @@ TcpConnection::Impl::Impl(Ports ports_, const TcpConfig& config_, SeqNumber iss_
       send_buffer_start(iss_ + 1),
       short_segment_end(iss_),
       receive_buffer(config_.receive_buffer),
+      out_of_order(config_.max_out_of_order_segments, out_of_order_budget),
       local_max_segment_size(std::max(config_.max_segment_size != 0 ? config_.max_segment_size : default_max_segment_size,
                                       min_max_segment_size)),
       offered_window_scale(window_scale_for(config_.receive_buffer)),
@@ -690,7 +692,7 @@ void TcpConnection::Impl::receive_data(const InWindow& part) {
     return;
   }
   if (part.sequence != receive_next) {
-    out_of_order.insert(part.sequence, part.payload, part.fin);
+    counters.out_of_order_dropped += out_of_order.insert(part.sequence, part.payload, part.fin);
     ++counters.out_of_order_segments;
     ack_now = true;  // a duplicate ACK at once, for the sender's fast retransmit (RFC 5681 §4.2)
     return;
@@ -982,15 +984,19 @@ TcpConnection::TcpConnection(std::unique_ptr<Impl> impl) : impl_(std::move(impl)
 TcpConnection::~TcpConnection() = default;
 
 std::unique_ptr<TcpConnection> TcpConnection::connect(Ports ports, const TcpConfig& config, SeqNumber iss,
-                                                      Instant now, Transmit transmit) {
-  auto impl = std::make_unique<Impl>(ports, config, iss, now, std::move(transmit), TcpState::syn_sent);
+                                                      Instant now, Transmit transmit,
+                                                      TcpOutOfOrderBudget* out_of_order_budget) {
+  auto impl = std::make_unique<Impl>(ports, config, iss, now, std::move(transmit), TcpState::syn_sent,
+                                     out_of_order_budget);
   impl->transmit_pending();
   return std::unique_ptr<TcpConnection>(new TcpConnection(std::move(impl)));
 }
 
 std::unique_ptr<TcpConnection> TcpConnection::accept(Ports ports, const TcpConfig& config, const TcpSegment& syn,
-                                                     SeqNumber iss, Instant now, Transmit transmit) {
-  auto impl = std::make_unique<Impl>(ports, config, iss, now, std::move(transmit), TcpState::syn_received);
+                                                     SeqNumber iss, Instant now, Transmit transmit,
+                                                     TcpOutOfOrderBudget* out_of_order_budget) {
+  auto impl = std::make_unique<Impl>(ports, config, iss, now, std::move(transmit), TcpState::syn_received,
+                                     out_of_order_budget);
   ++impl->counters.segments_in;
   impl->take_peer_syn(syn.header);
   impl->transmit_pending();
