@@ -204,6 +204,8 @@ class Stack {
     // A socket or a listener's queue holds it; once neither does, the stack
     // forgets it when it is finished (after its FIN handshake, TIME-WAIT).
     bool held = true;
+    // The listener whose half-open list holds it, until ESTABLISHED; 0: none.
+    std::uint32_t half_open_of = 0;
   };
   struct TcpSocketState {
     std::uint16_t local_port = 0;  // 0: not bound
@@ -220,7 +222,13 @@ class Stack {
   struct TcpListenerState {
     std::uint16_t local_port = 0;  // 0: not listening
     std::size_t backlog = 0;
-    std::deque<TcpQuad> queue;  // connections not yet accepted, oldest first, established or not
+    // Connections that reached ESTABLISHED, not yet accepted, oldest first:
+    // the backlog bounds them (a SYN finding it full is dropped).
+    std::deque<TcpQuad> queue;
+    // Connections in SYN-RECEIVED, oldest first, bounded apart from the
+    // backlog (StackConfig::tcp_max_half_open): a SYN finding it full evicts
+    // the oldest, so that spoofed SYNs cannot hold the port.
+    std::deque<TcpQuad> half_open;
     TcpConfig config;
     bool nonblocking = false;
     std::optional<std::chrono::milliseconds> accept_timeout;
@@ -288,7 +296,10 @@ class Stack {
   void input_udp(const wire::Ipv4Header& header, std::span<const std::uint8_t> datagram);
   void input_tcp(const wire::Ipv4Header& header, std::span<const std::uint8_t> segment);
   // A SYN (or anything) to a port with a listener and no connection.
-  void input_tcp_listen(TcpListenerState& listener, const TcpQuad& quad, const wire::TcpSegment& segment);
+  void input_tcp_listen(SocketId listener_id, TcpListenerState& listener, const TcpQuad& quad,
+                        const wire::TcpSegment& segment);
+  // A half-open connection reached ESTABLISHED: to its listener's accept queue.
+  void tcp_promote_half_open(const TcpQuad& quad, TcpConnectionEntry& entry);
   void tcp_send_reset_for(const wire::TcpSegment& segment, wire::Ipv4Address to);
   // ICMP destination unreachable about a datagram we received, unless RFC
   // 1122 §3.2.2 forbids an error about it.

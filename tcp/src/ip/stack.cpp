@@ -385,21 +385,26 @@ void Stack::input_tcp(const Ipv4Header& header, std::span<const std::uint8_t> by
   const TcpQuad quad{segment->header.destination_port, {header.source, segment->header.source_port}};
   if (const auto found = tcp_connections_.find(quad); found != tcp_connections_.end()) {
     TcpConnectionEntry& entry = found->second;
-    if (!entry.connection->finished()) return entry.connection->on_segment(*segment, now_);
+    if (!entry.connection->finished()) {
+      entry.connection->on_segment(*segment, now_);
+      if (entry.half_open_of != 0 && entry.connection->was_established()) tcp_promote_half_open(quad, entry);
+      return;
+    }
     // A closed connection takes nothing more; one no socket holds makes way
     // for a new one on the same quad.
     if (!entry.held) tcp_connections_.erase(found);
   }
   if (const auto port = tcp_ports_.find(quad.local_port); port != tcp_ports_.end())
     if (const auto listener = tcp_listeners_.find(port->second); listener != tcp_listeners_.end())
-      return input_tcp_listen(listener->second, quad, *segment);
+      return input_tcp_listen(listener->first, listener->second, quad, *segment);
   ++counters_.tcp.no_connection;
   tcp_send_reset_for(*segment, header.source);
 }
 
 // RFC 9293 §3.10.7.2: in LISTEN a RST is ignored, an ACK answered with a
 // reset, a SYN starts a connection, anything else dropped.
-void Stack::input_tcp_listen(TcpListenerState& listener, const TcpQuad& quad, const wire::TcpSegment& segment) {
+void Stack::input_tcp_listen(SocketId listener_id, TcpListenerState& listener, const TcpQuad& quad,
+                             const wire::TcpSegment& segment) {
   const wire::TcpHeader& header = segment.header;
   if (header.has(wire::tcp_flags::rst)) return;
   if (header.has(wire::tcp_flags::ack)) {
@@ -412,12 +417,29 @@ void Stack::input_tcp_listen(TcpListenerState& listener, const TcpQuad& quad, co
     ++counters_.tcp.backlog_drops;
     return;
   }
+  // The oldest half-open connection makes way: under a flood of spoofed
+  // SYNs a legitimate one lives as long as the flood takes to send
+  // tcp_max_half_open more, many round trips on any real network.
+  if (listener.half_open.size() >= std::max<std::size_t>(config_.tcp_max_half_open, 1)) {
+    tcp_connections_.erase(listener.half_open.front());
+    listener.half_open.pop_front();
+    ++counters_.tcp.half_open_evictions;
+  }
   std::unique_ptr<TcpConnection> connection =
       TcpConnection::accept({quad.local_port, quad.remote.port}, tcp_connection_config(listener.config), segment,
                             tcp_initial_sequence(quad), now_, tcp_transmitter(quad), &tcp_out_of_order_);
-  tcp_connections_.emplace(quad, TcpConnectionEntry{std::move(connection)});
-  listener.queue.push_back(quad);
+  TcpConnectionEntry entry{std::move(connection)};
+  entry.half_open_of = listener_id;
+  tcp_connections_.emplace(quad, std::move(entry));
+  listener.half_open.push_back(quad);
   ++counters_.tcp.passive_opens;
+}
+
+void Stack::tcp_promote_half_open(const TcpQuad& quad, TcpConnectionEntry& entry) {
+  TcpListenerState& listener = tcp_listeners_.at(entry.half_open_of);
+  listener.half_open.erase(std::find(listener.half_open.begin(), listener.half_open.end(), quad));
+  listener.queue.push_back(quad);
+  entry.half_open_of = 0;
 }
 
 void Stack::tcp_send_reset_for(const wire::TcpSegment& segment, Ipv4Address to) {
@@ -473,9 +495,9 @@ std::size_t Stack::tcp_poll_timers() {
       ++it;
   }
   for (auto& [id, listener] : tcp_listeners_)
-    std::erase_if(listener.queue, [this](const TcpQuad& quad) {
+    std::erase_if(listener.half_open, [this](const TcpQuad& quad) {
       const auto entry = tcp_connections_.find(quad);
-      if (!entry->second.connection->finished() || entry->second.connection->was_established()) return false;
+      if (!entry->second.connection->finished()) return false;
       tcp_connections_.erase(entry);
       return true;
     });
@@ -590,11 +612,12 @@ std::optional<Stack::TcpQuad> Stack::tcp_acceptable(const TcpListenerState& list
 void Stack::tcp_listener_close(SocketId id) {
   const auto it = tcp_listeners_.find(id);
   if (it == tcp_listeners_.end()) return;
-  for (const TcpQuad& quad : it->second.queue) {
-    const auto entry = tcp_connections_.find(quad);
-    entry->second.connection->abort(now_);
-    tcp_connections_.erase(entry);
-  }
+  for (const std::deque<TcpQuad>* waiting : {&it->second.queue, &it->second.half_open})
+    for (const TcpQuad& quad : *waiting) {
+      const auto entry = tcp_connections_.find(quad);
+      entry->second.connection->abort(now_);
+      tcp_connections_.erase(entry);
+    }
   if (it->second.local_port != 0) tcp_ports_.erase(it->second.local_port);
   tcp_listeners_.erase(it);
 }

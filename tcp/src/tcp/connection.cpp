@@ -648,7 +648,9 @@ void TcpConnection::Impl::measure_echoed_timestamp(const TcpHeader& header) {
 // as often as a transmission needed another (retransmissions over segments
 // sent, which counts each way's loss and spurious retransmissions too).
 int TcpConnection::Impl::retries_to_give_up() const {
-  const int configured = synchronized() ? config.data_retries : config.syn_retries;
+  const int configured = synchronized()                     ? config.data_retries
+                         : state == TcpState::syn_received ? config.synack_retries
+                                                           : config.syn_retries;
   if (sent_when_heard == 0 || retransmitted_when_heard == 0) return configured;
   const double loss =
       std::min(0.99, static_cast<double>(retransmitted_when_heard) / static_cast<double>(sent_when_heard));
