@@ -140,8 +140,9 @@ TEST(TcpMemory, IdleConnectionsCommitLittleAndTimeWaitHoldsOnlyTheState) {
   const std::size_t time_wait = (live_bytes - before) / connections;
   std::printf("TIME-WAIT: %zu bytes per connection\n", time_wait);
   EXPECT_LT(time_wait, 2048u);
-  stacks.settle(61s);  // TIME-WAIT over: nothing is left
-  EXPECT_LT(live_bytes - before, 4096u);
+  // TIME-WAIT over: nothing is left but the hash tables' bucket arrays.
+  stacks.settle(61s);
+  EXPECT_LT((live_bytes - before) / connections, 128u);
 }
 
 }  // namespace

@@ -161,6 +161,7 @@ struct TcpConnection::Impl {
   void become_established();
   void shutdown_write();
   void enter_time_wait();
+  void release_buffers();
   void time_out_orphan();
   void enter_closed(std::error_code why);
   void update_persist_timer();
@@ -941,6 +942,16 @@ void TcpConnection::Impl::enter_time_wait() {
   closes_at = now + config.time_wait;
   retransmission_deadline.reset();
   persist_deadline.reset();
+  release_buffers();
+}
+
+// TIME-WAIT and CLOSED keep the state, not the memory: nothing will be sent
+// or arrive in order any more (bytes still unread stay until read).
+void TcpConnection::Impl::release_buffers() {
+  send_buffer.release();
+  receive_buffer.release();
+  out_of_order.clear();
+  std::vector<std::uint8_t>().swap(segment_scratch);
 }
 
 // An application that closed cannot learn that the peer never finishes:
@@ -957,6 +968,7 @@ void TcpConnection::Impl::enter_closed(std::error_code why) {
   delayed_ack_deadline.reset();
   closes_at.reset();
   ack_now = false;
+  release_buffers();
 }
 
 // The persist timer runs while data waits, nothing is in flight, and the
@@ -1056,6 +1068,7 @@ Result<std::size_t> TcpConnection::receive(std::span<std::uint8_t> buffer, Insta
     const std::size_t count = std::min(buffer.size(), c.receive_buffer.size());
     c.receive_buffer.copy_out(0, buffer.first(count));
     c.receive_buffer.pop(count);
+    if (c.state == TcpState::time_wait || c.state == TcpState::closed) c.receive_buffer.release();
     c.send_window_update_if_grown();
     return count;
   }
