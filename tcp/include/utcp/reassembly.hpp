@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <list>
 #include <map>
 #include <optional>
 #include <span>
@@ -29,8 +30,14 @@ struct ReassemblyLimits {
   // RFC 791 suggests 15 s as a lower bound; Linux uses 30 s.
   std::chrono::milliseconds timeout{30'000};
   // The bytes all datagrams being reassembled may hold, each counted by its
-  // highest fragment end plus a fixed overhead. At least one largest datagram.
+  // highest fragment end plus a fixed overhead per datagram and per
+  // fragment. At least one largest datagram.
   std::size_t max_bytes = 4u << 20;
+  // Datagrams being reassembled at once; a new one past it evicts the oldest.
+  std::size_t max_datagrams = 1024;
+  // Fragments one datagram may arrive in (a 64 KiB datagram over a 576-byte
+  // MTU takes 119); one more discards it.
+  std::size_t max_fragments_per_datagram = 128;
 };
 
 struct ReassemblyCounters {
@@ -40,7 +47,8 @@ struct ReassemblyCounters {
   std::uint64_t duplicates = 0;   // fragments dropped as exact copies of ones held
   std::uint64_t overlaps = 0;     // datagrams discarded for a partly overlapping fragment
   std::uint64_t malformed = 0;    // fragments inconsistent with the datagram's end, or empty
-  std::uint64_t evicted = 0;      // datagrams discarded, oldest first, to stay within max_bytes
+  std::uint64_t evicted = 0;      // datagrams discarded, oldest first, to stay within max_bytes or max_datagrams
+  std::uint64_t too_many_fragments = 0;  // datagrams discarded past max_fragments_per_datagram
 };
 
 class Reassembler {
@@ -71,27 +79,39 @@ class Reassembler {
     std::uint8_t protocol;
     friend auto operator<=>(const Key&, const Key&) = default;
   };
+  struct Entry;
+  using Entries = std::map<Key, Entry>;
   struct Entry {
     Instant deadline;
-    std::uint64_t arrival;  // order of the first fragment, for eviction
+    std::list<Entries::iterator>::iterator age;  // its place in age_
     wire::Ipv4Header first_header;
-    bool have_first = false;
     std::optional<std::size_t> total_length;  // known once the last fragment arrived
     std::map<std::size_t, std::size_t> fragments;  // offset -> end, disjoint
     std::size_t bytes_received = 0;
     std::vector<std::uint8_t> data;  // sized to the highest end seen
   };
+  // What a datagram counts against max_bytes: its bytes, and a fixed
+  // overhead for it and for each fragment (so that 8-byte fragments are not
+  // nearly free).
   static constexpr std::size_t entry_overhead = 256;
-  static std::size_t cost(const Entry& entry) { return entry_overhead + entry.data.size(); }
+  static constexpr std::size_t fragment_overhead = 64;
+  static std::size_t cost(const Entry& entry) {
+    return entry_overhead + entry.fragments.size() * fragment_overhead + entry.data.size();
+  }
 
-  void discard(std::map<Key, Entry>::iterator it);
-  // Makes room for `extra` bytes by evicting the oldest other datagrams.
-  void make_room(std::size_t extra, const Key& keep);
+  void discard(Entries::iterator it);
+  // Makes room for `extra` bytes by evicting the oldest datagrams but `keep`.
+  void make_room(std::size_t extra, Entries::iterator keep);
+  void evict_oldest_but(Entries::iterator keep);
 
   ReassemblyLimits limits_;
-  std::map<Key, Entry> entries_;
+  // Found by key in O(log n); age_ lists them by their first fragment's
+  // arrival, which (time moving forward and the timeout fixed) is also the
+  // order of their deadlines: eviction and expiry take from its front, so
+  // no fragment costs a scan of the datagrams pending.
+  Entries entries_;
+  std::list<Entries::iterator> age_;
   std::size_t bytes_held_ = 0;
-  std::uint64_t arrivals_ = 0;
   ReassemblyCounters counters_;
 };
 

@@ -53,6 +53,13 @@ struct StackConfig {
   TcpConfig tcp;
   // The secret of RFC 6528's initial sequence numbers; none: a random one.
   std::optional<std::uint64_t> tcp_secret;
+  // Out-of-order data all connections together may hold (each is bounded by
+  // its window and TcpConfig::max_out_of_order_segments as well).
+  std::size_t tcp_out_of_order_bytes = 64u << 20;
+  std::size_t tcp_out_of_order_segments = 65536;
+  // Half-open (SYN-RECEIVED) connections per listener; a SYN beyond it
+  // evicts the oldest, so a SYN flood cannot lock a port.
+  std::size_t tcp_max_half_open = 1024;
 };
 
 struct StackCounters {
@@ -98,6 +105,9 @@ struct StackCounters {
     std::uint64_t active_opens = 0;       // connect
     std::uint64_t passive_opens = 0;      // SYNs taken by a listener
     std::uint64_t unreachable_in = 0;     // ICMP destination unreachable passed to a connection
+    std::uint64_t half_open_evictions = 0;   // half-open connections dropped for a newer SYN
+    std::uint64_t out_of_order_bytes = 0;    // now held ahead of RCV.NXT, all connections
+    std::uint64_t out_of_order_segments = 0;
   } tcp;
 };
 
@@ -194,6 +204,8 @@ class Stack {
     // A socket or a listener's queue holds it; once neither does, the stack
     // forgets it when it is finished (after its FIN handshake, TIME-WAIT).
     bool held = true;
+    // The listener whose half-open list holds it, until ESTABLISHED; 0: none.
+    std::uint32_t half_open_of = 0;
   };
   struct TcpSocketState {
     std::uint16_t local_port = 0;  // 0: not bound
@@ -210,7 +222,13 @@ class Stack {
   struct TcpListenerState {
     std::uint16_t local_port = 0;  // 0: not listening
     std::size_t backlog = 0;
-    std::deque<TcpQuad> queue;  // connections not yet accepted, oldest first, established or not
+    // Connections that reached ESTABLISHED, not yet accepted, oldest first:
+    // the backlog bounds them (a SYN finding it full is dropped).
+    std::deque<TcpQuad> queue;
+    // Connections in SYN-RECEIVED, oldest first, bounded apart from the
+    // backlog (StackConfig::tcp_max_half_open): a SYN finding it full evicts
+    // the oldest, so that spoofed SYNs cannot hold the port.
+    std::deque<TcpQuad> half_open;
     TcpConfig config;
     bool nonblocking = false;
     std::optional<std::chrono::milliseconds> accept_timeout;
@@ -278,7 +296,10 @@ class Stack {
   void input_udp(const wire::Ipv4Header& header, std::span<const std::uint8_t> datagram);
   void input_tcp(const wire::Ipv4Header& header, std::span<const std::uint8_t> segment);
   // A SYN (or anything) to a port with a listener and no connection.
-  void input_tcp_listen(TcpListenerState& listener, const TcpQuad& quad, const wire::TcpSegment& segment);
+  void input_tcp_listen(SocketId listener_id, TcpListenerState& listener, const TcpQuad& quad,
+                        const wire::TcpSegment& segment);
+  // A half-open connection reached ESTABLISHED: to its listener's accept queue.
+  void tcp_promote_half_open(const TcpQuad& quad, TcpConnectionEntry& entry);
   void tcp_send_reset_for(const wire::TcpSegment& segment, wire::Ipv4Address to);
   // ICMP destination unreachable about a datagram we received, unless RFC
   // 1122 §3.2.2 forbids an error about it.
@@ -298,6 +319,7 @@ class Stack {
   std::unordered_map<std::uint16_t, SocketId> udp_ports_;
   SocketId next_socket_id_ = 1;
   std::uint16_t next_ephemeral_port_ = 49152;
+  TcpOutOfOrderBudget tcp_out_of_order_;  // before the connections, which give back to it
   std::unordered_map<TcpQuad, TcpConnectionEntry, TcpQuadHash> tcp_connections_;
   std::unordered_map<SocketId, TcpSocketState> tcp_sockets_;
   std::unordered_map<SocketId, TcpListenerState> tcp_listeners_;

@@ -48,7 +48,9 @@ std::string_view to_string(TcpState state);
 
 struct TcpConfig {
   // The largest segment we take, announced in our SYN. 0: the stack fills it
-  // in from the link's MTU less 40 bytes of headers.
+  // in from the link's MTU less 40 bytes of headers, which also caps it. The
+  // MSS used (the smaller of both sides') is at least 48 bytes, as Linux's:
+  // a peer announcing less is held to 48.
   std::uint16_t max_segment_size = 0;
   std::size_t send_buffer = 1u << 20;
   // Also the largest window offered; the window scale is the smallest that
@@ -76,12 +78,20 @@ struct TcpConfig {
   // live peer would have answered one but for a chance of one in a million
   // (at most 64). 15 data retries with the RTOs above: ~47 s of silence.
   int syn_retries = 6;
+  // SYN-ACK retransmissions of a passive open before it is dropped: with the
+  // RTOs above a half-open connection lives ~11 s (15 s with a 60 s maximum
+  // RTO), not the minutes a SYN flood could otherwise hold it.
+  int synack_retries = 3;
   int data_retries = 15;
   std::chrono::milliseconds time_wait{60000};  // 2 MSL
   bool keepalive = false;                       // RFC 9293 §3.8.4, off by default
   std::chrono::milliseconds keepalive_idle{7200000};
   std::chrono::milliseconds keepalive_interval{75000};
   int keepalive_probes = 9;
+  // Segments held ahead of RCV.NXT (their bytes are bounded by the window:
+  // overlaps are trimmed). Past it, or past the stack's shared bound, the
+  // segments furthest ahead are dropped first.
+  std::size_t max_out_of_order_segments = 2048;
 };
 
 // What crossed the connection, for tests and diagnostics.
@@ -95,6 +105,7 @@ struct TcpCounters {
   std::uint64_t fast_retransmits = 0;       // on the third duplicate ACK
   std::uint64_t duplicate_acks_in = 0;
   std::uint64_t out_of_order_segments = 0;  // queued ahead of RCV.NXT
+  std::uint64_t out_of_order_dropped = 0;   // segments not held (or dropped) to stay within the bounds
   std::uint64_t outside_window = 0;         // unacceptable segments (§3.10.7.4), answered with an ACK
   std::uint64_t paws_rejected = 0;          // RFC 7323 §5
   std::uint64_t challenge_acks = 0;         // RFC 5961
@@ -125,6 +136,18 @@ struct TcpInfo {
   std::size_t bytes_unsent = 0;         // in the send buffer, not yet sent
   std::size_t bytes_in_flight = 0;      // sent, not acknowledged
   std::size_t bytes_readable = 0;       // in order, not yet read
+  std::size_t out_of_order_bytes = 0;   // held ahead of RCV.NXT
+  std::size_t out_of_order_segments = 0;
+};
+
+// What the out-of-order queues of all connections of a stack may hold
+// together, and hold now. The stack owns it; each connection takes from it
+// and gives back (it must outlive them).
+struct TcpOutOfOrderBudget {
+  std::size_t max_bytes = 0;
+  std::size_t max_segments = 0;
+  std::size_t bytes = 0;
+  std::size_t segments = 0;
 };
 
 class TcpConnection {
@@ -138,12 +161,15 @@ class TcpConnection {
   using Transmit = std::function<void(const wire::TcpHeader& header, std::span<const std::uint8_t> payload)>;
 
   // Active open: sends a SYN with initial sequence number iss; SYN-SENT.
+  // out_of_order_budget, if any, bounds the out-of-order data together with
+  // other connections'.
   static std::unique_ptr<TcpConnection> connect(Ports ports, const TcpConfig& config, wire::SeqNumber iss, Instant now,
-                                                Transmit transmit);
+                                                Transmit transmit, TcpOutOfOrderBudget* out_of_order_budget = nullptr);
   // Passive open, for a listener given `syn` (SYN set; ACK and RST clear;
   // already checked by the stack): answers SYN-ACK; SYN-RECEIVED.
   static std::unique_ptr<TcpConnection> accept(Ports ports, const TcpConfig& config, const wire::TcpSegment& syn,
-                                               wire::SeqNumber iss, Instant now, Transmit transmit);
+                                               wire::SeqNumber iss, Instant now, Transmit transmit,
+                                               TcpOutOfOrderBudget* out_of_order_budget = nullptr);
 
   TcpConnection(const TcpConnection&) = delete;
   TcpConnection& operator=(const TcpConnection&) = delete;

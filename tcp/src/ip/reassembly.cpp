@@ -7,7 +7,8 @@ namespace utcp {
 
 Reassembler::Reassembler(ReassemblyLimits limits) : limits_(limits) {
   // Smaller would make the largest datagram impossible to reassemble.
-  limits_.max_bytes = std::max(limits_.max_bytes, wire::ipv4_max_total_length + entry_overhead);
+  limits_.max_bytes = std::max(limits_.max_bytes, wire::ipv4_max_total_length + entry_overhead +
+                                                      limits_.max_fragments_per_datagram * fragment_overhead);
 }
 
 std::optional<Reassembler::Datagram> Reassembler::offer(const wire::Ipv4Header& header,
@@ -24,8 +25,9 @@ std::optional<Reassembler::Datagram> Reassembler::offer(const wire::Ipv4Header& 
   Entry& entry = it->second;
   if (inserted) {
     entry.deadline = now + limits_.timeout;
-    entry.arrival = arrivals_++;
-    make_room(entry_overhead, key);
+    entry.age = age_.insert(age_.end(), it);
+    if (entries_.size() > std::max<std::size_t>(limits_.max_datagrams, 1)) evict_oldest_but(it);
+    make_room(entry_overhead, it);
     bytes_held_ += entry_overhead;
   }
 
@@ -52,14 +54,17 @@ std::optional<Reassembler::Datagram> Reassembler::offer(const wire::Ipv4Header& 
     discard(it);
     return std::nullopt;
   }
+  if (entry.fragments.size() >= limits_.max_fragments_per_datagram) {
+    ++counters_.too_many_fragments;
+    discard(it);
+    return std::nullopt;
+  }
 
   if (!header.more_fragments) entry.total_length = end;
-  if (end > entry.data.size()) {
-    const std::size_t growth = end - entry.data.size();
-    make_room(growth, key);
-    bytes_held_ += growth;
-    entry.data.resize(end);
-  }
+  const std::size_t growth = fragment_overhead + (end > entry.data.size() ? end - entry.data.size() : 0);
+  make_room(growth, it);
+  bytes_held_ += growth;
+  entry.data.resize(std::max(end, entry.data.size()));
   std::memcpy(entry.data.data() + offset, payload.data(), payload.size());
   entry.fragments.emplace(offset, end);
   entry.bytes_received += payload.size();
@@ -70,45 +75,44 @@ std::optional<Reassembler::Datagram> Reassembler::offer(const wire::Ipv4Header& 
   datagram.header.more_fragments = false;
   datagram.header.fragment_offset = 0;
   ++counters_.reassembled;
-  bytes_held_ -= entry_overhead + datagram.payload.size();
-  entries_.erase(it);
+  entry.data.clear();  // moved out: discard counts the rest
+  bytes_held_ -= datagram.payload.size();
+  discard(it);
   return datagram;
 }
 
 std::size_t Reassembler::expire(Instant now) {
   std::size_t expired = 0;
-  for (auto it = entries_.begin(); it != entries_.end();) {
-    const auto current = it++;
-    if (current->second.deadline > now) continue;
+  while (!age_.empty() && age_.front()->second.deadline <= now) {
     ++counters_.timeouts;
-    discard(current);
+    discard(age_.front());
     ++expired;
   }
   return expired;
 }
 
 std::optional<Instant> Reassembler::next_deadline() const {
-  std::optional<Instant> earliest;
-  for (const auto& [key, entry] : entries_)
-    if (!earliest || entry.deadline < *earliest) earliest = entry.deadline;
-  return earliest;
+  if (age_.empty()) return std::nullopt;
+  return age_.front()->second.deadline;
 }
 
-void Reassembler::discard(std::map<Key, Entry>::iterator it) {
+void Reassembler::discard(Entries::iterator it) {
   bytes_held_ -= cost(it->second);
+  age_.erase(it->second.age);
   entries_.erase(it);
 }
 
-void Reassembler::make_room(std::size_t extra, const Key& keep) {
-  while (bytes_held_ + extra > limits_.max_bytes) {
-    auto oldest = entries_.end();
-    for (auto it = entries_.begin(); it != entries_.end(); ++it)
-      if (!(it->first == keep) && (oldest == entries_.end() || it->second.arrival < oldest->second.arrival))
-        oldest = it;
-    if (oldest == entries_.end()) return;
+void Reassembler::evict_oldest_but(Entries::iterator keep) {
+  for (const Entries::iterator oldest : age_) {
+    if (oldest == keep) continue;  // at most one step: keep is one datagram
     ++counters_.evicted;
     discard(oldest);
+    return;
   }
+}
+
+void Reassembler::make_room(std::size_t extra, Entries::iterator keep) {
+  while (bytes_held_ + extra > limits_.max_bytes && age_.size() > 1) evict_oldest_but(keep);
 }
 
 }  // namespace utcp

@@ -59,6 +59,7 @@ Stack::Stack(Link& link, const StackConfig& config)
       reassembler_(config.reassembly),
       packet_(wire::ipv4_max_total_length),
       fragment_(std::min(link.mtu(), wire::ipv4_max_total_length)),
+      tcp_out_of_order_{config.tcp_out_of_order_bytes, config.tcp_out_of_order_segments},
       tcp_secret_(config.tcp_secret ? *config.tcp_secret : random_secret()) {}
 
 bool Stack::poll(Instant now) {
@@ -103,6 +104,8 @@ std::optional<std::uint16_t> Stack::ephemeral_port(const std::function<bool(std:
 StackCounters Stack::counters() const {
   StackCounters counters = counters_;
   counters.reassembly = reassembler_.counters();
+  counters.tcp.out_of_order_bytes = tcp_out_of_order_.bytes;
+  counters.tcp.out_of_order_segments = tcp_out_of_order_.segments;
   return counters;
 }
 
@@ -382,21 +385,26 @@ void Stack::input_tcp(const Ipv4Header& header, std::span<const std::uint8_t> by
   const TcpQuad quad{segment->header.destination_port, {header.source, segment->header.source_port}};
   if (const auto found = tcp_connections_.find(quad); found != tcp_connections_.end()) {
     TcpConnectionEntry& entry = found->second;
-    if (!entry.connection->finished()) return entry.connection->on_segment(*segment, now_);
+    if (!entry.connection->finished()) {
+      entry.connection->on_segment(*segment, now_);
+      if (entry.half_open_of != 0 && entry.connection->was_established()) tcp_promote_half_open(quad, entry);
+      return;
+    }
     // A closed connection takes nothing more; one no socket holds makes way
     // for a new one on the same quad.
     if (!entry.held) tcp_connections_.erase(found);
   }
   if (const auto port = tcp_ports_.find(quad.local_port); port != tcp_ports_.end())
     if (const auto listener = tcp_listeners_.find(port->second); listener != tcp_listeners_.end())
-      return input_tcp_listen(listener->second, quad, *segment);
+      return input_tcp_listen(listener->first, listener->second, quad, *segment);
   ++counters_.tcp.no_connection;
   tcp_send_reset_for(*segment, header.source);
 }
 
 // RFC 9293 §3.10.7.2: in LISTEN a RST is ignored, an ACK answered with a
 // reset, a SYN starts a connection, anything else dropped.
-void Stack::input_tcp_listen(TcpListenerState& listener, const TcpQuad& quad, const wire::TcpSegment& segment) {
+void Stack::input_tcp_listen(SocketId listener_id, TcpListenerState& listener, const TcpQuad& quad,
+                             const wire::TcpSegment& segment) {
   const wire::TcpHeader& header = segment.header;
   if (header.has(wire::tcp_flags::rst)) return;
   if (header.has(wire::tcp_flags::ack)) {
@@ -409,12 +417,29 @@ void Stack::input_tcp_listen(TcpListenerState& listener, const TcpQuad& quad, co
     ++counters_.tcp.backlog_drops;
     return;
   }
+  // The oldest half-open connection makes way: under a flood of spoofed
+  // SYNs a legitimate one lives as long as the flood takes to send
+  // tcp_max_half_open more, many round trips on any real network.
+  if (listener.half_open.size() >= std::max<std::size_t>(config_.tcp_max_half_open, 1)) {
+    tcp_connections_.erase(listener.half_open.front());
+    listener.half_open.pop_front();
+    ++counters_.tcp.half_open_evictions;
+  }
   std::unique_ptr<TcpConnection> connection =
       TcpConnection::accept({quad.local_port, quad.remote.port}, tcp_connection_config(listener.config), segment,
-                            tcp_initial_sequence(quad), now_, tcp_transmitter(quad));
-  tcp_connections_.emplace(quad, TcpConnectionEntry{std::move(connection)});
-  listener.queue.push_back(quad);
+                            tcp_initial_sequence(quad), now_, tcp_transmitter(quad), &tcp_out_of_order_);
+  TcpConnectionEntry entry{std::move(connection)};
+  entry.half_open_of = listener_id;
+  tcp_connections_.emplace(quad, std::move(entry));
+  listener.half_open.push_back(quad);
   ++counters_.tcp.passive_opens;
+}
+
+void Stack::tcp_promote_half_open(const TcpQuad& quad, TcpConnectionEntry& entry) {
+  TcpListenerState& listener = tcp_listeners_.at(entry.half_open_of);
+  listener.half_open.erase(std::find(listener.half_open.begin(), listener.half_open.end(), quad));
+  listener.queue.push_back(quad);
+  entry.half_open_of = 0;
 }
 
 void Stack::tcp_send_reset_for(const wire::TcpSegment& segment, Ipv4Address to) {
@@ -432,9 +457,12 @@ void Stack::tcp_send_segment(const wire::TcpHeader& header, std::span<const std:
 }
 
 TcpConfig Stack::tcp_connection_config(TcpConfig config) const {
+  // At most what one packet on the link carries: a larger configured MSS
+  // would announce segments the link must fragment, and one past 65495 bytes
+  // no IPv4 packet can hold.
   constexpr std::size_t headers = header_room + wire::tcp_min_header_length;
-  if (config.max_segment_size == 0)
-    config.max_segment_size = static_cast<std::uint16_t>(std::min<std::size_t>(link_.mtu(), 65535) - headers);
+  const auto link_limit = static_cast<std::uint16_t>(std::min<std::size_t>(link_.mtu(), 65535) - headers);
+  config.max_segment_size = config.max_segment_size == 0 ? link_limit : std::min(config.max_segment_size, link_limit);
   return config;
 }
 
@@ -467,9 +495,9 @@ std::size_t Stack::tcp_poll_timers() {
       ++it;
   }
   for (auto& [id, listener] : tcp_listeners_)
-    std::erase_if(listener.queue, [this](const TcpQuad& quad) {
+    std::erase_if(listener.half_open, [this](const TcpQuad& quad) {
       const auto entry = tcp_connections_.find(quad);
-      if (!entry->second.connection->finished() || entry->second.connection->was_established()) return false;
+      if (!entry->second.connection->finished()) return false;
       tcp_connections_.erase(entry);
       return true;
     });
@@ -537,7 +565,7 @@ std::error_code Stack::tcp_connect(TcpSocketState& socket, SocketId id, Endpoint
   if (tcp_connections_.contains(quad)) return error(std::errc::address_in_use);
   std::unique_ptr<TcpConnection> connection =
       TcpConnection::connect({quad.local_port, remote.port}, tcp_connection_config(socket.config),
-                             tcp_initial_sequence(quad), now_, tcp_transmitter(quad));
+                             tcp_initial_sequence(quad), now_, tcp_transmitter(quad), &tcp_out_of_order_);
   tcp_connections_.emplace(quad, TcpConnectionEntry{std::move(connection)});
   socket.connection = quad;
   socket.error_reported = false;
@@ -584,11 +612,12 @@ std::optional<Stack::TcpQuad> Stack::tcp_acceptable(const TcpListenerState& list
 void Stack::tcp_listener_close(SocketId id) {
   const auto it = tcp_listeners_.find(id);
   if (it == tcp_listeners_.end()) return;
-  for (const TcpQuad& quad : it->second.queue) {
-    const auto entry = tcp_connections_.find(quad);
-    entry->second.connection->abort(now_);
-    tcp_connections_.erase(entry);
-  }
+  for (const std::deque<TcpQuad>* waiting : {&it->second.queue, &it->second.half_open})
+    for (const TcpQuad& quad : *waiting) {
+      const auto entry = tcp_connections_.find(quad);
+      entry->second.connection->abort(now_);
+      tcp_connections_.erase(entry);
+    }
   if (it->second.local_port != 0) tcp_ports_.erase(it->second.local_port);
   tcp_listeners_.erase(it);
 }

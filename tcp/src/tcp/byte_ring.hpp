@@ -1,7 +1,9 @@
-// A fixed-capacity byte queue: the send buffer (bytes from SND.UNA on) and
-// the receive buffer (in-order bytes the application has not read yet).
-// The storage is allocated on first use, so that a connection that never
-// carries data costs nothing.
+// A bounded byte queue: the send buffer (bytes from SND.UNA on) and the
+// receive buffer (in-order bytes the application has not read yet). The
+// storage grows on demand, doubling from 1 KiB up to the capacity, so that
+// a connection commits what it holds, not its configured buffer (which 400
+// idle connections once paid 1 MiB each way for); release() gives it back
+// once the queue is empty and will stay so (TIME-WAIT, CLOSED).
 #pragma once
 
 #include <algorithm>
@@ -21,14 +23,15 @@ class ByteRing {
   std::size_t size() const { return size_; }
   std::size_t free() const { return capacity_ - size_; }
   bool empty() const { return size_ == 0; }
+  std::size_t allocated() const { return storage_.size(); }
 
   // Appends as much of data as fits; returns the count taken.
   std::size_t push(std::span<const std::uint8_t> data) {
     const std::size_t count = std::min(data.size(), free());
     if (count == 0) return 0;
-    if (storage_.empty()) storage_.resize(capacity_);
-    const std::size_t tail = (head_ + size_) % capacity_;
-    const std::size_t first = std::min(count, capacity_ - tail);
+    reserve(size_ + count);
+    const std::size_t tail = (head_ + size_) % storage_.size();
+    const std::size_t first = std::min(count, storage_.size() - tail);
     std::memcpy(storage_.data() + tail, data.data(), first);
     std::memcpy(storage_.data(), data.data() + first, count - first);
     size_ += count;
@@ -38,19 +41,38 @@ class ByteRing {
   // Copies out.size() bytes that start `offset` bytes past the front.
   void copy_out(std::size_t offset, std::span<std::uint8_t> out) const {
     if (out.empty()) return;
-    const std::size_t start = (head_ + offset) % capacity_;
-    const std::size_t first = std::min(out.size(), capacity_ - start);
+    const std::size_t start = (head_ + offset) % storage_.size();
+    const std::size_t first = std::min(out.size(), storage_.size() - start);
     std::memcpy(out.data(), storage_.data() + start, first);
     std::memcpy(out.data() + first, storage_.data(), out.size() - first);
   }
 
   // Drops count bytes from the front.
   void pop(std::size_t count) {
-    head_ = (head_ + count) % capacity_;
     size_ -= count;
+    head_ = size_ == 0 ? 0 : (head_ + count) % storage_.size();
+  }
+
+  // Frees the storage if nothing is queued.
+  void release() {
+    if (size_ == 0) std::vector<std::uint8_t>().swap(storage_);
   }
 
  private:
+  static constexpr std::size_t first_allocation = 1024;
+
+  // Storage for `needed` bytes: the next power of two from 1 KiB that holds
+  // them, at most the capacity; the queued bytes move to the front.
+  void reserve(std::size_t needed) {
+    if (needed <= storage_.size()) return;
+    std::size_t grown = std::max(storage_.size() * 2, first_allocation);
+    while (grown < needed) grown *= 2;
+    std::vector<std::uint8_t> bigger(std::min(grown, capacity_));
+    copy_out(0, std::span(bigger).first(size_));
+    storage_.swap(bigger);
+    head_ = 0;
+  }
+
   std::size_t capacity_;
   std::vector<std::uint8_t> storage_;
   std::size_t head_ = 0;

@@ -32,6 +32,11 @@ using wire::TcpSegment;
 namespace flag = wire::tcp_flags;
 
 constexpr std::uint16_t default_max_segment_size = 536;  // RFC 9293 §3.7.1, when the peer sends none
+// The floor of the MSS, the peer's and ours, as Linux's TCP_MIN_SND_MSS: an
+// MSS of 0 (or 12 with timestamps) left no room for data and stalled the
+// connection for ever, 0-11 with timestamps made the payload per segment
+// wrap, and 1 made 1-byte segments (CVE-2019-11479's amplification).
+constexpr std::uint16_t min_max_segment_size = 48;
 constexpr std::uint8_t max_window_scale = 14;            // RFC 7323 §2.3
 constexpr std::uint32_t max_window_field = 65535;
 constexpr std::uint32_t timestamp_option_bytes = 12;     // 10, padded with two no-operations
@@ -103,7 +108,8 @@ std::string_view to_string(TcpState state) {
 }
 
 struct TcpConnection::Impl {
-  Impl(Ports ports_, const TcpConfig& config_, SeqNumber iss_, Instant now_, Transmit transmit_, TcpState state_);
+  Impl(Ports ports_, const TcpConfig& config_, SeqNumber iss_, Instant now_, Transmit transmit_, TcpState state_,
+       TcpOutOfOrderBudget* out_of_order_budget);
 
   // --- Events ---
   void on_segment(const TcpSegment& segment);
@@ -155,6 +161,7 @@ struct TcpConnection::Impl {
   void become_established();
   void shutdown_write();
   void enter_time_wait();
+  void release_buffers();
   void time_out_orphan();
   void enter_closed(std::error_code why);
   void update_persist_timer();
@@ -267,7 +274,7 @@ struct TcpConnection::Impl {
 };
 
 TcpConnection::Impl::Impl(Ports ports_, const TcpConfig& config_, SeqNumber iss_, Instant now_, Transmit transmit_,
-                          TcpState state_)
+                          TcpState state_, TcpOutOfOrderBudget* out_of_order_budget)
     : ports(ports_),
       config(config_),
       transmit(std::move(transmit_)),
@@ -281,7 +288,9 @@ TcpConnection::Impl::Impl(Ports ports_, const TcpConfig& config_, SeqNumber iss_
       send_buffer_start(iss_ + 1),
       short_segment_end(iss_),
       receive_buffer(config_.receive_buffer),
-      local_max_segment_size(config_.max_segment_size != 0 ? config_.max_segment_size : default_max_segment_size),
+      out_of_order(config_.max_out_of_order_segments, out_of_order_budget),
+      local_max_segment_size(std::max(config_.max_segment_size != 0 ? config_.max_segment_size : default_max_segment_size,
+                                      min_max_segment_size)),
       offered_window_scale(window_scale_for(config_.receive_buffer)),
       timestamp_offset(iss_.value()),
       rtt(config_.initial_rto, config_.min_rto, config_.max_rto),
@@ -475,7 +484,8 @@ void TcpConnection::Impl::take_peer_syn(const TcpHeader& syn) {
   receive_next = irs + 1;
   receive_advertised_edge = receive_next + static_cast<std::uint32_t>(std::min<std::size_t>(receive_buffer.capacity(), max_window_field));
   last_ack_sent = receive_next;
-  max_segment_size = std::min(syn.options.max_segment_size.value_or(default_max_segment_size), local_max_segment_size);
+  max_segment_size = std::clamp(syn.options.max_segment_size.value_or(default_max_segment_size), min_max_segment_size,
+                                local_max_segment_size);
   window_scaling = config.window_scaling && syn.options.window_scale.has_value();
   if (window_scaling) {
     send_window_scale = std::min(*syn.options.window_scale, max_window_scale);
@@ -639,7 +649,9 @@ void TcpConnection::Impl::measure_echoed_timestamp(const TcpHeader& header) {
 // as often as a transmission needed another (retransmissions over segments
 // sent, which counts each way's loss and spurious retransmissions too).
 int TcpConnection::Impl::retries_to_give_up() const {
-  const int configured = synchronized() ? config.data_retries : config.syn_retries;
+  const int configured = synchronized()                     ? config.data_retries
+                         : state == TcpState::syn_received ? config.synack_retries
+                                                           : config.syn_retries;
   if (sent_when_heard == 0 || retransmitted_when_heard == 0) return configured;
   const double loss =
       std::min(0.99, static_cast<double>(retransmitted_when_heard) / static_cast<double>(sent_when_heard));
@@ -683,7 +695,7 @@ void TcpConnection::Impl::receive_data(const InWindow& part) {
     return;
   }
   if (part.sequence != receive_next) {
-    out_of_order.insert(part.sequence, part.payload, part.fin);
+    counters.out_of_order_dropped += out_of_order.insert(part.sequence, part.payload, part.fin);
     ++counters.out_of_order_segments;
     ack_now = true;  // a duplicate ACK at once, for the sender's fast retransmit (RFC 5681 §4.2)
     return;
@@ -930,6 +942,16 @@ void TcpConnection::Impl::enter_time_wait() {
   closes_at = now + config.time_wait;
   retransmission_deadline.reset();
   persist_deadline.reset();
+  release_buffers();
+}
+
+// TIME-WAIT and CLOSED keep the state, not the memory: nothing will be sent
+// or arrive in order any more (bytes still unread stay until read).
+void TcpConnection::Impl::release_buffers() {
+  send_buffer.release();
+  receive_buffer.release();
+  out_of_order.clear();
+  std::vector<std::uint8_t>().swap(segment_scratch);
 }
 
 // An application that closed cannot learn that the peer never finishes:
@@ -946,6 +968,7 @@ void TcpConnection::Impl::enter_closed(std::error_code why) {
   delayed_ack_deadline.reset();
   closes_at.reset();
   ack_now = false;
+  release_buffers();
 }
 
 // The persist timer runs while data waits, nothing is in flight, and the
@@ -975,15 +998,19 @@ TcpConnection::TcpConnection(std::unique_ptr<Impl> impl) : impl_(std::move(impl)
 TcpConnection::~TcpConnection() = default;
 
 std::unique_ptr<TcpConnection> TcpConnection::connect(Ports ports, const TcpConfig& config, SeqNumber iss,
-                                                      Instant now, Transmit transmit) {
-  auto impl = std::make_unique<Impl>(ports, config, iss, now, std::move(transmit), TcpState::syn_sent);
+                                                      Instant now, Transmit transmit,
+                                                      TcpOutOfOrderBudget* out_of_order_budget) {
+  auto impl = std::make_unique<Impl>(ports, config, iss, now, std::move(transmit), TcpState::syn_sent,
+                                     out_of_order_budget);
   impl->transmit_pending();
   return std::unique_ptr<TcpConnection>(new TcpConnection(std::move(impl)));
 }
 
 std::unique_ptr<TcpConnection> TcpConnection::accept(Ports ports, const TcpConfig& config, const TcpSegment& syn,
-                                                     SeqNumber iss, Instant now, Transmit transmit) {
-  auto impl = std::make_unique<Impl>(ports, config, iss, now, std::move(transmit), TcpState::syn_received);
+                                                     SeqNumber iss, Instant now, Transmit transmit,
+                                                     TcpOutOfOrderBudget* out_of_order_budget) {
+  auto impl = std::make_unique<Impl>(ports, config, iss, now, std::move(transmit), TcpState::syn_received,
+                                     out_of_order_budget);
   ++impl->counters.segments_in;
   impl->take_peer_syn(syn.header);
   impl->transmit_pending();
@@ -1041,6 +1068,7 @@ Result<std::size_t> TcpConnection::receive(std::span<std::uint8_t> buffer, Insta
     const std::size_t count = std::min(buffer.size(), c.receive_buffer.size());
     c.receive_buffer.copy_out(0, buffer.first(count));
     c.receive_buffer.pop(count);
+    if (c.state == TcpState::time_wait || c.state == TcpState::closed) c.receive_buffer.release();
     c.send_window_update_if_grown();
     return count;
   }
@@ -1132,6 +1160,8 @@ TcpInfo TcpConnection::info() const {
   info.bytes_unsent = c.unsent_bytes();
   info.bytes_in_flight = c.bytes_in_flight();
   info.bytes_readable = c.receive_buffer.size();
+  info.out_of_order_bytes = c.out_of_order.bytes();
+  info.out_of_order_segments = c.out_of_order.size();
   return info;
 }
 

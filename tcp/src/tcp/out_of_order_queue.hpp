@@ -3,15 +3,26 @@
 // higher beginning sequence numbers SHOULD be held for later processing").
 // Every segment held lies inside the receive window, so comparing sequence
 // numbers modulo 2^32 orders them consistently.
+//
+// What is held never overlaps: a segment is trimmed to the bytes not held
+// yet (and replaces the ones it covers whole), so the bytes held stay within
+// the window however a peer overlaps its segments; a map makes each
+// insertion O(log n) in any order. The segments are bounded per connection
+// and, through a budget shared by all connections, per stack; past a bound
+// the segments furthest ahead go first (as Linux prunes its queue), since
+// the ones nearest RCV.NXT are the next to be delivered.
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
+#include <iterator>
+#include <map>
 #include <optional>
 #include <span>
 #include <vector>
 
 #include "utcp/seq.hpp"
+#include "utcp/tcp_connection.hpp"  // TcpOutOfOrderBudget
 
 namespace utcp::tcp {
 
@@ -24,32 +35,99 @@ class OutOfOrderQueue {
     wire::SeqNumber end() const { return sequence + static_cast<std::uint32_t>(bytes.size()) + (fin ? 1 : 0); }
   };
 
-  bool empty() const { return segments_.empty(); }
+  // shared may be null: no bound beyond max_segments.
+  OutOfOrderQueue(std::size_t max_segments, TcpOutOfOrderBudget* shared) : max_segments_(max_segments), shared_(shared) {}
+  OutOfOrderQueue(const OutOfOrderQueue&) = delete;
+  OutOfOrderQueue& operator=(const OutOfOrderQueue&) = delete;
+  ~OutOfOrderQueue() { clear(); }
 
-  // Holds a copy, unless a segment held at the same sequence number already
-  // covers it (a retransmission).
-  void insert(wire::SeqNumber sequence, std::span<const std::uint8_t> bytes, bool fin) {
-    Segment segment{sequence, {bytes.begin(), bytes.end()}, fin};
-    auto position = std::lower_bound(segments_.begin(), segments_.end(), sequence,
-                                     [](const Segment& held, wire::SeqNumber seq) { return held.sequence < seq; });
-    if (position != segments_.end() && position->sequence == sequence && position->end() >= segment.end()) return;
-    segments_.insert(position, std::move(segment));
+  bool empty() const { return segments_.empty(); }
+  std::size_t size() const { return segments_.size(); }
+  std::size_t bytes() const { return bytes_; }
+
+  // Holds the part of the segment not held already. Returns how many
+  // segments the bounds cost: this one, or ones further ahead.
+  std::size_t insert(wire::SeqNumber sequence, std::span<const std::uint8_t> bytes, bool fin) {
+    wire::SeqNumber start = sequence;
+    const wire::SeqNumber end = sequence + static_cast<std::uint32_t>(bytes.size()) + (fin ? 1 : 0);
+    auto next = segments_.lower_bound(start);
+    if (next != segments_.begin()) {
+      const Segment& previous = std::prev(next)->second;
+      if (previous.end() >= end) return 0;  // a retransmission of what is held
+      if (previous.end() > start) {
+        bytes = bytes.subspan(std::min<std::size_t>(previous.end() - start, bytes.size()));
+        start = previous.end();
+      }
+    }
+    while (next != segments_.end() && next->first < end) {
+      if (next->second.end() <= end) {  // covered whole: this segment replaces it
+        next = erase(next);
+        continue;
+      }
+      bytes = bytes.first(std::min<std::size_t>(next->first - start, bytes.size()));  // stops where it starts
+      fin = false;
+      break;
+    }
+    if (bytes.empty() && !fin) return 0;
+    std::size_t dropped = 0;
+    while (over_bounds(bytes.size())) {
+      ++dropped;
+      if (segments_.empty() || !(start < std::prev(segments_.end())->first)) return dropped;  // this one is furthest
+      erase(std::prev(segments_.end()));
+    }
+    take(bytes.size(), 1);
+    segments_.emplace_hint(next, start, Segment{start, {bytes.begin(), bytes.end()}, fin});
+    return dropped;
   }
 
   // Removes and returns the first segment that reaches past `next` while
   // starting at or before it (its bytes before `next` are already
   // delivered); segments wholly before `next` are discarded on the way.
   std::optional<Segment> pop_reachable(wire::SeqNumber next) {
-    while (!segments_.empty() && segments_.front().sequence <= next) {
-      Segment front = std::move(segments_.front());
+    while (!segments_.empty() && segments_.begin()->first <= next) {
+      Segment front = std::move(segments_.begin()->second);
+      give_back(front.bytes.size(), 1);
       segments_.erase(segments_.begin());
       if (front.end() > next) return front;
     }
     return std::nullopt;
   }
 
+  void clear() {
+    give_back(bytes_, segments_.size());
+    segments_.clear();
+  }
+
  private:
-  std::vector<Segment> segments_;
+  using Map = std::map<wire::SeqNumber, Segment>;
+
+  bool over_bounds(std::size_t more_bytes) const {
+    if (segments_.size() + 1 > max_segments_) return true;
+    return shared_ && (shared_->segments + 1 > shared_->max_segments || shared_->bytes + more_bytes > shared_->max_bytes);
+  }
+  Map::iterator erase(Map::iterator it) {
+    give_back(it->second.bytes.size(), 1);
+    return segments_.erase(it);
+  }
+  void take(std::size_t bytes, std::size_t segments) {
+    bytes_ += bytes;
+    if (shared_) {
+      shared_->bytes += bytes;
+      shared_->segments += segments;
+    }
+  }
+  void give_back(std::size_t bytes, std::size_t segments) {
+    bytes_ -= bytes;
+    if (shared_) {
+      shared_->bytes -= bytes;
+      shared_->segments -= segments;
+    }
+  }
+
+  std::size_t max_segments_;
+  TcpOutOfOrderBudget* shared_;
+  Map segments_;
+  std::size_t bytes_ = 0;
 };
 
 }  // namespace utcp::tcp

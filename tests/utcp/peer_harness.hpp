@@ -1,0 +1,151 @@
+// A stack under test at 10.0.0.2 on one end of a MemoryLink, and the test
+// playing every peer at the other end: it builds IPv4 packets (TCP
+// segments, fragments, pings) byte by byte, hands them to the stack, polls
+// it on virtual time, and parses what the stack sends back.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "utcp/icmp.hpp"
+#include "utcp/ipv4.hpp"
+#include "utcp/link.hpp"
+#include "utcp/stack.hpp"
+#include "utcp/tcp_header.hpp"
+
+namespace utcp::testing {
+
+using namespace std::chrono_literals;
+using Bytes = std::vector<std::uint8_t>;
+namespace flag = wire::tcp_flags;
+
+inline constexpr wire::Ipv4Address stack_address = wire::Ipv4Address::from_octets(10, 0, 0, 2);
+inline constexpr wire::Ipv4Address peer_address = wire::Ipv4Address::from_octets(10, 0, 0, 1);
+
+// A segment the stack sent, with its payload copied out.
+struct SegmentOut {
+  wire::Ipv4Address to;
+  wire::TcpHeader header;
+  Bytes payload;
+};
+
+inline StackConfig stack_config() {
+  StackConfig config;
+  config.address = stack_address;
+  config.prefix_length = 8;  // spoofed sources anywhere in 10/8 are neighbours
+  config.tcp_secret = 7;
+  return config;
+}
+
+class PeerHarness {
+ public:
+  explicit PeerHarness(StackConfig config = stack_config(), std::size_t mtu = 1500) {
+    auto [near, far] = MemoryLink::make_pair(mtu);
+    near_ = std::move(near);
+    far_ = std::move(far);
+    stack_ = std::make_unique<Stack>(*near_, config);
+    stack_->set_time(now);
+  }
+
+  Stack& stack() { return *stack_; }
+
+  void inject_ip_packet(std::span<const std::uint8_t> packet) { far_->transmit(stack_address, packet); }
+
+  // Hands the stack one IPv4 packet carrying `transport` (already emitted).
+  void inject_ip(const wire::Ipv4Header& header, std::span<const std::uint8_t> transport) {
+    Bytes packet(wire::ipv4_min_header_length + transport.size());
+    packet.resize(wire::emit_ipv4(header, transport, packet));
+    inject_ip_packet(packet);
+  }
+
+  void inject_tcp(const wire::TcpHeader& header, std::span<const std::uint8_t> payload = {},
+                  wire::Ipv4Address from = peer_address) {
+    Bytes segment(wire::tcp_max_header_length + payload.size());
+    segment.resize(wire::emit_tcp(header, from, stack_address, payload, segment));
+    inject_ip(ip_header(from, wire::ip_protocol::tcp), segment);
+  }
+
+  void inject_echo_request(std::uint16_t sequence, wire::Ipv4Address from = peer_address) {
+    const std::uint8_t data[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+    Bytes message(wire::icmp_header_length + sizeof data);
+    wire::emit_icmp(wire::IcmpEcho{false, 0x77, sequence}, data, message);
+    inject_ip(ip_header(from, wire::ip_protocol::icmp), message);
+  }
+
+  static wire::Ipv4Header ip_header(wire::Ipv4Address from, std::uint8_t protocol) {
+    wire::Ipv4Header header;
+    header.protocol = protocol;
+    header.time_to_live = 64;
+    header.source = from;
+    header.destination = stack_address;
+    return header;
+  }
+
+  // Polls the stack at `now` until it has taken everything queued.
+  void poll() {
+    while (stack_->poll(now)) {
+    }
+  }
+
+  void advance(std::chrono::nanoseconds duration) {
+    now += duration;
+    poll();
+  }
+
+  // Runs the stack's timers up to now + duration.
+  void run_for(std::chrono::nanoseconds duration) {
+    const Instant until = now + duration;
+    while (const auto at = stack_->poll_at()) {
+      if (*at > until) break;
+      now = std::max(now, *at);
+      poll();
+    }
+    now = until;
+    poll();
+  }
+
+  // Every packet the stack sent since the last call.
+  std::vector<Bytes> take_packets() { return far_->take_all(); }
+
+  // The TCP segments among them, others dropped.
+  std::vector<SegmentOut> take_segments() {
+    std::vector<SegmentOut> segments;
+    for (const Bytes& packet : take_packets()) {
+      const auto ip = wire::parse_ipv4(packet);
+      if (!ip || ip->header.protocol != wire::ip_protocol::tcp) continue;
+      const auto tcp = wire::parse_tcp(ip->payload, ip->header.source, ip->header.destination);
+      if (!tcp) {
+        ADD_FAILURE() << "the stack sent a TCP segment that does not parse";
+        continue;
+      }
+      segments.push_back({ip->header.destination, tcp->header, {tcp->payload.begin(), tcp->payload.end()}});
+    }
+    return segments;
+  }
+
+  Instant now = Instant{} + std::chrono::hours(1);
+
+ private:
+  std::unique_ptr<MemoryLink> near_, far_;
+  std::unique_ptr<Stack> stack_;
+};
+
+// A segment from a peer at `from_port` to the stack's `to_port`.
+inline wire::TcpHeader segment_to(std::uint16_t from_port, std::uint16_t to_port, std::uint32_t sequence,
+                                  std::uint32_t ack, std::uint8_t flags, std::uint16_t window = 65535) {
+  wire::TcpHeader header;
+  header.source_port = from_port;
+  header.destination_port = to_port;
+  header.sequence = wire::SeqNumber(sequence);
+  header.acknowledgment = wire::SeqNumber(ack);
+  header.flags = flags;
+  header.window = window;
+  return header;
+}
+
+}  // namespace utcp::testing
