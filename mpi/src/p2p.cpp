@@ -300,6 +300,7 @@ void P2P::would_wait_forever() {
 
 void P2P::poll() {
   if (transport_) transport_->poll();
+  if (progress_client_) progress_client_->progress();
 }
 
 void P2P::shutdown() {

@@ -33,6 +33,16 @@ class RmaClient {
   ~RmaClient() = default;
 };
 
+// Work that moves on whenever messages do (the non-blocking collectives):
+// asked to progress in every poll and every wait.
+class ProgressClient {
+ public:
+  virtual void progress() = 0;
+
+ protected:
+  ~ProgressClient() = default;
+};
+
 // A message that arrived (or was sent to self) before its receive was posted.
 struct Incoming {
   std::uint32_t context;
@@ -78,11 +88,16 @@ class P2P final : public TransportClient {
   void poll();
   template <class Done>
   void wait_until(Done&& done) {
+    const auto progressed_and_done = [&] {
+      if (progress_client_) progress_client_->progress();
+      return done();
+    };
     if (transport_)
-      transport_->wait_until(done);
-    else if (!done())
+      transport_->wait_until(progressed_and_done);
+    else if (!progressed_and_done())
       would_wait_forever();  // a single process has no peer that could complete anything
   }
+  void set_progress_client(ProgressClient& client) { progress_client_ = &client; }
   void wait(Request& request) {
     wait_until([&] { return request.complete; });
   }
@@ -124,6 +139,7 @@ class P2P final : public TransportClient {
   std::size_t eager_limit_;
   std::unique_ptr<Transport> transport_;
   RmaClient* rma_ = nullptr;
+  ProgressClient* progress_client_ = nullptr;
   Request* posted_head_ = nullptr;  // posted receives in order, linked through Request::next_posted
   Request* posted_tail_ = nullptr;
   std::list<Incoming> unexpected_;

@@ -15,7 +15,8 @@ class Datatype;
 
 class Request : public ompi_request_t {
  public:
-  enum class Type : std::uint8_t { send, recv };
+  // collective: a non-blocking collective's (nonblocking_collectives.hpp).
+  enum class Type : std::uint8_t { send, recv, collective };
 
   Request(Type type, const Communicator* comm) : ompi_request_t{HandleKind::request}, type(type), comm(comm) {}
 
