@@ -403,6 +403,8 @@ int MPI_Request_free(MPI_Request* request) {
     check_pointer(request, "null request pointer");
     Request* r = request_of(*request);
     require(r != nullptr, MPI_ERR_REQUEST, "MPI_REQUEST_NULL cannot be freed");
+    require(r->type != Request::Type::collective, MPI_ERR_REQUEST,
+            "a non-blocking collective's request cannot be freed (MPI-3.1 5.12)");
     if (r->complete)
       delete r;
     else
@@ -417,6 +419,8 @@ int MPI_Cancel(MPI_Request* request) {
     check_pointer(request, "null request pointer");
     Request* r = request_of(*request);
     require(r != nullptr, MPI_ERR_REQUEST, "MPI_REQUEST_NULL cannot be cancelled");
+    require(r->type != Request::Type::collective, MPI_ERR_REQUEST,
+            "a non-blocking collective cannot be cancelled (MPI-3.1 5.12)");
     if (r->type == Request::Type::recv && !r->complete) runtime().p2p().cancel(*r);
   });
 }

@@ -91,6 +91,14 @@ Request* NonblockingCollectives::start(const Communicator& comm, CollectiveTask 
   return request;
 }
 
+void launch(const Communicator& comm, CollectiveTask task, MPI_Request* request,
+            std::shared_ptr<const void> arguments) {
+  if (request)
+    *request = runtime().nonblocking_collectives().start(comm, std::move(task), std::move(arguments));
+  else
+    run_blocking(std::move(task));
+}
+
 void NonblockingCollectives::progress() {
   if (progressing_ || running_.empty()) return;
   progressing_ = true;

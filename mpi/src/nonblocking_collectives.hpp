@@ -35,4 +35,10 @@ class NonblockingCollectives final : public ProgressClient {
   bool progressing_ = false;  // a user op's function that calls MPI must not resume tasks inside a task
 };
 
+// A collective call's task run to its end (request: nullptr, the blocking
+// call), or started with its request stored in *request (MPI_I…); arguments
+// as NonblockingCollectives::start's.
+void launch(const Communicator& comm, CollectiveTask task, MPI_Request* request,
+            std::shared_ptr<const void> arguments = {});
+
 }  // namespace viastack::mpi

@@ -40,7 +40,9 @@ typedef struct {
 } Buffers;
 
 static int count;  /* elements per rank in this round */
-static int counts[64], displs[64], byte_displs[64];
+static int counts[64], displs[64];
+/* alltoall(v/w): what this rank exchanges with rank j, the same both ways (pair_counts[j] depends on rank + j). */
+static int pair_counts[64], pair_displs[64], pair_byte_displs[64];
 static MPI_Datatype types[64];
 static MPI_Comm ring;  /* 1-D periodic grid over every rank */
 static MPI_Op user_op;
@@ -55,17 +57,21 @@ static void subtract_twice(void* in, void* inout, int* len, MPI_Datatype* type) 
 
 /* Per-rank counts that differ (some zero) with gaps between the blocks. */
 static void set_layout(void) {
-  int at = 0;
+  int at = 0, pair_at = 0;
   for (int r = 0; r < size; ++r) {
     counts[r] = r % 3 == 1 ? 0 : count + r;
     displs[r] = at;
-    byte_displs[r] = at * (int)sizeof(int);
-    types[r] = MPI_INT;
     at += counts[r] + 2;
+    pair_counts[r] = (rank + r) % 3 == 1 ? 0 : count + rank + r;
+    pair_displs[r] = pair_at;
+    pair_byte_displs[r] = pair_at * (int)sizeof(int);
+    pair_at += pair_counts[r] + 2;
+    types[r] = MPI_INT;
   }
 }
 
-static size_t buffer_ints(void) { return (size_t)size * (size_t)(count + size + 2) + 16; }
+/* Room for every rank's block, and for the ring's two neighbours' blocks on one rank. */
+static size_t buffer_ints(void) { return (size_t)(size < 2 ? 2 : size) * (size_t)(count + 2 * size + 8) + 16; }
 
 static void fill(Buffers* b, int which) {
   for (size_t i = 0; i < b->ints; ++i) {
@@ -116,11 +122,12 @@ static int run(int which, Buffers* b, MPI_Request* request) {
       return nb ? MPI_Ialltoall(s, count, MPI_INT, r, count, MPI_INT, w, request)
                 : MPI_Alltoall(s, count, MPI_INT, r, count, MPI_INT, w);
     case alltoallv:
-      return nb ? MPI_Ialltoallv(s, counts, displs, MPI_INT, r, counts, displs, MPI_INT, w, request)
-                : MPI_Alltoallv(s, counts, displs, MPI_INT, r, counts, displs, MPI_INT, w);
+      return nb ? MPI_Ialltoallv(s, pair_counts, pair_displs, MPI_INT, r, pair_counts, pair_displs, MPI_INT, w, request)
+                : MPI_Alltoallv(s, pair_counts, pair_displs, MPI_INT, r, pair_counts, pair_displs, MPI_INT, w);
     case alltoallw:
-      return nb ? MPI_Ialltoallw(s, counts, byte_displs, types, r, counts, byte_displs, types, w, request)
-                : MPI_Alltoallw(s, counts, byte_displs, types, r, counts, byte_displs, types, w);
+      return nb ? MPI_Ialltoallw(s, pair_counts, pair_byte_displs, types, r, pair_counts, pair_byte_displs, types, w,
+                                 request)
+                : MPI_Alltoallw(s, pair_counts, pair_byte_displs, types, r, pair_counts, pair_byte_displs, types, w);
     case reduce_scatter:
       return nb ? MPI_Ireduce_scatter(s, r, counts, MPI_INT, MPI_SUM, w, request)
                 : MPI_Reduce_scatter(s, r, counts, MPI_INT, MPI_SUM, w);
@@ -170,8 +177,9 @@ static int run(int which, Buffers* b, MPI_Request* request) {
       return nb ? MPI_Ialltoall(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, r, count, MPI_INT, w, request)
                 : MPI_Alltoall(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, r, count, MPI_INT, w);
     case alltoallv_ip:
-      return nb ? MPI_Ialltoallv(MPI_IN_PLACE, NULL, NULL, MPI_DATATYPE_NULL, r, counts, displs, MPI_INT, w, request)
-                : MPI_Alltoallv(MPI_IN_PLACE, NULL, NULL, MPI_DATATYPE_NULL, r, counts, displs, MPI_INT, w);
+      return nb ? MPI_Ialltoallv(MPI_IN_PLACE, NULL, NULL, MPI_DATATYPE_NULL, r, pair_counts, pair_displs, MPI_INT, w,
+                                 request)
+                : MPI_Alltoallv(MPI_IN_PLACE, NULL, NULL, MPI_DATATYPE_NULL, r, pair_counts, pair_displs, MPI_INT, w);
     case reduce_scatter_ip:
       return nb ? MPI_Ireduce_scatter(MPI_IN_PLACE, r, counts, MPI_INT, MPI_SUM, w, request)
                 : MPI_Reduce_scatter(MPI_IN_PLACE, r, counts, MPI_INT, MPI_SUM, w);
@@ -188,17 +196,19 @@ static int run(int which, Buffers* b, MPI_Request* request) {
     case neighbor_allgather:
       return nb ? MPI_Ineighbor_allgather(s, count, MPI_INT, r, count, MPI_INT, ring, request)
                 : MPI_Neighbor_allgather(s, count, MPI_INT, r, count, MPI_INT, ring);
-    case neighbor_allgatherv:
-      return nb ? MPI_Ineighbor_allgatherv(s, count, MPI_INT, r, counts, displs, MPI_INT, ring, request)
-                : MPI_Neighbor_allgatherv(s, count, MPI_INT, r, counts, displs, MPI_INT, ring);
+    case neighbor_allgatherv: {
+      const int c[2] = {count, count}, d[2] = {count + 4, 1};
+      return nb ? MPI_Ineighbor_allgatherv(s, count, MPI_INT, r, c, d, MPI_INT, ring, request)
+                : MPI_Neighbor_allgatherv(s, count, MPI_INT, r, c, d, MPI_INT, ring);
+    }
     case neighbor_alltoall:
       return nb ? MPI_Ineighbor_alltoall(s, count, MPI_INT, r, count, MPI_INT, ring, request)
                 : MPI_Neighbor_alltoall(s, count, MPI_INT, r, count, MPI_INT, ring);
     case neighbor_alltoallv: {
-      /* Both neighbours' blocks the same size: counts[0] and counts[2] differ per rank. */
-      const int c[2] = {count, count + 1}, d[2] = {0, count + 3};
-      return nb ? MPI_Ineighbor_alltoallv(s, c, d, MPI_INT, r, c, d, MPI_INT, ring, request)
-                : MPI_Neighbor_alltoallv(s, c, d, MPI_INT, r, c, d, MPI_INT, ring);
+      /* Blocks of two sizes out; room for the larger one in each block in. */
+      const int c[2] = {count, count + 1}, d[2] = {0, count + 3}, rc[2] = {count + 1, count + 1};
+      return nb ? MPI_Ineighbor_alltoallv(s, c, d, MPI_INT, r, rc, d, MPI_INT, ring, request)
+                : MPI_Neighbor_alltoallv(s, c, d, MPI_INT, r, rc, d, MPI_INT, ring);
     }
     case neighbor_alltoallw: {
       const int c[2] = {count, count};
@@ -233,7 +243,9 @@ static void compute_expected(void) {
     alloc_buffers(&expected[k]);
     alloc_buffers(&got[k]);
     fill(&expected[k], k);
-    CHECK(run(k, &expected[k], NULL) == MPI_SUCCESS);
+    const int rc = run(k, &expected[k], NULL);
+    if (rc != MPI_SUCCESS) fprintf(stderr, "rank %d: blocking collective %d (count %d) failed: %d\n", rank, k, count, error_class(rc));
+    CHECK(rc == MPI_SUCCESS);
   }
 }
 
@@ -258,7 +270,7 @@ static void each_alone(void) {
 static void each_tested(void) {
   for (int k = 0; k < collective_count; ++k) {
     fill(&got[k], k);
-    MPI_Request request;
+    MPI_Request request = MPI_REQUEST_NULL;
     CHECK(run(k, &got[k], &request) == MPI_SUCCESS);
     int flag = 0;
     long spins = 0;
@@ -426,7 +438,6 @@ int main(int argc, char** argv) {
     compute_expected();
     each_alone();
     each_tested();
-    all_outstanding();
     all_outstanding();
     for (int k = 0; k < collective_count; ++k) {
       free_buffers(&expected[k]);
