@@ -71,6 +71,9 @@ class P2P final : public TransportClient {
   // The communicator's context is the request's; `context` picks p2p or collective traffic.
   Request* isend(const void* buf, std::size_t count, const Datatype& type, int dest, int tag, const Communicator& comm,
                  std::uint32_t context, SendMode mode);
+  // isend into a request the caller owns (a persistent request started again).
+  void post_send(Request& r, const void* buf, std::size_t count, const Datatype& type, int dest, int tag,
+                 std::uint32_t context, SendMode mode);
   // A standard-mode send that fits the eager protocol is complete once queued: it
   // needs no request. False, having done nothing, when the message needs one.
   bool try_send_eager(const void* buf, std::size_t count, const Datatype& type, int dest, int tag,
@@ -84,6 +87,10 @@ class P2P final : public TransportClient {
   ProbeResult probe(int source, int tag, std::uint32_t context);
   // True when the receive was still unmatched and is now cancelled.
   bool cancel(Request& request);
+  // Takes back a send nobody has matched yet: one to this rank at once, one to
+  // another rank (a rendezvous; an eager send is complete and stays sent) once
+  // the receiver answers, which completes it cancelled or leaves it to complete as sent.
+  void cancel_send(Request& request);
 
   void poll();
   template <class Done>
@@ -133,6 +140,8 @@ class P2P final : public TransportClient {
   void start_read(Request& recv, const Message& message);
   [[noreturn]] static void would_wait_forever();
   void finish_receive(Request& recv);
+  void on_cancel_send(int peer, std::uint64_t token);
+  void on_cancel_reply(std::uint64_t token, bool cancelled);
   void complete(Request& request);
 
   int world_rank_;

@@ -22,6 +22,8 @@ enum class WireType : std::uint8_t {
   // payload bytes combined by op `tag` (a Builtin) as elements of kind `handle`
   // (a Basic) into the window of `context`, `address` bytes from its base.
   accumulate,
+  cancel_send,   // the sender takes back the rendezvous message of `token` unless it was matched
+  cancel_reply,  // the receiver's answer: size 1 when it was taken back
 };
 
 struct WireHeader {

@@ -42,7 +42,8 @@ static void persistent_ring(enum Mode mode, int count, int rounds) {
   if (mode == buffered) {
     int bytes;
     MPI_Pack_size(count, MPI_INT, MPI_COMM_WORLD, &bytes);
-    bytes += MPI_BSEND_OVERHEAD;
+    /* Room for every round's message: one may stay until its receiver reads it, rounds later. */
+    bytes = rounds * (bytes + MPI_BSEND_OVERHEAD);
     attached = malloc((size_t)bytes);
     MPI_Buffer_attach(attached, bytes);
   }
@@ -58,7 +59,9 @@ static void persistent_ring(enum Mode mode, int count, int rounds) {
       MPI_Barrier(MPI_COMM_WORLD);
       CHECK(MPI_Start(&requests[1]) == MPI_SUCCESS);
     } else {
-      CHECK(MPI_Startall(2, requests) == MPI_SUCCESS);
+      const int rc = MPI_Startall(2, requests);
+      if (rc != MPI_SUCCESS) fprintf(stderr, "rank %d: mode %d count %d round %d: MPI_Startall: error class %d\n", rank, mode, count, round, error_class(rc));
+      CHECK(rc == MPI_SUCCESS);
     }
     MPI_Status statuses[2];
     if (round % 2) {
@@ -113,6 +116,7 @@ static void persistent_free_and_cancel(void) {
   MPI_Test_cancelled(&status, &cancelled);
   CHECK(cancelled);
   CHECK(r != MPI_REQUEST_NULL);
+  MPI_Barrier(MPI_COMM_WORLD);  /* nobody sends before every rank has cancelled */
   /* Started again, it receives. */
   CHECK(MPI_Start(&r) == MPI_SUCCESS);
   const int value = rank + 40;
