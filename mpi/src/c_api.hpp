@@ -52,16 +52,18 @@ inline Request* request_of(MPI_Request handle) {
   return static_cast<Request*>(handle);
 }
 
-// Fills the status of the (complete) request, frees it, and sets the handle to
-// MPI_REQUEST_NULL; returns the request's error class.
-inline int retire(MPI_Request* handle, MPI_Status* status) {
-  Request* r = static_cast<Request*>(*handle);
-  r->fill_status(status);
-  const int error = r->error;
-  delete r;
-  *handle = MPI_REQUEST_NULL;
-  return error;
+// The same, nullptr also for an inactive persistent request, which the Wait
+// and Test calls treat as MPI_REQUEST_NULL (MPI-3.1 3.9).
+inline Request* active_request_of(MPI_Request handle) {
+  Request* r = request_of(handle);
+  return r && r->persistent && !r->persistent->active ? nullptr : r;
 }
+
+// Fills the status of the (complete) request and returns its error class; then
+// frees it and sets the handle to MPI_REQUEST_NULL, or leaves a persistent one
+// inactive. A generalized request's status and error come from its query
+// function, and its free function is called (c_api_requests.cpp).
+int retire(MPI_Request* handle, MPI_Status* status);
 
 // What MPI_Wait and friends report for MPI_REQUEST_NULL.
 inline void fill_empty_status(MPI_Status* status) {

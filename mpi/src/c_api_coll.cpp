@@ -1,11 +1,15 @@
-// C entry points: collective operations and user reduction operations.
+// C entry points: collective operations, blocking and non-blocking (MPI_I…,
+// the same checks and the same algorithm, started and left to the progress
+// engine), and user reduction operations.
 #include <algorithm>
+#include <memory>
 #include <optional>
 #include <vector>
 
 #include "c_api.hpp"
 #include "c_api_layout.hpp"
 #include "collectives.hpp"
+#include "nonblocking_collectives.hpp"
 #include "ops.hpp"
 
 using namespace viastack::mpi;
@@ -16,98 +20,160 @@ void check_root(const Communicator& comm, int root) {
   require(root >= 0 && root < comm.size(), MPI_ERR_ROOT, "root is not a rank of the communicator");
 }
 
-}  // namespace
-
-int MPI_Barrier(MPI_Comm comm) {
-  return guarded("MPI_Barrier", comm, [&] {
-    runtime();
-    barrier(communicator_of(comm));
-  });
+// A non-blocking call's request pointer must be there; a blocking call has none.
+void check_request(MPI_Request* request, bool nonblocking) {
+  if (nonblocking) check_pointer(request, "null request pointer");
 }
 
-int MPI_Bcast(void* buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm) {
-  return guarded("MPI_Bcast", comm, [&] {
-    runtime();
-    Communicator& c = communicator_of(comm);
-    Buffer b = checked_buffer(buffer, count, datatype);
-    check_root(c, root);
-    bcast(buffer, std::size_t(count), *b.type, root, c);
-  });
-}
-
-int MPI_Reduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op, int root, MPI_Comm comm) {
-  return guarded("MPI_Reduce", comm, [&] {
-    runtime();
-    Communicator& c = communicator_of(comm);
-    Buffer b = checked_buffer(sendbuf, count, datatype);
-    check_root(c, root);
-    const void* input = sendbuf == MPI_IN_PLACE && c.rank() == root ? recvbuf : sendbuf;
-    reduce(input, recvbuf, std::size_t(count), *b.type, op_of(op), root, c);
-  });
-}
-
-int MPI_Allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm) {
-  return guarded("MPI_Allreduce", comm, [&] {
-    runtime();
-    Communicator& c = communicator_of(comm);
-    Buffer b = checked_buffer(recvbuf, count, datatype);
-    allreduce(sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf, recvbuf, std::size_t(count), *b.type, op_of(op), c);
-  });
-}
-
-namespace {
-
-// reduction: scan or exscan.
-int prefix_common(const char* function, decltype(&scan) reduction, const void* sendbuf, void* recvbuf, int count,
-                  MPI_Datatype datatype, MPI_Op op, MPI_Comm comm) {
+// request: nullptr for the blocking call, else the MPI_I… call's.
+int barrier_common(const char* function, MPI_Comm comm, MPI_Request* request, bool nonblocking) {
   return guarded(function, comm, [&] {
     runtime();
     Communicator& c = communicator_of(comm);
+    check_request(request, nonblocking);
+    launch(c, tasks::barrier(Call(c)), request);
+  });
+}
+
+int bcast_common(const char* function, void* buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm,
+                 MPI_Request* request, bool nonblocking) {
+  return guarded(function, comm, [&] {
+    runtime();
+    Communicator& c = communicator_of(comm);
+    check_request(request, nonblocking);
+    Buffer b = checked_buffer(buffer, count, datatype);
+    check_root(c, root);
+    launch(c, tasks::bcast(Call(c), buffer, std::size_t(count), *b.type, root), request);
+  });
+}
+
+int reduce_common(const char* function, const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype,
+                  MPI_Op op, int root, MPI_Comm comm, MPI_Request* request, bool nonblocking) {
+  return guarded(function, comm, [&] {
+    runtime();
+    Communicator& c = communicator_of(comm);
+    check_request(request, nonblocking);
+    Buffer b = checked_buffer(sendbuf, count, datatype);
+    check_root(c, root);
+    const void* input = sendbuf == MPI_IN_PLACE && c.rank() == root ? recvbuf : sendbuf;
+    launch(c, tasks::reduce(Call(c), input, recvbuf, std::size_t(count), *b.type, op_of(op), root), request);
+  });
+}
+
+// reduction: tasks::allreduce, scan or exscan.
+int allreduce_common(const char* function, decltype(&tasks::allreduce) reduction, const void* sendbuf, void* recvbuf,
+                     int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm, MPI_Request* request,
+                     bool nonblocking) {
+  return guarded(function, comm, [&] {
+    runtime();
+    Communicator& c = communicator_of(comm);
+    check_request(request, nonblocking);
     Buffer b = checked_buffer(recvbuf, count, datatype);
-    reduction(sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf, recvbuf, std::size_t(count), *b.type, op_of(op), c);
+    const void* input = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
+    launch(c, reduction(Call(c), input, recvbuf, std::size_t(count), *b.type, op_of(op)), request);
   });
 }
 
 // MPI_Reduce_scatter's recvcounts, or MPI_Reduce_scatter_block's one block_count for every rank.
 int reduce_scatter_common(const char* function, const void* sendbuf, void* recvbuf, const int recvcounts[],
-                          std::optional<int> block_count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm) {
+                          std::optional<int> block_count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm,
+                          MPI_Request* request, bool nonblocking) {
   return guarded(function, comm, [&] {
     runtime();
     Communicator& c = communicator_of(comm);
+    check_request(request, nonblocking);
     require(block_count || recvcounts != nullptr, MPI_ERR_COUNT, "null count array");  // Open MPI 4's class
-    const std::vector<int> counts = block_count ? std::vector<int>(std::size_t(c.size()), *block_count)
-                                                : std::vector<int>(recvcounts, recvcounts + c.size());
+    auto counts = std::make_shared<const std::vector<int>>(
+        block_count ? std::vector<int>(std::size_t(c.size()), *block_count)
+                    : std::vector<int>(recvcounts, recvcounts + c.size()));
     std::size_t total = 0;
-    for (int x : counts) {
+    for (int x : *counts) {
       check_count(x);
       total += std::size_t(x);
     }
     require(recvbuf != MPI_IN_PLACE, MPI_ERR_ARG, "MPI_IN_PLACE is given as sendbuf, not recvbuf");
-    Buffer b = checked_buffer(recvbuf, counts[std::size_t(c.rank())], datatype);
+    Buffer b = checked_buffer(recvbuf, (*counts)[std::size_t(c.rank())], datatype);
     check_buffer(sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf, int(std::min<std::size_t>(total, INT_MAX)), *b.type);
     // In place, the input is the whole of recvbuf: it is read before the result lands at its start.
-    reduce_scatter(sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf, recvbuf, counts, *b.type, op_of(op), c);
+    const void* input = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
+    launch(c, tasks::reduce_scatter(Call(c), input, recvbuf, *counts, *b.type, op_of(op)), request, counts);
   });
 }
 
 }  // namespace
 
+int MPI_Barrier(MPI_Comm comm) { return barrier_common("MPI_Barrier", comm, nullptr, false); }
+
+int MPI_Ibarrier(MPI_Comm comm, MPI_Request* request) { return barrier_common("MPI_Ibarrier", comm, request, true); }
+
+int MPI_Bcast(void* buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm) {
+  return bcast_common("MPI_Bcast", buffer, count, datatype, root, comm, nullptr, false);
+}
+
+int MPI_Ibcast(void* buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm, MPI_Request* request) {
+  return bcast_common("MPI_Ibcast", buffer, count, datatype, root, comm, request, true);
+}
+
+int MPI_Reduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op, int root, MPI_Comm comm) {
+  return reduce_common("MPI_Reduce", sendbuf, recvbuf, count, datatype, op, root, comm, nullptr, false);
+}
+
+int MPI_Ireduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op, int root,
+                MPI_Comm comm, MPI_Request* request) {
+  return reduce_common("MPI_Ireduce", sendbuf, recvbuf, count, datatype, op, root, comm, request, true);
+}
+
+int MPI_Allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm) {
+  return allreduce_common("MPI_Allreduce", tasks::allreduce, sendbuf, recvbuf, count, datatype, op, comm, nullptr,
+                          false);
+}
+
+int MPI_Iallreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm,
+                   MPI_Request* request) {
+  return allreduce_common("MPI_Iallreduce", tasks::allreduce, sendbuf, recvbuf, count, datatype, op, comm, request,
+                          true);
+}
+
 int MPI_Scan(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm) {
-  return prefix_common("MPI_Scan", scan, sendbuf, recvbuf, count, datatype, op, comm);
+  return allreduce_common("MPI_Scan", tasks::scan, sendbuf, recvbuf, count, datatype, op, comm, nullptr, false);
+}
+
+int MPI_Iscan(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm,
+              MPI_Request* request) {
+  return allreduce_common("MPI_Iscan", tasks::scan, sendbuf, recvbuf, count, datatype, op, comm, request, true);
 }
 
 int MPI_Exscan(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm) {
-  return prefix_common("MPI_Exscan", exscan, sendbuf, recvbuf, count, datatype, op, comm);
+  return allreduce_common("MPI_Exscan", tasks::exscan, sendbuf, recvbuf, count, datatype, op, comm, nullptr, false);
+}
+
+int MPI_Iexscan(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm,
+                MPI_Request* request) {
+  return allreduce_common("MPI_Iexscan", tasks::exscan, sendbuf, recvbuf, count, datatype, op, comm, request, true);
 }
 
 int MPI_Reduce_scatter_block(const void* sendbuf, void* recvbuf, int recvcount, MPI_Datatype datatype, MPI_Op op,
                              MPI_Comm comm) {
-  return reduce_scatter_common("MPI_Reduce_scatter_block", sendbuf, recvbuf, nullptr, recvcount, datatype, op, comm);
+  return reduce_scatter_common("MPI_Reduce_scatter_block", sendbuf, recvbuf, nullptr, recvcount, datatype, op, comm,
+                               nullptr, false);
+}
+
+int MPI_Ireduce_scatter_block(const void* sendbuf, void* recvbuf, int recvcount, MPI_Datatype datatype, MPI_Op op,
+                              MPI_Comm comm, MPI_Request* request) {
+  return reduce_scatter_common("MPI_Ireduce_scatter_block", sendbuf, recvbuf, nullptr, recvcount, datatype, op, comm,
+                               request, true);
 }
 
 int MPI_Reduce_scatter(const void* sendbuf, void* recvbuf, const int recvcounts[], MPI_Datatype datatype, MPI_Op op,
                        MPI_Comm comm) {
-  return reduce_scatter_common("MPI_Reduce_scatter", sendbuf, recvbuf, recvcounts, std::nullopt, datatype, op, comm);
+  return reduce_scatter_common("MPI_Reduce_scatter", sendbuf, recvbuf, recvcounts, std::nullopt, datatype, op, comm,
+                               nullptr, false);
+}
+
+int MPI_Ireduce_scatter(const void* sendbuf, void* recvbuf, const int recvcounts[], MPI_Datatype datatype, MPI_Op op,
+                        MPI_Comm comm, MPI_Request* request) {
+  return reduce_scatter_common("MPI_Ireduce_scatter", sendbuf, recvbuf, recvcounts, std::nullopt, datatype, op, comm,
+                               request, true);
 }
 
 int MPI_Reduce_local(const void* inbuf, void* inoutbuf, int count, MPI_Datatype datatype, MPI_Op op) {
@@ -126,78 +192,121 @@ namespace {
 
 // per_rank: the receive arrays of the v variant (read at the root only); nullptr for the uniform one.
 int gather_common(const char* function, const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
-                  const PerRank* per_rank, int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm) {
+                  const PerRank* per_rank, int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm,
+                  MPI_Request* request, bool nonblocking) {
   return guarded(function, comm, [&] {
     runtime();
     Communicator& c = communicator_of(comm);
+    check_request(request, nonblocking);
     check_root(c, root);
     const bool is_root = c.rank() == root;
     const Datatype* rtype = is_root ? &datatype_of(recvtype) : nullptr;
-    RankLayout layout = is_root ? layout_of(c.size(), per_rank, recvcount) : RankLayout(c.size(), recvcount);
-    Blocks recv{recvbuf, layout.counts, layout.displs, rtype};
+    auto layout = std::make_shared<const RankLayout>(is_root ? layout_of(c.size(), per_rank, recvcount)
+                                                             : RankLayout(c.size(), recvcount));
+    Blocks recv{recvbuf, layout->counts, layout->displs, rtype};
     if (sendbuf == MPI_IN_PLACE && is_root) {
-      const std::byte* own = static_cast<const std::byte*>(recvbuf) + layout.displs[std::size_t(root)] * rtype->extent();
-      return gatherv(own, std::size_t(layout.counts[std::size_t(root)]), *rtype, recv, root, c);
+      const std::byte* own = static_cast<const std::byte*>(recvbuf) + layout->displs[std::size_t(root)] * rtype->extent();
+      return launch(c, tasks::gatherv(Call(c), own, std::size_t(layout->counts[std::size_t(root)]), *rtype, recv, root),
+                    request, layout);
     }
     Buffer s = checked_buffer(sendbuf, sendcount, sendtype);
-    gatherv(sendbuf, std::size_t(sendcount), *s.type, recv, root, c);
+    launch(c, tasks::gatherv(Call(c), sendbuf, std::size_t(sendcount), *s.type, recv, root), request, layout);
   });
 }
 
 // per_rank: the send arrays of the v variant (read at the root only); nullptr for the uniform one.
 int scatter_common(const char* function, const void* sendbuf, const PerRank* per_rank, int sendcount,
                    MPI_Datatype sendtype, void* recvbuf, int recvcount, MPI_Datatype recvtype, int root,
-                   MPI_Comm comm) {
+                   MPI_Comm comm, MPI_Request* request, bool nonblocking) {
   return guarded(function, comm, [&] {
     runtime();
     Communicator& c = communicator_of(comm);
+    check_request(request, nonblocking);
     check_root(c, root);
     const bool is_root = c.rank() == root;
     const Datatype* stype = is_root ? &datatype_of(sendtype) : nullptr;
-    RankLayout layout = is_root ? layout_of(c.size(), per_rank, sendcount) : RankLayout(c.size(), sendcount);
-    Blocks send{sendbuf, layout.counts, layout.displs, stype};
+    auto layout = std::make_shared<const RankLayout>(is_root ? layout_of(c.size(), per_rank, sendcount)
+                                                             : RankLayout(c.size(), sendcount));
+    Blocks send{sendbuf, layout->counts, layout->displs, stype};
     if (recvbuf == MPI_IN_PLACE && is_root) {
       // The root's own block stays where it is: scatter it onto itself.
       auto* own = const_cast<std::byte*>(static_cast<const std::byte*>(sendbuf)) +
-                  layout.displs[std::size_t(root)] * stype->extent();
-      return scatterv(send, own, std::size_t(layout.counts[std::size_t(root)]), *stype, root, c);
+                  layout->displs[std::size_t(root)] * stype->extent();
+      return launch(c, tasks::scatterv(Call(c), send, own, std::size_t(layout->counts[std::size_t(root)]), *stype, root),
+                    request, layout);
     }
     Buffer r = checked_buffer(recvbuf, recvcount, recvtype);
-    scatterv(send, recvbuf, std::size_t(recvcount), *r.type, root, c);
+    launch(c, tasks::scatterv(Call(c), send, recvbuf, std::size_t(recvcount), *r.type, root), request, layout);
   });
 }
 
 int allgather_common(const char* function, const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
-                     const PerRank* per_rank, int recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
+                     const PerRank* per_rank, int recvcount, MPI_Datatype recvtype, MPI_Comm comm,
+                     MPI_Request* request, bool nonblocking) {
   return guarded(function, comm, [&] {
     runtime();
     Communicator& c = communicator_of(comm);
+    check_request(request, nonblocking);
     const Datatype& rtype = datatype_of(recvtype);
-    RankLayout layout = layout_of(c.size(), per_rank, recvcount);
-    Blocks recv{recvbuf, layout.counts, layout.displs, &rtype};
+    auto layout = std::make_shared<const RankLayout>(layout_of(c.size(), per_rank, recvcount));
+    Blocks recv{recvbuf, layout->counts, layout->displs, &rtype};
     if (sendbuf == MPI_IN_PLACE) {
-      const std::byte* own = static_cast<const std::byte*>(recvbuf) + layout.displs[std::size_t(c.rank())] * rtype.extent();
-      return allgatherv(own, std::size_t(layout.counts[std::size_t(c.rank())]), rtype, recv, c);
+      const std::byte* own =
+          static_cast<const std::byte*>(recvbuf) + layout->displs[std::size_t(c.rank())] * rtype.extent();
+      return launch(c, tasks::allgatherv(Call(c), own, std::size_t(layout->counts[std::size_t(c.rank())]), rtype, recv),
+                    request, layout);
     }
     Buffer s = checked_buffer(sendbuf, sendcount, sendtype);
-    allgatherv(sendbuf, std::size_t(sendcount), *s.type, recv, c);
+    launch(c, tasks::allgatherv(Call(c), sendbuf, std::size_t(sendcount), *s.type, recv), request, layout);
   });
 }
+
+// The send and receive layouts of an alltoall(v), kept together for a non-blocking call.
+struct AlltoallLayouts {
+  RankLayout send, recv;
+};
 
 // In place, the send arrays are not read.
 int alltoall_common(const char* function, const void* sendbuf, const PerRank* send_per_rank, int sendcount,
                     MPI_Datatype sendtype, void* recvbuf, const PerRank* recv_per_rank, int recvcount,
-                    MPI_Datatype recvtype, MPI_Comm comm) {
+                    MPI_Datatype recvtype, MPI_Comm comm, MPI_Request* request, bool nonblocking) {
   return guarded(function, comm, [&] {
     runtime();
     Communicator& c = communicator_of(comm);
+    check_request(request, nonblocking);
     const Datatype& rtype = datatype_of(recvtype);
-    RankLayout rlayout = layout_of(c.size(), recv_per_rank, recvcount);
-    Blocks recv{recvbuf, rlayout.counts, rlayout.displs, &rtype};
-    if (sendbuf == MPI_IN_PLACE) return alltoallv_in_place(recv, c);
-    const Datatype& stype = datatype_of(sendtype);
-    RankLayout slayout = layout_of(c.size(), send_per_rank, sendcount);
-    alltoallv(Blocks{sendbuf, slayout.counts, slayout.displs, &stype}, recv, c);
+    const bool in_place = sendbuf == MPI_IN_PLACE;
+    const Datatype* stype = in_place ? nullptr : &datatype_of(sendtype);
+    auto layouts = std::make_shared<const AlltoallLayouts>(
+        AlltoallLayouts{in_place ? RankLayout(c.size(), 0) : layout_of(c.size(), send_per_rank, sendcount),
+                        layout_of(c.size(), recv_per_rank, recvcount)});
+    Blocks recv{recvbuf, layouts->recv.counts, layouts->recv.displs, &rtype};
+    if (in_place) return launch(c, tasks::alltoallv_in_place(Call(c), recv), request, layouts);
+    Blocks send{sendbuf, layouts->send.counts, layouts->send.displs, stype};
+    launch(c, tasks::alltoallv(Call(c), send, recv), request, layouts);
+  });
+}
+
+struct AlltoallwLayouts {
+  std::optional<TypedLayout> send;
+  TypedLayout recv;
+};
+
+int alltoallw_common(const char* function, const void* sendbuf, const int sendcounts[], const int sdispls[],
+                     const MPI_Datatype sendtypes[], void* recvbuf, const int recvcounts[], const int rdispls[],
+                     const MPI_Datatype recvtypes[], MPI_Comm comm, MPI_Request* request, bool nonblocking) {
+  return guarded(function, comm, [&] {
+    runtime();
+    Communicator& c = communicator_of(comm);
+    check_request(request, nonblocking);
+    const bool in_place = sendbuf == MPI_IN_PLACE;
+    // In place, the send arrays are not read.
+    auto layouts = std::make_shared<const AlltoallwLayouts>(AlltoallwLayouts{
+        in_place ? std::nullopt : std::optional<TypedLayout>(std::in_place, c.size(), sendcounts, sdispls, sendtypes),
+        TypedLayout(c.size(), recvcounts, rdispls, recvtypes)});
+    if (in_place) return launch(c, tasks::alltoallv_in_place(Call(c), layouts->recv.blocks(recvbuf)), request, layouts);
+    launch(c, tasks::alltoallv(Call(c), layouts->send->blocks(sendbuf), layouts->recv.blocks(recvbuf)), request,
+           layouts);
   });
 }
 
@@ -205,42 +314,93 @@ int alltoall_common(const char* function, const void* sendbuf, const PerRank* se
 
 int MPI_Gather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
                MPI_Datatype recvtype, int root, MPI_Comm comm) {
-  return gather_common("MPI_Gather", sendbuf, sendcount, sendtype, recvbuf, nullptr, recvcount, recvtype, root, comm);
+  return gather_common("MPI_Gather", sendbuf, sendcount, sendtype, recvbuf, nullptr, recvcount, recvtype, root, comm,
+                       nullptr, false);
+}
+
+int MPI_Igather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
+                MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Request* request) {
+  return gather_common("MPI_Igather", sendbuf, sendcount, sendtype, recvbuf, nullptr, recvcount, recvtype, root, comm,
+                       request, true);
 }
 
 int MPI_Gatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, const int recvcounts[],
                 const int displs[], MPI_Datatype recvtype, int root, MPI_Comm comm) {
   const PerRank per_rank{recvcounts, displs, MPI_ERR_COUNT, MPI_ERR_ARG};
-  return gather_common("MPI_Gatherv", sendbuf, sendcount, sendtype, recvbuf, &per_rank, 0, recvtype, root, comm);
+  return gather_common("MPI_Gatherv", sendbuf, sendcount, sendtype, recvbuf, &per_rank, 0, recvtype, root, comm,
+                       nullptr, false);
+}
+
+int MPI_Igatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, const int recvcounts[],
+                 const int displs[], MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Request* request) {
+  const PerRank per_rank{recvcounts, displs, MPI_ERR_COUNT, MPI_ERR_ARG};
+  return gather_common("MPI_Igatherv", sendbuf, sendcount, sendtype, recvbuf, &per_rank, 0, recvtype, root, comm,
+                       request, true);
 }
 
 int MPI_Scatter(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
                 MPI_Datatype recvtype, int root, MPI_Comm comm) {
-  return scatter_common("MPI_Scatter", sendbuf, nullptr, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
+  return scatter_common("MPI_Scatter", sendbuf, nullptr, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm,
+                        nullptr, false);
+}
+
+int MPI_Iscatter(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
+                 MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Request* request) {
+  return scatter_common("MPI_Iscatter", sendbuf, nullptr, sendcount, sendtype, recvbuf, recvcount, recvtype, root,
+                        comm, request, true);
 }
 
 int MPI_Scatterv(const void* sendbuf, const int sendcounts[], const int displs[], MPI_Datatype sendtype, void* recvbuf,
                  int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm) {
   const PerRank per_rank{sendcounts, displs, MPI_ERR_COUNT, MPI_ERR_ARG};
-  return scatter_common("MPI_Scatterv", sendbuf, &per_rank, 0, sendtype, recvbuf, recvcount, recvtype, root, comm);
+  return scatter_common("MPI_Scatterv", sendbuf, &per_rank, 0, sendtype, recvbuf, recvcount, recvtype, root, comm,
+                        nullptr, false);
+}
+
+int MPI_Iscatterv(const void* sendbuf, const int sendcounts[], const int displs[], MPI_Datatype sendtype,
+                  void* recvbuf, int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Request* request) {
+  const PerRank per_rank{sendcounts, displs, MPI_ERR_COUNT, MPI_ERR_ARG};
+  return scatter_common("MPI_Iscatterv", sendbuf, &per_rank, 0, sendtype, recvbuf, recvcount, recvtype, root, comm,
+                        request, true);
 }
 
 int MPI_Allgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
                   MPI_Datatype recvtype, MPI_Comm comm) {
-  return allgather_common("MPI_Allgather", sendbuf, sendcount, sendtype, recvbuf, nullptr, recvcount, recvtype, comm);
+  return allgather_common("MPI_Allgather", sendbuf, sendcount, sendtype, recvbuf, nullptr, recvcount, recvtype, comm,
+                          nullptr, false);
 }
 
+int MPI_Iallgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
+                   MPI_Datatype recvtype, MPI_Comm comm, MPI_Request* request) {
+  return allgather_common("MPI_Iallgather", sendbuf, sendcount, sendtype, recvbuf, nullptr, recvcount, recvtype, comm,
+                          request, true);
+}
+
+// Open MPI 4 reads NULL counts in MPI_Allgatherv (and crashes); they are MPI_ERR_COUNT as in MPI_Gatherv.
 int MPI_Allgatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, const int recvcounts[],
                    const int displs[], MPI_Datatype recvtype, MPI_Comm comm) {
-  // Open MPI 4 reads NULL counts here (and crashes); they are MPI_ERR_COUNT as in MPI_Gatherv.
   const PerRank per_rank{recvcounts, displs, MPI_ERR_COUNT, MPI_ERR_BUFFER};
-  return allgather_common("MPI_Allgatherv", sendbuf, sendcount, sendtype, recvbuf, &per_rank, 0, recvtype, comm);
+  return allgather_common("MPI_Allgatherv", sendbuf, sendcount, sendtype, recvbuf, &per_rank, 0, recvtype, comm,
+                          nullptr, false);
+}
+
+int MPI_Iallgatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, const int recvcounts[],
+                    const int displs[], MPI_Datatype recvtype, MPI_Comm comm, MPI_Request* request) {
+  const PerRank per_rank{recvcounts, displs, MPI_ERR_COUNT, MPI_ERR_BUFFER};
+  return allgather_common("MPI_Iallgatherv", sendbuf, sendcount, sendtype, recvbuf, &per_rank, 0, recvtype, comm,
+                          request, true);
 }
 
 int MPI_Alltoall(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
                  MPI_Datatype recvtype, MPI_Comm comm) {
   return alltoall_common("MPI_Alltoall", sendbuf, nullptr, sendcount, sendtype, recvbuf, nullptr, recvcount, recvtype,
-                         comm);
+                         comm, nullptr, false);
+}
+
+int MPI_Ialltoall(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
+                  MPI_Datatype recvtype, MPI_Comm comm, MPI_Request* request) {
+  return alltoall_common("MPI_Ialltoall", sendbuf, nullptr, sendcount, sendtype, recvbuf, nullptr, recvcount, recvtype,
+                         comm, request, true);
 }
 
 int MPI_Alltoallv(const void* sendbuf, const int sendcounts[], const int sdispls[], MPI_Datatype sendtype, void* recvbuf,
@@ -248,21 +408,30 @@ int MPI_Alltoallv(const void* sendbuf, const int sendcounts[], const int sdispls
   const PerRank send_per_rank{sendcounts, sdispls, MPI_ERR_ARG, MPI_ERR_ARG};
   const PerRank recv_per_rank{recvcounts, rdispls, MPI_ERR_ARG, MPI_ERR_ARG};
   return alltoall_common("MPI_Alltoallv", sendbuf, &send_per_rank, 0, sendtype, recvbuf, &recv_per_rank, 0, recvtype,
-                         comm);
+                         comm, nullptr, false);
+}
+
+int MPI_Ialltoallv(const void* sendbuf, const int sendcounts[], const int sdispls[], MPI_Datatype sendtype,
+                   void* recvbuf, const int recvcounts[], const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm,
+                   MPI_Request* request) {
+  const PerRank send_per_rank{sendcounts, sdispls, MPI_ERR_ARG, MPI_ERR_ARG};
+  const PerRank recv_per_rank{recvcounts, rdispls, MPI_ERR_ARG, MPI_ERR_ARG};
+  return alltoall_common("MPI_Ialltoallv", sendbuf, &send_per_rank, 0, sendtype, recvbuf, &recv_per_rank, 0, recvtype,
+                         comm, request, true);
 }
 
 int MPI_Alltoallw(const void* sendbuf, const int sendcounts[], const int sdispls[], const MPI_Datatype sendtypes[],
                   void* recvbuf, const int recvcounts[], const int rdispls[], const MPI_Datatype recvtypes[],
                   MPI_Comm comm) {
-  return guarded("MPI_Alltoallw", comm, [&] {
-    runtime();
-    Communicator& c = communicator_of(comm);
-    const TypedLayout recv(c.size(), recvcounts, rdispls, recvtypes);
-    // In place, the send arrays are not read.
-    if (sendbuf == MPI_IN_PLACE) return alltoallv_in_place(recv.blocks(recvbuf), c);
-    const TypedLayout send(c.size(), sendcounts, sdispls, sendtypes);
-    alltoallv(send.blocks(sendbuf), recv.blocks(recvbuf), c);
-  });
+  return alltoallw_common("MPI_Alltoallw", sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls,
+                          recvtypes, comm, nullptr, false);
+}
+
+int MPI_Ialltoallw(const void* sendbuf, const int sendcounts[], const int sdispls[], const MPI_Datatype sendtypes[],
+                   void* recvbuf, const int recvcounts[], const int rdispls[], const MPI_Datatype recvtypes[],
+                   MPI_Comm comm, MPI_Request* request) {
+  return alltoallw_common("MPI_Ialltoallw", sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls,
+                          recvtypes, comm, request, true);
 }
 
 int MPI_Op_create(MPI_User_function* function, int commute, MPI_Op* op) {

@@ -1,48 +1,23 @@
 // C entry points: point-to-point messages and requests.
 #include <algorithm>
+#include <climits>
 #include <cstring>
+#include <optional>
 #include <span>
 #include <vector>
 
 #include "c_api.hpp"
+#include "c_api_p2p.hpp"
 #include "collectives.hpp"
 
 using namespace viastack::mpi;
 
 namespace {
 
-// The checks every send or receive makes; the communicator and the type they found.
-struct Checked {
-  Communicator& comm;
-  const Datatype& type;
-};
-
-Checked check_send(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm) {
-  runtime();
-  Communicator& c = communicator_of(comm);
-  check_count(count);
-  const Datatype& type = datatype_of(datatype);
-  check_buffer(buf, count, type);
-  check_send_tag(tag);
-  c.check_rank(dest, false, true);
-  return {c, type};
-}
-
 Request* start_send(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm,
                     SendMode mode) {
   Checked s = check_send(buf, count, datatype, dest, tag, comm);
   return runtime().p2p().isend(buf, std::size_t(count), s.type, dest, tag, s.comm, s.comm.p2p_context(), mode);
-}
-
-Checked check_recv(const void* buf, int count, MPI_Datatype datatype, int source, int tag, MPI_Comm comm) {
-  runtime();
-  Communicator& c = communicator_of(comm);
-  check_count(count);
-  const Datatype& type = datatype_of(datatype);
-  check_buffer(buf, count, type);
-  check_recv_tag(tag);
-  c.check_rank(source, true, true);
-  return {c, type};
 }
 
 Request* start_recv(void* buf, int count, MPI_Datatype datatype, int source, int tag, MPI_Comm comm) {
@@ -136,7 +111,7 @@ std::span<Request*> as_requests(std::vector<Request*>& storage, int count, MPI_R
   require(count >= 0, MPI_ERR_COUNT, "negative request count");
   require(count == 0 || handles != nullptr, MPI_ERR_REQUEST, "null request array");
   storage.resize(std::size_t(count));
-  for (int i = 0; i < count; ++i) storage[std::size_t(i)] = request_of(handles[i]);
+  for (int i = 0; i < count; ++i) storage[std::size_t(i)] = active_request_of(handles[i]);
   return storage;
 }
 
@@ -270,7 +245,7 @@ int MPI_Wait(MPI_Request* request, MPI_Status* status) {
   MPI_Comm comm = MPI_COMM_WORLD;
   return guarded("MPI_Wait", comm, [&] {
     check_pointer(request, "null request pointer");
-    Request* r = request_of(*request);
+    Request* r = active_request_of(*request);
     if (!r) return fill_empty_status(status);
     comm = comm_of(r);
     runtime().p2p().wait(*r);
@@ -283,7 +258,7 @@ int MPI_Test(MPI_Request* request, int* flag, MPI_Status* status) {
   return guarded("MPI_Test", comm, [&] {
     check_pointer(request, "null request pointer");
     check_pointer(flag, "null flag pointer");
-    Request* r = request_of(*request);
+    Request* r = active_request_of(*request);
     *flag = 1;
     if (!r) return fill_empty_status(status);
     comm = comm_of(r);
@@ -447,6 +422,10 @@ int MPI_Request_free(MPI_Request* request) {
     check_pointer(request, "null request pointer");
     Request* r = request_of(*request);
     require(r != nullptr, MPI_ERR_REQUEST, "MPI_REQUEST_NULL cannot be freed");
+    require(r->type != Request::Type::collective, MPI_ERR_REQUEST,
+            "a non-blocking collective's request cannot be freed (MPI-3.1 5.12)");
+    // A generalized request is freed for the user now; the object waits for MPI_Grequest_complete.
+    if (r->type == Request::Type::generalized) r->generalized.free(r->generalized.extra_state);
     if (r->complete)
       delete r;
     else
@@ -455,13 +434,26 @@ int MPI_Request_free(MPI_Request* request) {
   });
 }
 
-// Receives that have not matched can be cancelled; sends always go through.
+// Receives and sends that have not matched can be cancelled (an eager send to
+// another rank has gone: it completes as sent); a generalized request's cancel function decides.
 int MPI_Cancel(MPI_Request* request) {
   return guarded("MPI_Cancel", MPI_COMM_WORLD, [&] {
     check_pointer(request, "null request pointer");
     Request* r = request_of(*request);
     require(r != nullptr, MPI_ERR_REQUEST, "MPI_REQUEST_NULL cannot be cancelled");
-    if (r->type == Request::Type::recv && !r->complete) runtime().p2p().cancel(*r);
+    require(r->type != Request::Type::collective, MPI_ERR_REQUEST,
+            "a non-blocking collective cannot be cancelled (MPI-3.1 5.12)");
+    switch (r->type) {
+      case Request::Type::recv:
+        if (!r->complete) runtime().p2p().cancel(*r);
+        break;
+      case Request::Type::send: runtime().p2p().cancel_send(*r); break;
+      case Request::Type::generalized:
+        if (int error = r->generalized.cancel(r->generalized.extra_state, r->complete); error != MPI_SUCCESS)
+          fail(error, "the generalized request's cancel function failed");
+        break;
+      case Request::Type::collective: break;
+    }
   });
 }
 
@@ -548,6 +540,23 @@ int MPI_Imrecv(void* buf, int count, MPI_Datatype datatype, MPI_Message* message
   });
 }
 
+namespace {
+
+// A count that does not fit an int is MPI_UNDEFINED in the int calls.
+int as_int_count(std::optional<MPI_Count> count) {
+  return count && *count <= INT_MAX ? int(*count) : MPI_UNDEFINED;
+}
+
+// The elements of `type` a status's bytes make; nullopt when they are not a whole number of them.
+std::optional<MPI_Count> elements_in(const MPI_Status& status, const Datatype& type) {
+  const std::size_t element = type.basic() == Basic::none || type.predefined() ? type.size() : basic_size(type.basic());
+  if (element == 0) return 0;
+  if (status._ucount % element) return std::nullopt;
+  return MPI_Count(status._ucount / element);
+}
+
+}  // namespace
+
 int MPI_Get_count(const MPI_Status* status, MPI_Datatype datatype, int* count) {
   return guarded("MPI_Get_count", MPI_COMM_WORLD, [&] {
     check_pointer(status, "null status pointer");
@@ -555,8 +564,10 @@ int MPI_Get_count(const MPI_Status* status, MPI_Datatype datatype, int* count) {
     const Datatype& type = datatype_of(datatype);
     if (type.size() == 0)
       *count = status->_ucount == 0 ? 0 : MPI_UNDEFINED;
+    else if (status->_ucount % type.size())
+      *count = MPI_UNDEFINED;
     else
-      *count = status->_ucount % type.size() ? MPI_UNDEFINED : int(status->_ucount / type.size());
+      *count = as_int_count(MPI_Count(status->_ucount / type.size()));
   });
 }
 
@@ -564,11 +575,14 @@ int MPI_Get_elements(const MPI_Status* status, MPI_Datatype datatype, int* count
   return guarded("MPI_Get_elements", MPI_COMM_WORLD, [&] {
     check_pointer(status, "null status pointer");
     check_pointer(count, "null count pointer");
-    const Datatype& type = datatype_of(datatype);
-    const std::size_t element = type.basic() == Basic::none || type.predefined() ? type.size() : basic_size(type.basic());
-    if (element == 0)
-      *count = 0;
-    else
-      *count = status->_ucount % element ? MPI_UNDEFINED : int(status->_ucount / element);
+    *count = as_int_count(elements_in(*status, datatype_of(datatype)));
+  });
+}
+
+int MPI_Get_elements_x(const MPI_Status* status, MPI_Datatype datatype, MPI_Count* count) {
+  return guarded("MPI_Get_elements_x", MPI_COMM_WORLD, [&] {
+    check_pointer(status, "null status pointer");
+    check_pointer(count, "null count pointer");
+    *count = elements_in(*status, datatype_of(datatype)).value_or(MPI_UNDEFINED);
   });
 }

@@ -17,8 +17,7 @@ namespace viastack::mpi {
 
 namespace {
 
-// Tags inside the collective context; each collective call completes before
-// the next starts on a communicator, so one tag per algorithm suffices.
+// Step tags inside the collective context: Call::tag adds the call's sequence number.
 enum Tag : int { barrier_tag = 1, bcast_tag, reduce_tag, allreduce_tag, gather_tag, scatter_tag, allgather_tag,
                  alltoall_tag, scan_tag, neighbor_tag /* and up: Neighbor::tag is added */ };
 
@@ -35,64 +34,6 @@ class TempBuffer {
   std::vector<std::byte> storage_;
   std::ptrdiff_t lb_;
 };
-
-// The ranks of a non-blocking batch, waited for together.
-class Batch {
- public:
-  explicit Batch(const Communicator& comm) : comm_(comm), p2p_(runtime().p2p()) {}
-  // Left non-empty only when an error cut the batch short: pending requests then clean up after themselves.
-  ~Batch() {
-    for (Request* r : requests_) {
-      if (r->complete)
-        delete r;
-      else
-        r->detached = true;
-    }
-  }
-  void send(const void* buf, std::size_t count, const Datatype& type, int dest, int tag) {
-    requests_.push_back(p2p_.isend(buf, count, type, dest, tag, comm_, comm_.collective_context(), SendMode::standard));
-  }
-  void recv(void* buf, std::size_t count, const Datatype& type, int source, int tag) {
-    requests_.push_back(p2p_.irecv(buf, count, type, source, tag, comm_, comm_.collective_context()));
-  }
-  void wait() {
-    p2p_.wait_until([&] { return std::all_of(requests_.begin(), requests_.end(), [](Request* r) { return r->complete; }); });
-    for (Request* r : requests_) {
-      const int error = r->error;
-      delete r;
-      if (error != MPI_SUCCESS) {
-        requests_.clear();
-        fail(error, "a message of a collective operation did not fit (the ranks disagree on counts or types)");
-      }
-    }
-    requests_.clear();
-  }
-
- private:
-  const Communicator& comm_;
-  P2P& p2p_;
-  std::vector<Request*> requests_;
-};
-
-void send(const void* buf, std::size_t count, const Datatype& type, int dest, int tag, const Communicator& comm) {
-  Batch b(comm);
-  b.send(buf, count, type, dest, tag);
-  b.wait();
-}
-
-void recv(void* buf, std::size_t count, const Datatype& type, int source, int tag, const Communicator& comm) {
-  Batch b(comm);
-  b.recv(buf, count, type, source, tag);
-  b.wait();
-}
-
-void exchange(const void* out, void* in, std::size_t count, const Datatype& type, int peer, int tag,
-              const Communicator& comm) {
-  Batch b(comm);
-  b.recv(in, count, type, peer, tag);
-  b.send(out, count, type, peer, tag);
-  b.wait();
-}
 
 // acc = other op acc when `other` comes first in rank order, else acc = acc op other.
 void combine(const Op& op, const Datatype& type, std::size_t count, std::byte* acc, std::byte* other, bool other_first) {
@@ -125,34 +66,37 @@ void copy_typed(const void* src, std::size_t src_count, const Datatype& src_type
   dst_type.unpack(packed.data(), bytes, dst);
 }
 
-void barrier(const Communicator& comm) {
+namespace tasks {
+
+CollectiveTask barrier(Call call) {
+  const Communicator& comm = call.comm();
   const int n = comm.size(), me = comm.rank();
-  for (int distance = 1; distance < n; distance *= 2) {
-    Batch b(comm);
-    b.recv(nullptr, 0, bytes_type(), (me - distance + n) % n, barrier_tag);
-    b.send(nullptr, 0, bytes_type(), (me + distance) % n, barrier_tag);
-    b.wait();
-  }
+  for (int distance = 1; distance < n; distance *= 2)
+    co_await Batch(call)
+        .recv(nullptr, 0, bytes_type(), (me - distance + n) % n, barrier_tag)
+        .send(nullptr, 0, bytes_type(), (me + distance) % n, barrier_tag);
 }
 
-void bcast(void* buf, std::size_t count, const Datatype& type, int root, const Communicator& comm) {
+CollectiveTask bcast(Call call, void* buf, std::size_t count, const Datatype& type, int root) {
+  const Communicator& comm = call.comm();
   const int n = comm.size();
   const int relative = (comm.rank() - root + n) % n;
   int mask = 1;
   for (; mask < n; mask <<= 1)
     if (relative & mask) {
-      recv(buf, count, type, (relative - mask + root) % n, bcast_tag, comm);
+      co_await Batch(call).recv(buf, count, type, (relative - mask + root) % n, bcast_tag);
       break;
     }
-  Batch children(comm);
+  Batch children(call);
   for (mask >>= 1; mask > 0; mask >>= 1)
     if (relative + mask < n) children.send(buf, count, type, (relative + mask + root) % n, bcast_tag);
-  children.wait();
+  co_await children;
 }
 
-void reduce(const void* send_buf, void* recv_buf, std::size_t count, const Datatype& type, const Op& op, int root,
-            const Communicator& comm) {
+CollectiveTask reduce(Call call, const void* send_buf, void* recv_buf, std::size_t count, const Datatype& type,
+                      const Op& op, int root) {
   op.check_applies_to(type);
+  const Communicator& comm = call.comm();
   const int n = comm.size(), me = comm.rank();
   // The tree keeps rank order only when rooted at 0: other roots get the result from 0.
   const int tree_root = op.commutative() ? root : 0;
@@ -161,26 +105,27 @@ void reduce(const void* send_buf, void* recv_buf, std::size_t count, const Datat
   const int relative = (me - tree_root + n) % n;
   for (int mask = 1; mask < n; mask <<= 1) {
     if (relative & mask) {
-      send(acc.data(), count, type, (relative - mask + tree_root) % n, reduce_tag, comm);
+      co_await Batch(call).send(acc.data(), count, type, (relative - mask + tree_root) % n, reduce_tag);
       break;
     }
     if ((relative | mask) < n) {
-      recv(incoming.data(), count, type, ((relative | mask) + tree_root) % n, reduce_tag, comm);
+      co_await Batch(call).recv(incoming.data(), count, type, ((relative | mask) + tree_root) % n, reduce_tag);
       combine(op, type, count, acc.data(), incoming.data(), false);
     }
   }
   if (tree_root == root) {
     if (me == root) copy_typed(acc.data(), count, type, recv_buf, count, type);
-    return;
+    co_return;
   }
-  if (me == tree_root) send(acc.data(), count, type, root, reduce_tag, comm);
-  if (me == root) recv(recv_buf, count, type, tree_root, reduce_tag, comm);
+  if (me == tree_root) co_await Batch(call).send(acc.data(), count, type, root, reduce_tag);
+  if (me == root) co_await Batch(call).recv(recv_buf, count, type, tree_root, reduce_tag);
 }
 
 namespace {
 
-void recursive_doubling_allreduce(const void* send_buf, void* recv_buf, std::size_t count, const Datatype& type,
-                                  const Op& op, const Communicator& comm) {
+CollectiveTask recursive_doubling_allreduce(Call call, const void* send_buf, void* recv_buf, std::size_t count,
+                                            const Datatype& type, const Op& op) {
+  const Communicator& comm = call.comm();
   const int n = comm.size(), me = comm.rank();
   TempBuffer acc(count, type), incoming(count, type);
   copy_typed(send_buf, count, type, acc.data(), count, type);
@@ -191,10 +136,10 @@ void recursive_doubling_allreduce(const void* send_buf, void* recv_buf, std::siz
   int new_rank = me - rem;
   if (me < 2 * rem) {
     if (me % 2 == 0) {
-      send(acc.data(), count, type, me + 1, allreduce_tag, comm);
+      co_await Batch(call).send(acc.data(), count, type, me + 1, allreduce_tag);
       new_rank = -1;
     } else {
-      recv(incoming.data(), count, type, me - 1, allreduce_tag, comm);
+      co_await Batch(call).recv(incoming.data(), count, type, me - 1, allreduce_tag);
       combine(op, type, count, acc.data(), incoming.data(), true);
       new_rank = me / 2;
     }
@@ -203,15 +148,17 @@ void recursive_doubling_allreduce(const void* send_buf, void* recv_buf, std::siz
     for (int mask = 1; mask < pof2; mask <<= 1) {
       const int new_peer = new_rank ^ mask;
       const int peer = new_peer < rem ? new_peer * 2 + 1 : new_peer + rem;
-      exchange(acc.data(), incoming.data(), count, type, peer, allreduce_tag, comm);
+      co_await Batch(call)
+          .recv(incoming.data(), count, type, peer, allreduce_tag)
+          .send(acc.data(), count, type, peer, allreduce_tag);
       combine(op, type, count, acc.data(), incoming.data(), peer < me);
     }
   }
   if (me < 2 * rem) {
     if (me % 2 == 1)
-      send(acc.data(), count, type, me - 1, allreduce_tag, comm);
+      co_await Batch(call).send(acc.data(), count, type, me - 1, allreduce_tag);
     else
-      recv(acc.data(), count, type, me + 1, allreduce_tag, comm);
+      co_await Batch(call).recv(acc.data(), count, type, me + 1, allreduce_tag);
   }
   copy_typed(acc.data(), count, type, recv_buf, count, type);
 }
@@ -220,8 +167,9 @@ void recursive_doubling_allreduce(const void* send_buf, void* recv_buf, std::siz
 // block travels once round the ring collecting every contribution, then the
 // reduced blocks travel round once more. Every rank sends 2(n-1)/n of the
 // data whatever n is, but blocks are combined in ring order, not rank order.
-void ring_allreduce(const void* send_buf, void* recv_buf, std::size_t count, const Datatype& type, const Op& op,
-                    const Communicator& comm) {
+CollectiveTask ring_allreduce(Call call, const void* send_buf, void* recv_buf, std::size_t count, const Datatype& type,
+                              const Op& op) {
+  const Communicator& comm = call.comm();
   const int n = comm.size(), me = comm.rank();
   const int next = (me + 1) % n, prev = (me + n - 1) % n;
   const std::size_t base = count / std::size_t(n), extra = count % std::size_t(n);
@@ -233,30 +181,28 @@ void ring_allreduce(const void* send_buf, void* recv_buf, std::size_t count, con
   TempBuffer incoming(base + 1, type);
   for (int step = 0; step < n - 1; ++step) {
     const int out = (me - step + n) % n, in = (me - step - 1 + n) % n;
-    Batch b(comm);
-    b.recv(incoming.data(), length(in), type, prev, allreduce_tag);
-    b.send(block(out), length(out), type, next, allreduce_tag);
-    b.wait();
+    co_await Batch(call)
+        .recv(incoming.data(), length(in), type, prev, allreduce_tag)
+        .send(block(out), length(out), type, next, allreduce_tag);
     op.apply(incoming.data(), block(in), length(in), type);
   }
   // Rank me now holds block me+1 reduced.
   for (int step = 0; step < n - 1; ++step) {
     const int out = (me + 1 - step + n) % n, in = (me - step + n) % n;
-    Batch b(comm);
-    b.recv(block(in), length(in), type, prev, allreduce_tag);
-    b.send(block(out), length(out), type, next, allreduce_tag);
-    b.wait();
+    co_await Batch(call)
+        .recv(block(in), length(in), type, prev, allreduce_tag)
+        .send(block(out), length(out), type, next, allreduce_tag);
   }
 }
 
 }  // namespace
 
-void allreduce(const void* send_buf, void* recv_buf, std::size_t count, const Datatype& type, const Op& op,
-               const Communicator& comm) {
+CollectiveTask allreduce(Call call, const void* send_buf, void* recv_buf, std::size_t count, const Datatype& type,
+                         const Op& op) {
   op.check_applies_to(type);
-  const bool ring = op.commutative() && count >= std::size_t(comm.size()) &&
+  const bool ring = op.commutative() && count >= std::size_t(call.comm().size()) &&
                     count * type.size() >= runtime().collective_tuning().allreduce_ring_bytes;
-  (ring ? ring_allreduce : recursive_doubling_allreduce)(send_buf, recv_buf, count, type, op, comm);
+  co_await (ring ? ring_allreduce : recursive_doubling_allreduce)(call, send_buf, recv_buf, count, type, op);
 }
 
 namespace {
@@ -265,9 +211,10 @@ namespace {
 // reduction over the aligned block of 2*mask ranks around this one, and
 // recv_buf over the part of it before this rank, and this rank too when the
 // scan is inclusive. An exclusive scan leaves rank 0's recv_buf alone.
-void prefix_reduction(const void* send_buf, void* recv_buf, std::size_t count, const Datatype& type, const Op& op,
-                      const Communicator& comm, bool inclusive) {
+CollectiveTask prefix_reduction(Call call, const void* send_buf, void* recv_buf, std::size_t count,
+                                const Datatype& type, const Op& op, bool inclusive) {
   op.check_applies_to(type);
+  const Communicator& comm = call.comm();
   const int n = comm.size(), me = comm.rank();
   TempBuffer partial(count, type), incoming(count, type);
   copy_typed(send_buf, count, type, partial.data(), count, type);
@@ -277,7 +224,9 @@ void prefix_reduction(const void* send_buf, void* recv_buf, std::size_t count, c
   for (int mask = 1; mask < n; mask <<= 1) {
     const int peer = me ^ mask;
     if (peer >= n) continue;
-    exchange(partial.data(), incoming.data(), count, type, peer, scan_tag, comm);
+    co_await Batch(call)
+        .recv(incoming.data(), count, type, peer, scan_tag)
+        .send(partial.data(), count, type, peer, scan_tag);
     combine(op, type, count, partial.data(), incoming.data(), peer < me);
     if (peer < me) {
       if (have_result)
@@ -291,18 +240,18 @@ void prefix_reduction(const void* send_buf, void* recv_buf, std::size_t count, c
 
 }  // namespace
 
-void scan(const void* send_buf, void* recv_buf, std::size_t count, const Datatype& type, const Op& op,
-          const Communicator& comm) {
-  prefix_reduction(send_buf, recv_buf, count, type, op, comm, true);
+CollectiveTask scan(Call call, const void* send_buf, void* recv_buf, std::size_t count, const Datatype& type,
+                    const Op& op) {
+  return prefix_reduction(call, send_buf, recv_buf, count, type, op, true);
 }
 
-void exscan(const void* send_buf, void* recv_buf, std::size_t count, const Datatype& type, const Op& op,
-            const Communicator& comm) {
-  prefix_reduction(send_buf, recv_buf, count, type, op, comm, false);
+CollectiveTask exscan(Call call, const void* send_buf, void* recv_buf, std::size_t count, const Datatype& type,
+                      const Op& op) {
+  return prefix_reduction(call, send_buf, recv_buf, count, type, op, false);
 }
 
-void reduce_scatter(const void* send_buf, void* recv_buf, std::span<const int> counts, const Datatype& type,
-                    const Op& op, const Communicator& comm) {
+CollectiveTask reduce_scatter(Call call, const void* send_buf, void* recv_buf, std::span<const int> counts,
+                              const Datatype& type, const Op& op) {
   std::vector<int> displs(counts.size());
   std::size_t total = 0;
   for (std::size_t r = 0; r < counts.size(); ++r) {
@@ -311,10 +260,12 @@ void reduce_scatter(const void* send_buf, void* recv_buf, std::span<const int> c
     total += std::size_t(counts[r]);
   }
   TempBuffer all(total, type);
-  reduce(send_buf, all.data(), total, type, op, 0, comm);
-  scatterv(Blocks{all.data(), counts, displs, &type}, recv_buf, std::size_t(counts[std::size_t(comm.rank())]), type, 0,
-           comm);
+  co_await reduce(call, send_buf, all.data(), total, type, op, 0);
+  co_await scatterv(call, Blocks{all.data(), counts, displs, &type}, recv_buf,
+                    std::size_t(counts[std::size_t(call.comm().rank())]), type, 0);
 }
+
+}  // namespace tasks
 
 namespace {
 const Datatype& block_type(const Blocks& blocks, int rank) {
@@ -329,14 +280,16 @@ std::size_t block_count(const Blocks& blocks, int rank) { return std::size_t(blo
 std::size_t block_bytes(const Blocks& blocks, int rank) { return block_count(blocks, rank) * block_type(blocks, rank).size(); }
 }  // namespace
 
-void gatherv(const void* send_buf, std::size_t send_count, const Datatype& send_type, const Blocks& recv_blocks, int root,
-             const Communicator& comm) {
+namespace tasks {
+
+CollectiveTask gatherv(Call call, const void* send_buf, std::size_t send_count, const Datatype& send_type,
+                       Blocks recv_blocks, int root) {
+  const Communicator& comm = call.comm();
   const int me = comm.rank();
-  Batch b(comm);
+  Batch b(call);
   if (me != root) {
-    b.send(send_buf, send_count, send_type, root, gather_tag);
-    b.wait();
-    return;
+    co_await b.send(send_buf, send_count, send_type, root, gather_tag);
+    co_return;
   }
   for (int r = 0; r < comm.size(); ++r) {
     if (r == me)
@@ -345,17 +298,17 @@ void gatherv(const void* send_buf, std::size_t send_count, const Datatype& send_
     else
       b.recv(writable_block(recv_blocks, r), block_count(recv_blocks, r), block_type(recv_blocks, r), r, gather_tag);
   }
-  b.wait();
+  co_await b;
 }
 
-void scatterv(const Blocks& send_blocks, void* recv_buf, std::size_t recv_count, const Datatype& recv_type, int root,
-              const Communicator& comm) {
+CollectiveTask scatterv(Call call, Blocks send_blocks, void* recv_buf, std::size_t recv_count,
+                        const Datatype& recv_type, int root) {
+  const Communicator& comm = call.comm();
   const int me = comm.rank();
-  Batch b(comm);
+  Batch b(call);
   if (me != root) {
-    b.recv(recv_buf, recv_count, recv_type, root, scatter_tag);
-    b.wait();
-    return;
+    co_await b.recv(recv_buf, recv_count, recv_type, root, scatter_tag);
+    co_return;
   }
   for (int r = 0; r < comm.size(); ++r) {
     if (r == me)
@@ -364,28 +317,29 @@ void scatterv(const Blocks& send_blocks, void* recv_buf, std::size_t recv_count,
     else
       b.send(block_address(send_blocks, r), block_count(send_blocks, r), block_type(send_blocks, r), r, scatter_tag);
   }
-  b.wait();
+  co_await b;
 }
 
 namespace {
 
 // Each step passes on to the next rank the block received in the step before.
-void ring_allgatherv(const Blocks& blocks, const Communicator& comm) {
+CollectiveTask ring_allgatherv(Call call, Blocks blocks) {
+  const Communicator& comm = call.comm();
   const int n = comm.size(), me = comm.rank();
   const int next = (me + 1) % n, prev = (me + n - 1) % n;
   for (int step = 0; step < n - 1; ++step) {
     const int out = (me - step + n) % n, in = (me - step - 1 + n) % n;
-    Batch b(comm);
-    b.recv(writable_block(blocks, in), block_count(blocks, in), block_type(blocks, in), prev, allgather_tag);
-    b.send(block_address(blocks, out), block_count(blocks, out), block_type(blocks, out), next, allgather_tag);
-    b.wait();
+    co_await Batch(call)
+        .recv(writable_block(blocks, in), block_count(blocks, in), block_type(blocks, in), prev, allgather_tag)
+        .send(block_address(blocks, out), block_count(blocks, out), block_type(blocks, out), next, allgather_tag);
   }
 }
 
 // Bruck's dissemination allgather: ceil(log2 n) steps for any n. A packed
 // buffer holds the blocks of ranks me, me+1, …; in the step at distance d a
 // rank sends the first min(d, n-d) of them to me-d and appends as many from me+d.
-void bruck_allgatherv(const Blocks& blocks, const Communicator& comm) {
+CollectiveTask bruck_allgatherv(Call call, Blocks blocks) {
+  const Communicator& comm = call.comm();
   const int n = comm.size(), me = comm.rank();
   std::vector<std::size_t> offset(std::size_t(n) + 1);  // of the i-th block from me
   for (int i = 0; i < n; ++i) offset[std::size_t(i) + 1] = offset[std::size_t(i)] + block_bytes(blocks, (me + i) % n);
@@ -393,11 +347,10 @@ void bruck_allgatherv(const Blocks& blocks, const Communicator& comm) {
   block_type(blocks, me).pack(block_address(blocks, me), block_count(blocks, me), packed.data());
   for (int d = 1; d < n; d *= 2) {
     const auto k = std::size_t(std::min(d, n - d));
-    Batch b(comm);
-    b.recv(packed.data() + offset[std::size_t(d)], offset[std::size_t(d) + k] - offset[std::size_t(d)], bytes_type(),
-           (me + d) % n, allgather_tag);
-    b.send(packed.data(), offset[k], bytes_type(), (me - d + n) % n, allgather_tag);
-    b.wait();
+    co_await Batch(call)
+        .recv(packed.data() + offset[std::size_t(d)], offset[std::size_t(d) + k] - offset[std::size_t(d)],
+              bytes_type(), (me + d) % n, allgather_tag)
+        .send(packed.data(), offset[k], bytes_type(), (me - d + n) % n, allgather_tag);
   }
   for (int i = 1; i < n; ++i) {
     const std::size_t bytes = offset[std::size_t(i) + 1] - offset[std::size_t(i)];
@@ -408,20 +361,22 @@ void bruck_allgatherv(const Blocks& blocks, const Communicator& comm) {
 
 }  // namespace
 
-void allgatherv(const void* send_buf, std::size_t send_count, const Datatype& send_type, const Blocks& recv_blocks,
-                const Communicator& comm) {
+CollectiveTask allgatherv(Call call, const void* send_buf, std::size_t send_count, const Datatype& send_type,
+                          Blocks recv_blocks) {
+  const Communicator& comm = call.comm();
   const int me = comm.rank();
   copy_typed(send_buf, send_count, send_type, writable_block(recv_blocks, me), block_count(recv_blocks, me),
              block_type(recv_blocks, me));
   std::size_t total = 0;  // the same on every rank: all know every count
   for (int r = 0; r < comm.size(); ++r) total += block_bytes(recv_blocks, r);
   if (total >= runtime().collective_tuning().allgather_ring_bytes)
-    ring_allgatherv(recv_blocks, comm);
+    co_await ring_allgatherv(call, recv_blocks);
   else
-    bruck_allgatherv(recv_blocks, comm);
+    co_await bruck_allgatherv(call, recv_blocks);
 }
 
-void alltoallv(const Blocks& send_blocks, const Blocks& recv_blocks, const Communicator& comm) {
+CollectiveTask alltoallv(Call call, Blocks send_blocks, Blocks recv_blocks) {
+  const Communicator& comm = call.comm();
   const int n = comm.size(), me = comm.rank();
   copy_typed(block_address(send_blocks, me), block_count(send_blocks, me), block_type(send_blocks, me),
              writable_block(recv_blocks, me), block_count(recv_blocks, me), block_type(recv_blocks, me));
@@ -430,19 +385,21 @@ void alltoallv(const Blocks& send_blocks, const Blocks& recv_blocks, const Commu
   std::size_t largest = 0;
   for (int r = 0; r < n; ++r) largest = std::max(largest, block_bytes(send_blocks, r));
   const bool pairwise = largest >= runtime().collective_tuning().alltoall_pairwise_bytes;
-  Batch b(comm);
+  Batch all(call);
   for (int step = 1; step < n; ++step) {
     const int to = (me + step) % n, from = (me - step + n) % n;
+    Batch pair(call);
+    Batch& b = pairwise ? pair : all;
     b.recv(writable_block(recv_blocks, from), block_count(recv_blocks, from), block_type(recv_blocks, from), from,
            alltoall_tag);
     b.send(block_address(send_blocks, to), block_count(send_blocks, to), block_type(send_blocks, to), to, alltoall_tag);
-    if (pairwise) b.wait();
+    if (pairwise) co_await pair;
   }
-  b.wait();
+  co_await all;
 }
 
-void alltoallv_in_place(const Blocks& blocks, const Communicator& comm) {
-  const int n = comm.size();
+CollectiveTask alltoallv_in_place(Call call, Blocks blocks) {
+  const int n = call.comm().size();
   std::vector<int> counts(static_cast<std::size_t>(n)), displs(static_cast<std::size_t>(n));
   std::size_t total = 0;
   for (int r = 0; r < n; ++r) {
@@ -455,12 +412,12 @@ void alltoallv_in_place(const Blocks& blocks, const Communicator& comm) {
   std::vector<std::byte> packed(total);
   for (int r = 0; r < n; ++r)
     block_type(blocks, r).pack(block_address(blocks, r), block_count(blocks, r), packed.data() + displs[std::size_t(r)]);
-  alltoallv(Blocks{packed.data(), counts, displs, &bytes_type()}, blocks, comm);
+  co_await alltoallv(call, Blocks{packed.data(), counts, displs, &bytes_type()}, blocks);
 }
 
-void neighbor_exchange(const Blocks& send_blocks, std::span<const Neighbor> destinations, const Blocks& recv_blocks,
-                       std::span<const Neighbor> sources, const Communicator& comm) {
-  Batch b(comm);
+CollectiveTask neighbor_exchange(Call call, Blocks send_blocks, std::span<const Neighbor> destinations,
+                                 Blocks recv_blocks, std::span<const Neighbor> sources) {
+  Batch b(call);
   for (std::size_t i = 0; i < sources.size(); ++i)
     if (sources[i].rank != MPI_PROC_NULL)
       b.recv(writable_block(recv_blocks, int(i)), block_count(recv_blocks, int(i)), block_type(recv_blocks, int(i)),
@@ -469,7 +426,70 @@ void neighbor_exchange(const Blocks& send_blocks, std::span<const Neighbor> dest
     if (destinations[i].rank != MPI_PROC_NULL)
       b.send(block_address(send_blocks, int(i)), block_count(send_blocks, int(i)), block_type(send_blocks, int(i)),
              destinations[i].rank, neighbor_tag + destinations[i].tag);
-  b.wait();
+  co_await b;
+}
+
+}  // namespace tasks
+
+// The blocking collectives: each task run to its end.
+
+void barrier(const Communicator& comm) { run_blocking(tasks::barrier(Call(comm))); }
+
+void bcast(void* buf, std::size_t count, const Datatype& type, int root, const Communicator& comm) {
+  run_blocking(tasks::bcast(Call(comm), buf, count, type, root));
+}
+
+void reduce(const void* send, void* recv, std::size_t count, const Datatype& type, const Op& op, int root,
+            const Communicator& comm) {
+  run_blocking(tasks::reduce(Call(comm), send, recv, count, type, op, root));
+}
+
+void allreduce(const void* send, void* recv, std::size_t count, const Datatype& type, const Op& op,
+               const Communicator& comm) {
+  run_blocking(tasks::allreduce(Call(comm), send, recv, count, type, op));
+}
+
+void scan(const void* send, void* recv, std::size_t count, const Datatype& type, const Op& op,
+          const Communicator& comm) {
+  run_blocking(tasks::scan(Call(comm), send, recv, count, type, op));
+}
+
+void exscan(const void* send, void* recv, std::size_t count, const Datatype& type, const Op& op,
+            const Communicator& comm) {
+  run_blocking(tasks::exscan(Call(comm), send, recv, count, type, op));
+}
+
+void reduce_scatter(const void* send, void* recv, std::span<const int> counts, const Datatype& type, const Op& op,
+                    const Communicator& comm) {
+  run_blocking(tasks::reduce_scatter(Call(comm), send, recv, counts, type, op));
+}
+
+void gatherv(const void* send, std::size_t send_count, const Datatype& send_type, const Blocks& recv, int root,
+             const Communicator& comm) {
+  run_blocking(tasks::gatherv(Call(comm), send, send_count, send_type, recv, root));
+}
+
+void scatterv(const Blocks& send, void* recv, std::size_t recv_count, const Datatype& recv_type, int root,
+              const Communicator& comm) {
+  run_blocking(tasks::scatterv(Call(comm), send, recv, recv_count, recv_type, root));
+}
+
+void allgatherv(const void* send, std::size_t send_count, const Datatype& send_type, const Blocks& recv,
+                const Communicator& comm) {
+  run_blocking(tasks::allgatherv(Call(comm), send, send_count, send_type, recv));
+}
+
+void alltoallv(const Blocks& send, const Blocks& recv, const Communicator& comm) {
+  run_blocking(tasks::alltoallv(Call(comm), send, recv));
+}
+
+void alltoallv_in_place(const Blocks& blocks, const Communicator& comm) {
+  run_blocking(tasks::alltoallv_in_place(Call(comm), blocks));
+}
+
+void neighbor_exchange(const Blocks& send, std::span<const Neighbor> destinations, const Blocks& recv,
+                       std::span<const Neighbor> sources, const Communicator& comm) {
+  run_blocking(tasks::neighbor_exchange(Call(comm), send, destinations, recv, sources));
 }
 
 void allreduce_max_u32(const Communicator& comm, std::uint32_t in, std::uint32_t& out) {

@@ -20,11 +20,16 @@
 //   gather(v), scatter(v)  linear: the root posts every transfer at once
 //   reduce_scatter(_block) reduce to rank 0, then scatter
 //   neighbourhood    every message posted at once
+//
+// Each algorithm is a coroutine (tasks::…, collective_task.hpp): the blocking
+// functions below run one to its end; MPI_I… hands one to the progress engine.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <span>
+
+#include "collective_task.hpp"
 
 namespace viastack::mpi {
 
@@ -85,6 +90,32 @@ void neighbor_exchange(const Blocks& send, std::span<const Neighbor> destination
 // Copies count elements between buffers of possibly different layouts.
 void copy_typed(const void* src, std::size_t src_count, const Datatype& src_type, void* dst, std::size_t dst_count,
                 const Datatype& dst_type);
+
+// The algorithms as tasks, for the non-blocking collectives: the arguments as
+// above (buffers, datatypes, op and the arrays the Blocks and spans point
+// into must outlive the task).
+namespace tasks {
+CollectiveTask barrier(Call call);
+CollectiveTask bcast(Call call, void* buf, std::size_t count, const Datatype& type, int root);
+CollectiveTask reduce(Call call, const void* send, void* recv, std::size_t count, const Datatype& type, const Op& op,
+                      int root);
+CollectiveTask allreduce(Call call, const void* send, void* recv, std::size_t count, const Datatype& type,
+                         const Op& op);
+CollectiveTask scan(Call call, const void* send, void* recv, std::size_t count, const Datatype& type, const Op& op);
+CollectiveTask exscan(Call call, const void* send, void* recv, std::size_t count, const Datatype& type, const Op& op);
+CollectiveTask reduce_scatter(Call call, const void* send, void* recv, std::span<const int> counts,
+                              const Datatype& type, const Op& op);
+CollectiveTask gatherv(Call call, const void* send, std::size_t send_count, const Datatype& send_type, Blocks recv,
+                       int root);
+CollectiveTask scatterv(Call call, Blocks send, void* recv, std::size_t recv_count, const Datatype& recv_type,
+                        int root);
+CollectiveTask allgatherv(Call call, const void* send, std::size_t send_count, const Datatype& send_type,
+                          Blocks recv);
+CollectiveTask alltoallv(Call call, Blocks send, Blocks recv);
+CollectiveTask alltoallv_in_place(Call call, Blocks blocks);
+CollectiveTask neighbor_exchange(Call call, Blocks send, std::span<const Neighbor> destinations, Blocks recv,
+                                 std::span<const Neighbor> sources);
+}  // namespace tasks
 
 // The maximum of `in` over the communicator (used to agree on context ids).
 void allreduce_max_u32(const Communicator& comm, std::uint32_t in, std::uint32_t& out);

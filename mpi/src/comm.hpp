@@ -61,6 +61,9 @@ class Communicator {
   const std::shared_ptr<const Topology>& topology() const { return topology_; }
   void set_topology(std::shared_ptr<const Topology> topology) { topology_ = std::move(topology); }
 
+  // Numbers this communicator's collective calls, which every member makes in the same order (collective_task.hpp).
+  std::uint32_t next_collective_sequence() const { return collective_calls_++; }
+
   // Throws MPI_ERR_RANK unless 0 <= rank < size (or an allowed wildcard).
   void check_rank(int rank, bool allow_any_source, bool allow_proc_null) const;
 
@@ -77,6 +80,7 @@ class Communicator {
   std::string name_;
   std::shared_ptr<const Topology> topology_;
   Hints hints_;
+  mutable std::uint32_t collective_calls_ = 0;
 };
 
 // The C++ object behind a handle; throws MPI_ERR_COMM for null, freed or foreign handles.

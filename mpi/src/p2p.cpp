@@ -79,41 +79,45 @@ bool P2P::try_send_eager(const void* buf, std::size_t count, const Datatype& typ
 Request* P2P::isend(const void* buf, std::size_t count, const Datatype& type, int dest, int tag,
                     const Communicator& comm, std::uint32_t context, SendMode mode) {
   auto* r = new Request(Request::Type::send, &comm);
+  post_send(*r, buf, count, type, dest, tag, context, mode);
+  return r;
+}
+
+void P2P::post_send(Request& r, const void* buf, std::size_t count, const Datatype& type, int dest, int tag,
+                    std::uint32_t context, SendMode mode) {
+  const Communicator& comm = *r.comm;
   if (dest == MPI_PROC_NULL) {
-    r->status_source = MPI_PROC_NULL;
-    r->complete = true;
-    return r;
+    r.status_source = MPI_PROC_NULL;
+    r.complete = true;
+    return;
   }
   const std::size_t bytes = count * type.size();
   std::span<const std::byte> data{static_cast<const std::byte*>(buf), bytes};
   if (!type.contiguous()) {
-    r->staging.resize(bytes);
-    type.pack(buf, count, r->staging.data());
-    data = r->staging;
+    r.staging.resize(bytes);
+    type.pack(buf, count, r.staging.data());
+    data = r.staging;
   }
   const int peer = comm.world_rank(dest);
-  if (peer == world_rank_) {
-    deliver_to_self(*r, data, context, comm.rank(), tag, mode);
-    return r;
-  }
+  if (peer == world_rank_) return deliver_to_self(r, data, context, comm.rank(), tag, mode);
   WireHeader h = eager_header(context, comm.rank(), tag, bytes);
   if (mode == SendMode::standard && bytes <= eager_limit_) {
     transport_->send(peer, h, data);
-    r->complete = true;
-    return r;
+    r.complete = true;
+    return;
   }
   // Rendezvous: the receiver reads the message from our memory once it matched; a FIN completes the send.
   h.type = WireType::rts;
-  r->token = h.token = next_token_++;
+  r.token = h.token = next_token_++;
+  r.peer = peer;
   if (bytes > 0) {
-    r->registration = transport_->acquire_buffer(data.data(), bytes);
-    r->registered = true;
+    r.registration = transport_->acquire_buffer(data.data(), bytes);
+    r.registered = true;
     h.address = reinterpret_cast<std::uintptr_t>(data.data());
-    h.handle = r->registration;
+    h.handle = r.registration;
   }
-  rendezvous_sends_[r->token] = r;
+  rendezvous_sends_[r.token] = &r;
   transport_->send(peer, h, {});
-  return r;
 }
 
 void P2P::deliver_to_self(Request& send, std::span<const std::byte> data, std::uint32_t context, int source, int tag,
@@ -255,6 +259,8 @@ void P2P::on_rdma_complete(std::uint64_t id) {
 
 void P2P::on_message(int peer, const WireHeader& h, std::span<const std::byte> payload) {
   if (h.type == WireType::accumulate || h.type == WireType::rma) return rma_->on_rma_message(peer, h, payload);
+  if (h.type == WireType::cancel_send) return on_cancel_send(peer, h.token);
+  if (h.type == WireType::cancel_reply) return on_cancel_reply(h.token, h.size == 1);
   if (h.type == WireType::fin) {
     auto it = rendezvous_sends_.find(h.token);
     if (it == rendezvous_sends_.end()) return;
@@ -328,12 +334,52 @@ bool P2P::cancel(Request& request) {
   return true;
 }
 
+void P2P::cancel_send(Request& request) {
+  if (request.complete) return;
+  if (request.peer == -1) {  // to this rank: a synchronous send waits in the unexpected queue until matched
+    const auto waiting = std::find_if(unexpected_.begin(), unexpected_.end(),
+                                      [&](const Incoming& in) { return in.sync_sender == &request; });
+    if (waiting == unexpected_.end()) return;
+    unexpected_.erase(waiting);
+    request.cancelled = true;
+    complete(request);
+    return;
+  }
+  WireHeader ask{WireType::cancel_send};
+  ask.token = request.token;
+  transport_->send(request.peer, ask, {});
+}
+
+void P2P::on_cancel_send(int peer, std::uint64_t token) {
+  const auto waiting = std::find_if(unexpected_.begin(), unexpected_.end(), [&](const Incoming& in) {
+    return in.rendezvous && in.peer == peer && in.token == token;
+  });
+  const bool taken_back = waiting != unexpected_.end();
+  if (taken_back) unexpected_.erase(waiting);
+  WireHeader reply{WireType::cancel_reply};
+  reply.token = token;
+  reply.size = taken_back ? 1 : 0;
+  transport_->send(peer, reply, {});
+}
+
+// A refusal needs nothing: the receiver matched the message, and its FIN completes the send.
+void P2P::on_cancel_reply(std::uint64_t token, bool cancelled) {
+  const auto it = rendezvous_sends_.find(token);
+  if (!cancelled || it == rendezvous_sends_.end()) return;
+  Request& send = *it->second;
+  rendezvous_sends_.erase(it);
+  if (send.registered) transport_->release_buffer(send.registration);
+  send.cancelled = true;
+  complete(send);
+}
+
 void P2P::would_wait_forever() {
   abort_job("wait", "deadlock: a single-process job waits for a message nobody will send");
 }
 
 void P2P::poll() {
   if (transport_) transport_->poll();
+  if (progress_client_) progress_client_->progress();
 }
 
 void P2P::shutdown() {

@@ -33,6 +33,16 @@ class RmaClient {
   ~RmaClient() = default;
 };
 
+// Work that moves on whenever messages do (the non-blocking collectives):
+// asked to progress in every poll and every wait.
+class ProgressClient {
+ public:
+  virtual void progress() = 0;
+
+ protected:
+  ~ProgressClient() = default;
+};
+
 // A message that arrived (or was sent to self) before its receive was posted.
 struct Incoming {
   std::uint32_t context;
@@ -61,6 +71,9 @@ class P2P final : public TransportClient {
   // The communicator's context is the request's; `context` picks p2p or collective traffic.
   Request* isend(const void* buf, std::size_t count, const Datatype& type, int dest, int tag, const Communicator& comm,
                  std::uint32_t context, SendMode mode);
+  // isend into a request the caller owns (a persistent request started again).
+  void post_send(Request& r, const void* buf, std::size_t count, const Datatype& type, int dest, int tag,
+                 std::uint32_t context, SendMode mode);
   // A standard-mode send that fits the eager protocol is complete once queued: it
   // needs no request. False, having done nothing, when the message needs one.
   bool try_send_eager(const void* buf, std::size_t count, const Datatype& type, int dest, int tag,
@@ -80,15 +93,24 @@ class P2P final : public TransportClient {
   void receive_matched(Request& r, void* buf, std::size_t count, const Datatype& type, Incoming message);
   // True when the receive was still unmatched and is now cancelled.
   bool cancel(Request& request);
+  // Takes back a send nobody has matched yet: one to this rank at once, one to
+  // another rank (a rendezvous; an eager send is complete and stays sent) once
+  // the receiver answers, which completes it cancelled or leaves it to complete as sent.
+  void cancel_send(Request& request);
 
   void poll();
   template <class Done>
   void wait_until(Done&& done) {
+    const auto progressed_and_done = [&] {
+      if (progress_client_) progress_client_->progress();
+      return done();
+    };
     if (transport_)
-      transport_->wait_until(done);
-    else if (!done())
+      transport_->wait_until(progressed_and_done);
+    else if (!progressed_and_done())
       would_wait_forever();  // a single process has no peer that could complete anything
   }
+  void set_progress_client(ProgressClient& client) { progress_client_ = &client; }
   void wait(Request& request) {
     wait_until([&] { return request.complete; });
   }
@@ -127,12 +149,15 @@ class P2P final : public TransportClient {
   void start_read(Request& recv, const Message& message);
   [[noreturn]] static void would_wait_forever();
   void finish_receive(Request& recv);
+  void on_cancel_send(int peer, std::uint64_t token);
+  void on_cancel_reply(std::uint64_t token, bool cancelled);
   void complete(Request& request);
 
   int world_rank_;
   std::size_t eager_limit_;
   std::unique_ptr<Transport> transport_;
   RmaClient* rma_ = nullptr;
+  ProgressClient* progress_client_ = nullptr;
   Request* posted_head_ = nullptr;  // posted receives in order, linked through Request::next_posted
   Request* posted_tail_ = nullptr;
   std::list<Incoming> unexpected_;

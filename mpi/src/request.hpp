@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "abi.hpp"
@@ -15,7 +16,8 @@ class Datatype;
 
 class Request : public ompi_request_t {
  public:
-  enum class Type : std::uint8_t { send, recv };
+  // collective: a non-blocking collective's (nonblocking_collectives.hpp); generalized: MPI_Grequest_start's.
+  enum class Type : std::uint8_t { send, recv, collective, generalized };
 
   Request(Type type, const Communicator* comm) : ompi_request_t{HandleKind::request}, type(type), comm(comm) {}
 
@@ -48,6 +50,24 @@ class Request : public ompi_request_t {
   int peer = -1;
   via::MemHandle registration = 0;
   bool registered = false;
+
+  // A persistent request (MPI_Send_init, MPI_Recv_init, …): what MPI_Start
+  // posts again each time; between a completion and the next start it is inactive.
+  struct Persistent {
+    int rank;  // destination or source
+    bool synchronous = false, buffered = false;
+    bool active = false;
+  };
+  std::optional<Persistent> persistent;
+
+  // A generalized request's callbacks (MPI-3.1 12.2).
+  struct Generalized {
+    MPI_Grequest_query_function* query;
+    MPI_Grequest_free_function* free;
+    MPI_Grequest_cancel_function* cancel;
+    void* extra_state;
+  };
+  Generalized generalized{};
 
   // The outcome, as MPI_Status reports it.
   int status_source = MPI_ANY_SOURCE;

@@ -9,6 +9,7 @@
 #include "bsend.hpp"
 #include "collectives.hpp"
 #include "comm.hpp"
+#include "nonblocking_collectives.hpp"
 #include "p2p.hpp"
 #include "window.hpp"
 
@@ -22,6 +23,7 @@ class Runtime {
   int world_rank() const { return world_rank_; }
   int world_size() const { return world_size_; }
   P2P& p2p() { return p2p_; }
+  NonblockingCollectives& nonblocking_collectives() { return nonblocking_collectives_; }
   Windows& windows() { return windows_; }
   BsendBuffer& bsend() { return bsend_; }
   const CollectiveTuning& collective_tuning() const { return tuning_; }
@@ -32,6 +34,7 @@ class Runtime {
  private:
   int world_rank_, world_size_;
   P2P p2p_;
+  NonblockingCollectives nonblocking_collectives_{p2p_};
   Windows windows_{p2p_};
   BsendBuffer bsend_{p2p_};
   CollectiveTuning tuning_ = collective_tuning_from_env();

@@ -25,6 +25,8 @@ enum class WireType : std::uint8_t {
   // A one-sided control message (window.cpp): a lock request or grant, a
   // flush, a fetching accumulate or its answer, ...; `rma` says which.
   rma,
+  cancel_send,   // the sender takes back the rendezvous message of `token` unless it was matched
+  cancel_reply,  // the receiver's answer: size 1 when it was taken back
 };
 
 struct WireHeader {
