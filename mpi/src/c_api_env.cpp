@@ -27,16 +27,6 @@ int init(const char* function, int provided) {
   });
 }
 
-// The default error handler of files; MPI_FILE_NULL stands for it (MPI 3.1, 13.7).
-ErrhandlerRef& file_errhandler() {
-  static ErrhandlerRef handler(ErrhandlerKind::returns);
-  return handler;
-}
-
-void check_file(MPI_File file) {
-  require(file == MPI_FILE_NULL, MPI_ERR_FILE, "invalid file (viastack opens no files; only MPI_FILE_NULL is valid)");
-}
-
 // MPI_*_create_errhandler: a program's handler for one kind of object.
 void create_errhandler(HandleKind object, UserErrhandler::Function function, MPI_Errhandler* errhandler) {
   check_pointer(reinterpret_cast<const void*>(function), "null error handler function");
@@ -219,21 +209,6 @@ int MPI_Comm_get_errhandler(MPI_Comm comm, MPI_Errhandler* errhandler) {
   });
 }
 
-int MPI_File_set_errhandler(MPI_File file, MPI_Errhandler errhandler) {
-  return guarded("MPI_File_set_errhandler", MPI_COMM_WORLD, [&] {
-    check_file(file);
-    file_errhandler() = errhandler_for(errhandler, HandleKind::file);
-  });
-}
-
-int MPI_File_get_errhandler(MPI_File file, MPI_Errhandler* errhandler) {
-  return guarded("MPI_File_get_errhandler", MPI_COMM_WORLD, [&] {
-    check_file(file);
-    check_pointer(errhandler, "null output pointer");
-    *errhandler = handed_out(file_errhandler());
-  });
-}
-
 int MPI_Errhandler_free(MPI_Errhandler* errhandler) {
   return guarded("MPI_Errhandler_free", MPI_COMM_WORLD, [&] {
     check_pointer(errhandler, "null handle pointer");
@@ -256,14 +231,6 @@ int MPI_Win_call_errhandler(MPI_Win win, int errorcode) {
     runtime();
     const ErrhandlerRef handler = window_of(win).comm().errhandler();
     handler.apply(&win, "MPI_Win_call_errhandler", errorcode, error_string(errorcode));
-  });
-}
-
-int MPI_File_call_errhandler(MPI_File file, int errorcode) {
-  return guarded("MPI_File_call_errhandler", MPI_COMM_WORLD, [&] {
-    check_file(file);
-    const ErrhandlerRef handler = file_errhandler();
-    handler.apply(&file, "MPI_File_call_errhandler", errorcode, error_string(errorcode));
   });
 }
 

@@ -63,6 +63,18 @@ constexpr ClassInfo kClasses[] = {
     VIASTACK_ERROR_CLASS(MPI_ERR_INFO, "invalid info object"),
     VIASTACK_ERROR_CLASS(MPI_ERR_CONVERSION, "a value does not fit its data representation"),
     VIASTACK_ERROR_CLASS(MPI_ERR_FILE, "invalid file"),
+    VIASTACK_ERROR_CLASS(MPI_ERR_ACCESS, "permission denied"),
+    VIASTACK_ERROR_CLASS(MPI_ERR_AMODE, "invalid amode argument"),
+    VIASTACK_ERROR_CLASS(MPI_ERR_BAD_FILE, "invalid file name"),
+    VIASTACK_ERROR_CLASS(MPI_ERR_FILE_EXISTS, "file exists"),
+    VIASTACK_ERROR_CLASS(MPI_ERR_FILE_IN_USE, "file operation could not be completed, the file is in use"),
+    VIASTACK_ERROR_CLASS(MPI_ERR_IO, "input/output error"),
+    VIASTACK_ERROR_CLASS(MPI_ERR_NOT_SAME, "collective argument not identical on all processes"),
+    VIASTACK_ERROR_CLASS(MPI_ERR_NO_SPACE, "not enough space"),
+    VIASTACK_ERROR_CLASS(MPI_ERR_NO_SUCH_FILE, "no such file or directory"),
+    VIASTACK_ERROR_CLASS(MPI_ERR_QUOTA, "quota exceeded"),
+    VIASTACK_ERROR_CLASS(MPI_ERR_READ_ONLY, "read-only file or file system"),
+    VIASTACK_ERROR_CLASS(MPI_ERR_UNSUPPORTED_DATAREP, "unsupported data representation"),
 };
 #undef VIASTACK_ERROR_CLASS
 
@@ -157,12 +169,7 @@ void abort_job(const char* function, const std::string& why, int code) {
   exit_now(code);
 }
 
-int raise_error(MPI_Comm comm, const char* function, const Error& error) {
-  Communicator* c = nullptr;
-  if (comm && comm->kind == HandleKind::communicator && comm->impl)
-    c = comm->impl;
-  else if (life_stage() == LifeStage::running)
-    c = &runtime().world();
+std::string error_message(const Error& error) {
   std::string why = describe(error.error_class);
   if (!error.detail.empty()) why += ": " + error.detail;
   if (life_stage() == LifeStage::running) {
@@ -170,6 +177,16 @@ int raise_error(MPI_Comm comm, const char* function, const Error& error) {
     why += std::to_string(runtime().world_rank());
     why += ")";
   }
+  return why;
+}
+
+int raise_error(MPI_Comm comm, const char* function, const Error& error) {
+  Communicator* c = nullptr;
+  if (comm && comm->kind == HandleKind::communicator && comm->impl)
+    c = comm->impl;
+  else if (life_stage() == LifeStage::running)
+    c = &runtime().world();
+  const std::string why = error_message(error);
   if (!c) abort_job(function, why);
   // A window's handler is given the window; a copy of the handler, as it may free the communicator.
   MPI_Comm comm_handle = c->handle;

@@ -34,6 +34,9 @@ std::string error_string(int code);
 // The largest error code in use (the value of the MPI_LASTUSEDCODE attribute).
 int last_used_error_code();
 
+// "MPI_ERR_X: detail (rank N)": what a handler is told about an error.
+std::string error_message(const Error& error);
+
 // Applies comm's error handler (MPI_COMM_WORLD's when comm is not usable) to
 // an error raised in `function`: prints and ends the job, or returns the class.
 int raise_error(MPI_Comm comm, const char* function, const Error& error);
