@@ -277,44 +277,36 @@ int MPI_Type_size_x(MPI_Datatype datatype, MPI_Count* size) {
   });
 }
 
-int MPI_Type_get_extent(MPI_Datatype datatype, MPI_Aint* lb, MPI_Aint* extent) {
-  return guarded("MPI_Type_get_extent", MPI_COMM_WORLD, [&] {
+namespace {
+
+// The four extent queries: the bounds (or true bounds) of `datatype`, in MPI_Aint or MPI_Count.
+template <class T>
+int get_extent(const char* function, MPI_Datatype datatype, T* lb, T* extent, bool true_bounds) {
+  return guarded(function, MPI_COMM_WORLD, [&] {
     check_pointer(lb, "null output pointer");
     check_pointer(extent, "null output pointer");
     const Datatype& type = datatype_for_construction(datatype);
-    *lb = type.lb();
-    *extent = type.extent();
+    *lb = T(true_bounds ? type.true_lb() : type.lb());
+    *extent = T(true_bounds ? type.true_extent() : type.extent());
   });
+}
+
+}  // namespace
+
+int MPI_Type_get_extent(MPI_Datatype datatype, MPI_Aint* lb, MPI_Aint* extent) {
+  return get_extent("MPI_Type_get_extent", datatype, lb, extent, false);
 }
 
 int MPI_Type_get_extent_x(MPI_Datatype datatype, MPI_Count* lb, MPI_Count* extent) {
-  return guarded("MPI_Type_get_extent_x", MPI_COMM_WORLD, [&] {
-    check_pointer(lb, "null output pointer");
-    check_pointer(extent, "null output pointer");
-    const Datatype& type = datatype_for_construction(datatype);
-    *lb = type.lb();
-    *extent = type.extent();
-  });
+  return get_extent("MPI_Type_get_extent_x", datatype, lb, extent, false);
 }
 
 int MPI_Type_get_true_extent(MPI_Datatype datatype, MPI_Aint* true_lb, MPI_Aint* true_extent) {
-  return guarded("MPI_Type_get_true_extent", MPI_COMM_WORLD, [&] {
-    check_pointer(true_lb, "null output pointer");
-    check_pointer(true_extent, "null output pointer");
-    const Datatype& type = datatype_for_construction(datatype);
-    *true_lb = type.true_lb();
-    *true_extent = type.true_extent();
-  });
+  return get_extent("MPI_Type_get_true_extent", datatype, true_lb, true_extent, true);
 }
 
 int MPI_Type_get_true_extent_x(MPI_Datatype datatype, MPI_Count* true_lb, MPI_Count* true_extent) {
-  return guarded("MPI_Type_get_true_extent_x", MPI_COMM_WORLD, [&] {
-    check_pointer(true_lb, "null output pointer");
-    check_pointer(true_extent, "null output pointer");
-    const Datatype& type = datatype_for_construction(datatype);
-    *true_lb = type.true_lb();
-    *true_extent = type.true_extent();
-  });
+  return get_extent("MPI_Type_get_true_extent_x", datatype, true_lb, true_extent, true);
 }
 
 // The predefined Fortran type of a class and size (MPI_INTEGERn, MPI_REALn, MPI_COMPLEXn; Open MPI's
