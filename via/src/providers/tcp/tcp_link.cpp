@@ -84,8 +84,9 @@ bool TcpLink::try_send(const FrameHeader& header, const iovec* iov, std::size_t 
   msg.msg_iov = iov_scratch_.data();
   msg.msg_iovlen = n;
   const ssize_t sent = sendmsg(fd(), &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
+  refused_for_room_ = sent < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
   if (sent < 0) {
-    if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return false;
+    if (refused_for_room_ || errno == EINTR) return false;
     break_link(std::string("sending failed: ") + std::strerror(errno));
     return false;
   }

@@ -38,9 +38,12 @@ class TcpLink final : public Link {
   void close(bool error) override;
 
   int fd() { return socket_.native_handle(); }
-  // For the provider's sleep: a frame is waiting in user space / unsent bytes are waiting.
+  // For the provider's sleep: a frame is waiting in user space / the link
+  // needs room in the socket (for the unsent tail of a frame, or for a frame
+  // the socket refused whole, which the engine offers again).
   bool frame_buffered() const;
   bool backlog() const { return tx_sent_ < tx_.size(); }
+  bool waits_for_room() const { return backlog() || refused_for_room_; }
   std::uint32_t epoll_events = 0;  // what the provider's epoll set watches for this link
 
  private:
@@ -62,6 +65,7 @@ class TcpLink final : public Link {
   // The unsent tail of the last frame.
   std::vector<std::byte> tx_;
   std::size_t tx_sent_ = 0;
+  bool refused_for_room_ = false;  // the last frame offered found the socket full
   std::vector<iovec> iov_scratch_;
 };
 
