@@ -564,7 +564,7 @@ constexpr via::FrameHeader rdma_write_header(std::uint64_t raddr, via::MemHandle
 const BadFrame kBadFrames[] = {
     {"OversizedLength",
      [](const GuardedRegion&) { return frame(send_header(std::uint32_t(tcp::kMaxFramePayload + 1))); },  // header only
-     false, VIP_ERROR_CATASTROPHIC, "malformed frame", "sent a frame of 131073 bytes (limit 131072)", true},
+     false, VIP_ERROR_CATASTROPHIC, "malformed frame", "sent a frame of 524289 bytes (limit 524288)", true},
     {"LengthNearFourGigabytes",
      [](const GuardedRegion&) { return frame(send_header(0xFFFFFFF8u)); }, false, VIP_ERROR_CATASTROPHIC,
      "malformed frame", "sent a frame of 4294967288 bytes", true},
@@ -772,6 +772,26 @@ TEST_F(TcpProviderTest, NothingAfterALinkCloseIsDelivered) {
   EXPECT_EQ(d->CS.Status, std::uint32_t(VIP_STATUS_DONE | VIP_STATUS_OP_RECEIVE | VIP_STATUS_DESC_FLUSHED_ERROR));
   EXPECT_EQ(std::to_integer<int>(b.arena.data()[0]), 0x77);
   EXPECT_EQ(vi->state(), via::ViState::error);
+}
+
+// A frame as large as the link allows arrives whole in one receive.
+TEST_F(TcpProviderTest, AFrameOfTheLargestPayloadIsDelivered) {
+  constexpr std::size_t kLargest = 512 * 1024;
+  Endpoint b;
+  b.open("tcp:1", kLargest);
+  via::Vi* vi = nullptr;
+  std::unique_ptr<RawPeer> peer = accepted_raw_client(b, vi);
+  ASSERT_NE(peer, nullptr);
+  expect_ok(vi->post_recv(b.message(0, kLargest), b.arena.handle), "post recv");
+  std::thread sender([&] { EXPECT_TRUE(peer->send_all(frame(send_header(kLargest), patterned(kLargest, 9)))); });
+  VIP_DESCRIPTOR* d = nullptr;
+  const bool received = drive({b.nic.get()}, [&] { return vi->recv_done(d) == via::Result::success; });
+  sender.join();
+  ASSERT_TRUE(received);
+  EXPECT_EQ(status_err(d), 0u);
+  EXPECT_EQ(d->CS.Length, kLargest);
+  EXPECT_EQ(b.mismatch(0, kLargest, 9), -1);
+  EXPECT_EQ(vi->state(), via::ViState::connected);
 }
 
 // The NIC's end of the connection whose other end is `peer_fd` (this process holds both).

@@ -19,7 +19,7 @@ namespace via::tcp {
 namespace {
 
 // Room for many small frames per recv, and at least two of the largest.
-constexpr std::size_t kRxBytes = 1024 * 1024;
+constexpr std::size_t kRxBytes = 1280 * 1024;
 static_assert(kRxBytes >= 2 * (sizeof(FrameHeader) + kMaxFramePayload + 8));
 constexpr std::uint8_t kPadding[8] = {};
 

@@ -19,7 +19,10 @@ namespace via::tcp {
 // A frame type of the link itself, never shown to the engine: the peer is
 // closing (flags: kFlagError when because of an error).
 inline constexpr std::uint8_t kFrameLinkClose = 0xC0;
-inline constexpr std::size_t kMaxFramePayload = 128 * 1024;
+// 512 KiB: on loopback a 1 MiB message in 512 KiB frames streams 1.5-2x
+// faster than in 128 KiB ones (fewer, longer sendmsg calls, the cost the
+// sender pays per byte); 1 and 2 MiB frames measured slower again.
+inline constexpr std::size_t kMaxFramePayload = 512 * 1024;
 
 inline std::size_t padded_frame_bytes(std::size_t payload) { return sizeof(FrameHeader) + ((payload + 7) & ~std::size_t(7)); }
 
