@@ -88,6 +88,7 @@ class RawPeer {
 
   // "127.0.0.1:port": how the NIC names this connection in its logs.
   const std::string& name() const { return name_; }
+  int fd() const { return fd_; }
 
   bool send_all(const Bytes& bytes) {
     for (std::size_t at = 0; at < bytes.size();) {
@@ -563,7 +564,7 @@ constexpr via::FrameHeader rdma_write_header(std::uint64_t raddr, via::MemHandle
 const BadFrame kBadFrames[] = {
     {"OversizedLength",
      [](const GuardedRegion&) { return frame(send_header(std::uint32_t(tcp::kMaxFramePayload + 1))); },  // header only
-     false, VIP_ERROR_CATASTROPHIC, "malformed frame", "sent a frame of 131073 bytes (limit 131072)", true},
+     false, VIP_ERROR_CATASTROPHIC, "malformed frame", "sent a frame of 524289 bytes (limit 524288)", true},
     {"LengthNearFourGigabytes",
      [](const GuardedRegion&) { return frame(send_header(0xFFFFFFF8u)); }, false, VIP_ERROR_CATASTROPHIC,
      "malformed frame", "sent a frame of 4294967288 bytes", true},
@@ -771,6 +772,107 @@ TEST_F(TcpProviderTest, NothingAfterALinkCloseIsDelivered) {
   EXPECT_EQ(d->CS.Status, std::uint32_t(VIP_STATUS_DONE | VIP_STATUS_OP_RECEIVE | VIP_STATUS_DESC_FLUSHED_ERROR));
   EXPECT_EQ(std::to_integer<int>(b.arena.data()[0]), 0x77);
   EXPECT_EQ(vi->state(), via::ViState::error);
+}
+
+// A frame as large as the link allows arrives whole in one receive.
+TEST_F(TcpProviderTest, AFrameOfTheLargestPayloadIsDelivered) {
+  constexpr std::size_t kLargest = 512 * 1024;
+  Endpoint b;
+  b.open("tcp:1", kLargest);
+  via::Vi* vi = nullptr;
+  std::unique_ptr<RawPeer> peer = accepted_raw_client(b, vi);
+  ASSERT_NE(peer, nullptr);
+  expect_ok(vi->post_recv(b.message(0, kLargest), b.arena.handle), "post recv");
+  std::thread sender([&] { EXPECT_TRUE(peer->send_all(frame(send_header(kLargest), patterned(kLargest, 9)))); });
+  VIP_DESCRIPTOR* d = nullptr;
+  const bool received = drive({b.nic.get()}, [&] { return vi->recv_done(d) == via::Result::success; });
+  sender.join();
+  ASSERT_TRUE(received);
+  EXPECT_EQ(status_err(d), 0u);
+  EXPECT_EQ(d->CS.Length, kLargest);
+  EXPECT_EQ(b.mismatch(0, kLargest, 9), -1);
+  EXPECT_EQ(vi->state(), via::ViState::connected);
+}
+
+// The NIC's end of the connection whose other end is `peer_fd` (this process holds both).
+int socket_connected_to(int peer_fd) {
+  sockaddr_in peer{};
+  socklen_t len = sizeof peer;
+  getsockname(peer_fd, reinterpret_cast<sockaddr*>(&peer), &len);
+  for (int fd = 3; fd < 4096; ++fd) {
+    sockaddr_in other{};
+    socklen_t other_len = sizeof other;
+    if (fd == peer_fd || getpeername(fd, reinterpret_cast<sockaddr*>(&other), &other_len) != 0) continue;
+    if (other.sin_family == AF_INET && other.sin_port == peer.sin_port && other.sin_addr.s_addr == peer.sin_addr.s_addr)
+      return fd;
+  }
+  return -1;
+}
+
+// A NIC waiting for a send whose frame the socket had no room for at all
+// must wake when room appears, not when its sleep slice ends (which doubles
+// up to a second while the wait goes on).
+TEST_F(TcpProviderTest, ASendTheSocketHadNoRoomForLeavesAsSoonAsThePeerReads) {
+  Endpoint b;
+  b.open("tcp:1", 4096);
+  via::Vi* vi = nullptr;
+  std::unique_ptr<RawPeer> peer = accepted_raw_client(b, vi);
+  ASSERT_NE(peer, nullptr);
+  // A small send buffer on the NIC's socket, so that header-only frames fill it soon.
+  const int nic_fd = socket_connected_to(peer->fd());
+  ASSERT_GE(nic_fd, 0);
+  const int small = 4096;
+  ASSERT_EQ(setsockopt(nic_fd, SOL_SOCKET, SO_SNDBUF, &small, sizeof small), 0);
+
+  // Empty sends (a frame header each) while the peer reads nothing, until
+  // kOutstanding of them wait: the socket is full. A frame this small is
+  // taken whole or refused whole, so the one in front waits in the send queue.
+  constexpr int kOutstanding = 256;
+  int posted = 0, completed = 0;
+  const auto give_up = Clock::now() + 10s;
+  while (posted - completed < kOutstanding) {
+    ASSERT_LT(Clock::now(), give_up) << "the socket never filled up: " << posted << " posted, " << completed << " sent";
+    expect_ok(vi->post_send(b.message(0, 0), b.arena.handle), "post send");
+    ++posted;
+    b.nic->progress();
+    VIP_DESCRIPTOR* d = nullptr;
+    while (vi->send_done(d) == via::Result::success) {
+      ASSERT_EQ(status_err(d), 0u);
+      b.release(d);
+      ++completed;
+    }
+  }
+
+  // The peer starts reading while the NIC sleeps in the wait below.
+  std::atomic<std::int64_t> reading_since_ns{0};
+  const std::size_t expected = std::size_t(posted) * tcp::padded_frame_bytes(0);
+  std::size_t received = 0;
+  std::thread reader([&] {
+    std::this_thread::sleep_for(400ms);
+    reading_since_ns = Clock::now().time_since_epoch().count();
+    while (received < expected) {
+      auto bytes = peer->recv_exact(std::min<std::size_t>(expected - received, 4096));
+      if (!bytes) break;
+      received += bytes->size();
+    }
+  });
+  // One wait for all of them, so that its sleep slices grow as they do in a long wait.
+  const via::Result waited = b.nic->wait(
+      [&] {
+        VIP_DESCRIPTOR* d = nullptr;
+        while (vi->send_done(d) == via::Result::success) {
+          b.release(d);
+          ++completed;
+        }
+        return completed == posted;
+      },
+      5000);
+  const auto all_sent = Clock::now();
+  reader.join();
+  ASSERT_EQ(waited, via::Result::success);
+  EXPECT_EQ(received, expected);
+  const auto woke_after = all_sent - Clock::time_point(Clock::duration(reading_since_ns.load()));
+  EXPECT_LT(woke_after, 100ms) << "the NIC slept on after the peer made room (negative: the sends were out before)";
 }
 
 // With the NIC's default error handler, the reason a VI broke reaches stderr.

@@ -50,7 +50,7 @@ void expect_refused(Decode decode, const Bytes& bytes, const std::string& reason
 TEST(TcpWireHello, EncodesMagicVersionPurposeAndNonceLittleEndian) {
   const Bytes bytes = encode(Hello{Purpose::directory, nonce_from(0x10)});
   ASSERT_EQ(bytes.size(), Hello::kBytes);
-  EXPECT_EQ(Bytes(bytes.begin(), bytes.begin() + 8), Bytes({'V', 'I', 'A', 'T', 1, 0, 2, 0}));
+  EXPECT_EQ(Bytes(bytes.begin(), bytes.begin() + 8), Bytes({'V', 'I', 'A', 'T', 2, 0, 2, 0}));
   const Nonce nonce = nonce_from(0x10);
   EXPECT_EQ(Bytes(bytes.begin() + 8, bytes.end()), Bytes(nonce.begin(), nonce.end()));
 }
@@ -73,8 +73,10 @@ TEST(TcpWireHello, RefusesBadMagicVersionPurposeAndSize) {
     expect_refused(decode_hello, bad, "bad magic");
   }
   Bytes version = good;
-  version[4] = 2;
-  expect_refused(decode_hello, version, "unsupported protocol version 2");
+  version[4] = 1;  // frames of at most 128 KiB
+  expect_refused(decode_hello, version, "unsupported protocol version 1");
+  version[4] = 3;
+  expect_refused(decode_hello, version, "unsupported protocol version 3");
   version[4] = 1;
   version[5] = 1;  // 257
   expect_refused(decode_hello, version, "unsupported protocol version 257");

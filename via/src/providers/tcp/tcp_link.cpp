@@ -19,7 +19,7 @@ namespace via::tcp {
 namespace {
 
 // Room for many small frames per recv, and at least two of the largest.
-constexpr std::size_t kRxBytes = 1024 * 1024;
+constexpr std::size_t kRxBytes = 1280 * 1024;
 static_assert(kRxBytes >= 2 * (sizeof(FrameHeader) + kMaxFramePayload + 8));
 constexpr std::uint8_t kPadding[8] = {};
 
@@ -84,8 +84,9 @@ bool TcpLink::try_send(const FrameHeader& header, const iovec* iov, std::size_t 
   msg.msg_iov = iov_scratch_.data();
   msg.msg_iovlen = n;
   const ssize_t sent = sendmsg(fd(), &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
+  refused_for_room_ = sent < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
   if (sent < 0) {
-    if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return false;
+    if (refused_for_room_ || errno == EINTR) return false;
     break_link(std::string("sending failed: ") + std::strerror(errno));
     return false;
   }

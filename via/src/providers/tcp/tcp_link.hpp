@@ -19,7 +19,10 @@ namespace via::tcp {
 // A frame type of the link itself, never shown to the engine: the peer is
 // closing (flags: kFlagError when because of an error).
 inline constexpr std::uint8_t kFrameLinkClose = 0xC0;
-inline constexpr std::size_t kMaxFramePayload = 128 * 1024;
+// 512 KiB: on loopback a 1 MiB message in 512 KiB frames streams 1.5-2x
+// faster than in 128 KiB ones (fewer, longer sendmsg calls, the cost the
+// sender pays per byte); 1 and 2 MiB frames measured slower again.
+inline constexpr std::size_t kMaxFramePayload = 512 * 1024;
 
 inline std::size_t padded_frame_bytes(std::size_t payload) { return sizeof(FrameHeader) + ((payload + 7) & ~std::size_t(7)); }
 
@@ -38,9 +41,12 @@ class TcpLink final : public Link {
   void close(bool error) override;
 
   int fd() { return socket_.native_handle(); }
-  // For the provider's sleep: a frame is waiting in user space / unsent bytes are waiting.
+  // For the provider's sleep: a frame is waiting in user space / the link
+  // needs room in the socket (for the unsent tail of a frame, or for a frame
+  // the socket refused whole, which the engine offers again).
   bool frame_buffered() const;
   bool backlog() const { return tx_sent_ < tx_.size(); }
+  bool waits_for_room() const { return backlog() || refused_for_room_; }
   std::uint32_t epoll_events = 0;  // what the provider's epoll set watches for this link
 
  private:
@@ -62,6 +68,7 @@ class TcpLink final : public Link {
   // The unsent tail of the last frame.
   std::vector<std::byte> tx_;
   std::size_t tx_sent_ = 0;
+  bool refused_for_room_ = false;  // the last frame offered found the socket full
   std::vector<iovec> iov_scratch_;
 };
 

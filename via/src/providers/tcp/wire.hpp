@@ -28,7 +28,8 @@
 namespace via::tcp {
 
 inline constexpr std::uint32_t kMagic = 0x54414956;  // "VIAT"
-inline constexpr std::uint16_t kWireVersion = 1;
+// 2: frames of up to 512 KiB (tcp_link.hpp); version 1 peers refused larger than 128 KiB.
+inline constexpr std::uint16_t kWireVersion = 2;
 inline constexpr std::size_t kNonceBytes = 16;
 inline constexpr std::size_t kProofBytes = 32;
 inline constexpr std::size_t kKeyBytes = 32;
