@@ -49,7 +49,7 @@ std::uint32_t own_pid_namespace() {
   return stat("/proc/self/ns/pid", &st) == 0 ? std::uint32_t(st.st_ino) : 0u;
 }
 
-// Calls visit(name) for every entry of the folder open as `dir_fd`.
+// Calls visit(name) for the entries of the folder open as `dir_fd`, until it returns false.
 template <class Visit>
 void for_each_entry(int dir_fd, Visit visit) {
   struct Entry {  // linux_dirent64
@@ -66,7 +66,7 @@ void for_each_entry(int dir_fd, Visit visit) {
     if (bytes <= 0) return;
     for (long at = 0; at < bytes;) {
       const auto* entry = reinterpret_cast<const Entry*>(buffer + at);
-      visit(static_cast<const char*>(entry->name));
+      if (!visit(static_cast<const char*>(entry->name))) return;
       at += entry->length;
     }
   }
@@ -128,6 +128,7 @@ void remove_segments(const char* folder, Doomed doomed) {
   if (dir_fd < 0) return;
   for_each_entry(dir_fd, [&](const char* name) {
     if (is_segment_name(name) && doomed(dir_fd, name)) unlinkat(dir_fd, name, 0);
+    return true;
   });
   close(dir_fd);
   rmdir(folder);  // fails while a segment or anything else remains
@@ -319,19 +320,21 @@ void remove_dead_jobs(const std::string& job) {
     struct stat st;
     if (std::strncmp(name, "viastack.", 9) != 0 || own_folder == name ||
         fstatat(root_fd, name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid())
-      return;
+      return true;
     const std::string folder = std::string(kShmRoot) + "/" + name;
     const int dir_fd = open_own_folder(folder.c_str());
-    if (dir_fd < 0) return;
+    if (dir_fd < 0) return true;
     bool any_dead = false, any_other = false;
-    for_each_entry(dir_fd, [&](const char* entry) {
-      if (!is_segment_name(entry)) return;
+    for_each_entry(dir_fd, [&](const char* entry) {  // up to the first segment still in use
+      if (!is_segment_name(entry)) return true;
       const SegmentState state = segment_state(dir_fd, entry);
       any_dead = any_dead || state == SegmentState::dead;
-      any_other = any_other || state == SegmentState::live || state == SegmentState::foreign;
+      any_other = state == SegmentState::live || state == SegmentState::foreign;
+      return !any_other;
     });
     close(dir_fd);
     if (!any_other && (any_dead || time(nullptr) - st.st_mtime > 60)) remove_segments(folder.c_str(), dead_segment);
+    return true;
   });
   close(root_fd);
 }
