@@ -475,6 +475,9 @@ TEST_F(ShmCleanup, TheNextProcessToOpenANicLeavesWhatIsNoDeadJobsAlone) {
 // kill(pid, 0) still finds it) has ended: it is not alive, a peer does not
 // connect to it, and its NIC's name is free.
 TEST_F(ShmCleanup, AZombieIsDead) {
+  // A live NIC in the job: a concurrent process's first NIC must not take it for a dead job.
+  Endpoint live;
+  live.open("shm:2", 4096);
   int end[2];
   ASSERT_EQ(pipe(end), 0);
   pid_t zombie = start_rank(1, [&] {
