@@ -52,22 +52,19 @@ std::uint32_t own_pid_namespace() {
 // Calls visit(name) for the entries of the folder open as `dir_fd`, until it returns false.
 template <class Visit>
 void for_each_entry(int dir_fd, Visit visit) {
-  struct Entry {  // linux_dirent64
-    std::uint64_t inode;
-    std::int64_t offset;
-    unsigned short length;
-    unsigned char type;
-    char name[1];
-  };
+  // getdents64 fills the buffer with records of the kernel's linux_dirent64:
+  // inode (8 bytes), offset (8), this record's length (2), type (1), name.
+  constexpr std::size_t kLengthAt = 16, kNameAt = 19;
   alignas(8) char buffer[4096];
   lseek(dir_fd, 0, SEEK_SET);
   for (;;) {
     const long bytes = syscall(SYS_getdents64, dir_fd, buffer, sizeof buffer);
     if (bytes <= 0) return;
     for (long at = 0; at < bytes;) {
-      const auto* entry = reinterpret_cast<const Entry*>(buffer + at);
-      if (!visit(static_cast<const char*>(entry->name))) return;
-      at += entry->length;
+      unsigned short length;
+      std::memcpy(&length, buffer + at + kLengthAt, sizeof length);
+      if (!visit(static_cast<const char*>(buffer + at + kNameAt))) return;
+      at += length;
     }
   }
 }
