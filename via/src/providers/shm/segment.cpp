@@ -69,6 +69,9 @@ void for_each_entry(int dir_fd, Visit visit) {
   }
 }
 
+// The previous layout: the same fields at the same places, but no owner's pid namespace.
+constexpr std::uint32_t kVersionWithoutNamespace = 2;
+
 bool is_segment_name(const char* name) { return std::strncmp(name, "nic.", 4) == 0; }
 
 // A folder of this user's, open for for_each_entry; -1 otherwise.
@@ -101,7 +104,8 @@ SegmentState segment_state(int dir_fd, const char* name) {
                           header.magic.load(std::memory_order_relaxed) == kMagic;
     if (!finished)
       state = time(nullptr) - st.st_mtime > 5 ? SegmentState::dead : SegmentState::live;
-    else if (header.version == kVersion && header.owner_pid_namespace == own_pid_namespace())
+    else if ((header.version == kVersion && header.owner_pid_namespace == own_pid_namespace()) ||
+             header.version == kVersionWithoutNamespace)  // judged by pid alone, as that version did
       state = process_alive(header.owner_pid, header.owner_start_time) ? SegmentState::live : SegmentState::dead;
   }
   close(fd);
