@@ -78,10 +78,11 @@ constexpr ClassInfo kClasses[] = {
 };
 #undef VIASTACK_ERROR_CLASS
 
-// Ends the process at once; _exit runs no exit handlers: what they would do.
+// Ends the process, and with it the job, at once; _exit runs no exit
+// handlers: what they would do, and the other ranks' segments on this node.
 [[noreturn]] void exit_now(int code) {
   std::fflush(stdout);
-  via::remove_shared_memory_now();
+  via::remove_job_shared_memory_now();
   _exit(code == 0 ? 1 : code);
 }
 

@@ -9,13 +9,16 @@
 #include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <string>
+#include <thread>
 
 #include "providers/shm/segment.hpp"
 #include "support/endpoint.hpp"
@@ -300,6 +303,29 @@ TEST_F(ShmCleanup, AProcessEndingWithoutExitHandlersCanRemoveItsSegmentFirst) {
   EXPECT_FALSE(folder_exists());
 }
 
+TEST_F(ShmCleanup, ASignalRemovesWhatKilledPeersLeftToo) {
+  pid_t killed = start_rank(1, [] { pause(); });
+  pid_t survivor = start_rank(0, [] { pause(); });
+  kill(killed, SIGKILL);
+  EXPECT_EQ(status_of(killed), 128 + SIGKILL);
+  kill(survivor, SIGTERM);  // as a launcher ends the job's other ranks
+  EXPECT_EQ(status_of(survivor), 128 + SIGTERM);
+  EXPECT_FALSE(folder_exists());
+}
+
+TEST_F(ShmCleanup, ARankThatEndsTheJobRemovesEveryLocalRanksSegment) {
+  // The launcher may end the other ranks with SIGKILL right after: nobody else cleans up.
+  pid_t other = start_rank(1, [] { pause(); });
+  pid_t ender = start_rank(0, [] {
+    via::remove_job_shared_memory_now();
+    _exit(4);
+  });
+  EXPECT_EQ(status_of(ender), 4);
+  EXPECT_FALSE(folder_exists());
+  kill(other, SIGKILL);
+  EXPECT_EQ(status_of(other), 128 + SIGKILL);
+}
+
 TEST_F(ShmCleanup, TheLastNicToCloseRemovesWhatKilledPeersLeft) {
   pid_t killed = start_rank(1, [] { pause(); });
   {
@@ -310,6 +336,181 @@ TEST_F(ShmCleanup, TheLastNicToCloseRemovesWhatKilledPeersLeft) {
     EXPECT_TRUE(std::filesystem::exists(shm::job_directory(job_) + "/nic.1")) << "SIGKILL leaves the segment";
   }
   EXPECT_FALSE(folder_exists());
+}
+
+// The state letter of /proc/PID/stat, 0 when there is no such process.
+char process_state(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line) || line.rfind(')') == std::string::npos) return 0;
+  return line[line.rfind(')') + 2];
+}
+
+// Waits (up to 2 s) for a child to have ended without reaping it.
+bool becomes_zombie(pid_t pid) {
+  for (int i = 0; i < 200 && process_state(pid) != 'Z'; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  return process_state(pid) == 'Z';
+}
+
+// A file or folder's modification time, `seconds` ago.
+void age(const std::string& path, int seconds) {
+  timeval times[2];
+  gettimeofday(&times[0], nullptr);
+  times[0].tv_sec -= seconds;
+  times[1] = times[0];
+  ASSERT_EQ(utimes(path.c_str(), times), 0) << path;
+}
+
+// A job whose processes were all SIGKILLed ran no clean-up: the next process
+// to open a NIC on the node removes what it left, whether its processes have
+// been reaped or are zombies still.
+TEST_F(ShmCleanup, TheNextProcessToOpenANicRemovesWhatKilledJobsLeft) {
+  const std::string reaped_job = job_;
+  pid_t a = start_rank(0, [] { pause(); });
+  pid_t b = start_rank(1, [] { pause(); });
+  kill(a, SIGKILL);
+  kill(b, SIGKILL);
+  EXPECT_EQ(status_of(a), 128 + SIGKILL);
+  EXPECT_EQ(status_of(b), 128 + SIGKILL);
+  const std::string zombie_job = use_unique_job("shmcleanup");
+  pid_t zombie = start_rank(0, [] { pause(); });
+  kill(zombie, SIGKILL);
+  ASSERT_TRUE(becomes_zombie(zombie));
+  job_ = use_unique_job("shmcleanup");
+  EXPECT_EQ(in_child([] {
+              Endpoint ep;
+              ep.open("shm:0", 4096);
+              return 0;
+            }),
+            0);
+  EXPECT_FALSE(std::filesystem::exists(shm::job_directory(reaped_job)));
+  EXPECT_FALSE(std::filesystem::exists(shm::job_directory(zombie_job)));
+  EXPECT_EQ(status_of(zombie), 128 + SIGKILL);
+  shm::remove_job_directory(reaped_job);
+  shm::remove_job_directory(zombie_job);
+}
+
+// What that clean-up must leave alone: a live job's segment, a folder just
+// made (its job is about to create its segments), a folder holding what is
+// no segment, another user's folder, and a segment whose owner lives in
+// another pid namespace (a container sharing /dev/shm: its pids mean nothing here).
+TEST_F(ShmCleanup, TheNextProcessToOpenANicLeavesWhatIsNoDeadJobsAlone) {
+  const std::string live_job = job_;
+  pid_t live = start_rank(0, [] { pause(); });
+  const std::string prefix = "/dev/shm/viastack.shmcleanup-" + std::to_string(getpid());
+  const std::string fresh = prefix + "-fresh", notes = prefix + "-notes", abandoned = prefix + "-abandoned";
+  for (const std::string& folder : {fresh, notes, abandoned}) ASSERT_EQ(mkdir(folder.c_str(), 0700), 0) << folder;
+  std::ofstream(notes + "/notes") << "not a segment\n";
+  age(notes + "/notes", 3600);
+  age(notes, 3600);
+  age(abandoned, 3600);  // empty and old: left by a job killed before it made a segment
+  const bool root = geteuid() == 0;
+  const std::string theirs = prefix + "-nobody";
+  std::string namespaced_job;
+  int namespaced_end[2] = {-1, -1};
+  pid_t namespaced = -1;
+  if (root) {
+    ASSERT_EQ(mkdir(theirs.c_str(), 0700), 0);
+    std::ofstream(theirs + "/nic.0") << std::string(4096, '\0');
+    ASSERT_EQ(chown((theirs + "/nic.0").c_str(), kOtherUser, kOtherUser), 0);
+    ASSERT_EQ(chown(theirs.c_str(), kOtherUser, kOtherUser), 0);
+    age(theirs + "/nic.0", 3600);
+    age(theirs, 3600);
+    // A rank in a pid namespace and a /proc of its own, holding its NIC open until told.
+    namespaced_job = use_unique_job("shmcleanup");
+    int ready[2];
+    ASSERT_EQ(pipe(ready), 0);
+    ASSERT_EQ(pipe(namespaced_end), 0);
+    namespaced = fork();
+    if (namespaced == 0) {
+      alarm(20);
+      if (unshare(CLONE_NEWPID | CLONE_NEWNS) != 0 || mount("none", "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0)
+        _exit(2);
+      close(ready[0]);
+      close(namespaced_end[1]);  // so that the test's close is an end of file here
+      pid_t rank = fork();
+      if (rank == 0) {
+        if (mount("proc", "/proc", "proc", 0, nullptr) != 0) _exit(3);
+        std::unique_ptr<via::Nic> nic;
+        if (via::Nic::open("shm:0", nic) != via::Result::success) _exit(4);
+        char byte;
+        if (write(ready[1], "r", 1) != 1 || read(namespaced_end[0], &byte, 1) < 0) _exit(5);
+        _exit(0);  // without clean-up: the test removes the folder
+      }
+      _exit(status_of(rank));
+    }
+    close(ready[1]);
+    close(namespaced_end[0]);
+    char byte;
+    ASSERT_EQ(read(ready[0], &byte, 1), 1) << "the rank in a pid namespace did not open its NIC";
+    close(ready[0]);
+  }
+
+  job_ = use_unique_job("shmcleanup");
+  EXPECT_EQ(in_child([] {
+              Endpoint ep;
+              ep.open("shm:0", 4096);
+              return 0;
+            }),
+            0);
+  EXPECT_TRUE(std::filesystem::exists(shm::job_directory(live_job) + "/nic.0")) << "a live job's segment";
+  EXPECT_TRUE(std::filesystem::exists(fresh)) << "a folder just made";
+  EXPECT_TRUE(std::filesystem::exists(notes + "/notes")) << "a file that is no segment";
+  EXPECT_FALSE(std::filesystem::exists(abandoned)) << "an empty folder an hour old";
+  if (root) {
+    EXPECT_TRUE(std::filesystem::exists(theirs + "/nic.0")) << "another user's folder";
+    EXPECT_TRUE(std::filesystem::exists(shm::job_directory(namespaced_job) + "/nic.0"))
+        << "a segment of a live process in another pid namespace";
+    close(namespaced_end[1]);
+    EXPECT_EQ(status_of(namespaced), 0);
+    shm::remove_job_directory(namespaced_job);
+  }
+  kill(live, SIGTERM);
+  EXPECT_EQ(status_of(live), 128 + SIGTERM);
+  EXPECT_FALSE(std::filesystem::exists(shm::job_directory(live_job)));
+  for (const std::string& folder : {fresh, notes, abandoned, theirs}) std::filesystem::remove_all(folder);
+}
+
+// A process that has exited but that its parent has not reaped yet (a zombie:
+// kill(pid, 0) still finds it) has ended: it is not alive, a peer does not
+// connect to it, and its NIC's name is free.
+TEST_F(ShmCleanup, AZombieIsDead) {
+  // A live NIC in the job: a concurrent process's first NIC must not take it for a dead job.
+  Endpoint live;
+  live.open("shm:2", 4096);
+  int end[2];
+  ASSERT_EQ(pipe(end), 0);
+  pid_t zombie = start_rank(1, [&] {
+    char byte;
+    if (read(end[0], &byte, 1) < 0) _exit(2);
+    _exit(0);  // no exit handlers: its segment stays
+  });
+  const std::uint64_t start_time = shm::process_start_time(zombie);
+  EXPECT_TRUE(shm::process_alive(zombie, start_time));
+  ASSERT_EQ(write(end[1], "x", 1), 1);
+  ASSERT_TRUE(becomes_zombie(zombie));
+  EXPECT_EQ(kill(zombie, 0), 0) << "a zombie answers kill(pid, 0)";
+  EXPECT_FALSE(shm::process_alive(zombie, start_time));
+  EXPECT_TRUE(std::filesystem::exists(shm::job_directory(job_) + "/nic.1"));
+  EXPECT_EQ(in_child([&] {
+              Endpoint ep;
+              ep.open("shm:0", 4096);
+              const auto start = std::chrono::steady_clock::now();
+              const via::Result r = connect_to_planted(ep, 500);
+              const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+              std::fprintf(stderr, "connecting to a zombie: %s after %.2f s\n", via::describe(r), seconds);
+              return r != via::Result::success && seconds < 3 ? 0 : 1;
+            }),
+            0);
+  EXPECT_EQ(in_child([] {
+              std::unique_ptr<via::Nic> nic;
+              return via::Nic::open("shm:1", nic) == via::Result::success ? 0 : 1;
+            }),
+            0)
+      << "the zombie's NIC number is free";
+  EXPECT_EQ(status_of(zombie), 0);
+  close(end[0]);
+  close(end[1]);
 }
 
 }  // namespace

@@ -46,6 +46,10 @@ const char* describe(Result r);
 // process about to end without running exit handlers (MPI's abort path calls
 // it before _exit). Async-signal-safe; the NICs must not be used afterwards.
 void remove_shared_memory_now();
+// The same for a process that ends the whole job (MPI_Abort, a fatal error):
+// it also removes its peers' segments on this node, since the launcher may
+// end them with SIGKILL (Hydra does). Async-signal-safe.
+void remove_job_shared_memory_now();
 
 enum class ViState : int {
   idle = VIP_STATE_IDLE,

@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -16,10 +17,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <mutex>
 #include <new>
-#include <sstream>
 
 namespace via::shm {
 
@@ -29,7 +28,8 @@ constexpr const char* kShmRoot = "/dev/shm";
 
 // Segments this process created, removed however it ends: at exit, on a
 // fatal signal whose action was the default one, before MPI's _exit
-// (remove_owned_segments), and otherwise by the job's survivors or viarun.
+// (remove_owned_segments), and otherwise (SIGKILL) by the job's survivors,
+// viarun, or the next process on the node to open a NIC (remove_dead_jobs).
 // Kept in fixed storage so that a signal handler can walk it.
 constexpr int kMaxOwned = 64;
 struct OwnedPath {
@@ -40,17 +40,114 @@ OwnedPath owned[kMaxOwned];
 std::mutex owned_mutex;  // for those who add and remove entries; handlers only read
 std::atomic<pid_t> owner_pid{0};  // the process that created the files (a forked child must not remove them)
 
-// Removes a segment file and, if it was the last, its job's folder.
-// Async-signal-safe: no allocation.
+// What follows down to the signal handlers is async-signal-safe: system calls
+// and stack buffers only, as a handler or a process about to _exit runs it.
+
+// The inode of this process's pid namespace (0 where /proc lacks it).
+std::uint32_t own_pid_namespace() {
+  struct stat st;
+  return stat("/proc/self/ns/pid", &st) == 0 ? std::uint32_t(st.st_ino) : 0u;
+}
+
+// Calls visit(name) for the entries of the folder open as `dir_fd`, until it returns false.
+template <class Visit>
+void for_each_entry(int dir_fd, Visit visit) {
+  // getdents64 fills the buffer with records of the kernel's linux_dirent64:
+  // inode (8 bytes), offset (8), this record's length (2), type (1), name.
+  constexpr std::size_t kLengthAt = 16, kNameAt = 19;
+  alignas(8) char buffer[4096];
+  lseek(dir_fd, 0, SEEK_SET);
+  for (;;) {
+    const long bytes = syscall(SYS_getdents64, dir_fd, buffer, sizeof buffer);
+    if (bytes <= 0) return;
+    for (long at = 0; at < bytes;) {
+      unsigned short length;
+      std::memcpy(&length, buffer + at + kLengthAt, sizeof length);
+      if (!visit(static_cast<const char*>(buffer + at + kNameAt))) return;
+      at += length;
+    }
+  }
+}
+
+// The previous layout: the same fields at the same places, but no owner's pid namespace.
+constexpr std::uint32_t kVersionWithoutNamespace = 2;
+
+bool is_segment_name(const char* name) { return std::strncmp(name, "nic.", 4) == 0; }
+
+// A folder of this user's, open for for_each_entry; -1 otherwise.
+int open_own_folder(const char* path) {
+  int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  struct stat st;
+  if (fd >= 0 && (fstat(fd, &st) != 0 || st.st_uid != geteuid())) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// A segment, as one who would remove it sees it.
+enum class SegmentState {
+  absent,
+  live,     // its owner runs, or it is being created
+  dead,     // its owner has ended, or it was never finished and is over 5 s old
+  foreign,  // no segment file of this user's, or an owner this process cannot judge
+};
+
+SegmentState segment_state(int dir_fd, const char* name) {
+  int fd = openat(dir_fd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return errno == ENOENT ? SegmentState::absent : SegmentState::foreign;
+  struct stat st;
+  SegmentHeader header;
+  SegmentState state = SegmentState::foreign;
+  if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid()) {
+    const bool finished = pread(fd, &header, sizeof header, 0) == ssize_t(sizeof header) &&
+                          header.magic.load(std::memory_order_relaxed) == kMagic;
+    if (!finished)
+      state = time(nullptr) - st.st_mtime > 5 ? SegmentState::dead : SegmentState::live;
+    else if ((header.version == kVersion && header.owner_pid_namespace == own_pid_namespace()) ||
+             header.version == kVersionWithoutNamespace)  // judged by pid alone, as that version did
+      state = process_alive(header.owner_pid, header.owner_start_time) ? SegmentState::live : SegmentState::dead;
+  }
+  close(fd);
+  return state;
+}
+
+// The folder part of a segment's path, into `folder` (of at least path's size).
+void folder_of(const char* path, char* folder) {
+  std::size_t slash = 0;
+  for (std::size_t i = 0; path[i]; ++i)
+    if (path[i] == '/') slash = i;
+  std::memcpy(folder, path, slash);
+  folder[slash] = '\0';
+}
+
+// Removes from the job folder `folder` the segments doomed(dir_fd, name)
+// picks, then the folder if that left it empty.
+template <class Doomed>
+void remove_segments(const char* folder, Doomed doomed) {
+  const int dir_fd = open_own_folder(folder);
+  if (dir_fd < 0) return;
+  for_each_entry(dir_fd, [&](const char* name) {
+    if (is_segment_name(name) && doomed(dir_fd, name)) unlinkat(dir_fd, name, 0);
+    return true;
+  });
+  close(dir_fd);
+  rmdir(folder);  // fails while a segment or anything else remains
+}
+
+bool dead_segment(int dir_fd, const char* name) { return segment_state(dir_fd, name) == SegmentState::dead; }
+
+bool own_segment_file(int dir_fd, const char* name) {
+  struct stat st;
+  return fstatat(dir_fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid();
+}
+
+// Removes a segment this process owns, and what dead peers left beside it.
 void remove_path(const char* path) {
   unlink(path);
   char folder[sizeof OwnedPath::path];
-  std::size_t n = 0;
-  for (std::size_t i = 0; path[i] && i + 1 < sizeof folder; ++i)
-    if (path[i] == '/') n = i;
-  std::memcpy(folder, path, n);
-  folder[n] = '\0';
-  rmdir(folder);  // fails while other NICs' segments remain
+  folder_of(path, folder);
+  remove_segments(folder, dead_segment);
 }
 
 void remove_owned() {
@@ -129,27 +226,6 @@ int open_own_file(const std::string& path, int flags) {
   return fd;
 }
 
-// A segment whose owner is gone (or that was never finished) may be replaced.
-bool segment_is_stale(const std::string& path) {
-  int fd = open_own_file(path, O_RDONLY);
-  if (fd < 0) return errno == ENOENT;
-  struct stat st;
-  bool stale = true;
-  if (fstat(fd, &st) == 0 && std::size_t(st.st_size) >= sizeof(SegmentHeader)) {
-    void* p = mmap(nullptr, sizeof(SegmentHeader), PROT_READ, MAP_SHARED, fd, 0);
-    if (p != MAP_FAILED) {
-      auto* h = static_cast<const SegmentHeader*>(p);
-      if (h->magic.load(std::memory_order_acquire) == kMagic)
-        stale = !process_alive(h->owner_pid, h->owner_start_time);
-      else
-        stale = time(nullptr) - st.st_mtime > 5;  // half-created: stale unless very recent
-      munmap(p, sizeof(SegmentHeader));
-    }
-  }
-  close(fd);
-  return stale;
-}
-
 // posix_fallocate's reason, naming the file system and the bytes wanted.
 std::string no_room(const std::string& what, std::size_t bytes, int error) {
   return std::string("cannot reserve ") + std::to_string(bytes) + " bytes in " + kShmRoot + " for " + what + ": " +
@@ -199,23 +275,35 @@ void remove_job_directory(const std::string& job) {
 }
 
 std::uint64_t process_start_time(int pid) {
-  std::string path = "/proc/";
-  path += std::to_string(pid);
-  path += "/stat";
-  std::ifstream stat(path);
-  std::string line;
-  if (!std::getline(stat, line)) return 0;
+  // "/proc/<pid>/stat", written without allocating.
+  char path[32] = "/proc/";
+  char digits[12];
+  int n = 0;
+  for (unsigned value = unsigned(pid); n == 0 || value > 0; value /= 10) digits[n++] = char('0' + value % 10);
+  std::size_t at = 6;
+  while (n > 0) path[at++] = digits[--n];
+  std::memcpy(path + at, "/stat", 6);
+  char line[1024];
+  const int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  const ssize_t length = read(fd, line, sizeof line - 1);
+  close(fd);
+  if (length <= 0) return 0;
+  line[length] = '\0';
   // The state (field 3) and starttime (field 22) follow the command name,
-  // which is in parentheses and may hold spaces.
-  std::size_t close_paren = line.rfind(')');
-  if (close_paren == std::string::npos) return 0;
-  std::istringstream rest(line.substr(close_paren + 2));
-  std::string field;
-  for (int i = 3; i <= 22 && rest >> field; ++i) {
-    if (i == 3 && (field == "Z" || field == "X")) return 0;  // a zombie has ended
-    if (i == 22) return std::strtoull(field.c_str(), nullptr, 10);
+  // which is in parentheses and may hold spaces and parentheses itself.
+  const char* field = std::strrchr(line, ')');
+  if (!field || field[1] != ' ') return 0;
+  field += 2;
+  for (int number = 3; number < 22; ++number) {
+    if (number == 3 && (*field == 'Z' || *field == 'X')) return 0;  // a zombie has ended
+    field = std::strchr(field, ' ');
+    if (!field) return 0;
+    ++field;
   }
-  return 0;
+  std::uint64_t start_time = 0;
+  for (; *field >= '0' && *field <= '9'; ++field) start_time = start_time * 10 + std::uint64_t(*field - '0');
+  return start_time;
 }
 
 bool process_alive(int pid, std::uint64_t start_time) {
@@ -225,9 +313,39 @@ bool process_alive(int pid, std::uint64_t start_time) {
   return now != 0 && now == start_time;
 }
 
+void remove_dead_jobs(const std::string& job) {
+  const std::string own_folder = "viastack." + job;
+  const int root_fd = open(kShmRoot, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (root_fd < 0) return;
+  for_each_entry(root_fd, [&](const char* name) {
+    struct stat st;
+    if (std::strncmp(name, "viastack.", 9) != 0 || own_folder == name ||
+        fstatat(root_fd, name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid())
+      return true;
+    const std::string folder = std::string(kShmRoot) + "/" + name;
+    const int dir_fd = open_own_folder(folder.c_str());
+    if (dir_fd < 0) return true;
+    bool any_dead = false, any_other = false;
+    for_each_entry(dir_fd, [&](const char* entry) {  // up to the first segment still in use
+      if (!is_segment_name(entry)) return true;
+      const SegmentState state = segment_state(dir_fd, entry);
+      any_dead = any_dead || state == SegmentState::dead;
+      any_other = state == SegmentState::live || state == SegmentState::foreign;
+      return !any_other;
+    });
+    close(dir_fd);
+    if (!any_other && (any_dead || time(nullptr) - st.st_mtime > 60)) remove_segments(folder.c_str(), dead_segment);
+    return true;
+  });
+  close(root_fd);
+}
+
 Segment* create_segment(const std::string& job, std::uint32_t nic, RingGeometry rings, int& fd_out,
                         std::string& error) {
   const std::string path = segment_path(job, nic);
+  // Once by each process (a forked child is a process of its own).
+  static std::atomic<pid_t> removed_dead_jobs_in{0};
+  if (removed_dead_jobs_in.exchange(getpid()) != getpid()) remove_dead_jobs(job);
   int fd = -1;
   // A NIC of the job that closes last removes the folder: make it again then.
   for (int attempt = 0; attempt < 4 && fd < 0; ++attempt) {
@@ -235,7 +353,8 @@ Segment* create_segment(const std::string& job, std::uint32_t nic, RingGeometry 
     fd = open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd >= 0 || (errno != EEXIST && errno != ENOENT)) break;
     if (errno == EEXIST) {
-      if (!segment_is_stale(path)) {
+      const SegmentState state = segment_state(AT_FDCWD, path.c_str());
+      if (state == SegmentState::live || state == SegmentState::foreign) {
         error = "NIC " + std::to_string(nic) + " of this job is already open in another live process (" + path + ")";
         return nullptr;
       }
@@ -265,6 +384,7 @@ Segment* create_segment(const std::string& job, std::uint32_t nic, RingGeometry 
   h.version = kVersion;
   h.nic_id = nic;
   h.owner_pid = getpid();
+  h.owner_pid_namespace = own_pid_namespace();
   h.owner_start_time = process_start_time(getpid());
   h.owner_base = reinterpret_cast<std::uintptr_t>(s);
   h.probe_value = kMagic ^ std::uint64_t(getpid());
@@ -328,15 +448,22 @@ void remove_segment(const std::string& job, std::uint32_t nic) {
   if (owner_pid.load() == getpid()) unlink(path.c_str());
   disown(path);
   // What killed peers left is removed by whoever closes last.
-  std::error_code error;
-  for (const auto& entry : std::filesystem::directory_iterator(job_directory(job), error))
-    if (entry.path().filename().string().starts_with("nic.") && segment_is_stale(entry.path().string()))
-      unlink(entry.path().c_str());
-  rmdir(job_directory(job).c_str());
+  remove_segments(job_directory(job).c_str(), dead_segment);
 }
 
 void remove_owned_segments() { remove_owned(); }
 
+void remove_job_segments() {
+  if (getpid() != owner_pid.load()) return;
+  for (OwnedPath& entry : owned) {
+    if (!entry.used.exchange(false)) continue;
+    char folder[sizeof OwnedPath::path];
+    folder_of(entry.path, folder);
+    remove_segments(folder, own_segment_file);
+  }
+}
+
 }  // namespace via::shm
 
 void via::remove_shared_memory_now() { shm::remove_owned_segments(); }
+void via::remove_job_shared_memory_now() { shm::remove_job_segments(); }

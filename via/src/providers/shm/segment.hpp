@@ -24,7 +24,7 @@
 namespace via::shm {
 
 inline constexpr std::uint64_t kMagic = 0x31306d6873616976ull;  // "viashm01"
-inline constexpr std::uint32_t kVersion = 2;
+inline constexpr std::uint32_t kVersion = 3;
 inline constexpr std::uint32_t kMaxVi = 1024;  // slots are backed by memory only once used
 inline constexpr std::uint32_t kCellBytes = 128;
 inline constexpr std::uint32_t kMaxFramePayload = 64 * 1024;
@@ -132,8 +132,8 @@ struct SegmentHeader {
   std::uint32_t version;
   std::uint32_t nic_id;
   std::int32_t owner_pid;
-  std::uint32_t pad;
-  std::uint64_t owner_start_time;  // with the pid, identifies the owner across pid reuse
+  std::uint32_t owner_pid_namespace;  // the inode of the owner's pid namespace: its pid means nothing elsewhere
+  std::uint64_t owner_start_time;     // with the pid, identifies the owner across pid reuse
   std::uint64_t owner_base;        // the owner's mapping address of this segment
   std::uint64_t probe_value;       // read through CMA to learn whether CMA works
   std::uint64_t segment_size;
@@ -169,9 +169,16 @@ std::string job_directory(const std::string& job);
 bool prepare_job_directory(const std::string& job, std::string& error);
 // Removes the job's folder and every segment in it (viarun, after the job).
 void remove_job_directory(const std::string& job);
-// The start time of a process (from /proc), 0 if it does not exist.
+// Removes the folders of this user's other jobs whose segments' owners have
+// all ended (in this pid namespace): what jobs whose every process was
+// SIGKILLed left, as nobody of theirs could. An empty folder goes only once
+// it is a minute old (a job may be about to create its segments in it).
+// Called by a process's first NIC; `job` is its own, left alone.
+void remove_dead_jobs(const std::string& job);
+// The start time of a process (from /proc), 0 if it does not exist or has
+// ended (a zombie). Async-signal-safe.
 std::uint64_t process_start_time(int pid);
-// Alive: the same process (by start time) and not a zombie.
+// Alive: the same process (by start time) and not a zombie. Async-signal-safe.
 bool process_alive(int pid, std::uint64_t start_time);
 
 // This NIC's own segment, created in place of a stale one. The space of its
@@ -190,8 +197,14 @@ void unmap_segment(Segment* s);  // of either kind
 // Removes this NIC's segment, and those of the job's NICs whose owners died;
 // the job's folder goes with the last.
 void remove_segment(const std::string& job, std::uint32_t nic);
-// Removes every segment this process created, for a process about to end
-// without exit handlers (async-signal-safe; its NICs are dead afterwards).
+// Removes every segment this process created, and those of its jobs' NICs
+// whose owners died, for a process about to end without exit handlers
+// (async-signal-safe; its NICs are dead afterwards).
 void remove_owned_segments();
+// Removes every segment of the jobs this process has NICs in, on this node,
+// its peers' too, and the jobs' folders: for a process that ends the whole
+// job, since a launcher may end the other ranks with SIGKILL (Hydra does).
+// Async-signal-safe; the NICs are dead afterwards.
+void remove_job_segments();
 
 }  // namespace via::shm
