@@ -15,8 +15,10 @@ TRACE_PACKAGES=(tshark)
 # libFuzzer comes with clang's runtime.
 FUZZ_PACKAGES=(clang libclang-rt-14-dev)
 # Open MPI's mpi.h (the MPI layer is compiled against it), its libmpi.so.40
-# (the ABI check compares against it) and mpicc (the binary-compatibility test).
-MPI_PACKAGES=(libopenmpi-dev openmpi-bin netpipe-openmpi python3-mpi4py)
+# (the ABI check compares against it) and mpicc (the binary-compatibility test);
+# gfortran: Open MPI's mpifort, for the Fortran programs run on viastack
+# through Open MPI's Fortran bindings.
+MPI_PACKAGES=(libopenmpi-dev openmpi-bin netpipe-openmpi python3-mpi4py gfortran)
 # The process managers the launcher tests start jobs under: MPICH's
 # mpiexec.hydra (PMI-1), and Slurm's slurmctld/slurmd/srun (PMIx, PMI-2)
 # with munge for a one-node cluster. mpich's alternatives have a lower
