@@ -17,7 +17,9 @@ FUZZ_PACKAGES=(clang libclang-rt-14-dev)
 # Open MPI's mpi.h (the MPI layer is compiled against it), its libmpi.so.40
 # (the ABI check compares against it) and mpicc (the binary-compatibility test);
 # NetPIPE's NPtcp: the kernel's loopback TCP, the tcp provider's anchor.
-MPI_PACKAGES=(libopenmpi-dev openmpi-bin netpipe-openmpi netpipe-tcp python3-mpi4py)
+# gfortran: Open MPI's mpifort, for the Fortran programs run on viastack
+# through Open MPI's Fortran bindings.
+MPI_PACKAGES=(libopenmpi-dev openmpi-bin netpipe-openmpi netpipe-tcp python3-mpi4py gfortran)
 # The process managers the launcher tests start jobs under: MPICH's
 # mpiexec.hydra (PMI-1), and Slurm's slurmctld/slurmd/srun (PMIx, PMI-2)
 # with munge for a one-node cluster. mpich's alternatives have a lower

@@ -77,8 +77,6 @@ ompi_predefined_file_t ompi_mpi_file_null{{HandleKind::file}, {}};
 ompi_predefined_info_t ompi_mpi_info_null{{HandleKind::info}, {}};
 ompi_predefined_info_t ompi_mpi_info_env{{HandleKind::info}, {}};
 
-MPI_Fint* MPI_F_STATUS_IGNORE = nullptr;
-MPI_Fint* MPI_F_STATUSES_IGNORE = nullptr;
 VIASTACK_EXPORTED_END
 
 // ---- reduction operations ----

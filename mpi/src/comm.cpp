@@ -4,11 +4,16 @@
 #include <string>
 
 #include "errors.hpp"
+#include "fortran_handles.hpp"
 
 namespace viastack::mpi {
 
 Group::Group(std::vector<int> world_ranks, int my_world_rank) : world_ranks_(std::move(world_ranks)) {
   my_rank_ = rank_of_world(my_world_rank);
+  // What Open MPI's Fortran bindings read from a group without a call (abi.hpp).
+  handle.open_mpi_proc_count = size();
+  handle.open_mpi_my_rank = my_rank_;
+  fortran_handle(&handle);
 }
 
 int Group::rank_of_world(int world_rank) const {
@@ -17,7 +22,13 @@ int Group::rank_of_world(int world_rank) const {
 }
 
 Communicator::Communicator(std::shared_ptr<const Group> group, std::uint32_t context, ErrhandlerRef errhandler)
-    : handle(&owned_handle), group_(std::move(group)), context_(context), errhandler_(std::move(errhandler)) {}
+    : handle(&owned_handle), group_(std::move(group)), context_(context), errhandler_(std::move(errhandler)) {
+  publish_group(owned_handle);
+}
+
+void Communicator::publish_group(ompi_communicator_t& public_handle) const {
+  public_handle.open_mpi_local_group = const_cast<ompi_group_t*>(&group_->handle);
+}
 
 void Communicator::check_rank(int rank, bool allow_any_source, bool allow_proc_null) const {
   if (rank >= 0 && rank < size()) return;

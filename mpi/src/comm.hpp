@@ -67,6 +67,9 @@ class Communicator {
   // Throws MPI_ERR_RANK unless 0 <= rank < size (or an allowed wildcard).
   void check_rank(int rank, bool allow_any_source, bool allow_proc_null) const;
 
+  // Points the handle's Open MPI group field at this communicator's group (abi.hpp).
+  void publish_group(ompi_communicator_t& public_handle) const;
+
   ompi_communicator_t* handle = nullptr;  // the predefined object, or owned_handle_
 
   // Communicators made by MPI_Comm_dup / MPI_Comm_split own their handle.

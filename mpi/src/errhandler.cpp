@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "errors.hpp"
+#include "fortran_handles.hpp"
 
 namespace viastack::mpi {
 
@@ -37,6 +38,18 @@ void ErrhandlerRef::apply(void* object, const char* function, int code, const st
   if (kind() == ErrhandlerKind::returns) return;
   const UserErrhandler* user = user_of(handle_);
   if (!user) abort_job(function, why);
+  if (user->language == ErrhandlerLanguage::cxx) {
+    using Dispatch = void(void* object, int* code, const char* message, UserErrhandler::Function handler);
+    return reinterpret_cast<Dispatch*>(user->open_mpi_cxx_dispatch)(object, &code, why.c_str(), user->call);
+  }
+  if (user->language == ErrhandlerLanguage::fortran) {
+    using FortranHandler = void(MPI_Fint * object, MPI_Fint * code);
+    MPI_Fint fortran_object = user->object == HandleKind::communicator ? fortran_handle(*static_cast<MPI_Comm*>(object))
+                              : user->object == HandleKind::win      ? fortran_handle(*static_cast<MPI_Win*>(object))
+                                                                     : fortran_handle(*static_cast<MPI_File*>(object));
+    MPI_Fint fortran_code = code;
+    return reinterpret_cast<FortranHandler*>(user->call)(&fortran_object, &fortran_code);
+  }
   switch (user->object) {
     case HandleKind::communicator:
       return reinterpret_cast<MPI_Comm_errhandler_function*>(user->call)(static_cast<MPI_Comm*>(object), &code);

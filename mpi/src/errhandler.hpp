@@ -12,13 +12,24 @@
 
 namespace viastack::mpi {
 
+// The language a handler was written in, which says how it is called: C
+// (MPI_Comm_create_errhandler), C++ (MPI::Comm::Create_errhandler: through
+// the dispatch function the C++ bindings set in open_mpi_cxx_dispatch) or
+// Fortran (the object's Fortran handle and the code as MPI_Fint*). Open MPI's
+// ompi_errhandler_lang_t numbers.
+enum class ErrhandlerLanguage { c = 0, cxx = 1, fortran = 2 };
+
 // A program's error handler: ompi_errhandler_t with `which` = ErrhandlerKind::user.
 struct UserErrhandler : ompi_errhandler_t {
   using Function = void (*)();
-  UserErrhandler(HandleKind object_kind, Function function)
-      : ompi_errhandler_t{HandleKind::errhandler, ErrhandlerKind::user}, object(object_kind), call(function) {}
+  UserErrhandler(HandleKind object_kind, Function function, ErrhandlerLanguage language = ErrhandlerLanguage::c)
+      : ompi_errhandler_t{HandleKind::errhandler, ErrhandlerKind::user},
+        object(object_kind),
+        call(function),
+        language(language) {}
   HandleKind object;  // what it is for: communicator, win or file
   Function call;      // an MPI_Comm_errhandler_function*, MPI_Win_... or MPI_File_..., by `object`
+  ErrhandlerLanguage language;
   int references = 1;
 };
 

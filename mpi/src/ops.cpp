@@ -5,6 +5,7 @@
 
 #include "datatype.hpp"
 #include "errors.hpp"
+#include "fortran_handles.hpp"
 
 namespace viastack::mpi {
 
@@ -153,7 +154,16 @@ void Op::apply(const void* in, void* inout, std::size_t count, const Datatype& t
     case Builtin::user: {
       int len = int(count);
       MPI_Datatype handle = type.public_handle();
-      function_(const_cast<void*>(in), inout, &len, &handle);
+      if (this->handle.open_mpi_flags & kOpenMpiOpFortranFunction) {
+        using FortranFunction = void(void*, void*, MPI_Fint*, MPI_Fint*);
+        MPI_Fint fortran_type = fortran_handle(handle);
+        reinterpret_cast<FortranFunction*>(reinterpret_cast<void (*)()>(function_))(const_cast<void*>(in), inout, &len, &fortran_type);
+      } else if (cxx_user_function_) {
+        using CxxIntercept = void(void*, void*, int*, MPI_Datatype*, MPI_User_function*);
+        reinterpret_cast<CxxIntercept*>(reinterpret_cast<void (*)()>(function_))(const_cast<void*>(in), inout, &len, &handle, cxx_user_function_);
+      } else {
+        function_(const_cast<void*>(in), inout, &len, &handle);
+      }
       return;
     }
     case Builtin::no_op: return;

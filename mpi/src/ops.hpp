@@ -26,6 +26,10 @@ class Op {
   // Throws MPI_ERR_OP when the op is not defined on the type.
   void check_applies_to(const Datatype& type) const;
 
+  // MPI::Op::Init (the C++ bindings): the function given to MPI_Op_create is
+  // their intercept, which calls `user` with C++ datatype objects.
+  void set_cxx_function(MPI_User_function* user) { cxx_user_function_ = user; }
+
   ompi_op_t handle{HandleKind::op, this};
   MPI_Op public_handle() const { return public_handle_ ? public_handle_ : const_cast<ompi_op_t*>(&handle); }
 
@@ -34,7 +38,13 @@ class Op {
   MPI_User_function* function_ = nullptr;
   bool commutative_ = true;
   MPI_Op public_handle_ = nullptr;
+  MPI_User_function* cxx_user_function_ = nullptr;
 };
+
+// handle.open_mpi_flags: MPI_OP_CREATE from Fortran (Open MPI's
+// libmpi_mpifh) sets this after the op is made; the function then takes the
+// datatype as a Fortran handle.
+inline constexpr std::uint32_t kOpenMpiOpFortranFunction = 0x2;
 
 // Throws MPI_ERR_OP for a null, freed or foreign handle.
 const Op& op_of(MPI_Op handle);

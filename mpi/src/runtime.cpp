@@ -6,6 +6,7 @@
 #include <string>
 
 #include "errors.hpp"
+#include "ompi_internals.hpp"
 
 namespace viastack::mpi {
 
@@ -31,6 +32,8 @@ Runtime::Runtime(int world_rank, int world_size)
   self_->handle = MPI_COMM_SELF;
   MPI_COMM_WORLD->impl = world_.get();
   MPI_COMM_SELF->impl = self_.get();
+  world_->publish_group(*MPI_COMM_WORLD);
+  self_->publish_group(*MPI_COMM_SELF);
 }
 
 Runtime::~Runtime() {
@@ -60,18 +63,22 @@ void start_runtime() {
   std::string why;
   const auto job = via::job_bootstrap(why);
   if (!job) abort_job("MPI_Init", why);
+  ompi_mpi_state = kOpenMpiInitStarted;
   running = new Runtime(job->rank(), job->size());
   stage = LifeStage::running;
+  ompi_mpi_state = kOpenMpiInitCompleted;
 }
 
 void stop_runtime() {
   Runtime& rt = runtime();
+  ompi_mpi_state = kOpenMpiFinalizeStarted;
   rt.bsend().flush();  // MPI_Finalize delivers buffered messages, as MPI_Buffer_detach would
   barrier(rt.world());
   rt.p2p().shutdown();
   delete running;
   running = nullptr;
   stage = LifeStage::finalized;
+  ompi_mpi_state = kOpenMpiFinalizeCompleted;
 }
 
 }  // namespace viastack::mpi
