@@ -19,14 +19,27 @@ int Group::rank_of_world(int world_rank) const {
 Communicator::Communicator(std::shared_ptr<const Group> group, std::uint32_t context, ErrhandlerRef errhandler)
     : handle(&owned_handle), group_(std::move(group)), context_(context), errhandler_(std::move(errhandler)) {}
 
+std::uint32_t Communicator::next_collective_sequence() const {
+  if (remote_)
+    fail(MPI_ERR_UNSUPPORTED_OPERATION,
+         "on an intercommunicator viastack's MPI has MPI_Barrier and MPI_Bcast, not this collective");
+  return collective_calls_++;
+}
+
+void Communicator::make_inter(std::shared_ptr<const Group> remote, std::unique_ptr<Communicator> local) {
+  remote_ = std::move(remote);
+  local_ = std::move(local);
+}
+
 void Communicator::check_rank(int rank, bool allow_any_source, bool allow_proc_null) const {
-  if (rank >= 0 && rank < size()) return;
+  const int size = peers().size();
+  if (rank >= 0 && rank < size) return;
   if (allow_any_source && rank == MPI_ANY_SOURCE) return;
   if (allow_proc_null && rank == MPI_PROC_NULL) return;
   std::string why = "rank ";
   why += std::to_string(rank);
   why += " is not in 0..";
-  why += std::to_string(size() - 1);
+  why += std::to_string(size - 1);
   fail(MPI_ERR_RANK, why);
 }
 
