@@ -126,12 +126,20 @@ int MPI_Comm_compare(MPI_Comm comm1, MPI_Comm comm2, int* result) {
     const Communicator& a = communicator_of(comm1);
     const Communicator& b = communicator_of(comm2);
     check_pointer(result, "null output pointer");
+    // Intercommunicators compare their local and their remote groups alike (MPI-3.1 6.4.1).
+    const auto same = [](const Group& x, const Group& y) { return x.world_ranks() == y.world_ranks(); };
+    const auto permuted = [](const Group& x, const Group& y) {
+      return std::is_permutation(x.world_ranks().begin(), x.world_ranks().end(), y.world_ranks().begin(),
+                                 y.world_ranks().end());
+    };
+    const bool both_inter = a.is_inter() && b.is_inter();
     if (&a == &b)
       *result = MPI_IDENT;
-    else if (a.group().world_ranks() == b.group().world_ranks())
+    else if (a.is_inter() != b.is_inter())
+      *result = MPI_UNEQUAL;
+    else if (same(a.group(), b.group()) && (!both_inter || same(a.remote_group(), b.remote_group())))
       *result = MPI_CONGRUENT;
-    else if (std::is_permutation(a.group().world_ranks().begin(), a.group().world_ranks().end(),
-                                 b.group().world_ranks().begin(), b.group().world_ranks().end()))
+    else if (permuted(a.group(), b.group()) && (!both_inter || permuted(a.remote_group(), b.remote_group())))
       *result = MPI_SIMILAR;
     else
       *result = MPI_UNEQUAL;

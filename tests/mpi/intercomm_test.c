@@ -151,6 +151,9 @@ int main(int argc, char** argv) {
   MPI_Comm dup;
   CHECK(MPI_Comm_dup(inter, &dup) == MPI_SUCCESS);
   CHECK(MPI_Comm_test_inter(dup, &flag) == MPI_SUCCESS && flag == 1);
+  int cmp = -1;
+  CHECK(MPI_Comm_compare(dup, inter, &cmp) == MPI_SUCCESS && cmp == MPI_CONGRUENT);
+  CHECK(MPI_Comm_compare(local, inter, &cmp) == MPI_SUCCESS && cmp == MPI_UNEQUAL);
   point_to_point(dup, side, local_rank, remote_size);
   CHECK(MPI_Barrier(dup) == MPI_SUCCESS);
   CHECK(MPI_Comm_disconnect(&dup) == MPI_SUCCESS && dup == MPI_COMM_NULL);
