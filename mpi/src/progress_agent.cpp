@@ -20,6 +20,10 @@ std::atomic<unsigned> lock_acquisitions = 0;  // by LibraryEntry
 
 LibraryEntry::LibraryEntry() {
   if (entry_depth++ > 0) return;
+  if (!threads_share.load(std::memory_order_relaxed)) {  // no other thread to make way for
+    library_mutex.lock();
+    return;
+  }
   ++threads_waiting;
   library_mutex.lock();
   --threads_waiting;
