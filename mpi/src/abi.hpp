@@ -68,6 +68,9 @@ struct FortranIndex {
 };
 }  // namespace viastack::mpi
 
+// Open MPI's c_flags bit of an intercommunicator (OMPI_COMM_INTER).
+inline constexpr std::uint32_t kOpenMpiCommIntercomm = 0x1;
+
 struct ompi_communicator_t {
   constexpr ompi_communicator_t(viastack::mpi::HandleKind kind, viastack::mpi::Communicator* impl) : kind(kind), impl(impl) {}
   viastack::mpi::HandleKind kind;

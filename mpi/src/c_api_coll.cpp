@@ -9,6 +9,7 @@
 #include "c_api.hpp"
 #include "c_api_layout.hpp"
 #include "collectives.hpp"
+#include "intercomm.hpp"
 #include "nonblocking_collectives.hpp"
 #include "ops.hpp"
 
@@ -31,6 +32,7 @@ int barrier_common(const char* function, MPI_Comm comm, MPI_Request* request, bo
     runtime();
     Communicator& c = communicator_of(comm);
     check_request(request, nonblocking);
+    if (c.is_inter() && !nonblocking) return intercomm_barrier(c);
     launch(c, tasks::barrier(Call(c)), request);
   });
 }
@@ -42,6 +44,7 @@ int bcast_common(const char* function, void* buffer, int count, MPI_Datatype dat
     Communicator& c = communicator_of(comm);
     check_request(request, nonblocking);
     Buffer b = checked_buffer(buffer, count, datatype);
+    if (c.is_inter() && !nonblocking) return intercomm_bcast(buffer, std::size_t(count), *b.type, root, c);
     check_root(c, root);
     launch(c, tasks::bcast(Call(c), buffer, std::size_t(count), *b.type, root), request);
   });

@@ -5,21 +5,16 @@
 #include <vector>
 
 #include "attributes.hpp"
-#include "c_api.hpp"
+#include "c_api_comm.hpp"
 #include "collectives.hpp"
+#include "intercomm.hpp"
 
 using namespace viastack::mpi;
-
-namespace {
-
-MPI_Comm publish(std::unique_ptr<Communicator> comm) { return comm.release()->handle; }
-
-MPI_Group publish(std::unique_ptr<Group> group) { return &group.release()->handle; }
 
 // Which ranks of `group` ranks[0..n) lists: each must be a rank of the group
 // and listed once (MPI_ERR_RANK, the standard's class; Open MPI 4 checks the
 // range only).
-std::vector<bool> listed_ranks(const Group& group, int n, const int ranks[]) {
+std::vector<bool> viastack::mpi::listed_ranks(const Group& group, int n, const int ranks[]) {
   require(n >= 0, MPI_ERR_ARG, "negative number of ranks");
   require(ranks != nullptr || n == 0, MPI_ERR_ARG, "null rank array");
   std::vector<bool> listed(std::size_t(group.size()), false);
@@ -30,8 +25,6 @@ std::vector<bool> listed_ranks(const Group& group, int n, const int ranks[]) {
   }
   return listed;
 }
-
-}  // namespace
 
 int MPI_Comm_rank(MPI_Comm comm, int* rank) {
   return guarded("MPI_Comm_rank", comm, [&] {
@@ -51,19 +44,23 @@ int MPI_Comm_size(MPI_Comm comm, int* size) {
   });
 }
 
-// MPI_Comm_dup and MPI_Comm_dup_with_info: the group, error handler and topology in a new
-// context, with the hints given (info NULL: the old communicator's).
+MPI_Comm viastack::mpi::duplicate(const Communicator& c, Hints hints) {
+  Runtime& rt = runtime();
+  auto dup = c.is_inter() ? duplicate_intercomm(c)
+                          : std::make_unique<Communicator>(c.shared_group(), rt.agree_on_context(c), c.errhandler());
+  dup->set_topology(c.topology());
+  attribute_cache().copy_all(AttributeHolder::communicator, c.handle, dup->handle);
+  dup->set_hints(std::move(hints));
+  return publish(std::move(dup));
+}
+
+// MPI_Comm_dup and MPI_Comm_dup_with_info: with the hints given (info NULL: the old communicator's).
 static int duplicate(const char* function, MPI_Comm comm, const MPI_Info* info, MPI_Comm* newcomm) {
   return guarded(function, comm, [&] {
-    Runtime& rt = runtime();
+    runtime();
     const Communicator& c = communicator_of(comm);
     check_pointer(newcomm, "null output pointer");
-    Hints hints = info ? hints_of(*info) : c.hints();
-    auto dup = std::make_unique<Communicator>(c.shared_group(), rt.agree_on_context(c), c.errhandler());
-    dup->set_topology(c.topology());
-    attribute_cache().copy_all(AttributeHolder::communicator, comm, dup->handle);
-    dup->set_hints(std::move(hints));
-    *newcomm = publish(std::move(dup));
+    *newcomm = duplicate(c, info ? hints_of(*info) : c.hints());
   });
 }
 
@@ -73,47 +70,53 @@ int MPI_Comm_dup_with_info(MPI_Comm comm, MPI_Info info, MPI_Comm* newcomm) {
   return duplicate("MPI_Comm_dup_with_info", comm, &info, newcomm);
 }
 
+MPI_Comm viastack::mpi::split(const Communicator& c, int color, int key) {
+  Runtime& rt = runtime();
+  require(color >= 0 || color == MPI_UNDEFINED, MPI_ERR_ARG, "color must be 0 or more, or MPI_UNDEFINED");
+  const std::uint32_t context = rt.agree_on_context(c);
+  // Everyone learns everyone's (color, key); members of a color are ordered by key, then by rank.
+  const int mine[2] = {color, key};
+  std::vector<int> all(static_cast<std::size_t>(c.size()) * 2);
+  std::vector<int> counts(static_cast<std::size_t>(c.size()), 2);
+  std::vector<int> displs(static_cast<std::size_t>(c.size()));
+  for (int r = 0; r < c.size(); ++r) displs[std::size_t(r)] = 2 * r;
+  const Datatype& ints = datatype_of(MPI_INT);
+  allgatherv(mine, 2, ints, Blocks{all.data(), counts, displs, &ints}, c);
+  if (color == MPI_UNDEFINED) return MPI_COMM_NULL;
+  std::vector<std::tuple<int, int>> members;  // (key, rank in comm)
+  for (int r = 0; r < c.size(); ++r)
+    if (all[std::size_t(2 * r)] == color) members.emplace_back(all[std::size_t(2 * r + 1)], r);
+  std::sort(members.begin(), members.end());
+  std::vector<int> world_ranks;
+  for (auto [k, r] : members) world_ranks.push_back(c.world_rank(r));
+  auto group = std::make_shared<Group>(std::move(world_ranks), rt.world_rank());
+  return publish(std::make_unique<Communicator>(std::move(group), context, c.errhandler()));
+}
+
 int MPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm* newcomm) {
   return guarded("MPI_Comm_split", comm, [&] {
-    Runtime& rt = runtime();
+    runtime();
     const Communicator& c = communicator_of(comm);
     check_pointer(newcomm, "null output pointer");
-    require(color >= 0 || color == MPI_UNDEFINED, MPI_ERR_ARG, "color must be 0 or more, or MPI_UNDEFINED");
-    const std::uint32_t context = rt.agree_on_context(c);
-    // Everyone learns everyone's (color, key); members of a color are ordered by key, then by rank.
-    const int mine[2] = {color, key};
-    std::vector<int> all(static_cast<std::size_t>(c.size()) * 2);
-    std::vector<int> counts(static_cast<std::size_t>(c.size()), 2);
-    std::vector<int> displs(static_cast<std::size_t>(c.size()));
-    for (int r = 0; r < c.size(); ++r) displs[std::size_t(r)] = 2 * r;
-    const Datatype& ints = datatype_of(MPI_INT);
-    allgatherv(mine, 2, ints, Blocks{all.data(), counts, displs, &ints}, c);
-    if (color == MPI_UNDEFINED) {
-      *newcomm = MPI_COMM_NULL;
-      return;
-    }
-    std::vector<std::tuple<int, int>> members;  // (key, rank in comm)
-    for (int r = 0; r < c.size(); ++r)
-      if (all[std::size_t(2 * r)] == color) members.emplace_back(all[std::size_t(2 * r + 1)], r);
-    std::sort(members.begin(), members.end());
-    std::vector<int> world_ranks;
-    for (auto [k, r] : members) world_ranks.push_back(c.world_rank(r));
-    auto group = std::make_shared<Group>(std::move(world_ranks), rt.world_rank());
-    *newcomm = publish(std::make_unique<Communicator>(std::move(group), context, c.errhandler()));
+    *newcomm = split(c, color, key);
   });
+}
+
+void viastack::mpi::free_communicator(MPI_Comm* comm) {
+  Communicator& c = communicator_of(*comm);
+  require(*comm != MPI_COMM_WORLD && *comm != MPI_COMM_SELF, MPI_ERR_COMM,
+          "MPI_COMM_WORLD and MPI_COMM_SELF cannot be freed");
+  attribute_cache().remove_all(AttributeHolder::communicator, *comm);
+  c.owned_handle.kind = HandleKind{};  // a stale handle is then recognised as invalid
+  delete &c;
+  *comm = MPI_COMM_NULL;
 }
 
 int MPI_Comm_free(MPI_Comm* comm) {
   return guarded("MPI_Comm_free", MPI_COMM_WORLD, [&] {
     runtime();
     check_pointer(comm, "null handle pointer");
-    Communicator& c = communicator_of(*comm);
-    require(*comm != MPI_COMM_WORLD && *comm != MPI_COMM_SELF, MPI_ERR_COMM,
-            "MPI_COMM_WORLD and MPI_COMM_SELF cannot be freed");
-    attribute_cache().remove_all(AttributeHolder::communicator, *comm);
-    c.owned_handle.kind = HandleKind{};  // a stale handle is then recognised as invalid
-    delete &c;
-    *comm = MPI_COMM_NULL;
+    free_communicator(comm);
   });
 }
 
@@ -123,25 +126,32 @@ int MPI_Comm_compare(MPI_Comm comm1, MPI_Comm comm2, int* result) {
     const Communicator& a = communicator_of(comm1);
     const Communicator& b = communicator_of(comm2);
     check_pointer(result, "null output pointer");
+    // Intercommunicators compare their local and their remote groups alike (MPI-3.1 6.4.1).
+    const auto same = [](const Group& x, const Group& y) { return x.world_ranks() == y.world_ranks(); };
+    const auto permuted = [](const Group& x, const Group& y) {
+      return std::is_permutation(x.world_ranks().begin(), x.world_ranks().end(), y.world_ranks().begin(),
+                                 y.world_ranks().end());
+    };
+    const bool both_inter = a.is_inter() && b.is_inter();
     if (&a == &b)
       *result = MPI_IDENT;
-    else if (a.group().world_ranks() == b.group().world_ranks())
+    else if (a.is_inter() != b.is_inter())
+      *result = MPI_UNEQUAL;
+    else if (same(a.group(), b.group()) && (!both_inter || same(a.remote_group(), b.remote_group())))
       *result = MPI_CONGRUENT;
-    else if (std::is_permutation(a.group().world_ranks().begin(), a.group().world_ranks().end(),
-                                 b.group().world_ranks().begin(), b.group().world_ranks().end()))
+    else if (permuted(a.group(), b.group()) && (!both_inter || permuted(a.remote_group(), b.remote_group())))
       *result = MPI_SIMILAR;
     else
       *result = MPI_UNEQUAL;
   });
 }
 
-// Every communicator viastack makes is an intracommunicator.
 int MPI_Comm_test_inter(MPI_Comm comm, int* flag) {
   return guarded("MPI_Comm_test_inter", comm, [&] {
     runtime();
-    communicator_of(comm);
+    const Communicator& c = communicator_of(comm);
     check_pointer(flag, "null output pointer");
-    *flag = 0;
+    *flag = c.is_inter();
   });
 }
 
@@ -187,28 +197,36 @@ int MPI_Group_rank(MPI_Group group, int* rank) {
   });
 }
 
+MPI_Group viastack::mpi::included_group(const Group& g, int n, const int ranks[]) {
+  listed_ranks(g, n, ranks);
+  std::vector<int> world_ranks;
+  for (int i = 0; i < n; ++i) world_ranks.push_back(g.world_rank(ranks[i]));
+  return publish(std::make_unique<Group>(std::move(world_ranks), runtime().world_rank()));
+}
+
+MPI_Group viastack::mpi::excluded_group(const Group& g, int n, const int ranks[]) {
+  const std::vector<bool> excluded = listed_ranks(g, n, ranks);
+  std::vector<int> world_ranks;
+  for (int r = 0; r < g.size(); ++r)
+    if (!excluded[std::size_t(r)]) world_ranks.push_back(g.world_rank(r));
+  return publish(std::make_unique<Group>(std::move(world_ranks), runtime().world_rank()));
+}
+
 int MPI_Group_incl(MPI_Group group, int n, const int ranks[], MPI_Group* newgroup) {
   return guarded("MPI_Group_incl", MPI_COMM_WORLD, [&] {
-    Runtime& rt = runtime();
+    runtime();
     const Group& g = group_of(group);
     check_pointer(newgroup, "null output pointer");
-    listed_ranks(g, n, ranks);
-    std::vector<int> world_ranks;
-    for (int i = 0; i < n; ++i) world_ranks.push_back(g.world_rank(ranks[i]));
-    *newgroup = publish(std::make_unique<Group>(std::move(world_ranks), rt.world_rank()));
+    *newgroup = included_group(g, n, ranks);
   });
 }
 
 int MPI_Group_excl(MPI_Group group, int n, const int ranks[], MPI_Group* newgroup) {
   return guarded("MPI_Group_excl", MPI_COMM_WORLD, [&] {
-    Runtime& rt = runtime();
+    runtime();
     const Group& g = group_of(group);
     check_pointer(newgroup, "null output pointer");
-    const std::vector<bool> excluded = listed_ranks(g, n, ranks);
-    std::vector<int> world_ranks;
-    for (int r = 0; r < g.size(); ++r)
-      if (!excluded[std::size_t(r)]) world_ranks.push_back(g.world_rank(r));
-    *newgroup = publish(std::make_unique<Group>(std::move(world_ranks), rt.world_rank()));
+    *newgroup = excluded_group(g, n, ranks);
   });
 }
 

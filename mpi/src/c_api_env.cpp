@@ -38,9 +38,11 @@ void create_errhandler(HandleKind object, UserErrhandler::Function function, MPI
 
 int MPI_Init(int*, char***) { return init("MPI_Init", MPI_THREAD_SINGLE); }
 
-// Progress happens in the calling thread; MPI_THREAD_SERIALIZED is honest about it.
+// Every call holds the library lock, and a call that waits lets other threads
+// in meanwhile (progress_agent.hpp): MPI_THREAD_MULTIPLE is safe, at that cost.
 int MPI_Init_thread(int*, char***, int required, int* provided) {
-  const int level = required < MPI_THREAD_SERIALIZED ? required : MPI_THREAD_SERIALIZED;
+  const int level = std::clamp(required, int(MPI_THREAD_SINGLE), int(MPI_THREAD_MULTIPLE));
+  set_threads_share_library(level == MPI_THREAD_MULTIPLE);
   int rc = init("MPI_Init_thread", level);
   if (rc == MPI_SUCCESS && provided) *provided = level;
   return rc;

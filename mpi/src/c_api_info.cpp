@@ -101,15 +101,7 @@ int MPI_Comm_set_info(MPI_Comm comm, MPI_Info info) {
   return guarded("MPI_Comm_set_info", comm, [&] {
     runtime();
     Communicator& c = communicator_of(comm);
-    Hints hints = c.hints();
-    for (const auto& [key, value] : info_of(info).entries()) {
-      auto it = std::find_if(hints.begin(), hints.end(), [&](const auto& e) { return e.first == key; });
-      if (it != hints.end())
-        it->second = value;
-      else
-        hints.emplace_back(key, value);
-    }
-    c.set_hints(std::move(hints));
+    c.set_hints(updated_hints(c.hints(), info_of(info)));
   });
 }
 

@@ -30,14 +30,31 @@ void Communicator::publish_group(ompi_communicator_t& public_handle) const {
   public_handle.open_mpi_local_group = const_cast<ompi_group_t*>(&group_->handle);
 }
 
+std::uint32_t Communicator::next_collective_sequence() const {
+  if (remote_)
+    fail(MPI_ERR_UNSUPPORTED_OPERATION,
+         "on an intercommunicator viastack's MPI has MPI_Barrier and MPI_Bcast, not this collective");
+  return collective_calls_++;
+}
+
+void Communicator::make_inter(std::shared_ptr<const Group> remote, std::unique_ptr<Communicator> local) {
+  remote_ = std::move(remote);
+  local_ = std::move(local);
+  // What Open MPI's Fortran and C++ bindings read of an intercommunicator
+  // straight from the handle (abi.hpp): its flag and its remote group.
+  handle->open_mpi_flags |= ::kOpenMpiCommIntercomm;
+  handle->open_mpi_remote_group = const_cast<ompi_group_t*>(&remote_->handle);
+}
+
 void Communicator::check_rank(int rank, bool allow_any_source, bool allow_proc_null) const {
-  if (rank >= 0 && rank < size()) return;
+  const int size = peers().size();
+  if (rank >= 0 && rank < size) return;
   if (allow_any_source && rank == MPI_ANY_SOURCE) return;
   if (allow_proc_null && rank == MPI_PROC_NULL) return;
   std::string why = "rank ";
   why += std::to_string(rank);
   why += " is not in 0..";
-  why += std::to_string(size() - 1);
+  why += std::to_string(size - 1);
   fail(MPI_ERR_RANK, why);
 }
 

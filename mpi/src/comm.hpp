@@ -42,7 +42,8 @@ class Communicator {
   int size() const { return group_->size(); }
   const Group& group() const { return *group_; }
   std::shared_ptr<const Group> shared_group() const { return group_; }
-  int world_rank(int rank) const { return group_->world_rank(rank); }
+  // The world rank of a peer: a rank of the group, or of the remote group on an intercommunicator.
+  int world_rank(int rank) const { return peers().world_rank(rank); }
   std::uint32_t p2p_context() const { return context_; }
   std::uint32_t collective_context() const { return context_ + 1; }
   const ErrhandlerRef& errhandler() const { return errhandler_; }
@@ -61,10 +62,21 @@ class Communicator {
   const std::shared_ptr<const Topology>& topology() const { return topology_; }
   void set_topology(std::shared_ptr<const Topology> topology) { topology_ = std::move(topology); }
 
-  // Numbers this communicator's collective calls, which every member makes in the same order (collective_task.hpp).
-  std::uint32_t next_collective_sequence() const { return collective_calls_++; }
+  // Numbers this communicator's collective calls, which every member makes in the same order
+  // (collective_task.hpp). The collective algorithms are for intracommunicators: on an
+  // intercommunicator this throws MPI_ERR_UNSUPPORTED_OPERATION (intercomm.hpp has its few).
+  std::uint32_t next_collective_sequence() const;
 
-  // Throws MPI_ERR_RANK unless 0 <= rank < size (or an allowed wildcard).
+  // An intercommunicator (MPI_Intercomm_create): the group is the local one, ranks given to
+  // point-to-point calls name the remote group's members, and `local` is an intracommunicator
+  // over the local group, in a context of its own, for the intercommunicator's own collectives.
+  void make_inter(std::shared_ptr<const Group> remote, std::unique_ptr<Communicator> local);
+  bool is_inter() const { return remote_ != nullptr; }
+  const Group& remote_group() const { return *remote_; }
+  std::shared_ptr<const Group> shared_remote_group() const { return remote_; }
+  const Communicator& local_comm() const { return *local_; }
+
+  // Throws MPI_ERR_RANK unless 0 <= rank < the number of peers (or an allowed wildcard).
   void check_rank(int rank, bool allow_any_source, bool allow_proc_null) const;
 
   // Points the handle's Open MPI group field at this communicator's group (abi.hpp).
@@ -76,7 +88,11 @@ class Communicator {
   ompi_communicator_t owned_handle{HandleKind::communicator, this};
 
  private:
+  const Group& peers() const { return remote_ ? *remote_ : *group_; }
+
   std::shared_ptr<const Group> group_;
+  std::shared_ptr<const Group> remote_;  // null: an intracommunicator
+  std::unique_ptr<Communicator> local_;
   std::uint32_t context_;
   ErrhandlerRef errhandler_;
   MPI_Win window_ = nullptr;

@@ -93,4 +93,15 @@ Info& mutable_info_of(MPI_Info handle) {
 
 Hints hints_of(MPI_Info handle) { return handle == MPI_INFO_NULL ? Hints{} : info_of(handle).entries(); }
 
+Hints updated_hints(Hints kept, const Info& info) {
+  for (const auto& [key, value] : info.entries()) {
+    auto it = std::find_if(kept.begin(), kept.end(), [&](const auto& e) { return e.first == key; });
+    if (it != kept.end())
+      it->second = value;
+    else
+      kept.emplace_back(key, value);
+  }
+  return kept;
+}
+
 }  // namespace viastack::mpi

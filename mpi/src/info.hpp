@@ -37,6 +37,8 @@ const Info& info_of(MPI_Info handle);
 Info& mutable_info_of(MPI_Info handle);
 // The hints an info argument gives: none for MPI_INFO_NULL.
 Hints hints_of(MPI_Info handle);
+// MPI_Comm_set_info and the like: the hints kept, with those info gives added or replaced.
+Hints updated_hints(Hints kept, const Info& info);
 // A key argument: not null, 1 to MPI_MAX_INFO_KEY characters (MPI_ERR_INFO_KEY).
 void check_info_key(const char* key);
 

@@ -29,7 +29,7 @@ FreeRequest* free_requests = nullptr;
 
 }  // namespace
 
-// Not thread-safe, like the rest of the library: MPI_THREAD_SERIALIZED keeps calls apart.
+// Under the library lock, like the rest of the library (progress_agent.hpp).
 void* Request::operator new(std::size_t size) {
   if (size != sizeof(Request) || !free_requests) return ::operator new(size);
   return std::exchange(free_requests, free_requests->next);

@@ -12,6 +12,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "progress_agent.hpp"
 #include "request.hpp"
 #include "transport.hpp"
 
@@ -105,11 +106,18 @@ class P2P final : public TransportClient {
       if (progress_client_) progress_client_->progress();
       return done();
     };
-    if (transport_)
+    if (threads_share_library()) {
+      // Another thread's call may be what completes this wait: let it in between slices.
+      while (!(transport_ ? transport_->wait_until(progressed_and_done, kThreadSliceMs) : progressed_and_done()))
+        let_other_threads_in();
+    } else if (transport_) {
       transport_->wait_until(progressed_and_done);
-    else if (!progressed_and_done())
+    } else if (!progressed_and_done()) {
       would_wait_forever();  // a single process has no peer that could complete anything
+    }
   }
+  // Under MPI_THREAD_MULTIPLE, how long a waiting call keeps the library before letting other threads in.
+  static constexpr std::uint32_t kThreadSliceMs = 1;
   void set_progress_client(ProgressClient& client) { progress_client_ = &client; }
   void wait(Request& request) {
     wait_until([&] { return request.complete; });

@@ -30,6 +30,15 @@ class LibraryEntry {
   LibraryEntry& operator=(const LibraryEntry&) = delete;
 };
 
+// MPI_THREAD_MULTIPLE: application threads share the library lock, and a call
+// that waits (P2P::wait_until) lets the others in now and then, so that a
+// thread blocked in MPI_Recv does not keep out the thread whose send it waits for.
+void set_threads_share_library(bool shared);
+bool threads_share_library();
+// With the lock held: gives it up until a thread waiting for it has had its
+// turn (or a moment has passed), then takes it back.
+void let_other_threads_in();
+
 class ProgressAgent {
  public:
   // poll() runs under the library lock and says whether it handled anything.

@@ -42,10 +42,9 @@ Runtime::~Runtime() {
 }
 
 std::uint32_t Runtime::agree_on_context(const Communicator& parent) {
-  std::uint32_t proposal = next_context_;
   std::uint32_t agreed = 0;
-  allreduce_max_u32(parent, proposal, agreed);
-  next_context_ = agreed + 2;
+  allreduce_max_u32(parent, context_proposal(), agreed);
+  claim_contexts(agreed, 1);
   return agreed;
 }
 

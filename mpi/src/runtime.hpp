@@ -30,6 +30,11 @@ class Runtime {
   Communicator& world() { return *world_; }
   // A fresh context pair for a communicator made collectively over `parent`.
   std::uint32_t agree_on_context(const Communicator& parent);
+  // The same agreement made otherwise (intercomm.cpp): every member proposes
+  // context_proposal(), the largest proposal wins, and each member then claims
+  // `pairs` context pairs from it.
+  std::uint32_t context_proposal() const { return next_context_; }
+  void claim_contexts(std::uint32_t agreed, std::uint32_t pairs) { next_context_ = agreed + 2 * pairs; }
 
  private:
   int world_rank_, world_size_;

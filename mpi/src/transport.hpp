@@ -96,6 +96,11 @@ class Transport final : private via::MeshClient {
   void wait_until(Done&& done) {
     mesh_->wait_until(std::forward<Done>(done));
   }
+  // The same for at most timeout_ms; false when done() did not hold by then.
+  template <class Done>
+  bool wait_until(Done&& done, std::uint32_t timeout_ms) {
+    return mesh_->wait_until(std::forward<Done>(done), timeout_ms);
+  }
   // Waits until everything queued has left, then disconnects from every peer.
   void shutdown() { mesh_->shutdown(); }
 
