@@ -212,7 +212,7 @@ int main(int argc, char** argv) {
         std::ranges::any_of(chosen, [](const Benchmark* b) { return std::string_view(b->name) == "cg"; })) {
       const std::string why = "cg --total --size " + std::string(size_name(problem.size)) + " runs on at most " +
                               std::to_string(cg_rows) + " ranks (one grid row each), not " + std::to_string(PROCS);
-      if (talk) {  // before finalize: a rank that has left may get the job ended
+      if (talk) {  // before finalize: viarun may end the job once one rank has left
         std::fprintf(stderr, "splitc_suite: %s\n", why.c_str());
         print_usage(stderr);
       }
