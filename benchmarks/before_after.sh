@@ -2,7 +2,9 @@
 # Two builds side by side, interleaved (old, new, old, new, ...), on the
 # figures a change must not move: raw VIA latency, AM's round trip against raw
 # VIA of the same build, MPI ping-pong (and Open MPI running the same program,
-# when mpirun is installed), the Split-C suite's speed-up on 2 ranks, and
+# when mpirun is installed), the Split-C suite's speed-up on 2 ranks (at
+# --size large, weak and strong scaling, when both builds have them; at
+# paper size and weak scaling only otherwise), and
 # utcp's TCP bandwidth against the kernel's loopback. Prints one JSON line per
 # measurement and then a table of medians and ratios.
 #
@@ -20,6 +22,24 @@ trap 'rm -f "$out"' EXIT
 # record BUILD_LABEL METRIC VALUE
 record() { printf '{"build":"%s","metric":"%s","value":%.6g}\n' "$1" "$2" "$3" | tee -a "$out"; }
 
+# The Split-C suite's size and scalings: large, weak and strong, unless a
+# build is older than splitc_suite's --size large and --total.
+splitc_size=large
+splitc_strong=yes
+for build in "$old" "$new"; do
+  if ! grep -q -- --total <<< "$("$build/bin/splitc_suite" --help)"; then
+    splitc_size=paper
+    splitc_strong=no
+  fi
+done
+
+# splitc_seconds BIN RANKS [--total]: the suite's seconds for mm, ssort_sm,
+# rsort_sm and cg, added up.
+splitc_seconds() {
+  "$1/viarun" -n "$2" "$1/splitc_suite" --bench mm,ssort_sm,rsort_sm,cg --size "$splitc_size" --json "${@:3}" |
+    sed -E 's/.*"seconds":([0-9.]+).*/\1/' | paste -sd+ | bc -l
+}
+
 # The value of `field` in the JSON line of a benchmark with "bytes":N.
 field_at() { grep "\"bytes\":$2[,}]" | head -n 1 | sed -E "s/.*\"$1\":([0-9.eE+-]+).*/\1/"; }
 
@@ -35,12 +55,15 @@ measure() {
   mpi=$("$bin/viarun" -n 2 "$bin/mpi_pingpong" --mode lat --sizes 8,65536 --json)
   record "$label" mpi_lat_8 "$(field_at lat_us 8 <<< "$mpi")"
   record "$label" mpi_lat_65536 "$(field_at lat_us 65536 <<< "$mpi")"
+  # One rank solves the same problem under both scalings: one baseline.
   local t1 t2
-  t1=$("$bin/viarun" -n 1 "$bin/splitc_suite" --bench mm,ssort_sm,rsort_sm,cg --size paper --json |
-       sed -E 's/.*"seconds":([0-9.]+).*/\1/' | paste -sd+ | bc -l)
-  t2=$("$bin/viarun" -n 2 "$bin/splitc_suite" --bench mm,ssort_sm,rsort_sm,cg --size paper --json |
-       sed -E 's/.*"seconds":([0-9.]+).*/\1/' | paste -sd+ | bc -l)
-  record "$label" splitc_speedup_2 "$(echo "2 * $t1 / $t2" | bc -l)"
+  t1=$(splitc_seconds "$bin" 1)
+  t2=$(splitc_seconds "$bin" 2)
+  record "$label" splitc_speedup_2 "$(echo "2 * $t1 / $t2" | bc -l)"  # weak: the scaled speed-up
+  if [ "$splitc_strong" = yes ]; then
+    t2=$(splitc_seconds "$bin" 2 --total)
+    record "$label" splitc_strong_speedup_2 "$(echo "$t1 / $t2" | bc -l)"
+  fi
   local utcp kernel
   utcp=$("$bin/viarun" -n 2 "$bin/utcp_bench" --proto tcp --mode bw --sizes 65536 --json)
   kernel=$("$bin/viarun" -n 2 "$bin/utcp_bench" --kernel --proto tcp --mode bw --sizes 65536 --json)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The main job: install what is missing, build in Release, then run the demo on
 # local ranks over the shm provider: a VIA ping-pong, and the Split-C suite's
-# scaling from 1 rank to as many ranks as the machine has cores.
+# scaling from 1 rank to as many ranks as the machine has cores, at its large
+# size, weak and strong.
 #
 #   bash scripts/demo.sh [--ranks N] [--help]
 usage() {
@@ -11,12 +12,16 @@ usage: bash scripts/demo.sh [--ranks N]
 Installs the Debian packages the build needs (as root), builds in Release
 (build/), then runs on this machine, over shared memory:
   1. via_pingpong between two ranks: latency and bandwidth by message size;
-  2. the Split-C suite on 1 rank and on N ranks, every answer verified, and
-     the speed-up of N ranks over 1 rank for each program.
+  2. the Split-C suite at its large size (each program 0.5 s or more on one
+     rank) on 1 rank and on N ranks, every answer verified, and each
+     program's speed-up of N ranks over 1 rank: weak scaling (each rank
+     solves one rank's problem: N x T1 / TN) and strong scaling (the N ranks
+     share the 1-rank problem: T1 / TN).
 
   --ranks N  ranks for the Split-C suite (1..1024; default: the number of
              cores, nproc). More ranks than cores share cores, and their
-             speed-up then measures that sharing, not the stack.
+             speed-up then measures that sharing, not the stack. Each rank
+             takes up to about 1 GiB of memory at the large size.
   --help     this text
 
 Exit status: 0 the demo ran and every benchmark verified its answer; 1 a build
@@ -61,30 +66,23 @@ else
   echo "== VIA ping-pong skipped: it needs 2 ranks, and this machine has 1 core (--ranks 2 runs it anyway) =="
 fi
 
-# The Split-C suite's programs take milliseconds at its largest size, too
-# short to time once: each program runs again and again in one job, as many
-# times as make at least a second on 1 rank, and each job's time for it is
-# the median of its runs. The count comes from one calibrating run.
+# At --size large each program runs 0.5 s or more on one rank, long enough
+# to time in one run. The 1-rank job is the baseline of both scalings: one
+# rank solves the same problem in both.
 echo
-echo "== Split-C suite: 1 rank, then $ranks ranks, over shm ($cores cores here) =="
+echo "== Split-C suite at its large size: 1 rank, then $ranks ranks (weak and strong scaling), over shm ($cores cores here) =="
 suite() { # RANKS ARGS...: the suite's --json lines, every answer verified
   local n=$1
   shift
-  "$BIN/viarun" -n "$n" --provider shm --timeout 600 -- "$BIN/splitc_suite" --size paper --json "$@"
+  "$BIN/viarun" -n "$n" --provider shm --timeout 600 -- "$BIN/splitc_suite" --size large --json "$@"
 }
-suite 1 >"$work/calibration"
-# name,name,... with each name as many times as its runs take to fill 1 s.
-bench_list=$(awk -F'"' '/"bench":"splitc"/ {
-    name = $8; seconds = $0; sub(/.*"seconds":/, "", seconds); seconds += 0
-    runs = seconds > 0 ? int(1.0 / seconds) + 1 : 1000
-    if (runs > 1000) runs = 1000
-    for (i = 0; i < runs; ++i) list = list (list == "" ? "" : ",") name
-  } END { print list }' "$work/calibration")
-suite 1 --bench "$bench_list" >"$work/one"
+suite 1 >"$work/one"
 if [ "$ranks" -gt 1 ]; then
-  suite "$ranks" --bench "$bench_list" >"$work/many"
+  suite "$ranks" >"$work/weak"
+  suite "$ranks" --total >"$work/strong"
 else
-  cp "$work/one" "$work/many"
+  cp "$work/one" "$work/weak"
+  cp "$work/one" "$work/strong"
 fi
 
 # Our ranks add at most $ranks to the load; more means other programs ran
@@ -99,36 +97,30 @@ if [ "$ranks" -gt "$cores" ]; then
   echo "below also measures that sharing, not only the stack."
 fi
 cat <<EOF
-Each rank solves the same share of a problem in both jobs (the suite's "paper" size
-per rank), so the $ranks-rank job solves a problem $ranks times as large as the 1-rank job.
-speed-up = $ranks x T(1 rank) / T($ranks ranks), T the median time of one run:
-$ranks means the ranks added work at no cost; 1 means $ranks ranks took as long as one rank
-would for all of it; below 1, longer.
+Weak scaling: each of the $ranks ranks solves a problem as large as the 1-rank job's, so
+the $ranks-rank job solves $ranks times as much; speed-up = $ranks x T1 / T$ranks (the scaled
+speed-up): $ranks means the ranks added work at no cost.
+Strong scaling (--total): the $ranks ranks share the 1-rank job's problem; speed-up = T1 / T$ranks:
+$ranks means the work divided by $ranks at no cost.
+Either way, 1 means $ranks ranks took as long as one rank would for the same work; below 1, longer.
+T: seconds of one run, the slowest rank's.
 EOF
-# One row per benchmark from both jobs' lines: runs, the 1-rank job's total,
-# the medians, the speed-up, and whether every run verified its answer.
+# One row per benchmark from the three jobs' lines.
 awk -v ranks="$ranks" -F'"' '
-  function median(name, job,    n, i, j, v, a) {
-    n = count[job, name]
-    for (i = 1; i <= n; ++i) a[i] = seconds[job, name, i]
-    for (i = 2; i <= n; ++i) { v = a[i]; for (j = i - 1; j >= 1 && a[j] > v; --j) a[j + 1] = a[j]; a[j + 1] = v }
-    return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
-  }
   /"bench":"splitc"/ {
-    job = FILENAME ~ /one$/ ? 1 : 2
-    name = $8; s = $0; sub(/.*"seconds":/, "", s); s += 0
-    if (!((1, name) in count) && job == 1) order[++names] = name
-    seconds[job, name, ++count[job, name]] = s
-    total[job, name] += s
+    job = FILENAME ~ /one$/ ? 1 : FILENAME ~ /weak$/ ? 2 : 3
+    name = $8; s = $0; sub(/.*"seconds":/, "", s)
+    if (job == 1) order[++names] = name
+    seconds[job, name] = s + 0
     if ($0 !~ /"verified":true/) failed[name] = 1
   }
   END {
-    printf "%-11s %5s %13s %13s %13s %9s  %s\n", "benchmark", "runs", "1 rank total", "1 rank: T", ranks " ranks: T", "speed-up", "verified"
+    printf "%-11s %10s  %10s %8s  %10s %8s  %s\n", "benchmark", "1 rank: T", "weak: T", "speed-up", "strong: T", "speed-up", "verified"
     for (k = 1; k <= names; ++k) {
-      name = order[k]; t1 = median(name, 1); tn = median(name, 2)
-      printf "%-11s %5d %11.2f s %11.4f s %11.4f s %9.2f  %s\n", name, count[1, name], total[1, name], t1, tn,
-             (tn > 0 ? ranks * t1 / tn : 0), ((name in failed) ? "NO" : "yes")
+      name = order[k]; t1 = seconds[1, name]; weak = seconds[2, name]; strong = seconds[3, name]
+      printf "%-11s %8.3f s  %8.3f s %8.2f  %8.3f s %8.2f  %s\n", name, t1, weak, (weak > 0 ? ranks * t1 / weak : 0),
+             strong, (strong > 0 ? t1 / strong : 0), ((name in failed) ? "NO" : "yes")
       if (name in failed) bad = 1
     }
     exit bad
-  }' "$work/one" "$work/many"
+  }' "$work/one" "$work/weak" "$work/strong"

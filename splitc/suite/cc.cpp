@@ -52,9 +52,8 @@ std::vector<Vertex> expected_labels(std::size_t vertices, const std::vector<Edge
 
 }  // namespace
 
-Outcome connected_components(Size size) {
-  const std::size_t per_rank = size == Size::test ? std::size_t(4) << 10 : std::size_t(128) << 10;
-  const std::size_t vertices = per_rank * std::size_t(PROCS);
+Outcome connected_components(const Problem& problem) {
+  const std::size_t vertices = problem.total(problem.at().cc_vertices);
   const std::vector<Edge> edges = random_graph(vertices);
   splitc::spread_array<Vertex> label(vertices, splitc::layout::blocked);
   const std::size_t first = std::size_t(MYPROC) * label.block();

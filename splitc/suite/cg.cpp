@@ -1,7 +1,8 @@
 // Conjugate gradient on A x = b, A the 5-point Laplacian of an nx x ny grid
 // plus a small diagonal shift (sparse, symmetric positive definite), b = 1.
 // The grid has a fixed width and a band of rows per rank, so its height grows
-// with the ranks; each iteration stores our edge rows of p into the
+// with the ranks (weak scaling), or a fixed height dealt to the ranks in
+// bands (strong scaling, at most one rank per row); each iteration stores our edge rows of p into the
 // neighbours' ghost rows (bulk_store, store_sync) and takes two dot products
 // (all_reduce_to_all).
 #include <cmath>
@@ -84,10 +85,9 @@ double dot(const std::vector<double>& a, const double* b) {
 
 }  // namespace
 
-Outcome conjugate_gradient(Size size) {
-  const std::size_t width = size == Size::test ? 96 : 512;
-  const std::size_t rows_per_rank = size == Size::test ? 24 : 256;
-  const std::size_t height = rows_per_rank * std::size_t(PROCS);
+Outcome conjugate_gradient(const Problem& problem) {
+  const std::size_t width = problem.at().cg_width;
+  const std::size_t height = problem.total(problem.at().cg_rows);
   Grid grid(width, height);
   const std::size_t n = grid.points();
   const std::vector<double> b(n, 1.0);

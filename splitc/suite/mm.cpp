@@ -1,8 +1,10 @@
 // Blocked matrix multiply C = A B with 4 x 4 blocks per processor: on P
 // ranks C and A have 4P x 4 blocks and B 4 x 4, the blocks dealt cyclically,
 // so that every rank owns 16 blocks of A and of C and computes its 16 blocks
-// of C (64 block products, whatever P). Each rank fetches the next A and B
-// blocks with bulk_get while it multiplies the current two.
+// of C (64 block products, whatever P). Under strong scaling A, B and C have
+// 4 x 4 blocks whatever P, and the 16 blocks of C are dealt to the ranks.
+// Each rank fetches the next A and B blocks with bulk_get while it
+// multiplies the current two.
 #include <vector>
 
 #include "suite.hpp"
@@ -10,7 +12,7 @@
 namespace suite {
 namespace {
 
-constexpr std::size_t kBlocks = 4;  // block columns of every matrix; block rows of B, and of A and C per rank
+constexpr std::size_t kBlocks = 4;  // block columns of every matrix; block rows of B, and of A and C on one rank
 
 // Small integers, so that every product and sum is exact in doubles.
 double a_entry(std::size_t r, std::size_t c) { return double(int((r * 7 + c * 13) % 11) - 5); }
@@ -29,10 +31,10 @@ void multiply_add(double* c, const double* a, const double* b, std::size_t n) {
 
 }  // namespace
 
-Outcome matrix_multiply(Size size) {
-  const std::size_t n = size == Size::test ? 64 : 128;  // block side
+Outcome matrix_multiply(const Problem& problem) {
+  const std::size_t n = problem.at().mm_block;  // block side
   const std::size_t block = n * n;
-  const std::size_t rows = kBlocks * std::size_t(PROCS);  // block rows of A and C
+  const std::size_t rows = problem.total(kBlocks);  // block rows of A and C
   // Block (i, j) is element range [(i * kBlocks + j) * block, +block) of its matrix.
   splitc::spread_array<double> a(rows * kBlocks * block, block), b(kBlocks * kBlocks * block, block),
       c(rows * kBlocks * block, block);

@@ -15,8 +15,6 @@ constexpr std::size_t kSamplesPerRank = 128;
 constexpr int kDigitBits = 8;
 constexpr std::size_t kBuckets = std::size_t(1) << kDigitBits;
 
-std::size_t keys_per_rank(Size size) { return size == Size::test ? std::size_t(8) << 10 : std::size_t(256) << 10; }
-
 std::string keys_problem(std::size_t keys) { return std::to_string(keys) + " keys"; }
 
 // A permutation-invariant fingerprint of a multiset of keys.
@@ -79,10 +77,10 @@ void merge_runs(std::vector<Key>& keys, std::vector<std::size_t> bounds) {
 
 }  // namespace
 
-Outcome sample_sort(Size size, bool bulk) {
+Outcome sample_sort(const Problem& problem, bool bulk) {
   const char* name = bulk ? "ssort_bulk" : "ssort_sm";
   const std::size_t procs = std::size_t(PROCS), me = std::size_t(MYPROC);
-  const Even share{keys_per_rank(size) * procs, procs};
+  const Even share{problem.total(problem.at().ssort_keys), procs};
   LocalArray<Key> keys(share.count(me));
   const Input input = generate(keys.span(), 1);
   std::vector<Key> result;
@@ -144,10 +142,10 @@ Outcome sample_sort(Size size, bool bulk) {
   return out;
 }
 
-Outcome radix_sort(Size size, bool bulk) {
+Outcome radix_sort(const Problem& problem, bool bulk) {
   const char* name = bulk ? "rsort_bulk" : "rsort_sm";
   const std::size_t procs = std::size_t(PROCS), me = std::size_t(MYPROC);
-  const Even share{keys_per_rank(size) * procs, procs};
+  const Even share{problem.total(problem.at().rsort_keys), procs};
   const std::size_t n = share.count(me), capacity = share.count(0);
   splitc::spread_array<Key> buffer_a(procs * capacity, capacity), buffer_b(procs * capacity, capacity);
   const Input input = generate(buffer_a.local().first(n), 2);

@@ -11,9 +11,43 @@
 
 namespace suite {
 
-// Problem sizes are per processor (weak scaling), at both sizes: a job of
-// P ranks solves a problem P times as large as a job of one rank.
-enum class Size { test, paper };
+enum class Size { test, paper, large };
+
+// Weak: each size is one rank's share, and a job of P ranks solves a problem
+// P times as large (ideal: constant time). Strong (--total): each size is the
+// whole job's problem, dealt to the ranks (ideal: time / P). One rank solves
+// the same problem either way.
+enum class Scaling { weak, strong };
+
+// Each program's problem at one size, as one rank solves it.
+struct Sizes {
+  std::size_t mm_block;       // side of mm's blocks of doubles
+  std::size_t ssort_keys;     // ssort_sm and ssort_bulk
+  std::size_t rsort_keys;     // rsort_sm and rsort_bulk
+  std::size_t cc_vertices;
+  std::size_t cg_width, cg_rows;
+  std::size_t segment_bytes;  // each rank's AM segment that fits them; 0: the library's default
+};
+
+inline const Sizes& sizes(Size size) {
+  static constexpr Sizes test{64, 8 << 10, 8 << 10, 4 << 10, 96, 24, 0};
+  static constexpr Sizes paper{128, 256 << 10, 256 << 10, 128 << 10, 512, 256, 0};
+  // Each program 0.5 s or more on one rank of a 2-core machine (0.8-1.7 s of
+  // CPU measured); rsort_bulk, at memory speed on one rank, sets the segment:
+  // 192 MiB of keys here and twice that in collective memory.
+  static constexpr Sizes large{384, 12 << 20, 48 << 20, 3 << 20, 1024, 1024, std::size_t(1) << 30};
+  return size == Size::test ? test : size == Size::paper ? paper : large;
+}
+
+struct Problem {
+  Size size;
+  Scaling scaling;
+  const Sizes& at() const { return sizes(size); }
+  // The whole job's count of something one rank has `one_rank` of.
+  std::size_t total(std::size_t one_rank) const {
+    return scaling == Scaling::weak ? one_rank * std::size_t(splitc::procs()) : one_rank;
+  }
+};
 
 struct Outcome {
   double seconds = 0;  // the slowest rank's time
@@ -21,11 +55,11 @@ struct Outcome {
   std::string problem;  // the whole job's problem, for the table
 };
 
-Outcome matrix_multiply(Size size);
-Outcome sample_sort(Size size, bool bulk);
-Outcome radix_sort(Size size, bool bulk);
-Outcome connected_components(Size size);
-Outcome conjugate_gradient(Size size);
+Outcome matrix_multiply(const Problem& problem);
+Outcome sample_sort(const Problem& problem, bool bulk);
+Outcome radix_sort(const Problem& problem, bool bulk);
+Outcome connected_components(const Problem& problem);
+Outcome conjugate_gradient(const Problem& problem);
 
 // Deterministic pseudo-random numbers (splitmix64): the same stream on
 // every rank for the same seed.
