@@ -79,9 +79,10 @@ constexpr ClassInfo kClasses[] = {
 #undef VIASTACK_ERROR_CLASS
 
 // Ends the process, and with it the job, at once; _exit runs no exit
-// handlers: what they would do, and the other ranks' segments on this node.
+// handlers: what they would do (every stdio stream flushed, so that the
+// program's output is not lost), and the other ranks' segments on this node.
 [[noreturn]] void exit_now(int code) {
-  std::fflush(stdout);
+  std::fflush(nullptr);
   via::remove_job_shared_memory_now();
   _exit(code == 0 ? 1 : code);
 }

@@ -197,6 +197,8 @@ static void cancel_sends(void) {
     MPI_Barrier(MPI_COMM_WORLD);
     MPI_Iprobe(prev, 22, MPI_COMM_WORLD, &flag, MPI_STATUS_IGNORE);
     CHECK(!flag);
+    /* Not before every rank has probed: prev's next message would be seen here. */
+    MPI_Barrier(MPI_COMM_WORLD);
   }
 }
 
