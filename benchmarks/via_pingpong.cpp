@@ -23,7 +23,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 constexpr int kDefaultWindow = 64;  // messages in flight in bandwidth and rate modes
-constexpr int kMaxWindow = 4096;
 constexpr int kRepetitions = 5;
 constexpr std::size_t kMinColdPool = 64u << 20;
 
@@ -126,6 +125,13 @@ struct Endpoint {
   Endpoint(int rank, std::size_t max_bytes, int window_, bool cold) : window(window_), buffers(max_bytes, cold) {
     check(via::Nic::open("", nic), "open NIC");
     check(nic->create_ptag(ptag), "create ptag");
+    // Two windows of receives are posted at once: the NIC's queues must hold them.
+    VIP_NIC_ATTRIBUTES nic_attrs;
+    nic->query(nic_attrs);
+    if (2ul * std::size_t(window) > nic_attrs.MaxDescriptorsPerQueue)
+      bench::usage_error("via_pingpong", "--window must be at most " +
+                                             std::to_string(nic_attrs.MaxDescriptorsPerQueue / 2) +
+                                             " (half of the NIC's descriptors per queue)");
     descs.resize(4 * window + 1);
     via::MemAttributes attrs{ptag, false, false};
     check(nic->register_memory(buffers.memory().data(), buffers.memory().size(), attrs, buffer_handle),
@@ -316,7 +322,8 @@ constexpr const char* kUsage =
     "         rate      message rate, as osu_mbw_mr: a window of W sends posted back to\n"
     "                   back, the receiver keeping W receives posted and answering each\n"
     "                   window with a zero-byte message; msg_rate_Mps in the JSON\n"
-    "  --window W       messages in flight in bw and rate modes (default 64, at most 4096)\n"
+    "  --window W       messages in flight in bw and rate modes (default 64; at most half\n"
+    "                   of the NIC's descriptors per queue, 512)\n"
     "  --cold           buffers not in cache: each message, sent or received, takes the\n"
     "                   next slot of a pool of 4x the last-level cache (read from\n"
     "                   /sys/devices/system/cpu/cpu0/cache; at least 64 MiB) on each rank;\n"
@@ -352,9 +359,7 @@ int main(int argc, char** argv) {
       if (opt.mode != "lat" && opt.mode != "bw" && opt.mode != "rate")
         bench::usage_error("via_pingpong", "--mode must be lat, bw or rate");
     } else if (a == "--window") {
-      const long w = bench::parse_count("via_pingpong", value("--window"));
-      if (w > kMaxWindow) bench::usage_error("via_pingpong", "--window must be at most " + std::to_string(kMaxWindow));
-      opt.window = int(w);
+      opt.window = int(std::min(bench::parse_count("via_pingpong", value("--window")), 1l << 20));
     } else if (a == "--cold") {
       opt.cold = true;
     } else if (a == "--nhalf") {
