@@ -207,8 +207,14 @@ int main(int argc, char** argv) {
   if (am::enable(config) != am::Status::ok) die("am_enable");
   if (test == "rate") {
     if (!sizes_given) std::erase_if(sizes, [](std::size_t bytes) { return bytes > am::max_size(); });
-    if (*std::max_element(sizes.begin(), sizes.end()) > am::max_size())
-      bench::usage_error("am_bench", "--test rate takes sizes up to am_max_size, " + std::to_string(am::max_size()));
+    if (*std::max_element(sizes.begin(), sizes.end()) > am::max_size()) {
+      const std::string why = "--test rate takes sizes up to am_max_size, " + std::to_string(am::max_size());
+      // Every rank finds the same, and leaves AM as it would at the end: an
+      // exit with AM enabled is left to static destructors, which run it
+      // after the VIA library's own are gone.
+      am::disable();
+      bench::usage_error("am_bench", why);
+    }
   }
 
   if (job.rank == 0) {
