@@ -3,9 +3,11 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace bench {
@@ -95,19 +97,76 @@ struct Result {
   long iters;
   double lat_us;
   double bw_MBps;
+  // Message-rate modes only (0 elsewhere, and then not printed): millions of
+  // messages per second, and the messages kept in flight to reach it.
+  double msg_rate_Mps = 0;
+  int window = 0;
 };
 
 inline void table_header(const char* kind_key) {
-  std::printf("%-6s %10s %10s %12s %12s\n", kind_key, "bytes", "iters", "lat_us", "bw_MBps");
+  std::printf("%-6s %10s %10s %12s %12s %12s\n", kind_key, "bytes", "iters", "lat_us", "bw_MBps", "msg_rate_Mps");
 }
 
 inline void print_result(const Result& r, bool json) {
-  if (json)
+  if (json) {
     std::printf("{\"bench\":\"%s\",\"provider\":\"%s\",\"%s\":\"%s\",\"bytes\":%zu,\"iters\":%ld,"
-                "\"lat_us\":%.4f,\"bw_MBps\":%.2f}\n",
+                "\"lat_us\":%.4f,\"bw_MBps\":%.2f",
                 r.bench, r.provider, r.kind_key, r.kind.c_str(), r.bytes, r.iters, r.lat_us, r.bw_MBps);
-  else
+    if (r.msg_rate_Mps > 0) std::printf(",\"msg_rate_Mps\":%.4f,\"window\":%d", r.msg_rate_Mps, r.window);
+    std::printf("}\n");
+  } else if (r.msg_rate_Mps > 0) {
+    std::printf("%-6s %10zu %10ld %12.3f %12.1f %12.3f\n", r.kind.c_str(), r.bytes, r.iters, r.lat_us, r.bw_MBps,
+                r.msg_rate_Mps);
+  } else {
     std::printf("%-6s %10zu %10ld %12.3f %12.1f\n", r.kind.c_str(), r.bytes, r.iters, r.lat_us, r.bw_MBps);
+  }
+  std::fflush(stdout);
+}
+
+// N-half (Hockney's n_1/2): the message size at which a sweep first reaches
+// half of its peak bandwidth. Between the last size below half and the first
+// at or above it, the size is interpolated linearly in log2(size), as the
+// sweep's sizes are powers of two; a sweep whose smallest size already
+// reaches half gives that size (N-half is at most that).
+struct NHalf {
+  double nhalf_bytes = 0;
+  double peak_bw_MBps = 0;
+  std::size_t peak_bytes = 0;
+};
+
+inline NHalf n_half(std::vector<std::pair<std::size_t, double>> sweep) {  // (bytes, bw_MBps)
+  std::erase_if(sweep, [](const auto& p) { return p.first == 0; });  // no log2(0): 0 B moves nothing
+  std::sort(sweep.begin(), sweep.end());
+  NHalf r;
+  for (const auto& [bytes, bw] : sweep)
+    if (bw > r.peak_bw_MBps) r = {0, bw, bytes};
+  const double half = r.peak_bw_MBps / 2;
+  for (std::size_t i = 0; i < sweep.size(); ++i) {
+    if (sweep[i].second < half) continue;
+    if (i == 0) {
+      r.nhalf_bytes = double(sweep[0].first);
+    } else {
+      const auto [b0, w0] = sweep[i - 1];
+      const auto [b1, w1] = sweep[i];
+      const double t = (half - w0) / (w1 - w0);
+      r.nhalf_bytes = std::exp2(std::log2(double(b0)) + t * (std::log2(double(b1)) - std::log2(double(b0))));
+    }
+    break;
+  }
+  return r;
+}
+
+// The N-half summary after a sweep: one more JSON line, whose `kind` is
+// "nhalf" and which names the sweep it came from, or a line of text.
+inline void print_n_half(const char* bench, const char* provider, const char* kind_key, const std::string& sweep_kind,
+                         const NHalf& h, bool json) {
+  if (json)
+    std::printf("{\"bench\":\"%s\",\"provider\":\"%s\",\"%s\":\"nhalf\",\"sweep\":\"%s\","
+                "\"nhalf_bytes\":%.0f,\"peak_bw_MBps\":%.2f,\"peak_bytes\":%zu}\n",
+                bench, provider, kind_key, sweep_kind.c_str(), h.nhalf_bytes, h.peak_bw_MBps, h.peak_bytes);
+  else
+    std::printf("N-half (%s): %.0f bytes reach half of the peak %.1f MB/s (peak at %zu bytes)\n", sweep_kind.c_str(),
+                h.nhalf_bytes, h.peak_bw_MBps, h.peak_bytes);
   std::fflush(stdout);
 }
 

@@ -9,6 +9,13 @@
                                             as benchmarks/compare --provider; with shm, rows
                                             np_* compare raw/r*_npvia_*.out (NPopenmpi on
                                             viastack) with raw/r*_netpipe_*.out (on Open MPI)
+  compare_report.py ratecold OUTDIR [PROV]  (e)'s raw runs -> OUTDIR/ratecold.{json,txt,md}, with
+                                            shm also threshold.{txt,md} (CMA against the rings,
+                                            warm and cold); prints them
+  compare_report.py ucxsweep OUTDIR REP     ucx_perftest tag_bw's N-half sweep of repetition REP
+                                            -> JSON lines
+  compare_report.py npcold OUTDIR REP       NetPIPE's runs of (e), cold (-I) and warm, of
+                                            repetition REP -> JSON lines
 
 Units, everywhere in the JSON this writes:
   lat_us   one-way latency in microseconds (half a round trip)
@@ -40,6 +47,7 @@ elapsed is whole microseconds, from CLOCK_MONOTONIC around the loop.
 """
 import glob
 import json
+import math
 import os
 import re
 import statistics
@@ -221,9 +229,8 @@ def mark(v, pct):
     return fmt(v) + ("*" if pct is not None and pct >= DISTURBED_PCT else "")
 
 
-def summary(outdir, provider="shm"):
-    rows = []
-
+def row_adder(rows):
+    """A function that appends one row (ours against an anchor, over the runs) to rows."""
     def row(key, metric, unit, ours_runs, anchor, anchor_runs, better, target=None):
         (ours_vals, ours_others), (anchor_vals, anchor_others) = ours_runs, anchor_runs
         o, a = med(ours_vals), med(anchor_vals)
@@ -236,6 +243,12 @@ def summary(outdir, provider="shm"):
             "ratio_ours_over_anchor": ratio, "better": better, "target": target,
         })
         return rows[-1]
+    return row
+
+
+def summary(outdir, provider="shm"):
+    rows = []
+    row = row_adder(rows)
 
     targets = {}
     if provider == "tcp":
@@ -304,31 +317,38 @@ def summary(outdir, provider="shm"):
         result["provider"] = provider
     with open(os.path.join(outdir, "summary.json"), "w") as f:
         json.dump(result, f, indent=2)
+    notes = []
+    if ucx_p50 is not None:
+        notes.append(f"  (ucx_perftest tag_lat 8 B, 50th percentile column, median of runs: {fmt(ucx_p50)} us)")
+    write_tables(outdir, "table", rows, targets, notes)
 
-    # Plain-text table.
+
+def write_tables(outdir, name, rows, targets, notes=(), metric_width=52):
+    """Prints the rows as a table, and writes it to OUTDIR/NAME.txt and, for
+    docs/PERFORMANCE.md, NAME.md; notes go under the runs."""
     lines = []
-    head = f"{'metric':<52} {'unit':<5} {'viastack':>9}  {'anchor':>9}  {'ours/anchor':>11}  anchor"
+    head = f"{'metric':<{metric_width}} {'unit':<5} {'viastack':>9}  {'anchor':>9}  {'ours/anchor':>11}  anchor"
     lines.append(head)
     lines.append("-" * len(head) + "-" * 40)
     for r in rows:
-        lines.append(f"{r['metric']:<52} {r['unit']:<5} {fmt(r['ours_median']):>9}  "
+        lines.append(f"{r['metric']:<{metric_width}} {r['unit']:<5} {fmt(r['ours_median']):>9}  "
                      f"{fmt(r['anchor_median']):>9}  {fmt(r['ratio_ours_over_anchor'], 2):>11}  {r['anchor']}")
     lines.append("")
     lines.append("runs (in order; the medians above are over these;")
     lines.append(f" * = other processes used >= {DISTURBED_PCT}% of the CPUs, and >= 0.05 s, while that run ran):")
+    key_width = max([9] + [len(r["key"]) for r in rows])
     for r in rows:
         o = " ".join(mark(v, p) for v, p in zip(r["ours_runs"], r["ours_others_pct"]))
         a = " ".join(mark(v, p) for v, p in zip(r["anchor_runs"], r["anchor_others_pct"]))
-        lines.append(f"  {r['key']:<9} viastack [{o}]   anchor [{a}]")
-    if ucx_p50 is not None:
-        lines.append(f"  (ucx_perftest tag_lat 8 B, 50th percentile column, median of runs: {fmt(ucx_p50)} us)")
-    lines.append("")
-    lines.append("targets:")
+        lines.append(f"  {r['key']:<{key_width}} viastack [{o}]   anchor [{a}]")
+    lines += notes
+    if targets:
+        lines += ["", "targets:"]
     for t in targets.values():
         met = {True: "MET", False: "NOT MET", None: "UNKNOWN (a measurement is missing)"}[t["met"]]
         lines.append(f"  {t['text']}: {met}")
     text = "\n".join(lines) + "\n"
-    with open(os.path.join(outdir, "table.txt"), "w") as f:
+    with open(os.path.join(outdir, name + ".txt"), "w") as f:
         f.write(text)
 
     # Markdown table (for docs/PERFORMANCE.md).
@@ -339,7 +359,7 @@ def summary(outdir, provider="shm"):
                   f"{fmt(r['ratio_ours_over_anchor'], 2)} | {r['anchor']} | "
                   f"{', '.join(mark(v, p) for v, p in zip(r['ours_runs'], r['ours_others_pct']))} | "
                   f"{', '.join(mark(v, p) for v, p in zip(r['anchor_runs'], r['anchor_others_pct']))} |")
-    with open(os.path.join(outdir, "table.md"), "w") as f:
+    with open(os.path.join(outdir, name + ".md"), "w") as f:
         f.write("\n".join(md) + "\n")
     sys.stdout.write(text)
 
@@ -408,6 +428,179 @@ def summary_tcp(outdir, row, rows, targets):
            rows[4], lambda x: x >= 0.8)
 
 
+def n_half(points):
+    """As bench::n_half (benchmarks/bench_util.hpp): the size at which a sweep
+    [(bytes, bw_MBps)] first reaches half of its peak, interpolated linearly in
+    log2(size); the smallest size if that already does; None without points."""
+    pts = sorted((b, w) for b, w in points if b > 0 and w is not None)
+    if not pts:
+        return None
+    half = max(w for _, w in pts) / 2
+    for i, (b1, w1) in enumerate(pts):
+        if w1 < half:
+            continue
+        if i == 0:
+            return float(b1)
+        b0, w0 = pts[i - 1]
+        t = (half - w0) / (w1 - w0)
+        return 2 ** (math.log2(b0) + t * (math.log2(b1) - math.log2(b0)))
+    return None
+
+
+def ucx_sweep(outdir, rep):
+    """ucx_perftest tag_bw's N-half sweep of one repetition: [(bytes, record)], and the
+    largest share of the CPUs other processes used during one of its runs."""
+    points, worst = [], None
+    for path in glob.glob(os.path.join(outdir, "raw", f"r{rep}_ucxnhalf_*.txt")):
+        nbytes = int(re.search(r"_(\d+)\.txt$", path).group(1))
+        rec = parse_ucx(path, "tag_bw", nbytes)
+        if rec:
+            points.append((nbytes, rec))
+        pct = others_pct(path)
+        if pct is not None:
+            worst = pct if worst is None else max(worst, pct)
+    return sorted(points, key=lambda p: p[0]), worst
+
+
+def repetitions(outdir, pattern):
+    return sorted({int(m.group(1)) for p in glob.glob(os.path.join(outdir, "raw", pattern))
+                   if (m := re.search(r"/r(\d+)_", p))})
+
+
+def ucx_nhalf_runs(outdir):
+    vals, others = [], []
+    for rep in repetitions(outdir, "r*_ucxnhalf_*.txt"):
+        points, worst = ucx_sweep(outdir, rep)
+        vals.append(n_half([(b, r["bw_MBps"]) for b, r in points]))
+        others.append(worst)
+    return vals, others
+
+
+def ours_at(nbytes, field):
+    """A field of the line for one size in a file of our JSON lines."""
+    def extract(path):
+        for rec in read_jsonl(path):
+            if rec.get("bytes") == nbytes and field in rec:
+                return rec[field]
+        return None
+    return extract
+
+
+def scaled(values_others, factor):
+    vals, others = values_others
+    return [None if v is None else v * factor for v in vals], others
+
+
+def size_text(nbytes):
+    return f"{nbytes >> 20} MiB" if nbytes >= 1 << 20 else f"{nbytes >> 10} KiB"
+
+
+def ratecold(outdir, provider="shm"):
+    """(e): message rate, N-half and cold buffers -> OUTDIR/ratecold.{txt,md,json} and,
+    with shm, OUTDIR/threshold.{txt,md}: CMA against the rings, warm and cold."""
+    rows, targets = [], {}
+    row = row_adder(rows)
+    ucx_tls = "tcp,self" if provider == "tcp" else "posix,self"
+    ompi_btl = "tcp" if provider == "tcp" else "vader"
+    ompi = f"mpi_pingpong --mode rate on Open MPI (ob1 + {ompi_btl}), window 64"
+    via_rate = runs(outdir, "r*_via_rate_8.json", ours("msg_rate_Mps"))
+    ucx_rate = scaled(runs(outdir, "r*_ucx_tag_bw_8.txt", ucx_field("tag_bw", 8, "msg_rate")), 1e-6)
+    ompi_rate = runs(outdir, "r*_ompi_rate_8.json", ours("msg_rate_Mps"))
+    rate_rows = [
+        row("rate_via_ucx", "8 B message rate: raw VIA (window 64)", "M/s", via_rate,
+            f"ucx_perftest tag_bw, UCX_TLS={ucx_tls} (overall)", ucx_rate, "higher", "ours >= anchor"),
+        row("rate_via_ompi", "8 B message rate: raw VIA (window 64)", "M/s", via_rate, ompi, ompi_rate,
+            "higher", "ours >= anchor"),
+        row("rate_am_ucx", "8 B message rate: AM (one-way requests, depth 32)", "M/s",
+            runs(outdir, "r*_am_rate_8.json", ours("msg_rate_Mps")),
+            f"ucx_perftest ucp_am_bw, UCX_TLS={ucx_tls} (overall)",
+            scaled(runs(outdir, "r*_ucx_ucp_am_bw_8.txt", ucx_field("ucp_am_bw", 8, "msg_rate")), 1e-6),
+            "higher", "ours >= anchor"),
+        row("rate_mpi_ompi", "8 B message rate: MPI (mpi_pingpong, window 64)", "M/s",
+            runs(outdir, "r*_mpivia_rate_8.json", ours("msg_rate_Mps")), ompi, ompi_rate, "higher", "ours >= anchor"),
+    ]
+    via_nhalf = runs(outdir, "r*_via_nhalf.json", ours("nhalf_bytes"))
+    ompi_nhalf = runs(outdir, "r*_ompi_nhalf.json", ours("nhalf_bytes"))
+    ompi_bw = f"mpi_pingpong --mode bw --nhalf on Open MPI (ob1 + {ompi_btl})"
+    ucx_bw = f"ucx_perftest tag_bw sweep, UCX_TLS={'tcp,self' if provider == 'tcp' else 'posix,self,cma'}"
+    nhalf_rows = [
+        row("nhalf_via_ucx", "N-half: raw VIA streaming (window 64)", "B", via_nhalf, ucx_bw, ucx_nhalf_runs(outdir),
+            "lower", "ours <= anchor"),
+        row("nhalf_via_ompi", "N-half: raw VIA streaming (window 64)", "B", via_nhalf, ompi_bw, ompi_nhalf,
+            "lower", "ours <= anchor"),
+        row("nhalf_am_ucx", "N-half: AM stores (32 in flight)", "B",
+            runs(outdir, "r*_am_nhalf.json", ours("nhalf_bytes")), ucx_bw, ucx_nhalf_runs(outdir), "lower"),
+        row("nhalf_mpi_ompi", "N-half: MPI streaming (window 64)", "B",
+            runs(outdir, "r*_mpivia_nhalf.json", ours("nhalf_bytes")), ompi_bw, ompi_nhalf,
+            "lower", "ours <= anchor"),
+    ]
+    peaks = [f"  peak bandwidth of the N-half sweeps (MB/s, median of runs): "
+             f"raw VIA {fmt(med(runs(outdir, 'r*_via_nhalf.json', ours('peak_bw_MBps'))[0]))}, "
+             f"AM {fmt(med(runs(outdir, 'r*_am_nhalf.json', ours('peak_bw_MBps'))[0]))}, "
+             f"MPI {fmt(med(runs(outdir, 'r*_mpivia_nhalf.json', ours('peak_bw_MBps'))[0]))}, "
+             f"Open MPI {fmt(med(runs(outdir, 'r*_ompi_nhalf.json', ours('peak_bw_MBps'))[0]))}"]
+    for r in rate_rows + nhalf_rows:
+        if r["target"]:
+            ratio = r["ratio_ours_over_anchor"]
+            met = None if ratio is None else ratio >= 1.0 if r["better"] == "higher" else ratio <= 1.0
+            targets[r["key"]] = {"text": f"{r['metric']} {'>=' if r['better'] == 'higher' else '<='} "
+                                         f"{r['anchor']}", "met": met}
+
+    cold_sizes = sorted({int(m.group(1)) for p in glob.glob(os.path.join(outdir, "raw", "r*_npwarm_*.out"))
+                         if (m := re.search(r"_(\d+)\.out$", p))} |
+                        {rec["bytes"] for p in glob.glob(os.path.join(outdir, "raw", "r*_via_lat_cma_cold.json"))
+                         for rec in read_jsonl(p)})
+    for s in cold_sizes:
+        for temp, np_file, np_text in (("cold", "npcold", "NetPIPE NPopenmpi -I (cache invalidation)"),
+                                       ("warm", "npwarm", "NetPIPE NPopenmpi")):
+            anchor_runs = runs(outdir, f"r*_{np_file}_{s}.out", netpipe_at(s, "bw_MBps"))
+            best = []  # the faster of CMA and the rings, run by run
+            cma = runs(outdir, f"r*_via_lat_cma_{temp}.json", ours_at(s, "bw_MBps"))
+            ring = runs(outdir, f"r*_via_lat_ring_{temp}.json", ours_at(s, "bw_MBps"))
+            for c, g in zip(cma[0], ring[0]):
+                best.append(max(v for v in (c, g, -1) if v is not None) if (c, g) != (None, None) else None)
+            row(f"pp_{temp}_{s >> 10}k", f"{size_text(s)} ping-pong, {temp}: faster of CMA and rings", "MB/s",
+                (best, [max((p for p in pq if p is not None), default=None) for pq in zip(cma[1], ring[1])]),
+                np_text if anchor_runs[0] else np_text + " (none: -I stops at 8 MiB)", anchor_runs, "higher")
+    write_tables(outdir, "ratecold", rows, targets, peaks, metric_width=56)
+
+    if cold_sizes:
+        # The single-copy threshold: CMA (at every size) against the rings.
+        trows = []
+        trow = row_adder(trows)
+        for s in cold_sizes:
+            for mode, mode_text in (("bw", "streaming"), ("lat", "ping-pong")):
+                for temp in ("warm", "cold"):
+                    trow(f"{mode}_{temp}_{s >> 10}k", f"{size_text(s)} {mode_text}, {temp}: CMA", "MB/s",
+                         runs(outdir, f"r*_via_{mode}_cma_{temp}.json", ours_at(s, "bw_MBps")),
+                         "viastack, rings only (VIASTACK_SHM_CMA=0)",
+                         runs(outdir, f"r*_via_{mode}_ring_{temp}.json", ours_at(s, "bw_MBps")), "higher")
+        pays = [s for s in cold_sizes
+                if all(r["ratio_ours_over_anchor"] is not None and r["ratio_ours_over_anchor"] >= 1.0
+                       for r in trows if r["key"].endswith(f"_{s >> 10}k"))]
+        from_size = next((s for s in cold_sizes if all(t in pays for t in cold_sizes if t >= s)), None)
+        print()
+        note = ("  CMA at least as fast as the rings warm and cold, streaming and ping-pong, from "
+                f"{size_text(from_size)} up" if from_size else
+                "  CMA is not at least as fast as the rings in all four conditions at any size up to the largest")
+        write_tables(outdir, "threshold", trows, {}, [note], metric_width=40)
+    with open(os.path.join(outdir, "ratecold.json"), "w") as f:
+        json.dump({"outdir": os.path.abspath(outdir), "rows": rows, "targets": targets}, f, indent=2)
+
+
+def sweep_jsonl(outdir, rep, kind):
+    """JSON lines for plot_pingpong: ucx_perftest tag_bw's N-half sweep, or NetPIPE's
+    cold and warm runs of (e), of one repetition."""
+    if kind == "ucxsweep":
+        points, _ = ucx_sweep(outdir, rep)
+        return [rec for _, rec in points]
+    out = []
+    for np_file, label in (("npcold", "netpipe_cold"), ("npwarm", "netpipe_warm")):
+        for path in glob.glob(os.path.join(outdir, "raw", f"r{rep}_{np_file}_*.out")):
+            out += [dict(rec, label=label) for rec in parse_netpipe(path)]
+    return sorted(out, key=lambda r: (r["label"], r["bytes"]))
+
+
 def main(argv):
     if len(argv) >= 3 and argv[1] == "netpipe":
         for r in parse_netpipe(argv[2]):
@@ -424,6 +617,13 @@ def main(argv):
         print(json.dumps(r))
     elif len(argv) >= 3 and argv[1] == "summary":
         summary(argv[2], argv[3] if len(argv) >= 4 else "shm")
+    elif len(argv) >= 3 and argv[1] == "ratecold":
+        ratecold(argv[2], argv[3] if len(argv) >= 4 else "shm")
+    elif len(argv) >= 4 and argv[1] in ("ucxsweep", "npcold"):
+        recs = sweep_jsonl(argv[2], int(argv[3]), argv[1])
+        for r in recs:
+            print(json.dumps(r))
+        return 0 if recs else 1
     else:
         sys.stderr.write(__doc__)
         return 2

@@ -1,8 +1,8 @@
-// mpi_pingpong: MPI one-way latency (ping-pong) and streaming bandwidth
-// between ranks 0 and 1, written against the MPI C API only, so the same
-// program measures viastack's MPI or any other libmpi.so.40.
+// mpi_pingpong: MPI one-way latency (ping-pong), streaming bandwidth and
+// message rate between ranks 0 and 1, written against the MPI C API only, so
+// the same program measures viastack's MPI or any other libmpi.so.40.
 //
-//   mpi_pingpong [--sizes a,b,...] [--iters N] [--mode lat|bw] [--json]
+//   mpi_pingpong [--sizes a,b,...] [--iters N] [--mode lat|bw|rate] [--window W] [--nhalf] [--json]
 #include <mpi.h>
 
 #include <algorithm>
@@ -10,13 +10,15 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bench_util.hpp"
 
 namespace {
 
-constexpr int kWindow = 64;  // messages in flight in bandwidth mode (as osu_bw)
+constexpr int kDefaultWindow = 64;  // messages in flight in bw and rate modes (as osu_bw)
+constexpr int kMaxWindow = 4096;
 constexpr int kRepetitions = 5;
 
 double run_latency(int rank, std::vector<char>& buf, std::size_t bytes, long iters) {
@@ -39,48 +41,58 @@ double run_latency(int rank, std::vector<char>& buf, std::size_t bytes, long ite
   return bench::median(reps);
 }
 
-// Rank 0 posts kWindow sends, rank 1 kWindow receives, then a zero-byte reply closes the window.
-double run_bandwidth(int rank, std::vector<char>& buf, std::size_t bytes, long iters) {
+// As osu_bw and osu_mbw_mr: rank 0 posts a window of Isends, rank 1 a window
+// of Irecvs, each side Waitall, then a zero-byte reply closes the window.
+// Returns messages per second.
+double run_windowed(int rank, std::vector<char>& buf, std::size_t bytes, long iters, int window) {
   std::vector<double> reps;
-  const long windows = std::max(1l, iters / kRepetitions / kWindow);
-  MPI_Request requests[kWindow];
+  const long windows = std::max(1l, iters / kRepetitions / window);
+  std::vector<MPI_Request> requests(window);
   for (int rep = 0; rep < kRepetitions; ++rep) {
     MPI_Barrier(MPI_COMM_WORLD);
     const double start = MPI_Wtime();
     for (long w = 0; w < windows; ++w) {
-      for (int i = 0; i < kWindow; ++i) {
+      for (int i = 0; i < window; ++i) {
         if (rank == 0)
           MPI_Isend(buf.data(), int(bytes), MPI_BYTE, 1, 2, MPI_COMM_WORLD, &requests[i]);
         else
           MPI_Irecv(buf.data(), int(bytes), MPI_BYTE, 0, 2, MPI_COMM_WORLD, &requests[i]);
       }
-      MPI_Waitall(kWindow, requests, MPI_STATUSES_IGNORE);
+      MPI_Waitall(window, requests.data(), MPI_STATUSES_IGNORE);
       if (rank == 0)
         MPI_Recv(nullptr, 0, MPI_BYTE, 1, 3, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
       else
         MPI_Send(nullptr, 0, MPI_BYTE, 0, 3, MPI_COMM_WORLD);
     }
     const double seconds = MPI_Wtime() - start;
-    reps.push_back(double(bytes) * double(windows * kWindow) / seconds / 1e6);
+    reps.push_back(double(windows * window) / seconds);
   }
   return bench::median(reps);
 }
 
-long default_iters(const std::string& mode, std::size_t bytes) {
+long default_iters(const std::string& mode, std::size_t bytes, int window) {
   const long n = long(200'000'000 / std::max<std::size_t>(bytes, 1024));
-  return std::clamp(n, mode == "lat" ? 200l : long(kWindow * kRepetitions), 50000l);
+  return std::clamp(n, mode == "lat" ? 200l : long(window * kRepetitions), mode == "rate" ? 200000l : 50000l);
 }
 
 }  // namespace
 
 constexpr const char* kUsage =
-    "usage: viarun -n 2 mpi_pingpong [--sizes a,b,...] [--iters N] [--mode lat|bw] [--json]\n"
+    "usage: viarun -n 2 mpi_pingpong [--sizes a,b,...] [--iters N] [--mode lat|bw|rate] [--window W]\n"
+    "                                [--nhalf] [--json]\n"
     "       mpirun -np 2 mpi_pingpong ...   (the same program on any libmpi.so.40)\n"
     "  MPI between ranks 0 and 1 (other ranks take no part)\n"
     "  --sizes a,b,...  message sizes in bytes, k/M suffixes allowed (default 1 B to 4 MiB)\n"
     "  --iters N        round trips or messages per size (default: by size)\n"
-    "  --mode lat|bw    one-way latency (ping-pong) or streaming bandwidth (default lat)\n"
-    "  --json           one JSON object per line\n"
+    "  --mode lat       one-way latency (ping-pong; the default)\n"
+    "         bw        streaming bandwidth, as osu_bw: a window of Isends (Irecvs on\n"
+    "                   rank 1), Waitall, a zero-byte reply per window\n"
+    "         rate      message rate, the same windows (as osu_mbw_mr); msg_rate_Mps\n"
+    "  --window W       messages in flight in bw and rate modes (default 64, at most 4096)\n"
+    "  --nhalf          after a bw (the default with it) or rate sweep, one more line:\n"
+    "                   N-half, the size that reaches half of the sweep's peak bandwidth\n"
+    "                   (mode \"nhalf\": nhalf_bytes, peak_bw_MBps, peak_bytes)\n"
+    "  --json           one JSON object per line (rate adds msg_rate_Mps, window)\n"
     "  -h, --help       show this help;  --version  show the MPI library it runs on\n"
     "environment: the MPI library's (viastack's: viarun --info lists them)\n"
     BENCH_EXIT_STATUSES;
@@ -102,7 +114,8 @@ int main(int argc, char** argv) {
   std::vector<std::size_t> sizes;
   long iters = 0;
   std::string mode = "lat";
-  bool json = false;
+  bool mode_given = false, nhalf = false, json = false;
+  int window = kDefaultWindow;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto value = [&](const char* name) -> std::string {
@@ -115,31 +128,49 @@ int main(int argc, char** argv) {
       iters = bench::parse_count("mpi_pingpong", value("--iters"));
     else if (a == "--mode") {
       mode = value("--mode");
-      if (mode != "lat" && mode != "bw") bench::usage_error("mpi_pingpong", "--mode must be lat or bw");
-    } else if (a == "--json")
+      mode_given = true;
+      if (mode != "lat" && mode != "bw" && mode != "rate")
+        bench::usage_error("mpi_pingpong", "--mode must be lat, bw or rate");
+    } else if (a == "--window") {
+      const long w = bench::parse_count("mpi_pingpong", value("--window"));
+      if (w > kMaxWindow) bench::usage_error("mpi_pingpong", "--window must be at most " + std::to_string(kMaxWindow));
+      window = int(w);
+    } else if (a == "--nhalf")
+      nhalf = true;
+    else if (a == "--json")
       json = true;
     else
       bench::usage_error("mpi_pingpong", "unknown option " + a);
   }
+  if (nhalf && !mode_given) mode = "bw";
+  if (nhalf && mode == "lat") bench::usage_error("mpi_pingpong", "--nhalf needs --mode bw or rate");
   if (size < 2) bench::usage_error("mpi_pingpong", "needs at least 2 ranks (run it under viarun -n 2)");
   if (sizes.empty()) sizes = bench::default_sizes();
   std::vector<char> buf(std::max<std::size_t>(*std::max_element(sizes.begin(), sizes.end()), 1), 'x');
   if (rank == 0 && !json) bench::table_header("mode");
+  std::vector<std::pair<std::size_t, double>> sweep;
   for (std::size_t bytes : sizes) {
-    const long n = iters ? iters : default_iters(mode, bytes);
-    double lat_us = 0, bw = 0;
+    const long n = iters ? iters : default_iters(mode, bytes, window);
+    bench::Result r{"mpi_pingpong", bench::provider_from_env(), "mode", mode, bytes, n, 0, 0};
     if (rank <= 1) {
       if (mode == "lat") {
-        lat_us = run_latency(rank, buf, bytes, n);
-        bw = double(bytes) / lat_us;
+        r.lat_us = run_latency(rank, buf, bytes, n);
+        r.bw_MBps = double(bytes) / r.lat_us;
       } else {
-        bw = run_bandwidth(rank, buf, bytes, n);
-        lat_us = bw > 0 ? double(bytes) / bw : 0;
+        const double per_second = run_windowed(rank, buf, bytes, n, window);
+        r.bw_MBps = double(bytes) * per_second / 1e6;
+        r.lat_us = 1e6 / per_second;  // time per message
+        if (mode == "rate") {
+          r.msg_rate_Mps = per_second / 1e6;
+          r.window = window;
+        }
       }
     }
-    if (rank != 0) continue;
-    bench::print_result({"mpi_pingpong", bench::provider_from_env(), "mode", mode, bytes, n, lat_us, bw}, json);
+    sweep.emplace_back(bytes, r.bw_MBps);
+    if (rank == 0) bench::print_result(r, json);
   }
+  if (nhalf && rank == 0)
+    bench::print_n_half("mpi_pingpong", bench::provider_from_env(), "mode", mode, bench::n_half(sweep), json);
   MPI_Finalize();
   return 0;
 }

@@ -69,7 +69,20 @@ for bench in via_pingpong am_bench mpi_pingpong; do
   bad_line $bench --iters 0
   bad_line $bench --iters -5
 done
+for bench in via_pingpong am_bench mpi_pingpong; do
+  bad_line $bench --window 0
+  bad_line $bench --window many
+  bad_line $bench --window
+done
 bad_line via_pingpong --mode sideways
+bad_line via_pingpong --nhalf --mode lat
+bad_line via_pingpong --nhalf --summary
+bad_line am_bench --test sideways
+bad_line am_bench --window 2000
+bad_line am_bench --nhalf --test rtt
+bad_line mpi_pingpong --mode sideways
+bad_line mpi_pingpong --window 5000
+bad_line mpi_pingpong --nhalf --mode lat
 bad_line utcp_bench --port 70000
 bad_line utcp_bench --proto sctp
 bad_line splitc_suite --bench nosuch
