@@ -752,6 +752,26 @@ TEST_P(MeshTest, FirstSendToAPeerNotYetStartedWaitsAtMostForItsAddress) {
   EXPECT_LT(took, std::chrono::milliseconds(GetParam().provider == std::string("tcp") ? 3000 : 100)) << "send() blocked";
 }
 
+// A mesh (and its NIC) kept until the process exits, in an object that
+// outlives the library's own statics, as AM's runtime holds one when a
+// program exits without am_disable: its destruction at exit must touch
+// nothing the library has already destroyed (ASan saw a use after free).
+struct KeptUntilExit {
+  Recorder client;
+  std::unique_ptr<via::Nic> nic;
+  std::unique_ptr<via::Mesh> mesh;
+};
+std::unique_ptr<KeptUntilExit> kept_until_exit;  // constructed before any mesh: destroyed after the library's statics
+
+TEST_P(MeshTest, AMeshDestroyedAtExitAfterTheLibrarysStaticsIsSafe) {
+  kept_until_exit = std::make_unique<KeptUntilExit>();
+  expect_ok(via::Nic::open(device(5), kept_until_exit->nic), "open NIC");
+  expect_ok(via::Mesh::open(*kept_until_exit->nic, 5, 6, options_for("kept"), kept_until_exit->client,
+                            kept_until_exit->mesh),
+            "open mesh");
+  SUCCEED() << "the check is the process's exit (under ASan)";
+}
+
 // ---- bad arguments ----
 
 TEST_P(MeshTest, OpenRejectsBadArguments) {

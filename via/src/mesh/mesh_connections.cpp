@@ -47,10 +47,12 @@ int requester_rank(const std::vector<std::uint8_t>& d, const std::vector<std::ui
 
 // The meshes open on each NIC: the NIC has one error handler, which tells
 // them all (each takes what concerns its own VIs). NICs may live in several
-// threads, hence the lock.
-std::mutex meshes_lock;
+// threads, hence the lock. Never destroyed: a mesh kept in another
+// library's static object (AM's, when a program exits without am_disable)
+// is destroyed after this library's statics, and still unregisters here.
+std::mutex& meshes_lock = *new std::mutex;
 std::map<const Nic*, std::vector<Mesh*>>& meshes_of_nics() {
-  static std::map<const Nic*, std::vector<Mesh*>> meshes;
+  static auto& meshes = *new std::map<const Nic*, std::vector<Mesh*>>;
   return meshes;
 }
 
