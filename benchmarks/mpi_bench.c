@@ -163,7 +163,9 @@ static void parse_options(int argc, char **argv, struct options *o) {
       else o->reps = (int)v;
       ++i;
     } else {
-      usage_error(value || a[0] != '-' ? "unknown option" : "missing value for", a);
+      const int takes_value = strcmp(a, "--test") == 0 || strcmp(a, "--sizes") == 0 || strcmp(a, "--max-bytes") == 0 ||
+                              strcmp(a, "--iters") == 0 || strcmp(a, "--reps") == 0;
+      usage_error(takes_value ? "missing value for" : "unknown option", a);
     }
   }
   if (!tests_given) {
