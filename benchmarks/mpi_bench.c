@@ -33,7 +33,7 @@ static const char *const usage_text =
     "MPI latency, bandwidth, bidirectional bandwidth, message rate (between ranks 0 and 1)\n"
     "and every blocking and non-blocking collective (on all ranks), over sizes.\n"
     "options:\n"
-    "  --test LIST      comma-separated tests (default: all): lat, bw, bibw, rate, p2p (those four),\n"
+    "  --test LIST      comma-separated tests (default: all; the last --test counts): lat, bw, bibw, rate, p2p (those four),\n"
     "                   coll (every collective), or a collective by name: barrier, bcast, reduce,\n"
     "                   allreduce, gather, gatherv, scatter, scatterv, allgather, allgatherv, alltoall,\n"
     "                   alltoallv, alltoallw, reduce_scatter, reduce_scatter_block, scan, exscan,\n"
@@ -139,6 +139,7 @@ static void parse_options(int argc, char **argv, struct options *o) {
       o->json = 1;
     } else if (strcmp(a, "--test") == 0 && value) {
       char *list = strdup(value);
+      memset(&o->chosen, 0, sizeof o->chosen); /* the last --test counts */
       for (char *name = strtok(list, ","); name; name = strtok(NULL, ",")) select_test(&o->chosen, name);
       free(list);
       tests_given = 1;
