@@ -314,16 +314,59 @@ CollectiveTask prefix_reduction(Call call, const void* send_buf, void* recv_buf,
   }
 }
 
+// A linear chain: rank r receives the reduction over ranks 0..r-1 from r-1
+// and passes on the one over 0..r. A rank sends once and waits only for its
+// predecessor, so calls made one after another pipeline down the chain:
+// better than recursive doubling's exchanges on few ranks (4 on 2 cores).
+CollectiveTask linear_prefix_reduction(Call call, const void* send_buf, void* recv_buf, std::size_t count,
+                                       const Datatype& type, const Op& op, bool inclusive) {
+  op.check_applies_to(type);
+  const Communicator& comm = call.comm();
+  const int n = comm.size(), me = comm.rank();
+  const auto* mine = static_cast<const std::byte*>(send_buf);
+  auto* result = static_cast<std::byte*>(recv_buf);
+  if (me == 0) {
+    if (inclusive) copy_typed(mine, count, type, result, count, type);
+    if (n > 1) co_await Batch(call).send(mine, count, type, 1, scan_tag);
+    co_return;
+  }
+  const bool last = me == n - 1, in_place = send_buf == recv_buf;
+  if (!inclusive) {
+    // This rank's result is what arrives; it passes on that op its own.
+    TempBuffer onward(last ? 0 : count, type);
+    if (!last) copy_typed(mine, count, type, onward.data(), count, type);
+    co_await Batch(call).recv(result, count, type, me - 1, scan_tag);
+    if (last) co_return;
+    op.apply(result, onward.data(), count, type);
+    co_await Batch(call).send(onward.data(), count, type, me + 1, scan_tag);
+    co_return;
+  }
+  if (op.commutative() && !in_place) {
+    co_await Batch(call).recv(result, count, type, me - 1, scan_tag);
+    op.apply(mine, result, count, type);
+  } else {
+    TempBuffer before(count, type);
+    co_await Batch(call).recv(before.data(), count, type, me - 1, scan_tag);
+    copy_typed(mine, count, type, result, count, type);
+    op.apply(before.data(), result, count, type);
+  }
+  if (!last) co_await Batch(call).send(result, count, type, me + 1, scan_tag);
+}
+
+constexpr int kLinearPrefixRanks = 4;  // up to this many ranks, scans take the chain
+
 }  // namespace
 
 CollectiveTask scan(Call call, const void* send_buf, void* recv_buf, std::size_t count, const Datatype& type,
                     const Op& op) {
-  return prefix_reduction(call, send_buf, recv_buf, count, type, op, true);
+  return (call.comm().size() <= kLinearPrefixRanks ? linear_prefix_reduction : prefix_reduction)(
+      call, send_buf, recv_buf, count, type, op, true);
 }
 
 CollectiveTask exscan(Call call, const void* send_buf, void* recv_buf, std::size_t count, const Datatype& type,
                       const Op& op) {
-  return prefix_reduction(call, send_buf, recv_buf, count, type, op, false);
+  return (call.comm().size() <= kLinearPrefixRanks ? linear_prefix_reduction : prefix_reduction)(
+      call, send_buf, recv_buf, count, type, op, false);
 }
 
 CollectiveTask reduce_scatter(Call call, const void* send_buf, void* recv_buf, std::span<const int> counts,

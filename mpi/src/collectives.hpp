@@ -14,7 +14,8 @@
 //                    (reduce-scatter into the recv buffer, then allgather) from there on;
 //                    both reduce in the recv buffer, with one temporary; non-commutative ops,
 //                    and fewer elements than ranks, stay on recursive doubling
-//   scan, exscan     recursive doubling, order-preserving
+//   scan, exscan     order-preserving: a linear chain (rank r-1 to r) on up to 4
+//                    ranks, recursive doubling on more
 //   allgather(v)     below VIASTACK_MPI_ALLGATHER_RING_BYTES (default 64 KiB) gathered
 //                    in all: recursive doubling between the user's buffers on a power
 //                    of two of ranks, else Bruck's dissemination; ring from there on
