@@ -11,13 +11,14 @@
 
 #include "check.h"
 
+static int counting;
+static size_t largest;
+
 #if defined(__SANITIZE_ADDRESS__)
 #define OWN_MALLOC 0
 #else
 #define OWN_MALLOC 1
 extern void* __libc_malloc(size_t bytes);
-static int counting;
-static size_t largest;
 void* malloc(size_t bytes) {
   if (counting && bytes > largest) largest = bytes;
   return __libc_malloc(bytes);
