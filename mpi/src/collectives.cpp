@@ -25,6 +25,13 @@ enum Tag : int { barrier_tag = 1, bcast_tag, reduce_tag, allreduce_tag, gather_t
 
 const Datatype& bytes_type() { return datatype_of(MPI_BYTE); }
 
+// Up to this many ranks, and this much data gathered in all, barrier,
+// allgather and allreduce exchange everything in one round (every rank with
+// every other) instead of log2(n) rounds that each wait for the round before:
+// with more ranks than cores each such wait costs a context switch.
+constexpr int kFlatRanks = 4;
+constexpr std::size_t kFlatBytes = 8192;
+
 // count elements of type, laid out as in a user buffer (the lower bound
 // respected); left uninitialised, as every use writes it before reading it.
 class TempBuffer {
@@ -80,6 +87,15 @@ namespace tasks {
 CollectiveTask barrier(Call call) {
   const Communicator& comm = call.comm();
   const int n = comm.size(), me = comm.rank();
+  if (n <= kFlatRanks) {
+    Batch all(call);
+    for (int r = 0; r < n; ++r)
+      if (r != me) all.recv(nullptr, 0, bytes_type(), r, barrier_tag);
+    for (int r = 0; r < n; ++r)
+      if (r != me) all.send(nullptr, 0, bytes_type(), r, barrier_tag);
+    co_await all;
+    co_return;
+  }
   for (int distance = 1; distance < n; distance *= 2)
     co_await Batch(call)
         .recv(nullptr, 0, bytes_type(), (me - distance + n) % n, barrier_tag)
@@ -269,12 +285,44 @@ CollectiveTask ring_allreduce(Call call, const void* send_buf, void* recv_buf, s
   }
 }
 
+// Every rank sends its vector to every other and folds all n in rank order
+// (from the last: v0 op (v1 op (... op v(n-1)))), so that each gets the same
+// bits, for any op. For small vectors on few ranks (kFlatRanks, kFlatBytes).
+CollectiveTask flat_allreduce(Call call, const void* send_buf, void* recv_buf, std::size_t count,
+                              const Datatype& type, const Op& op) {
+  const Communicator& comm = call.comm();
+  const int n = comm.size(), me = comm.rank();
+  const std::ptrdiff_t vector_bytes = std::ptrdiff_t(count) * type.extent();
+  auto* result = static_cast<std::byte*>(recv_buf);
+  // In place, this rank's vector is in recv_buf, which the fold overwrites first: it gets a slot too.
+  const bool keep_mine = send_buf == recv_buf && me != n - 1;
+  TempBuffer slots(count * std::size_t(n - 1 + (keep_mine ? 1 : 0)), type);
+  const auto vector = [&](int r) -> const std::byte* {
+    if (r == me) return keep_mine ? slots.data() + (n - 1) * vector_bytes : static_cast<const std::byte*>(send_buf);
+    return slots.data() + (r < me ? r : r - 1) * vector_bytes;
+  };
+  if (keep_mine) copy_typed(send_buf, count, type, const_cast<std::byte*>(vector(me)), count, type);
+  Batch all(call);
+  for (int r = 0; r < n; ++r)
+    if (r != me) all.recv(const_cast<std::byte*>(vector(r)), count, type, r, allreduce_tag);
+  for (int r = 0; r < n; ++r)
+    if (r != me) all.send(send_buf, count, type, r, allreduce_tag);
+  co_await all;
+  copy_typed(vector(n - 1), count, type, result, count, type);
+  for (int r = n - 2; r >= 0; --r) op.apply(vector(r), result, count, type);
+}
+
 }  // namespace
 
 CollectiveTask allreduce(Call call, const void* send_buf, void* recv_buf, std::size_t count, const Datatype& type,
                          const Op& op) {
   op.check_applies_to(type);
-  const bool ring = op.commutative() && count >= std::size_t(call.comm().size()) &&
+  const int n = call.comm().size();
+  if (n <= kFlatRanks && count * type.size() * std::size_t(n) <= kFlatBytes) {
+    co_await flat_allreduce(call, send_buf, recv_buf, count, type, op);
+    co_return;
+  }
+  const bool ring = op.commutative() && count >= std::size_t(n) &&
                     count * type.size() >= runtime().collective_tuning().allreduce_ring_bytes;
   co_await (ring ? ring_allreduce : recursive_doubling_allreduce)(call, send_buf, recv_buf, count, type, op);
 }
@@ -518,7 +566,18 @@ CollectiveTask allgatherv(Call call, const void* send_buf, std::size_t send_coun
   std::size_t total = 0;  // the same on every rank: all know every count
   for (int r = 0; r < comm.size(); ++r) total += block_bytes(recv_blocks, r);
   const int n = comm.size();
-  if (total >= runtime().collective_tuning().allgather_ring_bytes)
+  if (n <= kFlatRanks && total <= kFlatBytes) {
+    Batch all(call);
+    for (int r = 0; r < n; ++r)
+      if (r != me)
+        all.recv(writable_block(recv_blocks, r), block_count(recv_blocks, r), block_type(recv_blocks, r), r,
+                 allgather_tag);
+    for (int r = 0; r < n; ++r)
+      if (r != me)
+        all.send(block_address(recv_blocks, me), block_count(recv_blocks, me), block_type(recv_blocks, me), r,
+                 allgather_tag);
+    co_await all;
+  } else if (total >= runtime().collective_tuning().allgather_ring_bytes)
     co_await ring_allgatherv(call, recv_blocks);
   else if ((n & (n - 1)) == 0)
     co_await recursive_doubling_allgatherv(call, recv_blocks);
