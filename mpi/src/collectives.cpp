@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <climits>
 #include <cstring>
+#include <memory>
+#include <utility>
 #include <vector>
 
 #include <via/config.hpp>
@@ -23,26 +25,40 @@ enum Tag : int { barrier_tag = 1, bcast_tag, reduce_tag, allreduce_tag, gather_t
 
 const Datatype& bytes_type() { return datatype_of(MPI_BYTE); }
 
-// count elements of type, laid out as in a user buffer (the lower bound respected).
+// Up to this many ranks, and this much data gathered in all, barrier,
+// allgather and allreduce exchange everything in one round (every rank with
+// every other) instead of log2(n) rounds that each wait for the round before:
+// with more ranks than cores each such wait costs a context switch.
+constexpr int kFlatRanks = 4;
+constexpr std::size_t kFlatBytes = 8192;
+
+// count elements of type, laid out as in a user buffer (the lower bound
+// respected); left uninitialised, as every use writes it before reading it.
 class TempBuffer {
  public:
   TempBuffer(std::size_t count, const Datatype& type)
-      : storage_(count * std::size_t(std::max<std::ptrdiff_t>(type.extent(), 0)) + 1), lb_(type.lb()) {}
-  std::byte* data() { return storage_.data() - lb_; }
+      : storage_(new std::byte[count * std::size_t(std::max<std::ptrdiff_t>(type.extent(), 0)) + 1]), lb_(type.lb()) {}
+  std::byte* data() { return storage_.get() - lb_; }
 
  private:
-  std::vector<std::byte> storage_;
+  std::unique_ptr<std::byte[]> storage_;
   std::ptrdiff_t lb_;
 };
 
-// acc = other op acc when `other` comes first in rank order, else acc = acc op other.
-void combine(const Op& op, const Datatype& type, std::size_t count, std::byte* acc, std::byte* other, bool other_first) {
-  if (other_first) {
-    op.apply(other, acc, count, type);
+// Folds `incoming` into the running reduction `acc`: acc = incoming op acc
+// when incoming comes first in rank order, else acc op incoming. A
+// commutative op is applied in place either way; otherwise the result of
+// acc op incoming lands in `incoming`, and the two buffers swap roles instead
+// of copying it back (the caller copies the result out at the end if `acc` is
+// then not where it belongs).
+void fold(const Op& op, const Datatype& type, std::size_t count, std::byte*& acc, std::byte*& incoming,
+          bool incoming_first) {
+  if (incoming_first || op.commutative()) {
+    op.apply(incoming, acc, count, type);
     return;
   }
-  op.apply(acc, other, count, type);
-  copy_typed(other, count, type, acc, count, type);
+  op.apply(acc, incoming, count, type);
+  std::swap(acc, incoming);
 }
 
 }  // namespace
@@ -71,6 +87,15 @@ namespace tasks {
 CollectiveTask barrier(Call call) {
   const Communicator& comm = call.comm();
   const int n = comm.size(), me = comm.rank();
+  if (n <= kFlatRanks) {
+    Batch all(call);
+    for (int r = 0; r < n; ++r)
+      if (r != me) all.recv(nullptr, 0, bytes_type(), r, barrier_tag);
+    for (int r = 0; r < n; ++r)
+      if (r != me) all.send(nullptr, 0, bytes_type(), r, barrier_tag);
+    co_await all;
+    co_return;
+  }
   for (int distance = 1; distance < n; distance *= 2)
     co_await Batch(call)
         .recv(nullptr, 0, bytes_type(), (me - distance + n) % n, barrier_tag)
@@ -93,6 +118,10 @@ CollectiveTask bcast(Call call, void* buf, std::size_t count, const Datatype& ty
   co_await children;
 }
 
+// Binomial tree. A leaf sends its own buffer; a rank with children receives
+// the first child's data straight into its accumulator and folds its own in,
+// so the root needs no temporary with one child, one with more, and an
+// inner rank one more for its accumulator.
 CollectiveTask reduce(Call call, const void* send_buf, void* recv_buf, std::size_t count, const Datatype& type,
                       const Op& op, int root) {
   op.check_applies_to(type);
@@ -100,24 +129,42 @@ CollectiveTask reduce(Call call, const void* send_buf, void* recv_buf, std::size
   const int n = comm.size(), me = comm.rank();
   // The tree keeps rank order only when rooted at 0: other roots get the result from 0.
   const int tree_root = op.commutative() ? root : 0;
-  TempBuffer acc(count, type), incoming(count, type);
-  copy_typed(send_buf, count, type, acc.data(), count, type);
   const int relative = (me - tree_root + n) % n;
-  for (int mask = 1; mask < n; mask <<= 1) {
-    if (relative & mask) {
-      co_await Batch(call).send(acc.data(), count, type, (relative - mask + tree_root) % n, reduce_tag);
-      break;
+  // Children are relative + mask for each mask below relative's lowest set bit.
+  int children = 0, lowest_bit = 1;
+  for (; lowest_bit < n && !(relative & lowest_bit); lowest_bit <<= 1)
+    if (relative + lowest_bit < n) ++children;
+  const bool result_here = me == root && tree_root == root;
+  const auto* mine = static_cast<const std::byte*>(send_buf);
+  // MPI_IN_PLACE at the root: its data is already in recv_buf, which cannot take the first child's.
+  const bool in_place = result_here && send_buf == recv_buf;
+  TempBuffer acc_storage(children > 0 && !result_here ? count : 0, type);
+  TempBuffer spare_storage(children > 1 || (children > 0 && in_place) ? count : 0, type);
+  std::byte* acc = result_here ? static_cast<std::byte*>(recv_buf) : acc_storage.data();
+  std::byte* incoming = spare_storage.data();
+  const std::byte* contribution = mine;  // what this rank passes up
+  for (int mask = 1, child = 0; mask < lowest_bit; mask <<= 1) {
+    if (relative + mask >= n) continue;
+    const int source = (relative + mask + tree_root) % n;
+    if (child++ == 0 && !in_place) {
+      // The child's ranks all follow this one in rank order: acc = mine op child's.
+      co_await Batch(call).recv(acc, count, type, source, reduce_tag);
+      op.apply(mine, acc, count, type);
+    } else {
+      co_await Batch(call).recv(incoming, count, type, source, reduce_tag);
+      fold(op, type, count, acc, incoming, false);
     }
-    if ((relative | mask) < n) {
-      co_await Batch(call).recv(incoming.data(), count, type, ((relative | mask) + tree_root) % n, reduce_tag);
-      combine(op, type, count, acc.data(), incoming.data(), false);
-    }
+    contribution = acc;
+  }
+  if (relative != 0) {
+    co_await Batch(call).send(contribution, count, type, (relative - lowest_bit + tree_root) % n, reduce_tag);
+    if (me != root) co_return;
   }
   if (tree_root == root) {
-    if (me == root) copy_typed(acc.data(), count, type, recv_buf, count, type);
+    if (contribution != recv_buf) copy_typed(contribution, count, type, recv_buf, count, type);
     co_return;
   }
-  if (me == tree_root) co_await Batch(call).send(acc.data(), count, type, root, reduce_tag);
+  if (me == tree_root) co_await Batch(call).send(contribution, count, type, root, reduce_tag);
   if (me == root) co_await Batch(call).recv(recv_buf, count, type, tree_root, reduce_tag);
 }
 
@@ -127,8 +174,11 @@ CollectiveTask recursive_doubling_allreduce(Call call, const void* send_buf, voi
                                             const Datatype& type, const Op& op) {
   const Communicator& comm = call.comm();
   const int n = comm.size(), me = comm.rank();
-  TempBuffer acc(count, type), incoming(count, type);
-  copy_typed(send_buf, count, type, acc.data(), count, type);
+  // The reduction runs in recv_buf, with one temporary for what arrives.
+  copy_typed(send_buf, count, type, recv_buf, count, type);
+  auto* const result = static_cast<std::byte*>(recv_buf);
+  TempBuffer spare(count, type);
+  std::byte *acc = result, *incoming = spare.data();
   int pof2 = 1;
   while (pof2 * 2 <= n) pof2 *= 2;
   const int rem = n - pof2;
@@ -136,11 +186,11 @@ CollectiveTask recursive_doubling_allreduce(Call call, const void* send_buf, voi
   int new_rank = me - rem;
   if (me < 2 * rem) {
     if (me % 2 == 0) {
-      co_await Batch(call).send(acc.data(), count, type, me + 1, allreduce_tag);
+      co_await Batch(call).send(acc, count, type, me + 1, allreduce_tag);
       new_rank = -1;
     } else {
-      co_await Batch(call).recv(incoming.data(), count, type, me - 1, allreduce_tag);
-      combine(op, type, count, acc.data(), incoming.data(), true);
+      co_await Batch(call).recv(incoming, count, type, me - 1, allreduce_tag);
+      fold(op, type, count, acc, incoming, true);
       new_rank = me / 2;
     }
   }
@@ -149,50 +199,117 @@ CollectiveTask recursive_doubling_allreduce(Call call, const void* send_buf, voi
       const int new_peer = new_rank ^ mask;
       const int peer = new_peer < rem ? new_peer * 2 + 1 : new_peer + rem;
       co_await Batch(call)
-          .recv(incoming.data(), count, type, peer, allreduce_tag)
-          .send(acc.data(), count, type, peer, allreduce_tag);
-      combine(op, type, count, acc.data(), incoming.data(), peer < me);
+          .recv(incoming, count, type, peer, allreduce_tag)
+          .send(acc, count, type, peer, allreduce_tag);
+      fold(op, type, count, acc, incoming, peer < me);
     }
   }
   if (me < 2 * rem) {
     if (me % 2 == 1)
-      co_await Batch(call).send(acc.data(), count, type, me - 1, allreduce_tag);
+      co_await Batch(call).send(acc, count, type, me - 1, allreduce_tag);
     else
-      co_await Batch(call).recv(acc.data(), count, type, me + 1, allreduce_tag);
+      co_await Batch(call).recv(acc, count, type, me + 1, allreduce_tag);
   }
-  copy_typed(acc.data(), count, type, recv_buf, count, type);
+  if (acc != result) copy_typed(acc, count, type, result, count, type);
 }
 
-// The ring: the data is cut into one block per rank; in a reduce-scatter each
-// block travels once round the ring collecting every contribution, then the
-// reduced blocks travel round once more. Every rank sends 2(n-1)/n of the
-// data whatever n is, but blocks are combined in ring order, not rank order.
+bool overlap(const void* a, std::size_t a_bytes, const void* b, std::size_t b_bytes) {
+  const auto x = reinterpret_cast<std::uintptr_t>(a), y = reinterpret_cast<std::uintptr_t>(b);
+  return x < y + b_bytes && y < x + a_bytes;
+}
+
+// The ring reduce-scatter, for commutative ops: block b (counts[b] elements
+// of type at displs[b] extents) of every rank's send_buf, reduced, lands in
+// rank b's `result`. Block b starts at rank b+1 and travels round the ring to
+// b, each rank folding in its own part of it; the partial block in flight
+// alternates between two buffers of the largest block, and the last one is
+// received straight into `result` (through a buffer when `result` overlaps
+// the input: in place). On 2 ranks it needs no temporary; every rank sends
+// (n-1)/n of the data whatever n is.
+CollectiveTask ring_reduce_scatter(Call call, const void* send_buf, void* result, std::span<const int> counts,
+                                   std::span<const int> displs, const Datatype& type, const Op& op) {
+  const Communicator& comm = call.comm();
+  const int n = comm.size(), me = comm.rank();
+  const int next = (me + 1) % n, prev = (me + n - 1) % n;
+  const auto extent = std::size_t(std::max<std::ptrdiff_t>(type.extent(), 0));
+  const auto* input = static_cast<const std::byte*>(send_buf);
+  const auto mine = [&](int b) { return input + std::ptrdiff_t(displs[std::size_t(b)]) * type.extent(); };
+  const auto length = [&](int b) { return std::size_t(counts[std::size_t(b)]); };
+  std::size_t largest = 0, total = 0;
+  for (int b = 0; b < n; ++b) {
+    largest = std::max(largest, length(b));
+    total = std::max(total, std::size_t(displs[std::size_t(b)]) + length(b));
+  }
+  const bool in_place = overlap(result, length(me) * extent, input, total * extent);
+  const int last = n - 2;  // the last step
+  const auto used = [&](int k) { return last > k || (in_place && last % 2 == k); };
+  TempBuffer storage0(used(0) ? largest : 0, type), storage1(used(1) ? largest : 0, type);
+  std::byte* partial[2] = {storage0.data(), storage1.data()};
+  std::byte* target = static_cast<std::byte*>(result);
+  if (n == 1) copy_typed(mine(0), length(0), type, result, length(0), type);
+  for (int step = 0; step <= last; ++step) {
+    const int out = (me - step - 1 + n) % n, in = (me - step - 2 + 2 * n) % n;
+    const void* outgoing = step == 0 ? static_cast<const void*>(mine(out)) : partial[(step - 1) % 2];
+    target = step == last && !in_place ? static_cast<std::byte*>(result) : partial[step % 2];
+    co_await Batch(call)
+        .recv(target, length(in), type, prev, allreduce_tag)
+        .send(outgoing, length(out), type, next, allreduce_tag);
+    op.apply(mine(in), target, length(in), type);
+  }
+  if (target != result) copy_typed(target, length(me), type, result, length(me), type);
+}
+
+// The ring allreduce: a ring reduce-scatter into this rank's block of
+// recv_buf, then the reduced blocks travel round once more. Every rank sends
+// 2(n-1)/n of the data whatever n is, but blocks are combined in ring order,
+// not rank order.
 CollectiveTask ring_allreduce(Call call, const void* send_buf, void* recv_buf, std::size_t count, const Datatype& type,
                               const Op& op) {
   const Communicator& comm = call.comm();
   const int n = comm.size(), me = comm.rank();
   const int next = (me + 1) % n, prev = (me + n - 1) % n;
   const std::size_t base = count / std::size_t(n), extra = count % std::size_t(n);
-  const auto first = [&](int b) { return std::size_t(b) * base + std::min(std::size_t(b), extra); };
-  const auto length = [&](int b) { return base + (std::size_t(b) < extra ? 1 : 0); };
+  std::vector<int> firsts(static_cast<std::size_t>(n)), lengths(static_cast<std::size_t>(n));
+  for (std::size_t b = 0; b < std::size_t(n); ++b) {
+    firsts[b] = int(b * base + std::min(b, extra));
+    lengths[b] = int(base + (b < extra ? 1 : 0));
+  }
   auto* acc = static_cast<std::byte*>(recv_buf);
-  const auto block = [&](int b) { return acc + std::ptrdiff_t(first(b)) * type.extent(); };
-  copy_typed(send_buf, count, type, recv_buf, count, type);
-  TempBuffer incoming(base + 1, type);
+  const auto block = [&](int b) { return acc + std::ptrdiff_t(firsts[std::size_t(b)]) * type.extent(); };
+  co_await ring_reduce_scatter(call, send_buf, block(me), lengths, firsts, type, op);
   for (int step = 0; step < n - 1; ++step) {
     const int out = (me - step + n) % n, in = (me - step - 1 + n) % n;
     co_await Batch(call)
-        .recv(incoming.data(), length(in), type, prev, allreduce_tag)
-        .send(block(out), length(out), type, next, allreduce_tag);
-    op.apply(incoming.data(), block(in), length(in), type);
+        .recv(block(in), std::size_t(lengths[std::size_t(in)]), type, prev, allreduce_tag)
+        .send(block(out), std::size_t(lengths[std::size_t(out)]), type, next, allreduce_tag);
   }
-  // Rank me now holds block me+1 reduced.
-  for (int step = 0; step < n - 1; ++step) {
-    const int out = (me + 1 - step + n) % n, in = (me - step + n) % n;
-    co_await Batch(call)
-        .recv(block(in), length(in), type, prev, allreduce_tag)
-        .send(block(out), length(out), type, next, allreduce_tag);
-  }
+}
+
+// Every rank sends its vector to every other and folds all n in rank order
+// (from the last: v0 op (v1 op (... op v(n-1)))), so that each gets the same
+// bits, for any op. For small vectors on few ranks (kFlatRanks, kFlatBytes).
+CollectiveTask flat_allreduce(Call call, const void* send_buf, void* recv_buf, std::size_t count,
+                              const Datatype& type, const Op& op) {
+  const Communicator& comm = call.comm();
+  const int n = comm.size(), me = comm.rank();
+  const std::ptrdiff_t vector_bytes = std::ptrdiff_t(count) * type.extent();
+  auto* result = static_cast<std::byte*>(recv_buf);
+  // In place, this rank's vector is in recv_buf, which the fold overwrites first: it gets a slot too.
+  const bool keep_mine = send_buf == recv_buf && me != n - 1;
+  TempBuffer slots(count * std::size_t(n - 1 + (keep_mine ? 1 : 0)), type);
+  const auto vector = [&](int r) -> const std::byte* {
+    if (r == me) return keep_mine ? slots.data() + (n - 1) * vector_bytes : static_cast<const std::byte*>(send_buf);
+    return slots.data() + (r < me ? r : r - 1) * vector_bytes;
+  };
+  if (keep_mine) copy_typed(send_buf, count, type, const_cast<std::byte*>(vector(me)), count, type);
+  Batch all(call);
+  for (int r = 0; r < n; ++r)
+    if (r != me) all.recv(const_cast<std::byte*>(vector(r)), count, type, r, allreduce_tag);
+  for (int r = 0; r < n; ++r)
+    if (r != me) all.send(send_buf, count, type, r, allreduce_tag);
+  co_await all;
+  copy_typed(vector(n - 1), count, type, result, count, type);
+  for (int r = n - 2; r >= 0; --r) op.apply(vector(r), result, count, type);
 }
 
 }  // namespace
@@ -200,7 +317,12 @@ CollectiveTask ring_allreduce(Call call, const void* send_buf, void* recv_buf, s
 CollectiveTask allreduce(Call call, const void* send_buf, void* recv_buf, std::size_t count, const Datatype& type,
                          const Op& op) {
   op.check_applies_to(type);
-  const bool ring = op.commutative() && count >= std::size_t(call.comm().size()) &&
+  const int n = call.comm().size();
+  if (n <= kFlatRanks && count * type.size() * std::size_t(n) <= kFlatBytes) {
+    co_await flat_allreduce(call, send_buf, recv_buf, count, type, op);
+    co_return;
+  }
+  const bool ring = op.commutative() && count >= std::size_t(n) &&
                     count * type.size() >= runtime().collective_tuning().allreduce_ring_bytes;
   co_await (ring ? ring_allreduce : recursive_doubling_allreduce)(call, send_buf, recv_buf, count, type, op);
 }
@@ -216,8 +338,9 @@ CollectiveTask prefix_reduction(Call call, const void* send_buf, void* recv_buf,
   op.check_applies_to(type);
   const Communicator& comm = call.comm();
   const int n = comm.size(), me = comm.rank();
-  TempBuffer partial(count, type), incoming(count, type);
-  copy_typed(send_buf, count, type, partial.data(), count, type);
+  TempBuffer partial_storage(count, type), incoming_storage(count, type);
+  std::byte *partial = partial_storage.data(), *incoming = incoming_storage.data();
+  copy_typed(send_buf, count, type, partial, count, type);
   if (inclusive) copy_typed(send_buf, count, type, recv_buf, count, type);
   bool have_result = inclusive;
   auto* result = static_cast<std::byte*>(recv_buf);
@@ -225,29 +348,73 @@ CollectiveTask prefix_reduction(Call call, const void* send_buf, void* recv_buf,
     const int peer = me ^ mask;
     if (peer >= n) continue;
     co_await Batch(call)
-        .recv(incoming.data(), count, type, peer, scan_tag)
-        .send(partial.data(), count, type, peer, scan_tag);
-    combine(op, type, count, partial.data(), incoming.data(), peer < me);
+        .recv(incoming, count, type, peer, scan_tag)
+        .send(partial, count, type, peer, scan_tag);
     if (peer < me) {
       if (have_result)
-        combine(op, type, count, result, incoming.data(), true);
+        op.apply(incoming, result, count, type);
       else
-        copy_typed(incoming.data(), count, type, result, count, type);
+        copy_typed(incoming, count, type, result, count, type);
       have_result = true;
     }
+    // The partial reduction is sent on only if a later step has a peer.
+    if ((mask << 1) < n) fold(op, type, count, partial, incoming, peer < me);
   }
 }
+
+// A linear chain: rank r receives the reduction over ranks 0..r-1 from r-1
+// and passes on the one over 0..r. A rank sends once and waits only for its
+// predecessor, so calls made one after another pipeline down the chain:
+// better than recursive doubling's exchanges on few ranks (4 on 2 cores).
+CollectiveTask linear_prefix_reduction(Call call, const void* send_buf, void* recv_buf, std::size_t count,
+                                       const Datatype& type, const Op& op, bool inclusive) {
+  op.check_applies_to(type);
+  const Communicator& comm = call.comm();
+  const int n = comm.size(), me = comm.rank();
+  const auto* mine = static_cast<const std::byte*>(send_buf);
+  auto* result = static_cast<std::byte*>(recv_buf);
+  if (me == 0) {
+    if (inclusive) copy_typed(mine, count, type, result, count, type);
+    if (n > 1) co_await Batch(call).send(mine, count, type, 1, scan_tag);
+    co_return;
+  }
+  const bool last = me == n - 1, in_place = send_buf == recv_buf;
+  if (!inclusive) {
+    // This rank's result is what arrives; it passes on that op its own.
+    TempBuffer onward(last ? 0 : count, type);
+    if (!last) copy_typed(mine, count, type, onward.data(), count, type);
+    co_await Batch(call).recv(result, count, type, me - 1, scan_tag);
+    if (last) co_return;
+    op.apply(result, onward.data(), count, type);
+    co_await Batch(call).send(onward.data(), count, type, me + 1, scan_tag);
+    co_return;
+  }
+  if (op.commutative() && !in_place) {
+    co_await Batch(call).recv(result, count, type, me - 1, scan_tag);
+    op.apply(mine, result, count, type);
+  } else {
+    TempBuffer before(count, type);
+    co_await Batch(call).recv(before.data(), count, type, me - 1, scan_tag);
+    copy_typed(mine, count, type, result, count, type);
+    op.apply(before.data(), result, count, type);
+  }
+  if (!last) co_await Batch(call).send(result, count, type, me + 1, scan_tag);
+}
+
+constexpr int kLinearPrefixRanks = 4;  // up to this many ranks, scans take the chain
 
 }  // namespace
 
 CollectiveTask scan(Call call, const void* send_buf, void* recv_buf, std::size_t count, const Datatype& type,
                     const Op& op) {
-  return prefix_reduction(call, send_buf, recv_buf, count, type, op, true);
+  return (call.comm().size() <= kLinearPrefixRanks ? linear_prefix_reduction : prefix_reduction)(
+      call, send_buf, recv_buf, count, type, op, true);
 }
 
 CollectiveTask exscan(Call call, const void* send_buf, void* recv_buf, std::size_t count, const Datatype& type,
                       const Op& op) {
-  return prefix_reduction(call, send_buf, recv_buf, count, type, op, false);
+  return (call.comm().size() <= kLinearPrefixRanks ? linear_prefix_reduction : prefix_reduction)(
+      call, send_buf, recv_buf, count, type, op, false);
 }
 
 CollectiveTask reduce_scatter(Call call, const void* send_buf, void* recv_buf, std::span<const int> counts,
@@ -258,6 +425,14 @@ CollectiveTask reduce_scatter(Call call, const void* send_buf, void* recv_buf, s
     require(total <= std::size_t(INT_MAX), MPI_ERR_COUNT, "more than INT_MAX elements in all");
     displs[r] = int(total);
     total += std::size_t(counts[r]);
+  }
+  const int n = call.comm().size();
+  // The ring takes one step per rank but sends each block only once: on few
+  // ranks, or much data, it beats reducing everything to one rank and scattering.
+  if (op.commutative() && (n <= 4 || total * type.size() >= runtime().collective_tuning().allreduce_ring_bytes)) {
+    op.check_applies_to(type);
+    co_await ring_reduce_scatter(call, send_buf, recv_buf, counts, displs, type, op);
+    co_return;
   }
   TempBuffer all(total, type);
   co_await reduce(call, send_buf, all.data(), total, type, op, 0);
@@ -335,6 +510,27 @@ CollectiveTask ring_allgatherv(Call call, Blocks blocks) {
   }
 }
 
+// Recursive doubling for a power of two of ranks: in the step at distance
+// `mask` a rank and its partner swap the blocks of their groups of `mask`
+// ranks, each block a message of its own straight between the user's
+// buffers, so nothing is packed or copied.
+CollectiveTask recursive_doubling_allgatherv(Call call, Blocks blocks) {
+  const Communicator& comm = call.comm();
+  const int n = comm.size(), me = comm.rank();
+  for (int mask = 1; mask < n; mask <<= 1) {
+    const int peer = me ^ mask;
+    const int mine = me & ~(mask - 1), theirs = peer & ~(mask - 1);
+    Batch exchange(call);
+    for (int i = 0; i < mask; ++i)
+      exchange.recv(writable_block(blocks, theirs + i), block_count(blocks, theirs + i), block_type(blocks, theirs + i),
+                    peer, allgather_tag);
+    for (int i = 0; i < mask; ++i)
+      exchange.send(block_address(blocks, mine + i), block_count(blocks, mine + i), block_type(blocks, mine + i), peer,
+                    allgather_tag);
+    co_await exchange;
+  }
+}
+
 // Bruck's dissemination allgather: ceil(log2 n) steps for any n. A packed
 // buffer holds the blocks of ranks me, me+1, …; in the step at distance d a
 // rank sends the first min(d, n-d) of them to me-d and appends as many from me+d.
@@ -369,8 +565,22 @@ CollectiveTask allgatherv(Call call, const void* send_buf, std::size_t send_coun
              block_type(recv_blocks, me));
   std::size_t total = 0;  // the same on every rank: all know every count
   for (int r = 0; r < comm.size(); ++r) total += block_bytes(recv_blocks, r);
-  if (total >= runtime().collective_tuning().allgather_ring_bytes)
+  const int n = comm.size();
+  if (n <= kFlatRanks && total <= kFlatBytes) {
+    Batch all(call);
+    for (int r = 0; r < n; ++r)
+      if (r != me)
+        all.recv(writable_block(recv_blocks, r), block_count(recv_blocks, r), block_type(recv_blocks, r), r,
+                 allgather_tag);
+    for (int r = 0; r < n; ++r)
+      if (r != me)
+        all.send(block_address(recv_blocks, me), block_count(recv_blocks, me), block_type(recv_blocks, me), r,
+                 allgather_tag);
+    co_await all;
+  } else if (total >= runtime().collective_tuning().allgather_ring_bytes)
     co_await ring_allgatherv(call, recv_blocks);
+  else if ((n & (n - 1)) == 0)
+    co_await recursive_doubling_allgatherv(call, recv_blocks);
   else
     co_await bruck_allgatherv(call, recv_blocks);
 }

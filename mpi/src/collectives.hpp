@@ -3,22 +3,36 @@
 // resolved by the caller into `send == recv`.
 //
 // Algorithms, and where they switch (bytes; environment variables read at MPI_Init):
-//   barrier          dissemination
+//   barrier          on up to 4 ranks every rank with every other in one round;
+//                    dissemination on more
 //   bcast            binomial tree
-//   reduce           binomial tree; a non-commutative op reduces over the tree
-//                    rooted at rank 0, which keeps rank order, and 0 forwards the result
-//   allreduce        recursive doubling (non-powers of two folded in first) below
-//                    VIASTACK_MPI_ALLREDUCE_RING_BYTES (default 64 KiB) of data, ring
-//                    (reduce-scatter then allgather) from there on; non-commutative ops,
-//                    and fewer elements than ranks, stay on recursive doubling
-//   scan, exscan     recursive doubling, order-preserving
-//   allgather(v)     Bruck's dissemination below VIASTACK_MPI_ALLGATHER_RING_BYTES
-//                    (default 64 KiB) gathered in all, ring from there on
+//   reduce           binomial tree, the first child's data received straight into
+//                    the accumulator (the root's: its recv buffer); a non-commutative op
+//                    reduces over the tree rooted at rank 0, which keeps rank order, and
+//                    0 forwards the result
+//   allreduce        on up to 4 ranks and 8 KiB gathered in all: every vector to
+//                    every rank in one round, folded in rank order on each (the same
+//                    bits everywhere, any op); else recursive doubling (non-powers of
+//                    two folded in first) below VIASTACK_MPI_ALLREDUCE_RING_BYTES
+//                    (default 64 KiB) of data, ring (reduce-scatter into the recv
+//                    buffer, then allgather) from there on; both reduce in the recv
+//                    buffer with one temporary; non-commutative ops, and fewer
+//                    elements than ranks, stay on recursive doubling
+//   scan, exscan     order-preserving: a linear chain (rank r-1 to r) on up to 4
+//                    ranks, recursive doubling on more
+//   allgather(v)     on up to 4 ranks and 8 KiB gathered in all: one round, every
+//                    block to every rank; else below VIASTACK_MPI_ALLGATHER_RING_BYTES
+//                    (default 64 KiB) gathered in all: recursive doubling between the
+//                    user's buffers on a power of two of ranks, else Bruck's
+//                    dissemination; ring from there on
 //   alltoall(v/w)    every message posted at once while each block is below
 //                    VIASTACK_MPI_ALLTOALL_PAIRWISE_BYTES (default 64 KiB), pairwise
 //                    exchange (one partner per step) from there on
 //   gather(v), scatter(v)  linear: the root posts every transfer at once
-//   reduce_scatter(_block) reduce to rank 0, then scatter
+//   reduce_scatter(_block) commutative ops on up to 4 ranks, or from
+//                    VIASTACK_MPI_ALLREDUCE_RING_BYTES of data: ring reduce-scatter
+//                    (each block once round the ring, no temporary on 2 ranks);
+//                    otherwise reduce to rank 0, then scatter
 //   neighbourhood    every message posted at once
 //
 // Each algorithm is a coroutine (tasks::…, collective_task.hpp): the blocking

@@ -31,8 +31,11 @@ Batch::~Batch() {
 
 Batch& Batch::send(const void* buf, std::size_t count, const Datatype& type, int dest, int step) {
   const Communicator& comm = call_.comm();
-  requests_.push_back(runtime().p2p().isend(buf, count, type, dest, call_.tag(step), comm, comm.collective_context(),
-                                            SendMode::standard));
+  P2P& p2p = runtime().p2p();
+  // An eager message is complete once queued: nothing to wait for.
+  if (p2p.try_send_eager(buf, count, type, dest, call_.tag(step), comm, comm.collective_context())) return *this;
+  requests_.push_back(p2p.isend(buf, count, type, dest, call_.tag(step), comm, comm.collective_context(),
+                                SendMode::standard));
   return *this;
 }
 

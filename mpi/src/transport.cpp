@@ -27,6 +27,10 @@ Transport::Transport(int rank, int size, std::size_t eager_limit, TransportClien
   options.rdma_read = true;   // peers read rendezvous messages from our buffers, and windows
   options.rdma_write = true;  // peers write into windows
   options.message_bytes = sizeof(WireHeader) + eager_limit;
+  // Credits for a window of 64 eager messages in flight to one peer (osu_bw's,
+  // and a 64-message non-blocking exchange): with fewer, the rest wait in the
+  // backlog, copied once more, for the receiver to return credits.
+  options.receives_per_peer = 64;
   check(via::Mesh::open(*nic_, rank, size, options, *this, mesh_), "opening the mesh");
 }
 

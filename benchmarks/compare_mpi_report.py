@@ -1,0 +1,135 @@
+#!/usr/bin/env python3
+"""The ratio table of benchmarks/compare --mpi (not meant to be run by hand).
+
+  compare_mpi_report.py OUTDIR
+
+reads OUTDIR/raw/r<round>_<library>_<ranks>.json (mpi_bench --json lines, one
+file per run), takes for each library, rank count, test and size the median
+over the rounds, and writes OUTDIR/mpi_summary.json and OUTDIR/mpi_table.md,
+and prints the table.
+
+Each cell is viastack / Open MPI of the same measurement in the same rounds,
+oriented so that the targets of issue 25 read the same way everywhere:
+  lat and every collective: time ratio (lower is better; target <= 1.1 for
+  lat, <= 1.2 for collectives on 2 ranks, <= 1.5 on 4 ranks on 2 cores);
+  bw, bibw, rate: throughput ratio (higher is better; target >= 0.9).
+A cell misses its target when marked with '*'.
+"""
+import glob
+import json
+import os
+import re
+import statistics
+import sys
+
+THROUGHPUT_TESTS = {"bw", "bibw", "rate"}
+
+
+def load(outdir):
+    """{(library, ranks, test, bytes): [lat_us of each round]}"""
+    runs = {}
+    for path in sorted(glob.glob(os.path.join(outdir, "raw", "r*_*_*.json"))):
+        if not re.match(r"r\d+_(openmpi|viastack)_\d+\.json$", os.path.basename(path)):
+            continue
+        with open(path) as f:
+            for line in f:
+                line = line.strip()
+                if not line.startswith("{"):
+                    continue
+                try:
+                    row = json.loads(line)
+                except ValueError:
+                    continue
+                if row.get("bench") != "mpi_bench":
+                    continue
+                key = (row["library"], row["ranks"], row["test"], row["bytes"])
+                runs.setdefault(key, []).append(row["lat_us"])
+    return runs
+
+
+def target(test, ranks):
+    if test in THROUGHPUT_TESTS:
+        return 0.9
+    if test == "lat":
+        return 1.1
+    return 1.2 if ranks <= 2 else 1.5
+
+
+def size_label(n):
+    if n >= 1 << 20 and n % (1 << 20) == 0:
+        return f"{n >> 20}M"
+    if n >= 1 << 10 and n % (1 << 10) == 0:
+        return f"{n >> 10}k"
+    return str(n)
+
+
+def main():
+    if len(sys.argv) != 2:
+        sys.exit(__doc__)
+    outdir = sys.argv[1]
+    runs = load(outdir)
+    medians = {k: statistics.median(v) for k, v in runs.items()}
+    summary = []
+    tables = []
+    for ranks in sorted({k[1] for k in medians}):
+        tests = []
+        for k in medians:
+            if k[1] == ranks and k[2] not in tests:
+                tests.append(k[2])
+        order = {"lat": 0, "bw": 1, "bibw": 2, "rate": 3}
+        tests.sort(key=lambda t: (order.get(t, 4), t.lstrip("i"), t.startswith("i")))
+        sizes = sorted({k[3] for k in medians if k[1] == ranks})
+        header = ["test"] + [size_label(s) for s in sizes]
+        rows = []
+        misses = cells = 0
+        for test in tests:
+            row = [test]
+            for size in sizes:
+                ours = medians.get(("viastack", ranks, test, size))
+                theirs = medians.get(("openmpi", ranks, test, size))
+                if ours is None or theirs is None or ours <= 0 or theirs <= 0:
+                    row.append("-")
+                    continue
+                # lat_us is time per message or per call: throughput is its inverse.
+                ratio = theirs / ours if test in THROUGHPUT_TESTS else ours / theirs
+                goal = target(test, ranks)
+                miss = ratio < goal if test in THROUGHPUT_TESTS else ratio > goal
+                cells += 1
+                misses += miss
+                row.append(f"{ratio:.2f}{'*' if miss else ''}")
+                summary.append({"ranks": ranks, "test": test, "bytes": size, "viastack_us": ours,
+                                "openmpi_us": theirs, "ratio": ratio, "target": goal, "meets": not miss,
+                                "rounds": min(len(runs[("viastack", ranks, test, size)]),
+                                              len(runs[("openmpi", ranks, test, size)]))})
+            rows.append(row)
+        title = (f"{ranks} ranks: viastack / Open MPI, medians of the rounds; time ratio for lat and "
+                 f"collectives, throughput ratio for bw, bibw, rate; * misses its target "
+                 f"({misses} of {cells} cells)")
+        tables.append((title, header, rows))
+    with open(os.path.join(outdir, "mpi_summary.json"), "w") as f:
+        for row in summary:
+            f.write(json.dumps(row) + "\n")
+    md = []
+    for title, header, rows in tables:
+        md.append(f"**{title}**\n")
+        md.append("| " + " | ".join(header) + " |")
+        md.append("|" + "---|" * len(header))
+        for row in rows:
+            md.append("| " + " | ".join(row) + " |")
+        md.append("")
+    with open(os.path.join(outdir, "mpi_table.md"), "w") as f:
+        f.write("\n".join(md) + "\n")
+    for title, header, rows in tables:
+        print(title)
+        widths = [max(len(r[i]) for r in [header] + rows) for i in range(len(header))]
+        for row in [header] + rows:
+            print("  ".join(cell.rjust(w) if i else cell.ljust(w) for i, (cell, w) in enumerate(zip(row, widths))))
+        print()
+    if not tables:
+        print("no results: see the raw/ folder")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
