@@ -91,10 +91,10 @@ for chapter in "${chapters[@]}"; do
 done
 
 for source in "$course"/diagrams/*.dot; do
-  [ -f "${source%.dot}.svg" ] || complain "${source#"$root"/}: no ${source%.dot}.svg beside it (run diagrams/render.sh)"
+  [ -f "${source%.dot}.svg" ] || complain "${source#"$root"/}: no $(basename "${source%.dot}").svg beside it (run diagrams/render.sh)"
 done
 for svg in "$course"/diagrams/*.svg; do
-  [ -f "${svg%.svg}.dot" ] || complain "${svg#"$root"/}: no Graphviz source ${svg%.svg}.dot beside it"
+  [ -f "${svg%.svg}.dot" ] || complain "${svg#"$root"/}: no Graphviz source $(basename "${svg%.svg}").dot beside it"
 done
 
 if [ "$errors" -gt 0 ]; then
