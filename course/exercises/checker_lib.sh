@@ -48,7 +48,7 @@ run_job() {
     shift
   done
   shift
-  echo "--- ${variables[*]} viarun -n $ranks $(basename "$program") $*"
+  echo "---${variables[*]:+ ${variables[*]}} viarun -n $ranks $(basename "$program") $*"
   job_output=$(env "${variables[@]}" "$viarun" -n "$ranks" --timeout "$timeout" -- "$program" "$@" 2>&1)
   job_status=$?
   printf '%s\n' "$job_output" | head -n 20
