@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # checker_lib.sh: what the exercises' checkers share (sourced by each check.sh).
 #
 # A checker is run as   check.sh PROGRAM [VIARUN]
@@ -24,10 +25,10 @@ checker_setup() {
     fi
   fi
   [ -x "$program" ] || { echo "check.sh: no program '$program' (build it first)" >&2; exit 2; }
-  [ -n "$viarun" ] && [ -x "$viarun" ] || {
+  if [ -z "$viarun" ] || [ ! -x "$viarun" ]; then
     echo "check.sh: no viarun (give it as the second argument, or set VIARUN)" >&2
     exit 2
-  }
+  fi
 }
 
 fail() {

@@ -11,6 +11,7 @@
 #
 # Prints PASS or FAIL with the reason (checker_lib.sh); see README.md.
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=SCRIPTDIR/../checker_lib.sh
 . "$here/../checker_lib.sh"
 checker_setup stencil "$@"
 
@@ -21,7 +22,7 @@ check_run() {
   local ranks=$1
   shift
   run_job "$ranks" 60 -- "$@"
-  [ $job_status -eq 0 ] || fail "$ranks ranks, $*: $(job_failure): $(the_reason)"
+  [ "$job_status" -eq 0 ] || fail "$ranks ranks, $*: $(job_failure): $(the_reason)"
   parallel_ms=$(sed -n 's/.*parallel_ms=\([0-9.]*\).*/\1/p' <<<"$job_output")
   [ -n "$parallel_ms" ] || fail "$ranks ranks, $*: rank 0 did not say how long the sweeps took"
 }
