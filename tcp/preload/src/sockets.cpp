@@ -158,10 +158,15 @@ class StackLock {
   std::unique_lock<std::mutex> lock_;
 };
 
+void linger_at_exit();
+
 utcp::ViaHost* the_host() {
   if (host || host_failed || forked_child) return host.get();
   try {
     host = std::make_unique<utcp::ViaHost>();
+    // Registered after the NIC opened, so it runs before the exit handlers
+    // of what the NIC brought up (OpenSSL's, for the tcp provider).
+    std::atexit(linger_at_exit);
   } catch (const std::exception& error) {
     std::fprintf(stderr, "viastack-preload: utcp could not start: %s\n", error.what());
     host_failed = true;
@@ -230,15 +235,19 @@ void linger_at_exit() {
     delete socket;
   }
   milliseconds linger = kDefaultLinger;
-  if (const auto ms = via::config::integer_if_set("VIASTACK_PRELOAD_LINGER_MS")) linger = milliseconds(*ms);
+  if (const char* text = std::getenv("VIASTACK_PRELOAD_LINGER_MS")) {
+    char* end = nullptr;
+    const long ms = std::strtol(text, &end, 10);
+    if (end == text || *end != '\0' || ms < 0 || ms > 600000)
+      std::fprintf(stderr, "viastack-preload: VIASTACK_PRELOAD_LINGER_MS=%s is not 0-600000 ms; %lld used\n", text,
+                   static_cast<long long>(linger.count()));
+    else
+      linger = milliseconds(ms);
+  }
   (void)drive_until(lock, [] { return closing.empty(); }, Clock::now() + linger);
   closing.clear();
   host.reset();
 }
-
-struct ExitHook {
-  ~ExitHook() { linger_at_exit(); }
-} exit_hook;
 
 // fork: the child must not take a lock another thread held, and must not use
 // the NIC, whose rings it shares with the parent.
