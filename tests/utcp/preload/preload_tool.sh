@@ -1,12 +1,15 @@
 #!/bin/sh
 # One rank of a preload test of an unmodified Debian tool, under viarun -n 2:
-#   preload_tool.sh iperf3|sockperf_pingpong|sockperf_throughput LIBVIASTACK-PRELOAD.SO
+#   preload_tool.sh iperf3|sockperf_pingpong|sockperf_throughput LIBVIASTACK-PRELOAD.SO DIRECTORY
 # Rank 0 runs the server on 10.0.0.1 (utcp's address for rank 0), rank 1 the
 # client against it, both with LD_PRELOAD set. The run is short (about a
-# second). Exit 77 (skipped) when the tool is not installed.
+# second). Exit 77 (skipped) when the tool is not installed. DIRECTORY (the
+# same for both ranks) is where rank 0 leaves the sockperf server's pid for
+# rank 1 to stop it: sockperf's server runs until stopped.
 set -u
 tool=$1
 preload=$2
+directory=$3
 rank=${VIASTACK_RANK:?run me under viarun}
 server=10.0.0.1
 port=5201
@@ -25,10 +28,17 @@ if [ "$rank" -eq 0 ]; then
   case $tool in
     # -1: serve one test, then exit.
     iperf3) exec iperf3 --server --one-off --bind $server --port $port ;;
-    # sockperf's server runs until stopped: the client's rank ends the job
-    # when it is done (viarun stops the other ranks once one has failed or
-    # all have exited; the server stops when its peer's connection closes).
-    sockperf_*) exec timeout -s KILL 20 sockperf server --tcp --ip $server --port $port ;;
+    # Stopped by rank 1 once its client is done (SIGKILL: a signal does not
+    # interrupt a blocking wait on utcp, README.md), or by viarun --timeout.
+    sockperf_*)
+      mkdir -p "$directory" && rm -f "$directory/server.pid" "$directory/client.done"
+      sockperf server --tcp --ip $server --port $port &
+      echo $! > "$directory/server.pid"
+      wait $!
+      status=$?
+      if [ -e "$directory/client.done" ]; then exit 0; fi
+      echo "sockperf server: exit status $status before the client was done" >&2
+      exit 1 ;;
   esac
 fi
 
@@ -47,4 +57,18 @@ while :; do
   sleep 0.1
 done
 printf '%s\n' "$output"
+# A run that ended without its summary did not measure anything.
+case $tool in
+  iperf3) summary='sender$' ;;
+  sockperf_pingpong) summary='Summary: Latency is' ;;
+  sockperf_throughput) summary='Summary: Message Rate is' ;;
+esac
+if [ $status -eq 0 ] && ! printf '%s\n' "$output" | grep -q "$summary"; then
+  echo "$tool: no line matching '$summary' in the client's output" >&2
+  status=1
+fi
+if [ "$program" = sockperf ]; then
+  touch "$directory/client.done"
+  kill -KILL "$(cat "$directory/server.pid")"
+fi
 exit $status
