@@ -255,7 +255,11 @@ void before_fork() { stack_mutex.lock(); }
 void after_fork_parent() { stack_mutex.unlock(); }
 void after_fork_child() {
   forked_child = true;
-  (void)host.release();  // the parent's: not closed here
+  // The parent's: neither closed nor destroyed here (a destructor would send
+  // through the rings the parent uses).
+  (void)host.release();
+  for (std::unique_ptr<utcp::TcpSocket>& socket : closing) (void)socket.release();
+  closing.clear();
   stack_mutex.unlock();
 }
 [[maybe_unused]] const int atfork_registered = pthread_atfork(before_fork, after_fork_parent, after_fork_child);

@@ -1,7 +1,7 @@
 /* An ordinary socket program, compiled without any of viastack's headers,
  * run by the preload tests under viarun with LD_PRELOAD=libviastack-preload.so.
  *
- *   echo SERVER-ADDRESS MODE BYTES       MODE: blocking, poll, epoll or select
+ *   echo SERVER-ADDRESS MODE BYTES    MODE: blocking, poll, epoll, select or fork
  *
  * Rank 0 (VIASTACK_RANK) serves: it listens on SERVER-ADDRESS:7070 and echoes
  * one client's bytes until the client shuts down its side. Every other rank
@@ -11,7 +11,9 @@
  * kernel socket pair (a loopback TCP connection), through which one byte
  * passes while the echo runs: kernel and utcp descriptors in one wait.
  * SERVER-ADDRESS is in utcp's network, which the kernel has no route to, so
- * an echo that works went through utcp.
+ * an echo that works went through utcp. fork is blocking, and the client
+ * forks first: the child finds the inherited socket unusable (EOPNOTSUPP),
+ * closes it and exits, and the parent's connection goes on unharmed.
  *
  * Any failure prints one line and exits 1. */
 #define _GNU_SOURCE
@@ -28,13 +30,15 @@
 #include <sys/epoll.h>
 #include <sys/select.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 enum { kPort = 7070, kChunk = 16384 };
-enum mode { BLOCKING, POLL, EPOLL, SELECT };
+enum mode { BLOCKING, POLL, EPOLL, SELECT, FORK };
 
 static int rank;
+static int waits(enum mode mode) { return mode == POLL || mode == EPOLL || mode == SELECT; }
 static int kernel_byte_seen;  /* the kernel socket's byte woke a mixed wait */
 
 static void fail(const char* format, ...) {
@@ -119,7 +123,7 @@ static int wait_for(enum mode mode, int fd, short events, int other) {
 static ssize_t transfer(enum mode mode, int fd, void* buffer, size_t length, int writing, int kernel[2]) {
   for (;;) {
     const ssize_t n = writing ? write(fd, buffer, length) : read(fd, buffer, length);
-    if (n >= 0 || mode == BLOCKING) return n;
+    if (n >= 0 || !waits(mode)) return n;
     if (errno != EAGAIN && errno != EWOULDBLOCK) return n;
     if (wait_for(mode, fd, writing ? POLLOUT : POLLIN, kernel[1])) {
       char byte;
@@ -142,7 +146,7 @@ static void serve(const char* server, enum mode mode, int kernel[2]) {
   socklen_t length = sizeof accepted_on;
   if (getsockopt(listener, SOL_SOCKET, SO_ACCEPTCONN, &accepted_on, &length) != 0 || !accepted_on)
     fail("SO_ACCEPTCONN");
-  if (mode != BLOCKING) {
+  if (waits(mode)) {
     set_nonblocking(listener);
     wait_for(mode, listener, POLLIN, kernel[0]);
   }
@@ -150,7 +154,7 @@ static void serve(const char* server, enum mode mode, int kernel[2]) {
   length = sizeof peer;
   const int connection = accept(listener, (struct sockaddr*)&peer, &length);
   if (connection < 0) fail("accept");
-  if (mode != BLOCKING) {
+  if (waits(mode)) {
     set_nonblocking(connection);
     const char byte = 'x';  /* wakes one of the mixed waits below, through the kernel */
     if (write(kernel[0], &byte, 1) != 1) fail("kernel write");
@@ -179,7 +183,7 @@ static int connect_to(const char* server, enum mode mode, int kernel[2]) {
     if (fd < 0) fail("socket");
     const int one = 1;
     if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) != 0) fail("TCP_NODELAY");
-    if (mode != BLOCKING) set_nonblocking(fd);
+    if (waits(mode)) set_nonblocking(fd);
     if (connect(fd, (const struct sockaddr*)&address, sizeof address) == 0) return fd;
     if (errno == EINPROGRESS) {
       wait_for(mode, fd, POLLOUT, kernel[0]);
@@ -220,14 +224,31 @@ static void check_socket_calls(int fd, const char* server) {
   if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &length) != 0 || type != SOCK_STREAM) fail("SO_TYPE");
 }
 
+/* A forked child cannot use the parent's utcp socket, and its exit (static
+ * destructors included) leaves the parent's connection alone. */
+static void check_fork(int fd) {
+  const pid_t child = fork();
+  if (child < 0) fail("fork");
+  if (child == 0) {
+    const char byte = 0;
+    if (write(fd, &byte, 1) != -1 || errno != EOPNOTSUPP) fail("the child wrote to the parent's utcp socket");
+    if (close(fd) != 0) fail("the child's close");
+    exit(0);
+  }
+  int status = 0;
+  if (waitpid(child, &status, 0) != child || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    fail("the forked child failed (status %d)", status);
+}
+
 static void run_client(const char* server, enum mode mode, size_t bytes, int kernel[2]) {
   int fd = connect_to(server, mode, kernel);
   check_socket_calls(fd, server);
+  if (mode == FORK) check_fork(fd);
   /* The echo goes on through a dup of the socket, the first descriptor closed. */
   const int copy = dup(fd);
   if (copy < 0 || close(fd) != 0) fail("dup/close");
   fd = copy;
-  if (mode != BLOCKING) {
+  if (waits(mode)) {
     const char byte = 'x';  /* wakes one of the mixed waits below, through the kernel */
     if (write(kernel[0], &byte, 1) != 1) fail("kernel write");
   }
@@ -261,13 +282,14 @@ static void run_client(const char* server, enum mode mode, size_t bytes, int ker
 int main(int argc, char** argv) {
   const char* rank_text = getenv("VIASTACK_RANK");
   if (argc != 4 || !rank_text) {
-    fprintf(stderr, "usage: echo SERVER-ADDRESS blocking|poll|epoll|select BYTES (under viarun)\n");
+    fprintf(stderr, "usage: echo SERVER-ADDRESS blocking|poll|epoll|select|fork BYTES (under viarun)\n");
     return 2;
   }
   rank = atoi(rank_text);
   const enum mode mode = strcmp(argv[2], "poll") == 0     ? POLL
                          : strcmp(argv[2], "epoll") == 0  ? EPOLL
                          : strcmp(argv[2], "select") == 0 ? SELECT
+                         : strcmp(argv[2], "fork") == 0   ? FORK
                                                           : BLOCKING;
   const size_t bytes = strtoull(argv[3], NULL, 10);
   setvbuf(stdout, NULL, _IOLBF, 0);
@@ -277,7 +299,7 @@ int main(int argc, char** argv) {
     serve(argv[1], mode, kernel);
   else
     run_client(argv[1], mode, bytes, kernel);
-  if (mode != BLOCKING && !kernel_byte_seen) fail("no wait saw the kernel socket's byte");
+  if (waits(mode) && !kernel_byte_seen) fail("no wait saw the kernel socket's byte");
   close(kernel[0]);
   close(kernel[1]);
   return 0;
