@@ -2,8 +2,8 @@
 # One rank of a preload test of an unmodified Debian tool, under viarun -n 2:
 #   preload_tool.sh iperf3|sockperf_pingpong|sockperf_throughput LIBVIASTACK-PRELOAD.SO DIRECTORY
 # Rank 0 runs the server on 10.0.0.1 (utcp's address for rank 0), rank 1 the
-# client against it, both with LD_PRELOAD set. The run is short (about a
-# second). Exit 77 (skipped) when the tool is not installed. DIRECTORY (the
+# client against it, both with LD_PRELOAD set. The runs are short (one or
+# two seconds). Exit 77 (skipped) when the tool is not installed. DIRECTORY (the
 # same for both ranks) is where rank 0 leaves the sockperf server's pid for
 # rank 1 to stop it: sockperf's server runs until stopped.
 set -u
@@ -47,7 +47,7 @@ attempt=0
 while :; do
   case $tool in
     iperf3) output=$(iperf3 --client $server --port $port --bytes 10M --format m 2>&1) ;;
-    sockperf_pingpong) output=$(sockperf ping-pong --tcp --ip $server --port $port --time 1 2>&1) ;;
+    sockperf_pingpong) output=$(sockperf ping-pong --tcp --ip $server --port $port --time 2 2>&1) ;;
     sockperf_throughput) output=$(sockperf throughput --tcp --ip $server --port $port --time 1 --msg-size 1400 2>&1) ;;
   esac
   status=$?
