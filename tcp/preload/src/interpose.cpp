@@ -250,8 +250,10 @@ VIASTACK_EXPORT int shutdown(int fd, int how) {
 }
 
 VIASTACK_EXPORT int setsockopt(int fd, int level, int name, const void* value, socklen_t length) {
-  return preload::is_utcp(fd) ? preload::setsockopt(fd, level, name, value, length)
-                              : calls().setsockopt(fd, level, name, value, length);
+  if (preload::is_utcp(fd)) return preload::setsockopt(fd, level, name, value, length);
+  const int result = calls().setsockopt(fd, level, name, value, length);
+  if (result == 0) preload::note_kernel_option(fd, level, name, value, length);
+  return result;
 }
 
 VIASTACK_EXPORT int getsockopt(int fd, int level, int name, void* value, socklen_t* length) {

@@ -66,6 +66,10 @@ struct Socket {
 };
 
 std::array<std::atomic<Socket*>, kMaxFd> table{};
+// SO_RCVBUF and SO_SNDBUF as a program set them on a kernel socket (before
+// bind or connect made it utcp's; the kernel reports them doubled); 0: unset.
+std::array<std::atomic<int>, kMaxFd> requested_receive_buffer{};
+std::array<std::atomic<int>, kMaxFd> requested_send_buffer{};
 
 Socket* socket_at(int fd) {
   if (fd < 0 || fd >= kMaxFd) return nullptr;
@@ -335,12 +339,16 @@ Socket* adopt(int fd) {
   socket->receive_timeout = timeout_option(fd, SO_RCVTIMEO);
   socket->send_timeout = timeout_option(fd, SO_SNDTIMEO);
   const utcp::TcpConfig& defaults = via_host->stack().config().tcp;
-  socket->receive_buffer = static_cast<int>(defaults.receive_buffer);
-  socket->send_buffer = static_cast<int>(defaults.send_buffer);
+  const int receive_buffer = requested_receive_buffer[fd].exchange(0);
+  const int send_buffer = requested_send_buffer[fd].exchange(0);
+  socket->receive_buffer = receive_buffer > 0 ? receive_buffer : static_cast<int>(defaults.receive_buffer);
+  socket->send_buffer = send_buffer > 0 ? send_buffer : static_cast<int>(defaults.send_buffer);
   socket->stream.emplace(via_host->stack());
   socket->stream->set_nonblocking(true);  // blocking calls wait here, in slices
   socket->stream->set_nodelay(socket->nodelay);
   socket->stream->set_keepalive(socket->keepalive);
+  (void)socket->stream->set_buffer_sizes(static_cast<std::size_t>(socket->send_buffer),
+                                         static_cast<std::size_t>(socket->receive_buffer));
 
   const int placeholder = eventfd(0, EFD_CLOEXEC);
   if (placeholder < 0) return nullptr;
@@ -458,7 +466,19 @@ bool wait_for(StackLock& lock, int fd, Socket& socket, const std::function<bool(
 
 bool is_utcp(int fd) { return socket_at(fd) != nullptr; }
 
+void note_kernel_option(int fd, int level, int name, const void* value, socklen_t length) {
+  int size = 0;
+  if (fd < 0 || fd >= kMaxFd || level != SOL_SOCKET || (name != SO_RCVBUF && name != SO_SNDBUF) || !value ||
+      length < static_cast<socklen_t>(sizeof size))
+    return;
+  std::memcpy(&size, value, sizeof size);
+  (name == SO_RCVBUF ? requested_receive_buffer : requested_send_buffer)[fd].store(std::max(size, 2048));
+}
+
 void forget_stale(int fd) {
+  if (fd < 0 || fd >= kMaxFd) return;
+  requested_receive_buffer[fd].store(0);
+  requested_send_buffer[fd].store(0);
   if (!socket_at(fd)) return;
   StackLock lock;
   if (Socket* stale = table[fd].exchange(nullptr)) release(stale);
@@ -750,9 +770,13 @@ int setsockopt(int fd, int level, int name, const void* value, socklen_t length)
         case SO_RCVBUF:
         case SO_SNDBUF: {
           // Reported back as set (the kernel doubles it); utcp applies it to
-          // connections a listener accepts from then on.
+          // the connection connect() opens, and to those a listener accepts
+          // from listen() on. An open connection keeps its buffers.
           if (!read_option(value, length, flag)) return fail(EINVAL);
           (name == SO_RCVBUF ? socket.receive_buffer : socket.send_buffer) = std::max(flag, 2048);
+          if (socket.stream)
+            (void)socket.stream->set_buffer_sizes(static_cast<std::size_t>(socket.send_buffer),
+                                                  static_cast<std::size_t>(socket.receive_buffer));
           return 0;
         }
         case SO_RCVTIMEO:

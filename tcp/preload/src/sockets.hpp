@@ -20,6 +20,9 @@ namespace viastack::preload {
 bool is_utcp(int fd);
 // The kernel gave out fd: whatever this library knew under that number is gone.
 void forget_stale(int fd);
+// A setsockopt the kernel took on one of its sockets: SO_RCVBUF and SO_SNDBUF
+// carry over if the socket becomes utcp's.
+void note_kernel_option(int fd, int level, int name, const void* value, socklen_t length);
 
 // bind and connect decide: an AF_INET stream socket whose address is in
 // utcp's network becomes a utcp socket (same descriptor number); none: the

@@ -35,6 +35,8 @@
 #include <unistd.h>
 
 enum { kPort = 7070, kChunk = 16384 };
+/* The client's SO_RCVBUF, set before connect: the window it offers stays within it. */
+static const int kReceiveBuffer = 32768;
 enum mode { BLOCKING, POLL, EPOLL, SELECT, FORK };
 
 static int rank;
@@ -183,6 +185,7 @@ static int connect_to(const char* server, enum mode mode, int kernel[2]) {
     if (fd < 0) fail("socket");
     const int one = 1;
     if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) != 0) fail("TCP_NODELAY");
+    if (setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &kReceiveBuffer, sizeof kReceiveBuffer) != 0) fail("SO_RCVBUF");
     if (waits(mode)) set_nonblocking(fd);
     if (connect(fd, (const struct sockaddr*)&address, sizeof address) == 0) return fd;
     if (errno == EINPROGRESS) {
@@ -219,6 +222,8 @@ static void check_socket_calls(int fd, const char* server) {
   if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &info, &length) != 0 || info.tcpi_state != TCP_ESTABLISHED ||
       info.tcpi_snd_mss == 0)
     fail("TCP_INFO: state %d, mss %u", info.tcpi_state, info.tcpi_snd_mss);
+  if (info.tcpi_rcv_space == 0 || info.tcpi_rcv_space > (unsigned)kReceiveBuffer)
+    fail("TCP_INFO: a window of %u bytes offered with SO_RCVBUF %d", info.tcpi_rcv_space, kReceiveBuffer);
   int type = 0;
   length = sizeof type;
   if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &length) != 0 || type != SOCK_STREAM) fail("SO_TYPE");
