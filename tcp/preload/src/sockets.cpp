@@ -257,12 +257,21 @@ void linger_at_exit() {
 // the NIC, whose rings it shares with the parent.
 void before_fork() { stack_mutex.lock(); }
 void after_fork_parent() { stack_mutex.unlock(); }
+// What a forked child holds of the parent's and must neither use nor destroy
+// (a destructor would send through the rings the parent uses), kept reachable
+// from here so that a leak checker does not count it at the child's exit.
+struct ParentsStack {
+  utcp::ViaHost* host = nullptr;
+  std::vector<utcp::TcpSocket*> closing;
+  std::vector<Socket*> sockets;  // closed in the child
+};
+ParentsStack* parents_stack = nullptr;
+
 void after_fork_child() {
   forked_child = true;
-  // The parent's: neither closed nor destroyed here (a destructor would send
-  // through the rings the parent uses).
-  (void)host.release();
-  for (std::unique_ptr<utcp::TcpSocket>& socket : closing) (void)socket.release();
+  parents_stack = new ParentsStack;
+  parents_stack->host = host.release();
+  for (std::unique_ptr<utcp::TcpSocket>& socket : closing) parents_stack->closing.push_back(socket.release());
   closing.clear();
   stack_mutex.unlock();
 }
@@ -380,7 +389,10 @@ int new_descriptor(Socket* socket, int flags) {
 // Drops one descriptor's reference; the last one closes the socket.
 void release(Socket* socket) {
   if (--socket->references > 0) return;
-  if (forked_child) return;  // the parent's connection: left as it is
+  if (forked_child) {  // the parent's connection: left as it is
+    parents_stack->sockets.push_back(socket);
+    return;
+  }
   if (socket->listener) socket->listener->close();
   if (socket->stream) {
     utcp::TcpSocket& stream = *socket->stream;
