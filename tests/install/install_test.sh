@@ -201,7 +201,7 @@ case_bad_input() {
   local prefix=$work/prefix
   install_into "$prefix"
   expect_failure "find_package with a component that does not exist" \
-    'viastack 0\.2\.[0-9]+ has no component nosuch; its components are: via, am, utcp, (mpi, )?splitc' \
+    'viastack 0\.2\.[0-9]+ has no component nosuch; its components are: via, am, utcp, preload, (mpi, )?splitc' \
     configure_consumer "$prefix" "$work/unknown-component" "0.2 REQUIRED COMPONENTS via nosuch"
   expect_failure "find_package of an incompatible version" \
     'compatible with requested version "0\.1"' \
@@ -285,7 +285,8 @@ case_debian() {
   local version
   version=$(dpkg-deb -f "$runtime" Version)
   deb_has "$runtime" /usr/lib/libviastack-via.so.0 /usr/lib/libviastack-am.so.0 /usr/lib/libviastack-splitc.so.0 \
-    /usr/lib/libviastack-utcp.so.0 /usr/lib/libviastack-via.so."$version" /usr/share/doc/viastack/README.md
+    /usr/lib/libviastack-utcp.so.0 /usr/lib/libviastack-preload.so.0 /usr/lib/libviastack-via.so."$version" \
+    /usr/share/doc/viastack/README.md
   deb_has "$dev" /usr/include/vipl.h /usr/include/am.h /usr/include/via/via.hpp /usr/include/am/am.hpp \
     /usr/include/splitc/splitc.hpp /usr/include/utcp/stack.hpp /usr/lib/libviastack-via.so \
     /usr/lib/cmake/viastack/viastack-config.cmake /usr/lib/cmake/viastack/viastack-config-version.cmake \
