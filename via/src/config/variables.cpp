@@ -36,9 +36,14 @@ Variable warning_only(Variable variable) {
 const std::vector<Variable>& declarations() {
   static const std::vector<Variable> table = {
       // Choosing the provider and the process manager.
-      word_variable("VIASTACK_PROVIDER", "shm|tcp|mixed|auto", "auto", "via, viarun, benchmarks",
-                    "the VIA provider: shm on one machine, tcp anywhere, mixed for shm within a node and tcp between "
-                    "nodes, auto for mixed when the job spans nodes, else shm; viarun starts ranks on shm unless told"),
+      // Any name: the engine checks it against the providers registered, a plugin's included.
+      typed("VIASTACK_PROVIDER", Type::text, "auto", "via, viarun, benchmarks",
+            "the VIA provider: shm on one machine, tcp anywhere, mixed for shm within a node and tcp between "
+            "nodes, auto for mixed when the job spans nodes, else shm, or one VIASTACK_PROVIDER_PLUGIN registers; "
+            "viarun starts ranks on shm unless told"),
+      typed("VIASTACK_PROVIDER_PLUGIN", Type::text, "-", "via, viarun",
+            "a shared library loaded before the first NIC opens, whose static initializers register providers "
+            "(via::register_provider) that VIASTACK_PROVIDER may then name"),
       word_variable("VIASTACK_BOOTSTRAP", "viarun|pmix|pmi1|pmi2|singleton", "-", "via",
                     "where a process learns its place in the job; unset: told by the variables its launcher set"),
       // The log (via/log.hpp).
