@@ -1,7 +1,8 @@
 """Debian's mpi4py (built against Open MPI) on viastack's libmpi.so.40 (issue 18):
-object and buffer point-to-point, matched probe, the collectives, Split, Dup
-with attributes, the predefined attributes, non-blocking collectives, one-sided
-communication (Win.Allocate with passive target, Win.Create over a bytearray).
+object and buffer point-to-point, matched probe, the collectives, Split and an
+intercommunicator between the halves, Dup with attributes, the predefined
+attributes, non-blocking collectives, one-sided communication (Win.Allocate
+with passive target, Win.Create over a bytearray).
 Run by mpi4py.sh."""
 import array
 import sys
@@ -68,6 +69,16 @@ comm.Barrier()
 half = comm.Split(color=rank % 2, key=-rank)
 members = half.allgather(rank)
 check(members == sorted([r for r in range(size) if r % 2 == rank % 2], reverse=True), "Split's members and order")
+# An intercommunicator between the halves (their leaders: the highest even and odd ranks).
+if size > 1:
+    others = [r for r in range(size) if r % 2 != rank % 2]
+    inter = half.Create_intercomm(0, comm, max(others), tag=5)
+    check(inter.Is_inter() and inter.Get_remote_size() == len(others), "Create_intercomm")
+    check(inter.allgather(rank) == sorted(others, reverse=True), "allgather of objects on an intercommunicator")
+    remote_sum = array.array("i", [0])
+    inter.Allreduce(array.array("i", [rank]), remote_sum, op=MPI.SUM)
+    check(remote_sum[0] == sum(others), "Allreduce on an intercommunicator")
+    inter.Free()
 half.Free()
 
 # Dup with attributes: a keyval whose copy callback adds one, a delete callback that counts.
