@@ -43,6 +43,7 @@ std::size_t transfer(File& file, Access how, Pointer pointer, MPI_Offset offset,
   const Datatype& type = datatype_of(datatype);
   check_buffer(buf, count, type);
   void* data = const_cast<void*>(buf);  // only read from when writing
+  if (pointer == Pointer::explicit_offset || pointer == Pointer::individual) file.require_random_access();
   switch (pointer) {
     case Pointer::explicit_offset: return file.access(how, offset, data, std::size_t(count), type);
     case Pointer::individual: return file.access_individual(how, data, std::size_t(count), type);

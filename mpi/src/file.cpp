@@ -245,8 +245,6 @@ std::unique_ptr<File> File::open(const Communicator& comm, const char* filename,
           "MPI_MODE_RDONLY cannot go with MPI_MODE_CREATE or MPI_MODE_EXCL");
   require(!(access == MPI_MODE_RDWR && (amode & MPI_MODE_SEQUENTIAL)), MPI_ERR_AMODE,
           "MPI_MODE_RDWR cannot go with MPI_MODE_SEQUENTIAL");
-  require(!(amode & MPI_MODE_SEQUENTIAL), MPI_ERR_UNSUPPORTED_OPERATION,
-          "MPI_MODE_SEQUENTIAL files are not supported by viastack's MPI-IO");
 
   std::unique_ptr<File> file(new File(comm, filename, amode, std::move(hints), std::move(errhandler)));
   const Communicator& members = file->comm();
@@ -348,6 +346,7 @@ void File::set_size(MPI_Offset size) {
 }
 
 void File::preallocate(MPI_Offset size) {
+  require_random_access();
   require(size >= 0, MPI_ERR_ARG, "negative size");
   require(!(amode_ & MPI_MODE_RDONLY), MPI_ERR_READ_ONLY, "the file was opened read-only");
   check_same(size, "sizes");
@@ -374,8 +373,15 @@ void File::set_view(MPI_Offset disp, const Datatype& etype, const Datatype& file
   require(datarep != nullptr, MPI_ERR_UNSUPPORTED_DATAREP, "null data representation");
   require(strcasecmp(datarep, "native") == 0, MPI_ERR_UNSUPPORTED_DATAREP,
           "only the \"native\" data representation is supported");
-  require(disp != MPI_DISPLACEMENT_CURRENT, MPI_ERR_ARG,
-          "MPI_DISPLACEMENT_CURRENT is only for MPI_MODE_SEQUENTIAL files");
+  const bool sequential = amode_ & MPI_MODE_SEQUENTIAL;
+  require((disp == MPI_DISPLACEMENT_CURRENT) == sequential, MPI_ERR_ARG,
+          sequential ? "a file opened with MPI_MODE_SEQUENTIAL takes MPI_DISPLACEMENT_CURRENT as displacement"
+                     : "MPI_DISPLACEMENT_CURRENT is only for MPI_MODE_SEQUENTIAL files");
+  if (sequential) {
+    // The new view starts at the byte the shared file pointer has reached, as rank 0 reads it.
+    disp = comm_->rank() == 0 ? byte_offset(load_shared()) : 0;
+    bcast(&disp, 1, datatype_of(MPI_OFFSET), 0, *comm_);
+  }
   view_ = FileView(disp, etype, filetype);
   position_ = 0;
   if (comm_->rank() == 0) store_shared(0);
@@ -404,7 +410,20 @@ MPI_Offset File::seek_target(MPI_Offset offset, int whence, MPI_Offset current) 
   return target;
 }
 
-void File::seek(MPI_Offset offset, int whence) { position_ = seek_target(offset, whence, position_); }
+void File::seek(MPI_Offset offset, int whence) {
+  require_random_access();
+  position_ = seek_target(offset, whence, position_);
+}
+
+MPI_Offset File::position() const {
+  require_random_access();
+  return position_;
+}
+
+void File::require_random_access() const {
+  require(!(amode_ & MPI_MODE_SEQUENTIAL), MPI_ERR_UNSUPPORTED_OPERATION,
+          "a file opened with MPI_MODE_SEQUENTIAL is accessed through the shared file pointer only");
+}
 
 // ---- the shared file pointer ----
 

@@ -72,8 +72,8 @@ enum class SplitCollective : std::uint8_t { none, read_at_all, write_at_all, rea
 
 class File : public ompi_file_t {
  public:
-  // MPI_File_open, collective over comm. Throws MPI_ERR_AMODE, MPI_ERR_NOT_SAME (amodes differ),
-  // MPI_ERR_UNSUPPORTED_OPERATION (MPI_MODE_SEQUENTIAL) or the class of what open(2) said, on every rank.
+  // MPI_File_open, collective over comm. Throws MPI_ERR_AMODE, MPI_ERR_NOT_SAME (amodes differ)
+  // or the class of what open(2) said, on every rank.
   static std::unique_ptr<File> open(const Communicator& comm, const char* filename, int amode, Hints hints,
                                     ErrhandlerRef errhandler);
   ~File();
@@ -100,7 +100,8 @@ class File : public ompi_file_t {
   void sync();
 
   const FileView& view() const { return view_; }
-  // Collective; resets both file pointers.
+  // Collective; resets both file pointers. A file opened with MPI_MODE_SEQUENTIAL takes
+  // MPI_DISPLACEMENT_CURRENT, the byte the shared file pointer has reached (MPI 3.1, 13.3), and no other.
   void set_view(MPI_Offset disp, const Datatype& etype, const Datatype& filetype, const char* datarep);
   // The position, in etypes, just past the view's data in the file.
   MPI_Offset end_position() const;
@@ -116,7 +117,10 @@ class File : public ompi_file_t {
   // Collective: the ranks' data in rank order from the shared file pointer, which moves past all of it.
   std::size_t access_ordered(Access how, void* buf, std::size_t count, const Datatype& type);
 
-  MPI_Offset position() const { return position_; }
+  // MPI_MODE_SEQUENTIAL allows only the shared file pointer: explicit offsets, the individual
+  // pointer (and seek, position) and preallocate throw MPI_ERR_UNSUPPORTED_OPERATION, as in ROMIO.
+  void require_random_access() const;
+  MPI_Offset position() const;
   void seek(MPI_Offset offset, int whence);
   MPI_Offset shared_position() const;
   void seek_shared(MPI_Offset offset, int whence);  // collective

@@ -274,6 +274,80 @@ static void shared_pointer(void) {
   CHECK(access(path, F_OK) != 0); /* MPI_MODE_DELETE_ON_CLOSE */
 }
 
+/* MPI_MODE_SEQUENTIAL: only the shared file pointer moves through the file. Ordered writes of
+ * r+1 ints from rank r, then a view from the shared pointer on (MPI_DISPLACEMENT_CURRENT) whose
+ * first int each rank writes by write_shared; explicit offsets, the individual pointer, seeking
+ * and a displacement other than MPI_DISPLACEMENT_CURRENT are refused. */
+static void sequential(void) {
+  char path[512];
+  path_of(path, "sequential.dat");
+  MPI_File fh;
+  CHECK(MPI_File_open(MPI_COMM_WORLD, path,
+                      MPI_MODE_CREATE | MPI_MODE_WRONLY | MPI_MODE_SEQUENTIAL | MPI_MODE_DELETE_ON_CLOSE,
+                      MPI_INFO_NULL, &fh) == MPI_SUCCESS);
+  int amode = 0;
+  MPI_File_get_amode(fh, &amode);
+  CHECK(amode & MPI_MODE_SEQUENTIAL);
+  CHECK(MPI_File_set_view(fh, 0, MPI_INT, MPI_INT, "native", MPI_INFO_NULL) == MPI_ERR_ARG);
+  int mine[64];
+  unsigned char letters[64];
+  for (int i = 0; i <= rank; ++i) mine[i] = rank * 100 + i, letters[i] = (unsigned char)(rank * 10 + i);
+  MPI_Status status;
+  CHECK(MPI_File_write_ordered(fh, letters, rank + 1, MPI_BYTE, &status) == MPI_SUCCESS);
+  CHECK(MPI_File_write_ordered(fh, mine, rank + 1, MPI_INT, &status) == MPI_SUCCESS);
+  MPI_Offset at = -1;
+  CHECK(MPI_File_get_position_shared(fh, &at) == MPI_SUCCESS);
+  const int bytes_then = size * (size + 1) / 2 * (1 + (int)sizeof(int));
+  CHECK(at == bytes_then);
+  MPI_Barrier(MPI_COMM_WORLD); /* everyone has read it before set_view resets it */
+  /* The new view starts where the shared pointer is, which it resets to 0. */
+  CHECK(MPI_File_set_view(fh, MPI_DISPLACEMENT_CURRENT, MPI_INT, MPI_INT, "native", MPI_INFO_NULL) == MPI_SUCCESS);
+  MPI_Offset disp = -1;
+  MPI_Datatype etype, filetype;
+  char rep[MPI_MAX_DATAREP_STRING];
+  CHECK(MPI_File_get_view(fh, &disp, &etype, &filetype, rep) == MPI_SUCCESS);
+  CHECK(disp == bytes_then);
+  CHECK(MPI_File_get_position_shared(fh, &at) == MPI_SUCCESS && at == 0);
+  MPI_Barrier(MPI_COMM_WORLD); /* everyone has seen it before anyone moves it */
+  CHECK(MPI_File_write_shared(fh, &rank, 1, MPI_INT, &status) == MPI_SUCCESS);
+  int value = 0;
+  MPI_Offset position = -1, byte = -1;
+  CHECK(MPI_File_write_at(fh, 0, &value, 1, MPI_INT, &status) == MPI_ERR_UNSUPPORTED_OPERATION);
+  CHECK(MPI_File_write(fh, &value, 1, MPI_INT, &status) == MPI_ERR_UNSUPPORTED_OPERATION);
+  CHECK(MPI_File_write_at_all(fh, 0, &value, 1, MPI_INT, &status) == MPI_ERR_UNSUPPORTED_OPERATION);
+  MPI_Request request;
+  CHECK(MPI_File_iwrite(fh, &value, 1, MPI_INT, &request) == MPI_ERR_UNSUPPORTED_OPERATION);
+  CHECK(MPI_File_seek(fh, 0, MPI_SEEK_SET) == MPI_ERR_UNSUPPORTED_OPERATION);
+  CHECK(MPI_File_get_position(fh, &position) == MPI_ERR_UNSUPPORTED_OPERATION);
+  CHECK(MPI_File_preallocate(fh, 1 << 20) == MPI_ERR_UNSUPPORTED_OPERATION);
+  CHECK(MPI_File_get_byte_offset(fh, 0, &byte) == MPI_SUCCESS && byte == bytes_then);
+  MPI_Barrier(MPI_COMM_WORLD);
+  CHECK(MPI_File_sync(fh) == MPI_SUCCESS);
+  if (rank == 0) {
+    long length;
+    unsigned char* bytes = posix_read(path, &length);
+    CHECK(length == bytes_then + size * (long)sizeof(int));
+    int at_byte = 0, bad = 0, seen = 0;
+    for (int r = 0; r < size; ++r)
+      for (int i = 0; i <= r; ++i) bad += bytes[at_byte++] != r * 10 + i;
+    for (int r = 0; r < size; ++r)
+      for (int i = 0; i <= r; ++i, at_byte += (int)sizeof(int)) {
+        int v;
+        memcpy(&v, bytes + at_byte, sizeof v);
+        bad += v != r * 100 + i;
+      }
+    for (int r = 0; r < size; ++r, at_byte += (int)sizeof(int)) {
+      int v;
+      memcpy(&v, bytes + at_byte, sizeof v);
+      if (v >= 0 && v < size) seen |= 1 << v;
+    }
+    CHECK(bad == 0);
+    CHECK(seen == (1 << size) - 1);
+    free(bytes);
+  }
+  CHECK(MPI_File_close(&fh) == MPI_SUCCESS);
+}
+
 /* Non-blocking and split collective accesses: each rank's 100 ints at rank*100. */
 static void nonblocking_and_split(void) {
   enum { N = 100 };
@@ -457,8 +531,6 @@ static void errors(void) {
   CHECK(MPI_File_open(MPI_COMM_WORLD, path, MPI_MODE_RDONLY | MPI_MODE_CREATE, MPI_INFO_NULL, &fh) == MPI_ERR_AMODE);
   CHECK(MPI_File_open(MPI_COMM_WORLD, path, MPI_MODE_RDWR | MPI_MODE_SEQUENTIAL, MPI_INFO_NULL, &fh) ==
         MPI_ERR_AMODE);
-  CHECK(MPI_File_open(MPI_COMM_WORLD, path, MPI_MODE_WRONLY | MPI_MODE_CREATE | MPI_MODE_SEQUENTIAL, MPI_INFO_NULL,
-                      &fh) == MPI_ERR_UNSUPPORTED_OPERATION);
   if (size > 1)
     CHECK(MPI_File_open(MPI_COMM_WORLD, path, rank == 0 ? MPI_MODE_RDONLY : MPI_MODE_RDWR, MPI_INFO_NULL, &fh) ==
           MPI_ERR_NOT_SAME);
@@ -574,6 +646,7 @@ int main(int argc, char** argv) {
   interleaved_resized();
   interleaved_subarray();
   shared_pointer();
+  sequential();
   nonblocking_and_split();
   sizes_and_properties();
   errors();
