@@ -43,8 +43,8 @@ int bcast_common(const char* function, void* buffer, int count, MPI_Datatype dat
     runtime();
     Communicator& c = communicator_of(comm);
     check_request(request, nonblocking);
+    if (c.is_inter()) return intercomm_bcast(buffer, count, datatype, root, c, request);
     Buffer b = checked_buffer(buffer, count, datatype);
-    if (c.is_inter()) return intercomm_bcast(buffer, count, *b.type, root, c, request);
     check_root(c, root);
     launch(c, tasks::bcast(Call(c), buffer, std::size_t(count), *b.type, root), request);
   });
@@ -56,8 +56,8 @@ int reduce_common(const char* function, const void* sendbuf, void* recvbuf, int 
     runtime();
     Communicator& c = communicator_of(comm);
     check_request(request, nonblocking);
+    if (c.is_inter()) return intercomm_reduce(sendbuf, recvbuf, count, datatype, op_of(op), root, c, request);
     Buffer b = checked_buffer(sendbuf, count, datatype);
-    if (c.is_inter()) return intercomm_reduce(sendbuf, recvbuf, count, *b.type, op_of(op), root, c, request);
     check_root(c, root);
     const void* input = sendbuf == MPI_IN_PLACE && c.rank() == root ? recvbuf : sendbuf;
     launch(c, tasks::reduce(Call(c), input, recvbuf, std::size_t(count), *b.type, op_of(op), root), request);

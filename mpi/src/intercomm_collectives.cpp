@@ -148,6 +148,12 @@ void require_not_in_place(const void* buf, int error_class) {
 
 std::size_t count_of(int count) { return std::size_t(count); }
 
+// The datatype of a buffer argument, checked with the buffer, at a rank where they are significant;
+// at MPI_PROC_NULL nothing is checked (and nothing moves).
+const Datatype& significant_type(int root, const void* buf, int count, MPI_Datatype datatype) {
+  return root == MPI_PROC_NULL ? datatype_of(MPI_BYTE) : *checked_buffer(buf, count, datatype).type;
+}
+
 }  // namespace
 
 void check_intercomm_root(const Communicator& inter, int root) {
@@ -162,20 +168,22 @@ void intercomm_barrier(const Communicator& inter, MPI_Request* request) {
   launch(inter, barrier(between, local_arrival, local_release), request);
 }
 
-void intercomm_bcast(void* buf, int count, const Datatype& type, int root, const Communicator& inter,
+void intercomm_bcast(void* buf, int count, MPI_Datatype datatype, int root, const Communicator& inter,
                      MPI_Request* request) {
   check_intercomm_root(inter, root);
+  const Datatype& type = significant_type(root, buf, count, datatype);
   const Call between = Call::between_groups(inter);
   const bool receiving = root != MPI_ROOT && root != MPI_PROC_NULL;
   const std::optional<Call> local_spread = receiving ? std::optional<Call>(inter.local_comm()) : std::nullopt;
   launch(inter, bcast(between, local_spread, buf, count_of(count), type, root), request);
 }
 
-void intercomm_reduce(const void* send, void* recv, int count, const Datatype& type, const Op& op, int root,
+void intercomm_reduce(const void* send, void* recv, int count, MPI_Datatype datatype, const Op& op, int root,
                       const Communicator& inter, MPI_Request* request) {
   check_intercomm_root(inter, root);
   require_not_in_place(send, MPI_ERR_BUFFER);
-  op.check_applies_to(type);
+  const Datatype& type = significant_type(root, root == MPI_ROOT ? recv : send, count, datatype);
+  if (root != MPI_PROC_NULL) op.check_applies_to(type);
   const Call between = Call::between_groups(inter);
   const bool sending = root != MPI_ROOT && root != MPI_PROC_NULL;
   const std::optional<Call> local_reduction = sending ? std::optional<Call>(inter.local_comm()) : std::nullopt;

@@ -32,9 +32,10 @@ class Op;
 void check_intercomm_root(const Communicator& inter, int root);
 
 void intercomm_barrier(const Communicator& inter, MPI_Request* request);
-void intercomm_bcast(void* buf, int count, const Datatype& type, int root, const Communicator& inter,
+// Buffers are checked where they are significant (not at MPI_PROC_NULL, nor the send buffer at MPI_ROOT).
+void intercomm_bcast(void* buf, int count, MPI_Datatype datatype, int root, const Communicator& inter,
                      MPI_Request* request);
-void intercomm_reduce(const void* send, void* recv, int count, const Datatype& type, const Op& op, int root,
+void intercomm_reduce(const void* send, void* recv, int count, MPI_Datatype datatype, const Op& op, int root,
                       const Communicator& inter, MPI_Request* request);
 void intercomm_allreduce(const void* send, void* recv, int count, const Datatype& type, const Op& op,
                          const Communicator& inter, MPI_Request* request);

@@ -70,7 +70,10 @@ static void reductions(const struct Inter* x) {
     else
       root = root_side == 0 ? x->remote_size - 1 : 0;
     int result[kCount] = {-1, -1, -1};
-    CHECK(MPI_Reduce(send, result, kCount, MPI_INT, MPI_MAX, root, x->comm) == MPI_SUCCESS);
+    /* The send buffer is not significant at the root's group, nor anything at MPI_PROC_NULL. */
+    const void* contribution = root == MPI_ROOT || root == MPI_PROC_NULL ? NULL : send;
+    CHECK(MPI_Reduce(contribution, root == MPI_PROC_NULL ? NULL : result, kCount, MPI_INT, MPI_MAX, root, x->comm) ==
+          MPI_SUCCESS);
     if (root == MPI_ROOT)
       for (int i = 0; i < kCount; ++i) {
         int expected = 0;
@@ -215,7 +218,7 @@ static void nonblocking(const struct Inter* x) {
   CHECK(MPI_Iallreduce(&mine, &sum, 1, MPI_INT, MPI_SUM, x->comm, &reqs[1]) == MPI_SUCCESS);
   CHECK(MPI_Iallgather(&mine, 1, MPI_INT, gathered, 1, MPI_INT, x->comm, &reqs[2]) == MPI_SUCCESS);
   CHECK(MPI_Ialltoall(to, 1, MPI_INT, from, 1, MPI_INT, x->comm, &reqs[3]) == MPI_SUCCESS);
-  CHECK(MPI_Ibcast(&word, 1, MPI_INT, root, x->comm, &reqs[4]) == MPI_SUCCESS);
+  CHECK(MPI_Ibcast(root == MPI_PROC_NULL ? NULL : &word, 1, MPI_INT, root, x->comm, &reqs[4]) == MPI_SUCCESS);
   CHECK(MPI_Waitall(5, reqs, MPI_STATUSES_IGNORE) == MPI_SUCCESS);
   int expected = 0;
   for (int r = 0; r < n; ++r) {
@@ -235,6 +238,8 @@ static void errors(const struct Inter* x) {
   CHECK(error_class(MPI_Alltoall(MPI_IN_PLACE, 1, MPI_INT, &b, 1, MPI_INT, x->comm)) == MPI_ERR_ARG);
   CHECK(error_class(MPI_Gather(&a, 1, MPI_INT, &b, 1, MPI_INT, x->remote_size, x->comm)) == MPI_ERR_ROOT);
   CHECK(error_class(MPI_Reduce(&a, &b, 1, MPI_INT, MPI_SUM, -5, x->comm)) == MPI_ERR_ROOT);
+  /* A null buffer where it is significant. */
+  CHECK(error_class(MPI_Bcast(NULL, 1, MPI_INT, MPI_ROOT, x->comm)) == MPI_ERR_BUFFER);
   CHECK(error_class(MPI_Scatter(&a, 1, MPI_INT, &b, 1, MPI_INT, MPI_ANY_SOURCE, x->comm)) == MPI_ERR_ROOT);
   CHECK(error_class(MPI_Scan(&a, &b, 1, MPI_INT, MPI_SUM, x->comm)) == MPI_ERR_COMM);
   CHECK(error_class(MPI_Exscan(&a, &b, 1, MPI_INT, MPI_SUM, x->comm)) == MPI_ERR_COMM);
