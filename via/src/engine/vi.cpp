@@ -338,6 +338,7 @@ Result ViImpl::disconnect() {
   if (state_ == ViState::connect_pending) {
     if (nic_.provider().cancel_connect(*this)) {
       state_ = ViState::idle;
+      trace::vi_event(trace::Event::disconnected, *this, 0, "the connect request was withdrawn");
       return Result::success;
     }
   }
