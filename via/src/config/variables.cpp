@@ -120,8 +120,9 @@ const std::vector<Variable>& declarations() {
       integer_variable("VIASTACK_UTCP_MTU", 68, 65535, "bytes", "9000", "utcp", "the MTU of utcp's links over VIA"),
       typed("VIASTACK_UTCP_NETWORK", Type::network, "10.0.0.0/16", "utcp",
             "the network utcp's ranks take their addresses from; rank r is the network's host r + 1"),
-      typed("VIASTACK_TRACE", Type::text, "-", "utcp",
-            "writes every utcp packet to this pcap file, file.rankN.pcap in a job of several ranks"),
+      typed("VIASTACK_TRACE", Type::trace, "-", "via, utcp",
+            "pcap traces: FILE for utcp's packets, LAYERS:FILE (via, utcp or via,utcp) for VIA frames and "
+            "connection events, utcp's packets or both (FILE.via.pcap, FILE.utcp.pcap); file.rankN.pcap per rank"),
       // The test script.
       typed("VIASTACK_SKIP_SANITIZERS", Type::boolean, "0", "scripts/test.sh",
             "1: skip the sanitizer builds and their tests"),
