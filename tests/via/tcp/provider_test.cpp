@@ -849,6 +849,38 @@ TEST_F(TcpProviderTest, ALargeMessageArrivingInManySmallPiecesLandsByteExactAndW
   EXPECT_LE(sleeps, 8 * kFrames) << "the NIC woke for " << pieces << " pieces";
 }
 
+// A peer that dies in the middle of a large frame, while the NIC sleeps
+// waiting for the rest of it, wakes the NIC at once: the VI breaks with the
+// defined error instead of waiting for bytes that never come.
+TEST_F(TcpProviderTest, APeerDyingInTheMiddleOfALargeFrameWakesTheSleepingNic) {
+  Endpoint b;
+  b.open("tcp:1", tcp::kMaxFramePayload);
+  std::vector<via::AsyncError> errors;
+  b.nic->set_error_handler([&](const via::AsyncError& e) { errors.push_back(e); });
+  via::Vi* vi = nullptr;
+  std::unique_ptr<RawPeer> peer = accepted_raw_client(b, vi);
+  ASSERT_NE(peer, nullptr);
+  expect_ok(vi->post_recv(b.message(0, tcp::kMaxFramePayload), b.arena.handle), "post recv");
+  Bytes part = frame(send_header(std::uint32_t(tcp::kMaxFramePayload)), patterned(tcp::kMaxFramePayload, 41));
+  part.resize(part.size() / 3);
+  std::atomic<std::int64_t> closed_at_ns{0};
+  std::thread dying([&] {
+    EXPECT_TRUE(peer->send_all(part));
+    std::this_thread::sleep_for(300ms);  // the NIC is asleep by now, waiting for the rest
+    closed_at_ns = Clock::now().time_since_epoch().count();
+    peer.reset();
+  });
+  const via::Result waited = b.nic->wait([&] { return vi->state() == via::ViState::error; }, 5000);
+  const auto woke = Clock::now();
+  dying.join();
+  ASSERT_EQ(waited, via::Result::success);
+  EXPECT_GT(b.nic->counters().sleeps, 0u);
+  EXPECT_LT(woke - Clock::time_point(Clock::duration(closed_at_ns.load())), 100ms);
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_EQ(errors[0].code, VIP_ERROR_CONN_LOST);
+  EXPECT_NE(errors[0].cause.find("connection closed in the middle of a frame"), std::string::npos) << errors[0].cause;
+}
+
 // A large hostile frame, arriving in small pieces: the VI breaks with the
 // defined error and not a byte lands in memory, neither in the receive
 // buffer it is too long for nor past the RDMA region it starts in.
