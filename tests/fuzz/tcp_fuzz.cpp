@@ -10,7 +10,9 @@
 //         socketpair (as much as fits), that end is shut down, and the other
 //         end, wrapped as an Asio tcp socket, is read the way the engine
 //         reads it: peek, touch every payload byte, pop, until nothing more
-//         comes; then the link's verdict on the peer (peer_state()).
+//         comes, readying the socket's wake-up for the frame half read after
+//         each miss, as the provider does before it sleeps; then the link's
+//         verdict on the peer (peer_state()).
 //
 // A unix socket is wrapped as a tcp one so that no port is needed; the link's
 // TCP socket options then fail with EOPNOTSUPP, which it ignores.
@@ -101,6 +103,7 @@ void fuzz_stream(std::span<const std::uint8_t> in) {
     // more bytes, or by the end of the stream, which the next call notices.
     for (int misses = 0; misses < 3;) {
       if (!link.peek(h, payload)) {
+        if (!link.frame_buffered()) link.wake_when_frame_complete();
         ++misses;
         continue;
       }

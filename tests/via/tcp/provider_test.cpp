@@ -794,6 +794,163 @@ TEST_F(TcpProviderTest, AFrameOfTheLargestPayloadIsDelivered) {
   EXPECT_EQ(vi->state(), via::ViState::connected);
 }
 
+// Writes `bytes` in pieces of `piece` bytes with `pause` between them, the
+// way a slow or congested stream hands them to the reader.
+bool send_slowly(RawPeer& peer, const Bytes& bytes, std::size_t piece, std::chrono::microseconds pause) {
+  for (std::size_t at = 0; at < bytes.size(); at += piece) {
+    const auto from = bytes.begin() + long(at);
+    if (!peer.send_all(Bytes(from, from + long(std::min(piece, bytes.size() - at))))) return false;
+    std::this_thread::sleep_for(pause);
+  }
+  return true;
+}
+
+// A message of several of the largest frames, every frame reaching the NIC
+// in many small pieces while it sleeps, lands byte-exact across the receive
+// descriptor's segments and nowhere else; and the sleeping NIC is woken a few
+// times per frame, not once per piece (the socket's SO_RCVLOWAT asks for the
+// rest of the frame being read).
+TEST_F(TcpProviderTest, ALargeMessageArrivingInManySmallPiecesLandsByteExactAndWakesTheNicPerFrame) {
+  constexpr std::size_t kFrame = tcp::kMaxFramePayload, kFrames = 8, kMessage = kFrames * kFrame, kTail = 4096;
+  constexpr std::size_t kPiece = 16 * 1024;
+  Endpoint b;
+  b.open("tcp:1", kMessage + kTail);
+  via::Vi* vi = nullptr;
+  std::unique_ptr<RawPeer> peer = accepted_raw_client(b, vi);
+  ASSERT_NE(peer, nullptr);
+  std::memset(b.arena.data(kMessage), 0x77, kTail);
+  VIP_DESCRIPTOR* posted = b.message(0, kMessage, 3);
+  expect_ok(vi->post_recv(posted, b.arena.handle), "post recv");
+
+  const Bytes message = patterned(kMessage, 21);
+  Bytes stream;
+  for (std::size_t k = 0; k < kFrames; ++k) {
+    const via::FrameHeader h{via::kFrameSend, std::uint8_t(k + 1 == kFrames ? via::kFlagLast : 0), 7,
+                             std::uint32_t(kFrame), kMessage, k * kFrame, 0, 0, 0};
+    const Bytes f = frame(h, Bytes(message.begin() + long(k * kFrame), message.begin() + long((k + 1) * kFrame)));
+    stream.insert(stream.end(), f.begin(), f.end());
+  }
+  // Pauses longer than the NIC's spin and yield phases, so that it sleeps between pieces.
+  std::thread sender([&] { EXPECT_TRUE(send_slowly(*peer, stream, kPiece, 2ms)); });
+  const std::uint64_t sleeps_before = b.nic->counters().sleeps;
+  VIP_DESCRIPTOR* d = nullptr;
+  const via::Result waited = b.nic->wait([&] { return vi->recv_done(d) == via::Result::success; }, 30000);
+  const std::uint64_t sleeps = b.nic->counters().sleeps - sleeps_before;
+  sender.join();
+  ASSERT_EQ(waited, via::Result::success);
+  EXPECT_EQ(d, posted);
+  EXPECT_EQ(d->CS.Status, std::uint32_t(VIP_STATUS_DONE | VIP_STATUS_OP_RECEIVE));
+  EXPECT_EQ(d->CS.Length, kMessage);
+  EXPECT_EQ(b.mismatch(0, kMessage, 21), -1);
+  for (std::size_t i = 0; i < kTail; ++i) ASSERT_EQ(std::to_integer<int>(b.arena.data(kMessage)[i]), 0x77) << i;
+  EXPECT_EQ(vi->state(), via::ViState::connected);
+  const std::size_t pieces = (stream.size() + kPiece - 1) / kPiece;
+  RecordProperty("sleeps", int(sleeps));
+  EXPECT_LE(sleeps, 8 * kFrames) << "the NIC woke for " << pieces << " pieces";
+}
+
+// A peer that dies in the middle of a large frame, while the NIC sleeps
+// waiting for the rest of it, wakes the NIC at once: the VI breaks with the
+// defined error instead of waiting for bytes that never come.
+TEST_F(TcpProviderTest, APeerDyingInTheMiddleOfALargeFrameWakesTheSleepingNic) {
+  Endpoint b;
+  b.open("tcp:1", tcp::kMaxFramePayload);
+  std::vector<via::AsyncError> errors;
+  b.nic->set_error_handler([&](const via::AsyncError& e) { errors.push_back(e); });
+  via::Vi* vi = nullptr;
+  std::unique_ptr<RawPeer> peer = accepted_raw_client(b, vi);
+  ASSERT_NE(peer, nullptr);
+  expect_ok(vi->post_recv(b.message(0, tcp::kMaxFramePayload), b.arena.handle), "post recv");
+  Bytes part = frame(send_header(std::uint32_t(tcp::kMaxFramePayload)), patterned(tcp::kMaxFramePayload, 41));
+  part.resize(part.size() / 3);
+  std::atomic<std::int64_t> closed_at_ns{0};
+  std::thread dying([&] {
+    EXPECT_TRUE(peer->send_all(part));
+    std::this_thread::sleep_for(300ms);  // the NIC is asleep by now, waiting for the rest
+    closed_at_ns = Clock::now().time_since_epoch().count();
+    peer.reset();
+  });
+  const via::Result waited = b.nic->wait([&] { return vi->state() == via::ViState::error; }, 5000);
+  const auto woke = Clock::now();
+  dying.join();
+  ASSERT_EQ(waited, via::Result::success);
+  EXPECT_GT(b.nic->counters().sleeps, 0u);
+  EXPECT_LT(woke - Clock::time_point(Clock::duration(closed_at_ns.load())), 100ms);
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_EQ(errors[0].code, VIP_ERROR_CONN_LOST);
+  EXPECT_NE(errors[0].cause.find("connection closed in the middle of a frame"), std::string::npos) << errors[0].cause;
+}
+
+// A large hostile frame, arriving in small pieces: the VI breaks with the
+// defined error and not a byte lands in memory, neither in the receive
+// buffer it is too long for nor past the RDMA region it starts in.
+struct LargeHostileFrame {
+  const char* name;
+  Bytes (*bytes)(const GuardedRegion& target);
+  VIP_ERROR_CODE code;
+  const char* cause;
+};
+
+const LargeHostileFrame kLargeHostileFrames[] = {
+    {"SendLongerThanThePostedReceive",
+     [](const GuardedRegion&) {
+       // The first of eight largest frames of a 4 MiB message, for a 1 KiB receive.
+       const via::FrameHeader h{via::kFrameSend, 0, 0, std::uint32_t(tcp::kMaxFramePayload),
+                                8 * tcp::kMaxFramePayload, 0, 0, 0, 0};
+       return frame(h, patterned(tcp::kMaxFramePayload, 31));
+     },
+     VIP_ERROR_RECVQ_EMPTY, "longer than the posted receive descriptor"},
+    {"RdmaWriteRunningPastTheRegion",
+     [](const GuardedRegion& t) {
+       return frame(rdma_write_header(t.address(0), t.handle, std::uint32_t(tcp::kMaxFramePayload)),
+                    patterned(tcp::kMaxFramePayload, 32));
+     },
+     VIP_ERROR_RDMAW_PROT, "not registered for RDMA write"},
+};
+
+void PrintTo(const LargeHostileFrame& bad, std::ostream* os) { *os << bad.name; }
+
+class TcpLargeHostileFrameTest : public TcpProviderTest, public ::testing::WithParamInterface<LargeHostileFrame> {};
+
+TEST_P(TcpLargeHostileFrameTest, BreaksTheViWithoutWritingAByte) {
+  const LargeHostileFrame& bad = GetParam();
+  constexpr std::size_t kArena = 1 << 20;
+  Endpoint b;
+  b.open("tcp:1", kArena);
+  GuardedRegion target(b);
+  std::vector<via::AsyncError> errors;
+  b.nic->set_error_handler([&](const via::AsyncError& e) { errors.push_back(e); });
+  via::Vi* vi = nullptr;
+  std::unique_ptr<RawPeer> peer = accepted_raw_client(b, vi);
+  ASSERT_NE(peer, nullptr);
+  std::memset(b.arena.data(), 0x77, kArena);
+  VIP_DESCRIPTOR* posted = b.message(0, 1024);
+  expect_ok(vi->post_recv(posted, b.arena.handle), "post recv");
+
+  StderrCapture stderr_log;
+  std::thread sender([&] { send_slowly(*peer, bad.bytes(target), 16 * 1024, 200us); });
+  VIP_DESCRIPTOR* d = nullptr;
+  const bool broke = drive({b.nic.get()}, [&] {
+    if (!d) vi->recv_done(d);
+    return vi->state() == via::ViState::error && d;
+  }, 10000);
+  peer->shutdown_send();
+  sender.join();
+  stderr_log.take();
+
+  ASSERT_TRUE(broke) << "state " << int(vi->state());
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_EQ(errors[0].code, bad.code);
+  EXPECT_NE(errors[0].cause.find(bad.cause), std::string::npos) << errors[0].cause;
+  EXPECT_EQ(d, posted);
+  EXPECT_NE(status_err(d), 0u);
+  for (std::size_t i = 0; i < kArena; ++i) ASSERT_EQ(std::to_integer<int>(b.arena.data()[i]), 0x77) << "byte " << i;
+  EXPECT_EQ(target.first_change(), -1);
+}
+
+INSTANTIATE_TEST_SUITE_P(Frames, TcpLargeHostileFrameTest, ::testing::ValuesIn(kLargeHostileFrames),
+                         [](const auto& info) { return std::string(info.param.name); });
+
 // The NIC's end of the connection whose other end is `peer_fd` (this process holds both).
 int socket_connected_to(int peer_fd) {
   sockaddr_in peer{};

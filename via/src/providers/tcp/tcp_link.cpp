@@ -22,6 +22,7 @@ namespace {
 constexpr std::size_t kRxBytes = 1280 * 1024;
 static_assert(kRxBytes >= 2 * (sizeof(FrameHeader) + kMaxFramePayload + 8));
 constexpr std::uint8_t kPadding[8] = {};
+constexpr std::size_t kMaxWakeBytes = 256 * 1024;  // the largest SO_RCVLOWAT asked for
 
 // A connection whose peer stops acknowledging (host down, cable cut) is given
 // up after this long: VIASTACK_TCP_TIMEOUT_MS, default 10 s.
@@ -144,6 +145,29 @@ void TcpLink::receive() {
   } else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
     break_link(std::string("receiving failed: ") + std::strerror(errno));
   }
+}
+
+// A sleeping NIC is woken by the socket (SO_RCVLOWAT) only once the rest of
+// the frame it is reading has arrived, not for every segment of a large
+// frame; the end of the stream or an error wakes it whatever the mark. At
+// most kMaxWakeBytes are waited for, so that the reading of a large frame
+// begins while its tail is still on the way, and the kernel, which grows the
+// receive buffer to hold the mark, is never asked for much.
+void TcpLink::wake_when_frame_complete() {
+  const std::size_t have = rx_end_ - rx_begin_;
+  std::size_t missing = 1;
+  if (have > 0 && have < sizeof(FrameHeader)) {
+    missing = sizeof(FrameHeader) - have;
+  } else if (have >= sizeof(FrameHeader)) {
+    const auto* h = reinterpret_cast<const FrameHeader*>(rx_ + rx_begin_);
+    // An impossible length is the engine's to refuse (peek() shows it): nothing to wait for.
+    const std::size_t whole = padded_frame_bytes(h->length);
+    if (h->length <= kMaxFramePayload && have < whole) missing = whole - have;
+  }
+  const int lowat = int(std::min(missing, kMaxWakeBytes));
+  if (lowat == rcvlowat_) return;
+  rcvlowat_ = lowat;
+  set_int_option(fd(), SOL_SOCKET, SO_RCVLOWAT, lowat);
 }
 
 bool TcpLink::peek(const FrameHeader*& header, const std::byte*& payload) {

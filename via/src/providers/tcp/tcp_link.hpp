@@ -47,6 +47,9 @@ class TcpLink final : public Link {
   bool frame_buffered() const;
   bool backlog() const { return tx_sent_ < tx_.size(); }
   bool waits_for_room() const { return backlog() || refused_for_room_; }
+  // Before the provider sleeps: have the socket wake it only once the rest of
+  // the frame being read is there.
+  void wake_when_frame_complete();
   std::uint32_t epoll_events = 0;  // what the provider's epoll set watches for this link
 
  private:
@@ -65,6 +68,7 @@ class TcpLink final : public Link {
   std::byte* rx_;
   std::size_t rx_begin_ = 0, rx_end_ = 0;
   bool rx_eof_ = false;
+  int rcvlowat_ = 1;  // SO_RCVLOWAT of the socket
   // The unsent tail of the last frame.
   std::vector<std::byte> tx_;
   std::size_t tx_sent_ = 0;

@@ -335,6 +335,7 @@ class TcpProvider final : public Provider {
   int sleep_fd() override {
     for (TcpLink* link : links_) {
       if (link->frame_buffered()) return -1;
+      link->wake_when_frame_complete();
       const std::uint32_t events = EPOLLIN | (link->waits_for_room() ? EPOLLOUT : 0u);
       if (events != link->epoll_events) {
         watch(link->fd(), events);
