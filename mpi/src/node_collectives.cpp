@@ -296,12 +296,21 @@ void fold_in_rank_order(int n, Contribution&& contribution, void* recv, std::siz
   for (int r = n - 2; r >= 0; --r) op.apply(contribution(r), recv, count, type);
 }
 
+// The op works on the slots in place, so the type must be contiguous. A
+// non-commutative op stays with the point-to-point algorithms, whose
+// bracketing MPI_Ireduce and MPI_Iallreduce share: the blocking and the
+// non-blocking call then agree bit for bit even for an op that is not quite
+// associative (as floating-point arithmetic is not).
+bool reduces_here(std::size_t bytes, const Datatype& type, const Op& op) {
+  return bytes <= kSlotBytes && type.contiguous() && op.commutative();
+}
+
 }  // namespace
 
 bool reduce(const void* send, void* recv, std::size_t count, const Datatype& type, const Op& op, int root,
             const Communicator& comm) {
   const std::size_t bytes = count * type.size();
-  if (bytes > kSlotBytes || !type.contiguous()) return false;
+  if (!reduces_here(bytes, type, op)) return false;
   NodeCollectives* node = NodeCollectives::of(comm);
   if (!node) return false;
   op.check_applies_to(type);
@@ -329,7 +338,7 @@ bool reduce(const void* send, void* recv, std::size_t count, const Datatype& typ
 bool allreduce(const void* send, void* recv, std::size_t count, const Datatype& type, const Op& op,
                const Communicator& comm) {
   const std::size_t bytes = count * type.size();
-  if (bytes > kSlotBytes || !type.contiguous()) return false;
+  if (!reduces_here(bytes, type, op)) return false;
   NodeCollectives* node = NodeCollectives::of(comm);
   if (!node) return false;
   op.check_applies_to(type);

@@ -9,8 +9,10 @@
 // over the shm or mixed provider (tcp is kept for what it is tested for), and
 // at most kSlotBytes of data per rank (the switch point; larger calls keep the
 // point-to-point algorithms of collectives.hpp). Reductions need a contiguous
-// datatype (the op works on the slots in place); the other calls pack and
-// unpack any datatype. The non-blocking collectives keep the point-to-point path.
+// datatype (the op works on the slots in place) and a commutative op (a
+// non-commutative one keeps the bracketing of the point-to-point algorithms,
+// which the non-blocking calls share); the other calls pack and unpack any
+// datatype. The non-blocking collectives keep the point-to-point path.
 //
 // The segment is made at the communicator's first call that qualifies (a
 // collective call itself: WindowMemory::shared_segment, whose name is gone
