@@ -36,6 +36,13 @@ using Clock = std::chrono::steady_clock;
 
 constexpr std::size_t kLineBytes = 128;
 
+// Calls in flight per slot: a root may run this many calls ahead of its
+// slowest reader (bcast, scatter, reduce's leaves back to back) before it
+// waits, as point-to-point eager messages let it run ahead by their credits;
+// with ranks sharing a core, each such wait costs a context switch. Pages of
+// the segment that no call touches are never backed by memory.
+constexpr std::uint64_t kBuffers = 8;
+
 // One member's part of the segment, written by that member only (but for the
 // buffers a scatter's root fills for it).
 struct alignas(kLineBytes) MemberControl {
@@ -45,11 +52,11 @@ struct alignas(kLineBytes) MemberControl {
   std::int32_t pid;
   std::uint64_t start_time;     // with pid: this process, not a later one of the same pid
   std::uint64_t pid_namespace;  // pids mean something only within one namespace
-  std::uint64_t bytes[2];       // how many bytes (per block) the data in each buffer has
+  std::uint64_t bytes[kBuffers];  // how many bytes (per block) the data in each buffer has
 };
 struct Member {
   MemberControl control;
-  std::byte buffers[2][kSlotBytes];  // calls use them in turn
+  std::byte buffers[kBuffers][kSlotBytes];  // calls use them in turn
 };
 static_assert(sizeof(Member) % kLineBytes == 0);
 static_assert(std::atomic<std::uint64_t>::is_always_lock_free);
@@ -151,17 +158,17 @@ class NodeCollectives {
   // A new call: its number, the same on every member.
   std::uint64_t begin() { return ++calls_; }
   // Member `rank`'s buffer for `call`.
-  std::byte* buffer(int rank, std::uint64_t call) const { return members_[std::size_t(rank)]->buffers[call & 1]; }
+  std::byte* buffer(int rank, std::uint64_t call) const { return members_[std::size_t(rank)]->buffers[call % kBuffers]; }
   // How many bytes (per block) member `rank` posted for `call`.
-  std::uint64_t posted_bytes(int rank, std::uint64_t call) const { return control(rank).bytes[call & 1]; }
+  std::uint64_t posted_bytes(int rank, std::uint64_t call) const { return control(rank).bytes[call % kBuffers]; }
 
   // Before this member writes a buffer of `call` (its own, or a scatter's
   // into others'): every member is done with the call that used it last.
   void wait_buffers_free(std::uint64_t call) {
-    if (call <= 2) return;
+    if (call <= kBuffers) return;
     wait_until([&] {
       for (int r = 0; r < n_; ++r)
-        if (control(r).done.load(std::memory_order_acquire) < call - 2) return false;
+        if (control(r).done.load(std::memory_order_acquire) < call - kBuffers) return false;
       return true;
     });
   }
@@ -169,7 +176,7 @@ class NodeCollectives {
   // `finished`, it has nothing to read in this call either.
   void post(std::uint64_t call, std::uint64_t bytes, bool finished) {
     MemberControl& mine = control(me_);
-    mine.bytes[call & 1] = bytes;
+    mine.bytes[call % kBuffers] = bytes;
     if (finished) mine.done.store(call, std::memory_order_relaxed);
     mine.posted.store(call, std::memory_order_release);
     wake_sleepers();
