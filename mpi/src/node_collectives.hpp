@@ -22,7 +22,7 @@
 //
 // Flags are call numbers that only grow (each member counts its calls on the
 // communicator alike), so a flag of an earlier call is never mistaken for a
-// later one. Each slot has eight buffers, used by calls in turn; a member
+// later one. Each slot has 64 buffers, used by calls in turn; a member
 // writes a buffer again only once every member has finished the call that
 // last used it (its `done` number), so a root that runs ahead of its readers
 // (bcast, reduce's leaves) waits there instead of overwriting what they read.
