@@ -192,6 +192,12 @@ function(viastack_install_package)
 
   install(FILES ${PROJECT_SOURCE_DIR}/README.md DESTINATION ${VIASTACK_DOC_INSTALL_DIR} COMPONENT runtime)
   install(DIRECTORY ${PROJECT_SOURCE_DIR}/docs/ DESTINATION ${VIASTACK_DOC_INSTALL_DIR}/docs COMPONENT runtime)
+  # The Wireshark dissector of VIASTACK_TRACE=via:FILE's pcaps, for
+  # `wireshark -X lua_script:PREFIX/share/viastack/wireshark/viastack.lua` or
+  # a copy in Wireshark's plugin folder (a prefix install cannot know where
+  # that is, and a system one should not be written by a package of ours).
+  install(FILES ${PROJECT_SOURCE_DIR}/tools/wireshark/viastack.lua
+          DESTINATION ${CMAKE_INSTALL_DATAROOTDIR}/viastack/wireshark COMPONENT runtime)
   # The examples' sources, for users to copy from.
   install(DIRECTORY ${PROJECT_SOURCE_DIR}/examples/ DESTINATION ${VIASTACK_DOC_INSTALL_DIR}/examples COMPONENT runtime
           FILES_MATCHING PATTERN "*.c" PATTERN "*.cpp" PATTERN "*.h" PATTERN "*.hpp" PATTERN "*.md")

@@ -12,6 +12,9 @@ REQUIRED_PACKAGES=(cmake ninja-build g++ libgtest-dev libgmock-dev pkg-config li
                    dpkg-dev file)
 # tshark: the user-level TCP/IP's pcap files are checked by Wireshark's decoder.
 TRACE_PACKAGES=(tshark)
+# Unmodified socket programs run over utcp by libviastack-preload.so in the
+# preload tests (skipped without them).
+PRELOAD_TOOL_PACKAGES=(iperf3 sockperf)
 # libFuzzer comes with clang's runtime.
 FUZZ_PACKAGES=(clang libclang-rt-14-dev)
 # Open MPI's mpi.h (the MPI layer is compiled against it), its libmpi.so.40

@@ -4,6 +4,7 @@
 # ThreadSanitizer; then the fuzz targets for a bounded time.
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 install_missing_packages "${REQUIRED_PACKAGES[@]}" "${FUZZ_PACKAGES[@]}" "${MPI_PACKAGES[@]}" "${TRACE_PACKAGES[@]}" \
+  "${PRELOAD_TOOL_PACKAGES[@]}" \
   "${LAUNCHER_PACKAGES[@]}"
 
 configure_and_build "$ROOT/build"

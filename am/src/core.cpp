@@ -4,6 +4,7 @@
 #include <time.h>
 
 #include <algorithm>
+#include <cinttypes>
 #include <cstdio>
 #include <cstring>
 #include <utility>
@@ -145,8 +146,10 @@ bool Core::in_my_segment(std::uint64_t addr, std::uint64_t bytes) const {
 
 Status Core::check_remote_range(const Peer& p, std::uint64_t addr, std::size_t bytes) const {
   if (addr >= p.seg_base && bytes <= p.seg_bytes && addr - p.seg_base <= p.seg_bytes - bytes) return Status::ok;
-  return error(Status::bad_arg, "remote range [" + std::to_string(addr) + ", +" + std::to_string(bytes) +
-                                    ") lies outside rank " + std::to_string(p.rank) + "'s segment");
+  char range[64];
+  std::snprintf(range, sizeof range, "[0x%" PRIx64 ", +%zu)", addr, bytes);
+  return error(Status::bad_arg,
+               "remote range " + std::string(range) + " lies outside rank " + std::to_string(p.rank) + "'s segment");
 }
 
 // ---- progress ----

@@ -9,7 +9,7 @@
 #include "c_api.hpp"
 #include "c_api_layout.hpp"
 #include "collectives.hpp"
-#include "intercomm.hpp"
+#include "intercomm_collectives.hpp"
 #include "node_collectives.hpp"
 #include "nonblocking_collectives.hpp"
 #include "ops.hpp"
@@ -33,7 +33,7 @@ int barrier_common(const char* function, MPI_Comm comm, MPI_Request* request, bo
     runtime();
     Communicator& c = communicator_of(comm);
     check_request(request, nonblocking);
-    if (c.is_inter() && !nonblocking) return intercomm_barrier(c);
+    if (c.is_inter()) return intercomm_barrier(c, request);
     if (!nonblocking && node_collectives::barrier(c)) return;
     launch(c, tasks::barrier(Call(c)), request);
   });
@@ -45,8 +45,8 @@ int bcast_common(const char* function, void* buffer, int count, MPI_Datatype dat
     runtime();
     Communicator& c = communicator_of(comm);
     check_request(request, nonblocking);
+    if (c.is_inter()) return intercomm_bcast(buffer, count, datatype, root, c, request);
     Buffer b = checked_buffer(buffer, count, datatype);
-    if (c.is_inter() && !nonblocking) return intercomm_bcast(buffer, std::size_t(count), *b.type, root, c);
     check_root(c, root);
     if (!nonblocking && node_collectives::bcast(buffer, std::size_t(count), *b.type, root, c)) return;
     launch(c, tasks::bcast(Call(c), buffer, std::size_t(count), *b.type, root), request);
@@ -59,6 +59,7 @@ int reduce_common(const char* function, const void* sendbuf, void* recvbuf, int 
     runtime();
     Communicator& c = communicator_of(comm);
     check_request(request, nonblocking);
+    if (c.is_inter()) return intercomm_reduce(sendbuf, recvbuf, count, datatype, op_of(op), root, c, request);
     Buffer b = checked_buffer(sendbuf, count, datatype);
     check_root(c, root);
     const void* input = sendbuf == MPI_IN_PLACE && c.rank() == root ? recvbuf : sendbuf;
@@ -76,6 +77,10 @@ int allreduce_common(const char* function, decltype(&tasks::allreduce) reduction
     Communicator& c = communicator_of(comm);
     check_request(request, nonblocking);
     Buffer b = checked_buffer(recvbuf, count, datatype);
+    if (c.is_inter()) {
+      require(reduction == tasks::allreduce, MPI_ERR_COMM, "MPI_Scan and MPI_Exscan take an intracommunicator");
+      return intercomm_allreduce(sendbuf, recvbuf, count, *b.type, op_of(op), c, request);
+    }
     const void* input = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
     if (!nonblocking && reduction == &tasks::allreduce &&
         node_collectives::allreduce(input, recvbuf, std::size_t(count), *b.type, op_of(op), c))
@@ -104,6 +109,7 @@ int reduce_scatter_common(const char* function, const void* sendbuf, void* recvb
     require(recvbuf != MPI_IN_PLACE, MPI_ERR_ARG, "MPI_IN_PLACE is given as sendbuf, not recvbuf");
     Buffer b = checked_buffer(recvbuf, (*counts)[std::size_t(c.rank())], datatype);
     check_buffer(sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf, int(std::min<std::size_t>(total, INT_MAX)), *b.type);
+    if (c.is_inter()) return intercomm_reduce_scatter(sendbuf, recvbuf, counts, *b.type, op_of(op), c, request);
     // In place, the input is the whole of recvbuf: it is read before the result lands at its start.
     const void* input = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
     launch(c, tasks::reduce_scatter(Call(c), input, recvbuf, *counts, *b.type, op_of(op)), request, counts);
@@ -208,6 +214,8 @@ int gather_common(const char* function, const void* sendbuf, int sendcount, MPI_
     runtime();
     Communicator& c = communicator_of(comm);
     check_request(request, nonblocking);
+    if (c.is_inter())
+      return intercomm_gather(sendbuf, sendcount, sendtype, recvbuf, per_rank, recvcount, recvtype, root, c, request);
     check_root(c, root);
     const bool is_root = c.rank() == root;
     const Datatype* rtype = is_root ? &datatype_of(recvtype) : nullptr;
@@ -236,6 +244,8 @@ int scatter_common(const char* function, const void* sendbuf, const PerRank* per
     runtime();
     Communicator& c = communicator_of(comm);
     check_request(request, nonblocking);
+    if (c.is_inter())
+      return intercomm_scatter(sendbuf, per_rank, sendcount, sendtype, recvbuf, recvcount, recvtype, root, c, request);
     check_root(c, root);
     const bool is_root = c.rank() == root;
     const Datatype* stype = is_root ? &datatype_of(sendtype) : nullptr;
@@ -265,6 +275,8 @@ int allgather_common(const char* function, const void* sendbuf, int sendcount, M
     runtime();
     Communicator& c = communicator_of(comm);
     check_request(request, nonblocking);
+    if (c.is_inter())
+      return intercomm_allgather(sendbuf, sendcount, sendtype, recvbuf, per_rank, recvcount, recvtype, c, request);
     const Datatype& rtype = datatype_of(recvtype);
     auto layout = std::make_shared<const RankLayout>(layout_of(c.size(), per_rank, recvcount));
     Blocks recv{recvbuf, layout->counts, layout->displs, &rtype};
@@ -295,6 +307,9 @@ int alltoall_common(const char* function, const void* sendbuf, const PerRank* se
     runtime();
     Communicator& c = communicator_of(comm);
     check_request(request, nonblocking);
+    if (c.is_inter())
+      return intercomm_alltoall(sendbuf, send_per_rank, sendcount, sendtype, recvbuf, recv_per_rank, recvcount,
+                                recvtype, c, request);
     const Datatype& rtype = datatype_of(recvtype);
     const bool in_place = sendbuf == MPI_IN_PLACE;
     const Datatype* stype = in_place ? nullptr : &datatype_of(sendtype);
@@ -320,6 +335,9 @@ int alltoallw_common(const char* function, const void* sendbuf, const int sendco
     runtime();
     Communicator& c = communicator_of(comm);
     check_request(request, nonblocking);
+    if (c.is_inter())
+      return intercomm_alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, c,
+                                 request);
     const bool in_place = sendbuf == MPI_IN_PLACE;
     // In place, the send arrays are not read.
     auto layouts = std::make_shared<const AlltoallwLayouts>(AlltoallwLayouts{

@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "c_api.hpp"
+#include "datarep.hpp"
 #include "file.hpp"
 #include "info.hpp"
 
@@ -43,6 +44,7 @@ std::size_t transfer(File& file, Access how, Pointer pointer, MPI_Offset offset,
   const Datatype& type = datatype_of(datatype);
   check_buffer(buf, count, type);
   void* data = const_cast<void*>(buf);  // only read from when writing
+  if (pointer == Pointer::explicit_offset || pointer == Pointer::individual) file.require_random_access();
   switch (pointer) {
     case Pointer::explicit_offset: return file.access(how, offset, data, std::size_t(count), type);
     case Pointer::individual: return file.access_individual(how, data, std::size_t(count), type);
@@ -205,10 +207,12 @@ int MPI_File_get_atomicity(MPI_File fh, int* flag) {
 
 int MPI_File_get_type_extent(MPI_File fh, MPI_Datatype datatype, MPI_Aint* extent) {
   return file_guarded("MPI_File_get_type_extent", fh, [&] {
-    file_of(fh);
+    const File& file = file_of(fh);
     const Datatype& type = datatype_of(datatype);
     check_pointer(extent, "null output pointer");
-    *extent = type.extent();  // "native": the extent in memory
+    // "native": the extent in memory; a registered representation says a predefined type's.
+    const DataRepresentation* datarep = file.datarep();
+    *extent = datarep && type.predefined() ? datarep->extent_in_file(type.public_handle()) : type.extent();
   });
 }
 
@@ -264,7 +268,18 @@ int MPI_File_get_view(MPI_File fh, MPI_Offset* disp, MPI_Datatype* etype, MPI_Da
     *disp = file.view().disp();
     *etype = handed_out_type(file.view().etype());
     *filetype = handed_out_type(file.view().filetype());
-    std::strcpy(datarep, "native");
+    std::strcpy(datarep, file.datarep() ? file.datarep()->name.c_str() : "native");
+  });
+}
+
+// Errors go to MPI_FILE_NULL's handler, as there is no file.
+int MPI_Register_datarep(const char* datarep, MPI_Datarep_conversion_function* read_conversion_fn,
+                         MPI_Datarep_conversion_function* write_conversion_fn,
+                         MPI_Datarep_extent_function* dtype_file_extent_fn, void* extra_state) {
+  return file_guarded("MPI_Register_datarep", MPI_FILE_NULL, [&] {
+    check_pointer(datarep, "null data representation name");
+    register_datarep(DataRepresentation{datarep, read_conversion_fn, write_conversion_fn, dtype_file_extent_fn,
+                                        extra_state});
   });
 }
 

@@ -422,8 +422,8 @@ int MPI_Request_free(MPI_Request* request) {
     check_pointer(request, "null request pointer");
     Request* r = request_of(*request);
     require(r != nullptr, MPI_ERR_REQUEST, "MPI_REQUEST_NULL cannot be freed");
-    require(r->type != Request::Type::collective, MPI_ERR_REQUEST,
-            "a non-blocking collective's request cannot be freed (MPI-3.1 5.12)");
+    require(r->type != Request::Type::collective || (r->persistent && !r->persistent->active), MPI_ERR_REQUEST,
+            "a non-blocking collective's request cannot be freed (MPI-3.1 5.12), nor an active persistent one");
     // A generalized request is freed for the user now; the object waits for MPI_Grequest_complete.
     if (r->type == Request::Type::generalized) r->generalized.free(r->generalized.extra_state);
     if (r->complete)

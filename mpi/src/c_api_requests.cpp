@@ -72,9 +72,23 @@ int send_init(const char* function, const void* buf, int count, MPI_Datatype dat
   });
 }
 
-// What MPI_Start does to one request; checked by check_startable first.
-void start(Request& r) {
-  const Request::Persistent p = *r.persistent;
+// A persistent collective's start: the non-blocking call, whose request then completes this one.
+// Its error has gone to the communicator's handler already, and is returned as it is.
+int start_collective(Request& r) {
+  MPI_Request started = MPI_REQUEST_NULL;
+  const int error = r.persistent->start_collective(&started);
+  if (error != MPI_SUCCESS) return error;
+  r.cancelled = false;
+  r.persistent->active = true;
+  runtime().nonblocking_collectives().hand_over(static_cast<Request*>(started), r);
+  return MPI_SUCCESS;
+}
+
+// What MPI_Start does to one request; checked by check_startable first. Returns a persistent
+// collective's error, already reported (other errors are thrown).
+int start(Request& r) {
+  if (r.persistent->start_collective) return start_collective(r);
+  const Request::Persistent& p = *r.persistent;
   const Communicator& comm = *r.comm;
   r.complete = r.cancelled = false;
   r.error = MPI_SUCCESS;
@@ -86,15 +100,17 @@ void start(Request& r) {
   r.peer = -1;
   r.persistent->active = true;
   P2P& p2p = runtime().p2p();
-  if (r.type == Request::Type::recv) return p2p.post_recv(r, r.buffer, r.count, *r.datatype, p.rank, r.tag, r.context);
-  if (p.buffered) {
+  if (r.type == Request::Type::recv) {
+    p2p.post_recv(r, r.buffer, r.count, *r.datatype, p.rank, r.tag, r.context);
+  } else if (p.buffered) {
     // As MPI_Ibsend: complete once the message is in the attached buffer.
     if (p.rank != MPI_PROC_NULL) runtime().bsend().send(r.buffer, r.count, *r.datatype, p.rank, r.tag, comm);
     r.complete = true;
-    return;
+  } else {
+    p2p.post_send(r, r.buffer, r.count, *r.datatype, p.rank, r.tag, r.context,
+                  p.synchronous ? SendMode::synchronous : SendMode::standard);
   }
-  p2p.post_send(r, r.buffer, r.count, *r.datatype, p.rank, r.tag, r.context,
-                p.synchronous ? SendMode::synchronous : SendMode::standard);
+  return MPI_SUCCESS;
 }
 
 Request& check_startable(MPI_Request handle) {
@@ -137,22 +153,28 @@ int MPI_Recv_init(void* buf, int count, MPI_Datatype datatype, int source, int t
 }
 
 int MPI_Start(MPI_Request* request) {
-  return guarded("MPI_Start", MPI_COMM_WORLD, [&] {
+  int collective_error = MPI_SUCCESS;
+  const int error = guarded("MPI_Start", MPI_COMM_WORLD, [&] {
     runtime();
     check_pointer(request, "null request pointer");
-    start(check_startable(*request));
+    collective_error = start(check_startable(*request));
   });
+  return error != MPI_SUCCESS ? error : collective_error;
 }
 
-// Every request is checked before any starts.
+// Every request is checked before any starts; a persistent collective that fails to start
+// leaves the others started, and MPI_Startall returns the first such error.
 int MPI_Startall(int count, MPI_Request requests[]) {
-  return guarded("MPI_Startall", MPI_COMM_WORLD, [&] {
+  int collective_error = MPI_SUCCESS;
+  const int error = guarded("MPI_Startall", MPI_COMM_WORLD, [&] {
     runtime();
     require(count >= 0, MPI_ERR_ARG, "negative request count");  // Open MPI 4's class
     require(count == 0 || requests != nullptr, MPI_ERR_ARG, "null request array");
     for (int i = 0; i < count; ++i) check_startable(requests[i]);
-    for (int i = 0; i < count; ++i) start(*request_of(requests[i]));
+    for (int i = 0; i < count; ++i)
+      if (const int e = start(*request_of(requests[i])); collective_error == MPI_SUCCESS) collective_error = e;
   });
+  return error != MPI_SUCCESS ? error : collective_error;
 }
 
 // As MPI_Test, without freeing or deactivating the request.

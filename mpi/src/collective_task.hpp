@@ -30,11 +30,15 @@ class Communicator;
 class Call {
  public:
   explicit Call(const Communicator& comm);
+  // A collective of an intercommunicator's own (intercomm_collectives.hpp), whose messages go between its groups.
+  static Call between_groups(const Communicator& inter);
   const Communicator& comm() const { return *comm_; }
   int tag(int step) const { return int((std::uint32_t(step) << kSequenceBits | sequence_) & 0x7fffffffu); }
 
  private:
   static constexpr int kSequenceBits = 14;
+  Call(const Communicator& comm, std::uint32_t sequence)
+      : comm_(&comm), sequence_(sequence & ((1u << kSequenceBits) - 1)) {}
   const Communicator* comm_;
   std::uint32_t sequence_;
 };

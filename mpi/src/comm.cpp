@@ -31,9 +31,12 @@ void Communicator::publish_group(ompi_communicator_t& public_handle) const {
 }
 
 std::uint32_t Communicator::next_collective_sequence() const {
-  if (remote_)
-    fail(MPI_ERR_UNSUPPORTED_OPERATION,
-         "on an intercommunicator viastack's MPI has MPI_Barrier and MPI_Bcast, not this collective");
+  if (remote_) fail(MPI_ERR_UNSUPPORTED_OPERATION, "viastack's MPI does not have this operation on an intercommunicator");
+  return collective_calls_++;
+}
+
+std::uint32_t Communicator::next_intercomm_collective_sequence() const {
+  if (!remote_) fail(MPI_ERR_INTERN, "an intercommunicator's collective on an intracommunicator");
   return collective_calls_++;
 }
 

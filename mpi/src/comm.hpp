@@ -68,8 +68,10 @@ class Communicator {
 
   // Numbers this communicator's collective calls, which every member makes in the same order
   // (collective_task.hpp). The collective algorithms are for intracommunicators: on an
-  // intercommunicator this throws MPI_ERR_UNSUPPORTED_OPERATION (intercomm.hpp has its few).
+  // intercommunicator this throws MPI_ERR_UNSUPPORTED_OPERATION; the intercommunicator's own
+  // (intercomm_collectives.hpp) number their calls by next_intercomm_collective_sequence.
   std::uint32_t next_collective_sequence() const;
+  std::uint32_t next_intercomm_collective_sequence() const;
 
   // An intercommunicator (MPI_Intercomm_create): the group is the local one, ranks given to
   // point-to-point calls name the remote group's members, and `local` is an intracommunicator

@@ -75,6 +75,8 @@ constexpr ClassInfo kClasses[] = {
     VIASTACK_ERROR_CLASS(MPI_ERR_QUOTA, "quota exceeded"),
     VIASTACK_ERROR_CLASS(MPI_ERR_READ_ONLY, "read-only file or file system"),
     VIASTACK_ERROR_CLASS(MPI_ERR_UNSUPPORTED_DATAREP, "unsupported data representation"),
+    VIASTACK_ERROR_CLASS(MPI_ERR_DUP_DATAREP, "the data representation is defined already"),
+    VIASTACK_ERROR_CLASS(MPI_ERR_SPAWN, "could not spawn processes"),
 };
 #undef VIASTACK_ERROR_CLASS
 

@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "collectives.hpp"
+#include "datarep.hpp"
 #include "datatype.hpp"
 #include "errors.hpp"
 #include "runtime.hpp"
@@ -245,8 +246,6 @@ std::unique_ptr<File> File::open(const Communicator& comm, const char* filename,
           "MPI_MODE_RDONLY cannot go with MPI_MODE_CREATE or MPI_MODE_EXCL");
   require(!(access == MPI_MODE_RDWR && (amode & MPI_MODE_SEQUENTIAL)), MPI_ERR_AMODE,
           "MPI_MODE_RDWR cannot go with MPI_MODE_SEQUENTIAL");
-  require(!(amode & MPI_MODE_SEQUENTIAL), MPI_ERR_UNSUPPORTED_OPERATION,
-          "MPI_MODE_SEQUENTIAL files are not supported by viastack's MPI-IO");
 
   std::unique_ptr<File> file(new File(comm, filename, amode, std::move(hints), std::move(errhandler)));
   const Communicator& members = file->comm();
@@ -348,6 +347,7 @@ void File::set_size(MPI_Offset size) {
 }
 
 void File::preallocate(MPI_Offset size) {
+  require_random_access();
   require(size >= 0, MPI_ERR_ARG, "negative size");
   require(!(amode_ & MPI_MODE_RDONLY), MPI_ERR_READ_ONLY, "the file was opened read-only");
   check_same(size, "sizes");
@@ -372,11 +372,29 @@ void File::sync() {
 
 void File::set_view(MPI_Offset disp, const Datatype& etype, const Datatype& filetype, const char* datarep) {
   require(datarep != nullptr, MPI_ERR_UNSUPPORTED_DATAREP, "null data representation");
-  require(strcasecmp(datarep, "native") == 0, MPI_ERR_UNSUPPORTED_DATAREP,
-          "only the \"native\" data representation is supported");
-  require(disp != MPI_DISPLACEMENT_CURRENT, MPI_ERR_ARG,
-          "MPI_DISPLACEMENT_CURRENT is only for MPI_MODE_SEQUENTIAL files");
+  const DataRepresentation* registered = find_datarep(datarep);
+  require(registered != nullptr || strcasecmp(datarep, "native") == 0, MPI_ERR_UNSUPPORTED_DATAREP,
+          "only \"native\" and the data representations of MPI_Register_datarep are supported");
+  if (registered) {
+    // Every access is of whole etypes, so with the etype's file extent equal to its size the
+    // file holds as many bytes as memory's packed data, and the view maps them unchanged.
+    require(etype.predefined(), MPI_ERR_UNSUPPORTED_DATAREP,
+            "a registered data representation needs a predefined etype here");
+    require(registered->extent_in_file(etype.public_handle()) == MPI_Aint(etype.size()), MPI_ERR_UNSUPPORTED_DATAREP,
+            "a registered data representation whose file extent of the etype differs from its size in memory "
+            "is not supported");
+  }
+  const bool sequential = amode_ & MPI_MODE_SEQUENTIAL;
+  require((disp == MPI_DISPLACEMENT_CURRENT) == sequential, MPI_ERR_ARG,
+          sequential ? "a file opened with MPI_MODE_SEQUENTIAL takes MPI_DISPLACEMENT_CURRENT as displacement"
+                     : "MPI_DISPLACEMENT_CURRENT is only for MPI_MODE_SEQUENTIAL files");
+  if (sequential) {
+    // The new view starts at the byte the shared file pointer has reached, as rank 0 reads it.
+    disp = comm_->rank() == 0 ? byte_offset(load_shared()) : 0;
+    bcast(&disp, 1, datatype_of(MPI_OFFSET), 0, *comm_);
+  }
   view_ = FileView(disp, etype, filetype);
+  datarep_ = registered;
   position_ = 0;
   if (comm_->rank() == 0) store_shared(0);
   barrier(*comm_);  // nobody moves the shared pointer before it is reset
@@ -404,7 +422,20 @@ MPI_Offset File::seek_target(MPI_Offset offset, int whence, MPI_Offset current) 
   return target;
 }
 
-void File::seek(MPI_Offset offset, int whence) { position_ = seek_target(offset, whence, position_); }
+void File::seek(MPI_Offset offset, int whence) {
+  require_random_access();
+  position_ = seek_target(offset, whence, position_);
+}
+
+MPI_Offset File::position() const {
+  require_random_access();
+  return position_;
+}
+
+void File::require_random_access() const {
+  require(!(amode_ & MPI_MODE_SEQUENTIAL), MPI_ERR_UNSUPPORTED_OPERATION,
+          "a file opened with MPI_MODE_SEQUENTIAL is accessed through the shared file pointer only");
+}
 
 // ---- the shared file pointer ----
 
@@ -467,10 +498,12 @@ std::size_t File::access(Access how, MPI_Offset position, void* buf, std::size_t
   if (bytes == 0) return 0;
   std::vector<std::byte> staging;
   std::byte* data = static_cast<std::byte*>(buf);
-  if (!type.contiguous()) {
+  const bool converted = datarep_ && (how == Access::read ? datarep_->read : datarep_->write);
+  const bool staged = converted || !type.contiguous();
+  if (staged) {
     staging.resize(bytes);
     data = staging.data();
-    if (how == Access::write) type.pack(buf, count, data);
+    if (how == Access::write) to_file(buf, count, type, data);
   }
   const std::vector<FileExtent> extents = view_.extents(std::uint64_t(position) * view_.etype_size(), bytes);
   const RangeLock lock(atomic_ ? fd_ : -1, how, extents.front().offset,
@@ -481,8 +514,26 @@ std::size_t File::access(Access how, MPI_Offset position, void* buf, std::size_t
     done += moved;
     if (moved < extent.length) break;  // end of file
   }
-  if (how == Access::read && !type.contiguous()) type.unpack(staging.data(), done, buf);
+  if (how == Access::read && staged) from_file(staging.data(), done, buf, count, type);
   return done;
+}
+
+void File::to_file(const void* buf, std::size_t count, const Datatype& type, std::byte* file_bytes) const {
+  if (!datarep_ || !datarep_->write) return type.pack(buf, count, file_bytes);
+  const int error = datarep_->write(const_cast<void*>(buf), type.public_handle(), int(count), file_bytes, 0,
+                                    datarep_->extra_state);
+  require(error == MPI_SUCCESS, error, "the data representation's write conversion failed");
+}
+
+// A read cut short by the end of file converts the whole elements it has.
+void File::from_file(const std::byte* file_bytes, std::size_t bytes, void* buf, std::size_t count,
+                     const Datatype& type) const {
+  if (!datarep_ || !datarep_->read) return type.unpack(file_bytes, bytes, buf);
+  const std::size_t whole = std::min(count, type.size() ? bytes / type.size() : count);
+  if (whole == 0) return;
+  const int error = datarep_->read(buf, type.public_handle(), int(whole), const_cast<std::byte*>(file_bytes), 0,
+                                   datarep_->extra_state);
+  require(error == MPI_SUCCESS, error, "the data representation's read conversion failed");
 }
 
 std::size_t File::access_individual(Access how, void* buf, std::size_t count, const Datatype& type) {

@@ -23,6 +23,7 @@
 namespace viastack::mpi {
 
 class Datatype;
+struct DataRepresentation;
 
 enum class Access : std::uint8_t { read, write };
 
@@ -72,8 +73,8 @@ enum class SplitCollective : std::uint8_t { none, read_at_all, write_at_all, rea
 
 class File : public ompi_file_t {
  public:
-  // MPI_File_open, collective over comm. Throws MPI_ERR_AMODE, MPI_ERR_NOT_SAME (amodes differ),
-  // MPI_ERR_UNSUPPORTED_OPERATION (MPI_MODE_SEQUENTIAL) or the class of what open(2) said, on every rank.
+  // MPI_File_open, collective over comm. Throws MPI_ERR_AMODE, MPI_ERR_NOT_SAME (amodes differ)
+  // or the class of what open(2) said, on every rank.
   static std::unique_ptr<File> open(const Communicator& comm, const char* filename, int amode, Hints hints,
                                     ErrhandlerRef errhandler);
   ~File();
@@ -100,8 +101,13 @@ class File : public ompi_file_t {
   void sync();
 
   const FileView& view() const { return view_; }
-  // Collective; resets both file pointers.
+  // Collective; resets both file pointers. A file opened with MPI_MODE_SEQUENTIAL takes
+  // MPI_DISPLACEMENT_CURRENT, the byte the shared file pointer has reached (MPI 3.1, 13.3), and no other.
+  // datarep: "native", or one registered by MPI_Register_datarep whose file extent of the etype, which
+  // must be predefined, is its size in memory (else MPI_ERR_UNSUPPORTED_DATAREP, as for the others).
   void set_view(MPI_Offset disp, const Datatype& etype, const Datatype& filetype, const char* datarep);
+  // The view's registered data representation; null for "native".
+  const DataRepresentation* datarep() const { return datarep_; }
   // The position, in etypes, just past the view's data in the file.
   MPI_Offset end_position() const;
   MPI_Offset byte_offset(MPI_Offset position) const;
@@ -116,7 +122,10 @@ class File : public ompi_file_t {
   // Collective: the ranks' data in rank order from the shared file pointer, which moves past all of it.
   std::size_t access_ordered(Access how, void* buf, std::size_t count, const Datatype& type);
 
-  MPI_Offset position() const { return position_; }
+  // MPI_MODE_SEQUENTIAL allows only the shared file pointer: explicit offsets, the individual
+  // pointer (and seek, position) and preallocate throw MPI_ERR_UNSUPPORTED_OPERATION, as in ROMIO.
+  void require_random_access() const;
+  MPI_Offset position() const;
   void seek(MPI_Offset offset, int whence);
   MPI_Offset shared_position() const;
   void seek_shared(MPI_Offset offset, int whence);  // collective
@@ -133,6 +142,11 @@ class File : public ompi_file_t {
   void store_shared(MPI_Offset value) const;
   MPI_Offset load_shared() const;
   MPI_Offset seek_target(MPI_Offset offset, int whence, MPI_Offset current) const;
+  // The view's data representation applied: count elements of type between memory and file bytes
+  // (the data packed, converted by the representation's functions if it has them).
+  void to_file(const void* buf, std::size_t count, const Datatype& type, std::byte* file_bytes) const;
+  void from_file(const std::byte* file_bytes, std::size_t bytes, void* buf, std::size_t count,
+                 const Datatype& type) const;
 
   std::unique_ptr<Communicator> comm_;  // a private copy of the communicator the file was opened on
   std::string path_;
@@ -143,6 +157,7 @@ class File : public ompi_file_t {
   int shared_fd_ = -1;  // the side file holding the shared file pointer
   bool atomic_ = false;
   FileView view_;
+  const DataRepresentation* datarep_ = nullptr;
   MPI_Offset position_ = 0;  // the individual file pointer, in etypes
 };
 

@@ -1,5 +1,5 @@
 // Intercommunicators: MPI_Intercomm_create and _merge, MPI_Comm_remote_size
-// and _group, their Barrier and Bcast, and MPI_Comm_get_parent and
+// and _group (their collectives: intercomm_collectives.cpp), and MPI_Comm_get_parent and
 // MPI_Comm_disconnect, which without dynamic processes concern ordinary
 // communicators only.
 #include "intercomm.hpp"
@@ -10,6 +10,7 @@
 
 #include "c_api_comm.hpp"
 #include "collectives.hpp"
+#include "intercomm_collectives.hpp"
 #include "internal_p2p.hpp"
 
 namespace viastack::mpi {
@@ -17,8 +18,9 @@ namespace viastack::mpi {
 namespace {
 
 // The tag of the leaders' messages in an intercommunicator's collective
-// context, which nothing else uses: calls come in the same order on every
-// member, and messages between two ranks in one context do not overtake.
+// context while communicators are made, which no collective's tag is
+// (Call::tag is never 0 for a step from 1 on): calls come in the same order on
+// every member, and messages between two ranks in one context do not overtake.
 constexpr int kLeaderTag = 0;
 
 constexpr int kLeader = 0;
@@ -67,21 +69,6 @@ Communicator& intercomm_of(MPI_Comm handle) {
 std::unique_ptr<Communicator> duplicate_intercomm(const Communicator& inter) {
   const std::uint32_t context = agree_across(inter, 2);
   return make_intercomm(inter.shared_group(), inter.shared_remote_group(), context, inter.errhandler());
-}
-
-void intercomm_barrier(const Communicator& inter) {
-  barrier(inter.local_comm());               // everyone here has entered
-  exchange_between_leaders(inter, {});       // the leaders swap that news, and the local bcast releases everyone
-}
-
-void intercomm_bcast(void* buf, std::size_t count, const Datatype& type, int root, const Communicator& inter) {
-  if (root == MPI_PROC_NULL) return;
-  if (root == MPI_ROOT) return send_typed(buf, count, type, kLeader, kLeaderTag, inter, inter.collective_context());
-  require(root >= 0 && root < inter.remote_group().size(), MPI_ERR_ROOT,
-          "root must be MPI_ROOT, MPI_PROC_NULL or a rank of the remote group");
-  const Communicator& local = inter.local_comm();
-  if (local.rank() == kLeader) recv_typed(buf, count, type, root, kLeaderTag, inter, inter.collective_context());
-  bcast(buf, count, type, kLeader, local);
 }
 
 }  // namespace viastack::mpi
@@ -187,7 +174,7 @@ int MPI_Comm_disconnect(MPI_Comm* comm) {
     require(*comm != MPI_COMM_WORLD && *comm != MPI_COMM_SELF, MPI_ERR_COMM,
             "MPI_COMM_WORLD and MPI_COMM_SELF cannot be disconnected");
     if (c.is_inter())
-      intercomm_barrier(c);
+      intercomm_barrier(c, nullptr);
     else
       barrier(c);
     free_communicator(comm);

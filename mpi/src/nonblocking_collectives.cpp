@@ -102,6 +102,14 @@ void launch(const Communicator& comm, CollectiveTask task, MPI_Request* request,
     run_blocking(std::move(task));
 }
 
+void NonblockingCollectives::hand_over(Request* started, Request& into) {
+  into.complete = started->complete;
+  into.error = started->error;
+  for (const std::unique_ptr<Operation>& op : running_)
+    if (op->request == started) op->request = &into;
+  delete started;
+}
+
 void NonblockingCollectives::progress() {
   if (progressing_ || running_.empty()) return;
   progressing_ = true;

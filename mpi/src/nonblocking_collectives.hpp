@@ -22,6 +22,9 @@ class NonblockingCollectives final : public ProgressClient {
   // displacements) until then. An error before the task first waits is thrown here.
   Request* start(const Communicator& comm, CollectiveTask task, std::shared_ptr<const void> arguments);
 
+  // Makes `into` (an MPIX_*_init request) the request of the operation `started` was made for, and deletes `started`.
+  void hand_over(Request* started, Request& into);
+
   void progress() override;
 
  private:

@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <vector>
 
@@ -51,12 +52,16 @@ class Request : public ompi_request_t {
   via::MemHandle registration = 0;
   bool registered = false;
 
-  // A persistent request (MPI_Send_init, MPI_Recv_init, …): what MPI_Start
-  // posts again each time; between a completion and the next start it is inactive.
+  // A persistent request (MPI_Send_init, MPI_Recv_init, …, and the persistent
+  // collectives MPIX_*_init): what MPI_Start posts again each time; between a
+  // completion and the next start it is inactive.
   struct Persistent {
     int rank;  // destination or source
     bool synchronous = false, buffered = false;
     bool active = false;
+    // A persistent collective's (persistent_collectives.cpp): starts the non-blocking collective,
+    // as the MPI_I… call with the arguments given at init, and returns that call's error.
+    std::function<int(MPI_Request*)> start_collective = nullptr;
   };
   std::optional<Persistent> persistent;
 

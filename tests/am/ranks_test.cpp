@@ -461,6 +461,10 @@ TEST(AmRanks, BadInputIsAClearErrorAndTheReceiverGoesOn) {
     // A store outside the remote segment, and a bad rank or handler index.
     auto* theirs = static_cast<std::byte*>(am::segment(peer));
     CHECK_OR_RETURN(am::store(peer, big.data(), theirs + am::segment_size(peer) - 10, 11).wait() == am::Status::bad_arg, 4);
+    // The message names the range in hex, as a debugger shows addresses.
+    char range[40];
+    std::snprintf(range, sizeof range, "[0x%jx, +11)", std::uintmax_t(std::uintptr_t(theirs + am::segment_size(peer) - 10)));
+    CHECK_OR_RETURN(std::string(am::last_error()).find(range) != std::string::npos, 13);
     CHECK_OR_RETURN(am::store(peer, big.data(), big.data(), 8).wait() == am::Status::bad_arg, 5);
     CHECK_OR_RETURN(am::get(peer, theirs - 1, big.data(), 8).wait() == am::Status::bad_arg, 6);
     CHECK_OR_RETURN(am::request(7, 1) == am::Status::bad_arg, 7);

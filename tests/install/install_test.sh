@@ -20,6 +20,9 @@
 #                     (setpriv); skipped (77) when that cannot be done.
 #   debian            `cpack -G DEB` makes viastack, viastack-dev and viastack-bin,
 #                     with the files and dependencies each should have.
+#   fresh-debian      those packages installed on a fresh Debian 12 (a chroot)
+#                     and every example built and run there; only when
+#                     VIASTACK_FRESH_DEBIAN is set (see case_fresh_debian).
 #
 # The compilers and generator are the build's (CC, CXX and CMAKE_GENERATOR in
 # the environment, from ctest); VIASTACK_SANITIZE, when set, is passed to the
@@ -28,7 +31,8 @@ set -uo pipefail
 case_name=$1 build_dir=$2 source_dir=$3
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 work=$(mktemp -d)
-trap 'chmod -R u+w "$work" 2>/dev/null; rm -rf "$work"' EXIT
+mounts=()  # what case_fresh_debian mounted in its chroot, undone before removing $work
+trap '[ ${#mounts[@]} -eq 0 ] || umount "${mounts[@]}"; chmod -R u+w "$work" 2>/dev/null; rm -rf "$work"' EXIT
 failures=0
 sanitize_flags=()
 [ -n "${VIASTACK_SANITIZE:-}" ] && sanitize_flags=("-fsanitize=$VIASTACK_SANITIZE")
@@ -197,7 +201,7 @@ case_bad_input() {
   local prefix=$work/prefix
   install_into "$prefix"
   expect_failure "find_package with a component that does not exist" \
-    'viastack 0\.2\.[0-9]+ has no component nosuch; its components are: via, am, utcp, (mpi, )?splitc' \
+    'viastack 0\.2\.[0-9]+ has no component nosuch; its components are: via, am, utcp, preload, (mpi, )?splitc' \
     configure_consumer "$prefix" "$work/unknown-component" "0.2 REQUIRED COMPONENTS via nosuch"
   expect_failure "find_package of an incompatible version" \
     'compatible with requested version "0\.1"' \
@@ -258,24 +262,31 @@ deb_depends_on() {
   grep -qE -- "$2" <<<"$depends" || fail "$(basename "$1") Depends '$depends' lacks /$2/"
 }
 
-case_debian() {
+# make_packages: `cpack -G DEB` into $work/packages; sets runtime, dev and bin
+# to the three packages' files, or fails and returns 1.
+make_packages() {
   if ! (cd "$work" && cpack -G DEB --config "$build_dir/CPackConfig.cmake" -B "$work/packages" >"$work/cpack.log" 2>&1); then
     cat "$work/cpack.log"
     fail "cpack -G DEB"
-    return
+    return 1
   fi
-  local runtime dev bin
   runtime=$(ls "$work"/packages/viastack_*.deb 2>/dev/null)
   dev=$(ls "$work"/packages/viastack-dev_*.deb 2>/dev/null)
   bin=$(ls "$work"/packages/viastack-bin_*.deb 2>/dev/null)
   if [ -z "$runtime" ] || [ -z "$dev" ] || [ -z "$bin" ]; then
     fail "expected viastack, viastack-dev and viastack-bin; made: $(ls "$work/packages")"
-    return
+    return 1
   fi
+}
+
+case_debian() {
+  local runtime dev bin
+  make_packages || return
   local version
   version=$(dpkg-deb -f "$runtime" Version)
   deb_has "$runtime" /usr/lib/libviastack-via.so.0 /usr/lib/libviastack-am.so.0 /usr/lib/libviastack-splitc.so.0 \
-    /usr/lib/libviastack-utcp.so.0 /usr/lib/libviastack-via.so."$version" /usr/share/doc/viastack/README.md
+    /usr/lib/libviastack-utcp.so.0 /usr/lib/libviastack-preload.so.0 /usr/lib/libviastack-via.so."$version" \
+    /usr/share/doc/viastack/README.md
   deb_has "$dev" /usr/include/vipl.h /usr/include/am.h /usr/include/via/via.hpp /usr/include/am/am.hpp \
     /usr/include/splitc/splitc.hpp /usr/include/utcp/stack.hpp /usr/lib/libviastack-via.so \
     /usr/lib/cmake/viastack/viastack-config.cmake /usr/lib/cmake/viastack/viastack-config-version.cmake \
@@ -309,13 +320,92 @@ case_debian() {
   done
 }
 
+# The packages on a fresh Debian 12: debootstrap's minimal system in a
+# chroot, the three packages installed with apt-get (which fetches their
+# dependencies, so the network must reach a Debian mirror), then every program
+# of examples.list built from the installed example sources with pkg-config
+# (MPI ones with viampicc) and run under the installed viarun, and a CMake
+# project through find_package. Needs root and debootstrap, and minutes: it
+# runs only when VIASTACK_FRESH_DEBIAN is set (to 1, or to a chroot made by an
+# earlier run, to reuse it); skipped (77) otherwise.
+case_fresh_debian() {
+  if [ -z "${VIASTACK_FRESH_DEBIAN:-}" ]; then
+    echo "SKIP: set VIASTACK_FRESH_DEBIAN=1 (needs root, debootstrap and a Debian mirror; a few minutes)"
+    exit 77
+  fi
+  if [ "$(id -u)" -ne 0 ] || ! command -v debootstrap >/dev/null; then
+    echo "SKIP: a fresh Debian chroot needs root and debootstrap"
+    exit 77
+  fi
+  local runtime dev bin root=$VIASTACK_FRESH_DEBIAN
+  make_packages || return
+  if [ "$root" = 1 ]; then
+    root=$work/bookworm
+    debootstrap --variant=minbase bookworm "$root" http://deb.debian.org/debian >"$work/debootstrap.log" 2>&1 || {
+      tail -n 20 "$work/debootstrap.log"
+      fail "debootstrap bookworm"
+      return
+    }
+  fi
+  mkdir -p "$root/debs" "$root/dev/shm" && cp "$runtime" "$dev" "$bin" "$root/debs/"
+  cp /etc/resolv.conf "$root/etc/"
+  if mount -t proc proc "$root/proc"; then mounts+=("$root/proc"); fi
+  if mount -t tmpfs shm "$root/dev/shm"; then mounts=("$root/dev/shm" "${mounts[@]}"); fi
+  if [ ${#mounts[@]} -ne 2 ]; then
+    fail "mounting /proc and /dev/shm in $root"
+    return
+  fi
+  # The chroot script: examples.list's lines on its standard input.
+  cat >"$root/tmp/fresh_debian.sh" <<'SCRIPT'
+set -u
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq && apt-get install -y -qq /debs/*.deb g++ cmake pkg-config >/tmp/apt.log 2>&1 ||
+  { tail -n 20 /tmp/apt.log; echo "FAIL: apt-get install of the packages"; exit 1; }
+examples=/usr/share/doc/viastack/examples failures=0
+mkdir -p /tmp/built && cd /tmp/built
+while read -r name source component libraries ranks args; do
+  source=$examples/${source#examples/}
+  libs=(); [ "$libraries" = - ] || read -ra libs <<<"$(tr , '\n' <<<"$libraries" | sed 's/^/-l/' | tr '\n' ' ')"
+  case $component:$source in
+    mpi:*) build=(viampicc -O2 -o "$name" "$source" "${libs[@]}") ;;
+    *.c) build=(cc -O2 -o "$name" "$source" $(pkg-config --cflags --libs "viastack-$component") "${libs[@]}") ;;
+    *) build=(c++ -std=c++20 -O2 -o "$name" "$source" $(pkg-config --cflags --libs "viastack-$component")) ;;
+  esac
+  if ! "${build[@]}" >/tmp/cc.log 2>&1; then
+    cat /tmp/cc.log; echo "FAIL: $name does not build: ${build[*]}"; failures=$((failures + 1)); continue
+  fi
+  # shellcheck disable=SC2086 # the arguments are words
+  if viarun -n "$ranks" --timeout 60 -- "./$name" $args >/tmp/run.log 2>&1; then
+    echo "ok: $name built and ran on $ranks ranks"
+  else
+    tail -n 20 /tmp/run.log; echo "FAIL: viarun -n $ranks $name $args"; failures=$((failures + 1))
+  fi
+done
+mkdir -p /tmp/consumer && cd /tmp/consumer && cp "$examples/splitc_basics.cpp" "$examples/example_options.h" "$examples/mpi/ring.c" .
+printf '%s\n' 'cmake_minimum_required(VERSION 3.25)' 'project(consumer C CXX)' \
+  'find_package(viastack 0.2 REQUIRED COMPONENTS via am splitc utcp mpi)' \
+  'add_executable(splitc_basics splitc_basics.cpp)' 'target_compile_features(splitc_basics PRIVATE cxx_std_20)' \
+  'target_link_libraries(splitc_basics PRIVATE viastack::splitc)' \
+  'add_executable(ring ring.c)' 'target_link_libraries(ring PRIVATE viastack::mpi)' >CMakeLists.txt
+if cmake -S . -B build >/tmp/cmake.log 2>&1 && cmake --build build >>/tmp/cmake.log 2>&1 &&
+   viarun -n 3 build/splitc_basics >/dev/null 2>&1 && viarun -n 3 build/ring >/dev/null 2>&1; then
+  echo "ok: a CMake project through find_package(viastack) built and ran"
+else
+  tail -n 20 /tmp/cmake.log; echo "FAIL: the CMake project through find_package(viastack)"; failures=$((failures + 1))
+fi
+exit $((failures != 0))
+SCRIPT
+  examples | chroot "$root" bash /tmp/fresh_debian.sh || fail "on a fresh Debian 12 (above)"
+}
+
 case $case_name in
   examples) case_examples ;;
+  fresh-debian) case_fresh_debian ;;
   bad-input) case_bad_input ;;
   unwritable-prefix) case_unwritable_prefix ;;
   debian) case_debian ;;
   *)
-    echo "usage: install_test.sh examples|bad-input|unwritable-prefix|debian BUILD_DIR SOURCE_DIR" >&2
+    echo "usage: install_test.sh examples|bad-input|unwritable-prefix|debian|fresh-debian BUILD_DIR SOURCE_DIR" >&2
     exit 2
     ;;
 esac

@@ -10,7 +10,7 @@
 //   end        every rank finalizes and exits 0
 //   exit R     rank R exits with status 3 without finalizing
 //   abort R    rank R calls MPI_Abort with code 4
-//   refuse R   rank R calls MPI_Comm_spawn, a function outside viastack's subset
+//   refuse R   rank R calls MPI_Type_create_f90_integer, a function outside viastack's subset
 //   wait       every rank waits for the test to signal it
 // The other ranks wait for a message that never comes (under
 // MPI_ERRORS_ARE_FATAL: a peer's death ends them), a rank alone sleeps; after
@@ -89,6 +89,7 @@ int main(int argc, char** argv) {
   if (mode == "wait" || rank != target) wait_to_be_ended(size);
   if (mode == "exit") std::exit(3);
   if (mode == "abort") MPI_Abort(MPI_COMM_WORLD, 4);
-  MPI_Comm_spawn("cleanup_probe", MPI_ARGV_NULL, 1, MPI_INFO_NULL, 0, MPI_COMM_SELF, nullptr, MPI_ERRCODES_IGNORE);
+  MPI_Datatype refused;
+  MPI_Type_create_f90_integer(9, &refused);
   return 1;  // not reached: the refused call ends the job
 }

@@ -2,7 +2,9 @@
  * class under MPI_ERRORS_RETURN (for groups and the v collectives, the
  * classes Open MPI 4 returns where it checks). "fatal": a bad rank under the default
  * MPI_ERRORS_ARE_FATAL ends the job. "unsupported": a function outside the
- * subset ends the job naming itself. */
+ * subset ends the job naming itself. "spawn": MPI_Comm_spawn under
+ * MPI_ERRORS_ARE_FATAL ends the job saying why (dynamic processes fail with
+ * MPI_ERR_SPAWN and MPI_ERR_UNSUPPORTED_OPERATION, tested in the default mode). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -12,6 +14,38 @@ static int error_class(int rc) {
   int cls = -1;
   MPI_Error_class(rc, &cls);
   return cls;
+}
+
+/* Dynamic processes fail with a class the program can test: a job cannot grow or meet another. */
+static void dynamic_processes(void) {
+  MPI_Comm spawned = MPI_COMM_WORLD, joined = MPI_COMM_WORLD;
+  int codes[3] = {0, 0, 0};
+  CHECK(error_class(MPI_Comm_spawn("x", MPI_ARGV_NULL, 3, MPI_INFO_NULL, 0, MPI_COMM_WORLD, &spawned, codes)) ==
+        MPI_ERR_SPAWN);
+  CHECK(spawned == MPI_COMM_NULL);
+  CHECK(codes[0] == MPI_ERR_SPAWN && codes[1] == MPI_ERR_SPAWN && codes[2] == MPI_ERR_SPAWN);
+  char* commands[2] = {"x", "y"};
+  char** argvs[2] = {MPI_ARGV_NULL, MPI_ARGV_NULL};
+  const int maxprocs[2] = {1, 1};
+  const MPI_Info infos[2] = {MPI_INFO_NULL, MPI_INFO_NULL};
+  CHECK(error_class(MPI_Comm_spawn_multiple(2, commands, argvs, maxprocs, infos, 0, MPI_COMM_WORLD, &spawned,
+                                            MPI_ERRCODES_IGNORE)) == MPI_ERR_SPAWN);
+  char port[MPI_MAX_PORT_NAME] = "";
+  CHECK(error_class(MPI_Open_port(MPI_INFO_NULL, port)) == MPI_ERR_UNSUPPORTED_OPERATION);
+  CHECK(error_class(MPI_Close_port(port)) == MPI_ERR_UNSUPPORTED_OPERATION);
+  CHECK(error_class(MPI_Comm_accept(port, MPI_INFO_NULL, 0, MPI_COMM_WORLD, &joined)) == MPI_ERR_UNSUPPORTED_OPERATION);
+  CHECK(joined == MPI_COMM_NULL);
+  joined = MPI_COMM_WORLD;
+  CHECK(error_class(MPI_Comm_connect(port, MPI_INFO_NULL, 0, MPI_COMM_WORLD, &joined)) == MPI_ERR_UNSUPPORTED_OPERATION);
+  CHECK(joined == MPI_COMM_NULL);
+  CHECK(error_class(MPI_Publish_name("service", MPI_INFO_NULL, port)) == MPI_ERR_UNSUPPORTED_OPERATION);
+  CHECK(error_class(MPI_Unpublish_name("service", MPI_INFO_NULL, port)) == MPI_ERR_UNSUPPORTED_OPERATION);
+  CHECK(error_class(MPI_Lookup_name("service", MPI_INFO_NULL, port)) == MPI_ERR_UNSUPPORTED_OPERATION);
+  CHECK(error_class(MPI_Comm_join(0, &joined)) == MPI_ERR_UNSUPPORTED_OPERATION);
+  char text[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  MPI_Error_string(MPI_ERR_SPAWN, text, &len);
+  CHECK(strstr(text, "MPI_ERR_SPAWN") != NULL);
 }
 
 /* Ranks that are repeated or not in the group, in MPI_Group_incl and _excl. */
@@ -110,6 +144,11 @@ int main(int argc, char** argv) {
     printf("written to stdout before the stop\n");
     FILE* results = argc > 2 ? fopen(argv[2], "w") : NULL;
     if (results) fprintf(results, "written to a file before the stop\n");
+    MPI_Datatype f90_integer;
+    MPI_Type_create_f90_integer(9, &f90_integer);
+    return 0; /* not reached */
+  }
+  if (argc > 1 && strcmp(argv[1], "spawn") == 0) {
     MPI_Comm_spawn("x", MPI_ARGV_NULL, 1, MPI_INFO_NULL, 0, MPI_COMM_SELF, NULL, MPI_ERRCODES_IGNORE);
     return 0; /* not reached */
   }
@@ -140,6 +179,7 @@ int main(int argc, char** argv) {
 
   group_ranks(size);
   null_arrays(rank, size);
+  dynamic_processes();
 
   char text[MPI_MAX_ERROR_STRING];
   int len = 0;

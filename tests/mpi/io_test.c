@@ -274,6 +274,176 @@ static void shared_pointer(void) {
   CHECK(access(path, F_OK) != 0); /* MPI_MODE_DELETE_ON_CLOSE */
 }
 
+/* MPI_MODE_SEQUENTIAL: only the shared file pointer moves through the file. Ordered writes of
+ * r+1 ints from rank r, then a view from the shared pointer on (MPI_DISPLACEMENT_CURRENT) whose
+ * first int each rank writes by write_shared; explicit offsets, the individual pointer, seeking
+ * and a displacement other than MPI_DISPLACEMENT_CURRENT are refused. */
+static void sequential(void) {
+  char path[512];
+  path_of(path, "sequential.dat");
+  MPI_File fh;
+  CHECK(MPI_File_open(MPI_COMM_WORLD, path,
+                      MPI_MODE_CREATE | MPI_MODE_WRONLY | MPI_MODE_SEQUENTIAL | MPI_MODE_DELETE_ON_CLOSE,
+                      MPI_INFO_NULL, &fh) == MPI_SUCCESS);
+  int amode = 0;
+  MPI_File_get_amode(fh, &amode);
+  CHECK(amode & MPI_MODE_SEQUENTIAL);
+  CHECK(MPI_File_set_view(fh, 0, MPI_INT, MPI_INT, "native", MPI_INFO_NULL) == MPI_ERR_ARG);
+  int mine[64];
+  unsigned char letters[64];
+  for (int i = 0; i <= rank; ++i) mine[i] = rank * 100 + i, letters[i] = (unsigned char)(rank * 10 + i);
+  MPI_Status status;
+  CHECK(MPI_File_write_ordered(fh, letters, rank + 1, MPI_BYTE, &status) == MPI_SUCCESS);
+  CHECK(MPI_File_write_ordered(fh, mine, rank + 1, MPI_INT, &status) == MPI_SUCCESS);
+  MPI_Offset at = -1;
+  CHECK(MPI_File_get_position_shared(fh, &at) == MPI_SUCCESS);
+  const int bytes_then = size * (size + 1) / 2 * (1 + (int)sizeof(int));
+  CHECK(at == bytes_then);
+  MPI_Barrier(MPI_COMM_WORLD); /* everyone has read it before set_view resets it */
+  /* The new view starts where the shared pointer is, which it resets to 0. */
+  CHECK(MPI_File_set_view(fh, MPI_DISPLACEMENT_CURRENT, MPI_INT, MPI_INT, "native", MPI_INFO_NULL) == MPI_SUCCESS);
+  MPI_Offset disp = -1;
+  MPI_Datatype etype, filetype;
+  char rep[MPI_MAX_DATAREP_STRING];
+  CHECK(MPI_File_get_view(fh, &disp, &etype, &filetype, rep) == MPI_SUCCESS);
+  CHECK(disp == bytes_then);
+  CHECK(MPI_File_get_position_shared(fh, &at) == MPI_SUCCESS && at == 0);
+  MPI_Barrier(MPI_COMM_WORLD); /* everyone has seen it before anyone moves it */
+  CHECK(MPI_File_write_shared(fh, &rank, 1, MPI_INT, &status) == MPI_SUCCESS);
+  int value = 0;
+  MPI_Offset position = -1, byte = -1;
+  CHECK(MPI_File_write_at(fh, 0, &value, 1, MPI_INT, &status) == MPI_ERR_UNSUPPORTED_OPERATION);
+  CHECK(MPI_File_write(fh, &value, 1, MPI_INT, &status) == MPI_ERR_UNSUPPORTED_OPERATION);
+  CHECK(MPI_File_write_at_all(fh, 0, &value, 1, MPI_INT, &status) == MPI_ERR_UNSUPPORTED_OPERATION);
+  MPI_Request request;
+  CHECK(MPI_File_iwrite(fh, &value, 1, MPI_INT, &request) == MPI_ERR_UNSUPPORTED_OPERATION);
+  CHECK(MPI_File_seek(fh, 0, MPI_SEEK_SET) == MPI_ERR_UNSUPPORTED_OPERATION);
+  CHECK(MPI_File_get_position(fh, &position) == MPI_ERR_UNSUPPORTED_OPERATION);
+  CHECK(MPI_File_preallocate(fh, 1 << 20) == MPI_ERR_UNSUPPORTED_OPERATION);
+  CHECK(MPI_File_get_byte_offset(fh, 0, &byte) == MPI_SUCCESS && byte == bytes_then);
+  MPI_Barrier(MPI_COMM_WORLD);
+  CHECK(MPI_File_sync(fh) == MPI_SUCCESS);
+  if (rank == 0) {
+    long length;
+    unsigned char* bytes = posix_read(path, &length);
+    CHECK(length == bytes_then + size * (long)sizeof(int));
+    int at_byte = 0, bad = 0, seen = 0;
+    for (int r = 0; r < size; ++r)
+      for (int i = 0; i <= r; ++i) bad += bytes[at_byte++] != r * 10 + i;
+    for (int r = 0; r < size; ++r)
+      for (int i = 0; i <= r; ++i, at_byte += (int)sizeof(int)) {
+        int v;
+        memcpy(&v, bytes + at_byte, sizeof v);
+        bad += v != r * 100 + i;
+      }
+    for (int r = 0; r < size; ++r, at_byte += (int)sizeof(int)) {
+      int v;
+      memcpy(&v, bytes + at_byte, sizeof v);
+      if (v >= 0 && v < size) seen |= 1 << v;
+    }
+    CHECK(bad == 0);
+    CHECK(seen == (1 << size) - 1);
+    free(bytes);
+  }
+  CHECK(MPI_File_close(&fh) == MPI_SUCCESS);
+}
+
+/* A data representation of the program's own (MPI_Register_datarep): ints stored big-endian in
+ * the file, byte-swapped by its conversion functions on this little-endian machine. */
+static int conversions = 0;
+static int swap_ints(void* userbuf, MPI_Datatype type, int count, void* filebuf, MPI_Offset position,
+                     void* extra_state, int to_file) {
+  if (type != MPI_INT || position != 0 || extra_state != &conversions) return MPI_ERR_TYPE;
+  unsigned char* from = to_file ? userbuf : filebuf;
+  unsigned char* to = to_file ? filebuf : userbuf;
+  for (int i = 0; i < count * 4; ++i) to[i] = from[i - i % 4 + 3 - i % 4];
+  ++conversions;
+  return MPI_SUCCESS;
+}
+static int read_big_endian(void* userbuf, MPI_Datatype type, int count, void* filebuf, MPI_Offset position,
+                           void* extra_state) {
+  return swap_ints(userbuf, type, count, filebuf, position, extra_state, 0);
+}
+static int write_big_endian(void* userbuf, MPI_Datatype type, int count, void* filebuf, MPI_Offset position,
+                            void* extra_state) {
+  return swap_ints(userbuf, type, count, filebuf, position, extra_state, 1);
+}
+static int same_extent(MPI_Datatype type, MPI_Aint* extent, void* extra_state) {
+  (void)extra_state;
+  MPI_Aint lb;
+  return MPI_Type_get_extent(type, &lb, extent);
+}
+static int doubled_extent(MPI_Datatype type, MPI_Aint* extent, void* extra_state) {
+  (void)extra_state;
+  MPI_Aint lb;
+  MPI_Type_get_extent(type, &lb, extent);
+  *extent *= 2;
+  return MPI_SUCCESS;
+}
+
+static void user_datarep(void) {
+  enum { N = 5 };
+  /* Registered once per process; the names of the predefined ones are taken. */
+  CHECK(MPI_Register_datarep("big-endian-ints", read_big_endian, write_big_endian, same_extent, &conversions) ==
+        MPI_SUCCESS);
+  CHECK(MPI_Register_datarep("big-endian-ints", read_big_endian, write_big_endian, same_extent, &conversions) ==
+        MPI_ERR_DUP_DATAREP);
+  CHECK(MPI_Register_datarep("native", NULL, NULL, same_extent, NULL) == MPI_ERR_DUP_DATAREP);
+  CHECK(MPI_Register_datarep("external32", NULL, NULL, same_extent, NULL) == MPI_ERR_DUP_DATAREP);
+  CHECK(MPI_Register_datarep("no-extent", NULL, NULL, NULL, NULL) == MPI_ERR_ARG);
+  CHECK(MPI_Register_datarep("wide", MPI_CONVERSION_FN_NULL, MPI_CONVERSION_FN_NULL, doubled_extent, NULL) ==
+        MPI_SUCCESS);
+
+  char path[512];
+  path_of(path, "bigendian.dat");
+  MPI_File fh;
+  CHECK(MPI_File_open(MPI_COMM_WORLD, path, MPI_MODE_CREATE | MPI_MODE_RDWR | MPI_MODE_DELETE_ON_CLOSE,
+                      MPI_INFO_NULL, &fh) == MPI_SUCCESS);
+  CHECK(MPI_File_set_view(fh, 0, MPI_INT, MPI_INT, "wide", MPI_INFO_NULL) == MPI_ERR_UNSUPPORTED_DATAREP);
+  CHECK(MPI_File_set_view(fh, 0, MPI_INT, MPI_INT, "external32", MPI_INFO_NULL) == MPI_ERR_UNSUPPORTED_DATAREP);
+  CHECK(MPI_File_set_view(fh, 0, MPI_INT, MPI_INT, "big-endian-ints", MPI_INFO_NULL) == MPI_SUCCESS);
+  MPI_Offset disp;
+  MPI_Datatype etype, filetype;
+  char rep[MPI_MAX_DATAREP_STRING] = "";
+  CHECK(MPI_File_get_view(fh, &disp, &etype, &filetype, rep) == MPI_SUCCESS);
+  CHECK(strcmp(rep, "big-endian-ints") == 0);
+  MPI_Aint extent = 0;
+  CHECK(MPI_File_get_type_extent(fh, MPI_INT, &extent) == MPI_SUCCESS && extent == 4);
+  int mine[N], back[N];
+  for (int i = 0; i < N; ++i) mine[i] = 0x01020304 + rank * 0x100000 + i;
+  MPI_Status status;
+  CHECK(MPI_File_write_at_all(fh, rank * N, mine, N, MPI_INT, &status) == MPI_SUCCESS);
+  CHECK(count_of(&status, MPI_INT) == N);
+  CHECK(MPI_File_sync(fh) == MPI_SUCCESS);
+  MPI_Barrier(MPI_COMM_WORLD);
+  CHECK(MPI_File_sync(fh) == MPI_SUCCESS);
+  if (rank == 0) {
+    long length;
+    unsigned char* bytes = posix_read(path, &length);
+    CHECK(length == (long)(size * N * 4));
+    int bad = 0;
+    for (int r = 0; r < size && bytes; ++r)
+      for (int i = 0; i < N; ++i) {
+        const unsigned v = (unsigned)(0x01020304 + r * 0x100000 + i);
+        const unsigned char* b = bytes + (r * N + i) * 4;
+        bad += b[0] != (v >> 24) || b[1] != ((v >> 16) & 0xff) || b[2] != ((v >> 8) & 0xff) || b[3] != (v & 0xff);
+      }
+    CHECK(bad == 0);
+    free(bytes);
+  }
+  /* Read back through the view: the values themselves; one read past the end converts what it has. */
+  CHECK(MPI_File_read_at(fh, ((rank + 1) % size) * N, back, N, MPI_INT, &status) == MPI_SUCCESS);
+  for (int i = 0; i < N; ++i) CHECK(back[i] == 0x01020304 + ((rank + 1) % size) * 0x100000 + i);
+  back[0] = back[1] = -1;
+  CHECK(MPI_File_read_at(fh, size * N - 1, back, 2, MPI_INT, &status) == MPI_SUCCESS);
+  CHECK(count_of(&status, MPI_INT) == 1 && back[0] == 0x01020304 + (size - 1) * 0x100000 + N - 1 && back[1] == -1);
+  CHECK(conversions >= 3);
+  /* A conversion function's error is the access's. */
+  char letters[4] = "abc";
+  CHECK(MPI_File_write_at(fh, 0, letters, 4, MPI_CHAR, &status) == MPI_ERR_TYPE);
+  CHECK(MPI_File_close(&fh) == MPI_SUCCESS);
+}
+
 /* Non-blocking and split collective accesses: each rank's 100 ints at rank*100. */
 static void nonblocking_and_split(void) {
   enum { N = 100 };
@@ -457,8 +627,6 @@ static void errors(void) {
   CHECK(MPI_File_open(MPI_COMM_WORLD, path, MPI_MODE_RDONLY | MPI_MODE_CREATE, MPI_INFO_NULL, &fh) == MPI_ERR_AMODE);
   CHECK(MPI_File_open(MPI_COMM_WORLD, path, MPI_MODE_RDWR | MPI_MODE_SEQUENTIAL, MPI_INFO_NULL, &fh) ==
         MPI_ERR_AMODE);
-  CHECK(MPI_File_open(MPI_COMM_WORLD, path, MPI_MODE_WRONLY | MPI_MODE_CREATE | MPI_MODE_SEQUENTIAL, MPI_INFO_NULL,
-                      &fh) == MPI_ERR_UNSUPPORTED_OPERATION);
   if (size > 1)
     CHECK(MPI_File_open(MPI_COMM_WORLD, path, rank == 0 ? MPI_MODE_RDONLY : MPI_MODE_RDWR, MPI_INFO_NULL, &fh) ==
           MPI_ERR_NOT_SAME);
@@ -574,6 +742,8 @@ int main(int argc, char** argv) {
   interleaved_resized();
   interleaved_subarray();
   shared_pointer();
+  sequential();
+  user_datarep();
   nonblocking_and_split();
   sizes_and_properties();
   errors();

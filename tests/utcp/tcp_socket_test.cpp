@@ -211,6 +211,25 @@ TEST_F(TcpSockets, ConnectAcceptSendReceiveClose) {
   EXPECT_EQ(net_.a().counters().tcp.bad_checksum + net_.b().counters().tcp.bad_checksum, 0u);
 }
 
+// SO_RCVBUF/SO_SNDBUF before connect (libviastack-preload's setsockopt):
+// the window offered stays within the receive buffer; an open connection
+// keeps its buffers.
+TEST_F(TcpSockets, BufferSizesSetBeforeConnectBoundTheWindow) {
+  TcpSocket client(net_.a());
+  EXPECT_EQ(client.set_buffer_sizes(0, 4096), errc(std::errc::invalid_argument));
+  ASSERT_EQ(client.set_buffer_sizes(8192, 16384), std::error_code());
+  std::optional<TcpSocket> server;
+  connect_pair(client, server);
+  const std::optional<utcp::TcpInfo> info = client.info();
+  ASSERT_TRUE(info);
+  EXPECT_GT(info->receive_window, 0u);
+  EXPECT_LE(info->receive_window, 16384u);
+  EXPECT_EQ(client.set_buffer_sizes(8192, 65536), errc(std::errc::already_connected));
+  const Bytes data = pattern(100000, 3);
+  ASSERT_EQ(server->send(data).value(), data.size());
+  EXPECT_EQ(read_exactly(client, data.size()), data);
+}
+
 TEST_F(TcpSockets, ClosedPortRefusesWithReset) {
   TcpSocket client(net_.a());
   EXPECT_EQ(client.connect({address_b, 6000}), errc(std::errc::connection_refused));

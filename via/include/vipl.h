@@ -329,6 +329,24 @@ VIP_RETURN VipNSShutdown(VIP_NIC_HANDLE NicHandle);
 typedef void (*VIA_LOG_HOOK)(void *Context, int Level, const char *Line);
 void via_set_log_hook(VIA_LOG_HOOK Hook, void *Context);
 
+/* ---- viastack extensions for diagnosis (not in the VIA specification) ----
+ * VipErrorCodeName: the name of an asynchronous error's code, as a
+ * VIP_ERROR_HANDLER would print it: "VIP_ERROR_RECVQ_EMPTY".
+ * VipQueryFaultCounters: the faults VIASTACK_FAULTS has injected so far into
+ * the frames this NIC sent on its unreliable VIs (reliable VIs never see one;
+ * C++: via::Nic::counters()). A frame held back to be reordered counts in
+ * Reordered, one held only for delay_us in Delayed; a duplicate is counted
+ * when its copy leaves. VIP_INVALID_PARAMETER for a bad handle or a NULL
+ * Counters. */
+typedef struct {
+  VIP_UINT64 Dropped;
+  VIP_UINT64 Duplicated;
+  VIP_UINT64 Reordered;
+  VIP_UINT64 Delayed;
+} VIP_FAULT_COUNTERS;
+const char *VipErrorCodeName(VIP_ERROR_CODE Code);
+VIP_RETURN VipQueryFaultCounters(VIP_NIC_HANDLE NicHandle, VIP_FAULT_COUNTERS *Counters);
+
 #ifdef __cplusplus
 }
 #endif

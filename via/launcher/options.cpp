@@ -23,10 +23,14 @@ int parse_rank_count(std::string_view text) {
   return value;
 }
 
+// A name outside the built-in ones may be a plugin's: the ranks, which load
+// it, check that name.
 std::string checked_provider(const std::string& name, std::string_view source) {
-  if (name != "shm" && name != "tcp" && name != "auto") {
+  const bool plugin_named = via::config::text_if_set("VIASTACK_PROVIDER_PLUGIN").has_value() && !name.empty() &&
+                            name.find_first_of(": ") == std::string::npos;
+  if (name != "shm" && name != "tcp" && name != "auto" && !plugin_named) {
     throw UsageError(std::string(source) + ": unknown provider '" + name +
-                     "' (expected shm, tcp or auto)");
+                     "' (expected shm, tcp or auto, or a provider of VIASTACK_PROVIDER_PLUGIN)");
   }
   return name;
 }

@@ -38,8 +38,9 @@ class PcapWriter {
   std::uint32_t snap_length_;
 };
 
-// The trace file named by a VIASTACK_TRACE value (CONTRACTS.md:
-// VIASTACK_TRACE=file.pcap); none when unset or empty.
+// utcp's trace file under a VIASTACK_TRACE value (via/trace.hpp: file.pcap,
+// or layers:file.pcap naming utcp); none when unset, empty, bad, or naming
+// other layers only.
 std::optional<std::filesystem::path> trace_file(const char* setting);
 // trace_file(getenv("VIASTACK_TRACE")).
 std::optional<std::filesystem::path> trace_file_from_environment();

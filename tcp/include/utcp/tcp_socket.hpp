@@ -69,6 +69,10 @@ class TcpSocket {
   void set_nonblocking(bool nonblocking);
   void set_nodelay(bool nodelay);
   void set_keepalive(bool keepalive);
+  // SO_SNDBUF and SO_RCVBUF for the connection connect() opens (the receive
+  // buffer is also the largest window offered). EISCONN once connecting or
+  // connected, EINVAL for 0.
+  std::error_code set_buffer_sizes(std::size_t send, std::size_t receive);
   void set_receive_timeout(std::optional<std::chrono::milliseconds> timeout);
   void set_send_timeout(std::optional<std::chrono::milliseconds> timeout);
   // SO_ERROR: the pending error (a failed non-blocking connect, a reset),

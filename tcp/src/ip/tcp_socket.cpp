@@ -170,6 +170,16 @@ void TcpSocket::set_keepalive(bool keepalive) {
   if (TcpConnection* connection = stack_->tcp_connection(*socket)) connection->set_keepalive(keepalive, stack_->now_);
 }
 
+std::error_code TcpSocket::set_buffer_sizes(std::size_t send, std::size_t receive) {
+  Stack::TcpSocketState* socket = socket_state();
+  if (!socket) return error(std::errc::bad_file_descriptor);
+  if (send == 0 || receive == 0) return error(std::errc::invalid_argument);
+  if (socket->connection) return error(std::errc::already_connected);
+  socket->config.send_buffer = send;
+  socket->config.receive_buffer = receive;
+  return {};
+}
+
 void TcpSocket::set_receive_timeout(std::optional<std::chrono::milliseconds> timeout) {
   if (Stack::TcpSocketState* socket = socket_state()) socket->receive_timeout = timeout;
 }

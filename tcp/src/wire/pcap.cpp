@@ -7,6 +7,7 @@
 #include <system_error>
 
 #include <via/config.hpp>
+#include <via/trace.hpp>
 
 namespace utcp::wire {
 namespace {
@@ -77,7 +78,10 @@ void PcapWriter::put(const void* bytes, std::size_t size) {
 
 std::optional<std::filesystem::path> trace_file(const char* setting) {
   if (!setting || !*setting) return std::nullopt;
-  return std::filesystem::path(setting);
+  via::trace::Setting parsed;
+  std::string error;
+  if (!via::trace::parse_setting(setting, parsed, error)) return std::nullopt;
+  return via::trace::layer_file(parsed, via::trace::Layer::utcp);
 }
 
 std::optional<std::filesystem::path> trace_file_from_environment() {

@@ -70,9 +70,10 @@ TEST(ConfigParser, BooleansWordsAndDecimals) {
   for (const char* bad : {"yes", "no", "true", "2", "01", "-1", " 1"})
     EXPECT_FALSE(valid("VIASTACK_SHM_CMA", bad)) << bad;
 
-  for (const char* good : {"shm", "tcp", "mixed", "auto"}) EXPECT_TRUE(valid("VIASTACK_PROVIDER", good)) << good;
-  for (const char* bad : {"SHM", "sh", "shmx", "shm|tcp", "ib", " shm"})
-    EXPECT_FALSE(valid("VIASTACK_PROVIDER", bad)) << bad;
+  for (const char* good : {"viarun", "pmix", "pmi1", "pmi2", "singleton"})
+    EXPECT_TRUE(valid("VIASTACK_BOOTSTRAP", good)) << good;
+  for (const char* bad : {"PMIX", "pmi", "pmi12", "pmi1|pmi2", "slurm", " pmix"})
+    EXPECT_FALSE(valid("VIASTACK_BOOTSTRAP", bad)) << bad;
 
   for (const char* good : {"0.3", "1", "2.5", "1e9"}) EXPECT_TRUE(valid("VIASTACK_TIMEOUT", good)) << good;
   for (const char* bad : {"0", "-1", "1e10", "inf", "nan", "soon", "1s", ".", "1,5"})
@@ -110,8 +111,8 @@ TEST(ConfigParser, TheLineNamesTheVariableItsValueAndWhatIsExpected) {
   EXPECT_EQ(via::config::bad_value_line(declared("VIASTACK_SPIN_US"), "-1"),
             "VIASTACK_SPIN_US=-1: expected an integer from 0 to 10000000 microseconds (how long a wait spins before "
             "it yields)");
-  EXPECT_EQ(via::config::bad_value_line(declared("VIASTACK_PROVIDER"), "ib").rfind(
-                "VIASTACK_PROVIDER=ib: expected one of: shm tcp mixed auto (", 0),
+  EXPECT_EQ(via::config::bad_value_line(declared("VIASTACK_BOOTSTRAP"), "slurm").rfind(
+                "VIASTACK_BOOTSTRAP=slurm: expected one of: viarun pmix pmi1 pmi2 singleton (", 0),
             0u);
   // A secret is not shown; a value stays on one line and is cut when long.
   const std::string key_line = via::config::bad_value_line(declared("VIASTACK_JOB_KEY"), "secret-value");

@@ -1219,4 +1219,67 @@ TEST_F(Vipl, WaitsOnAQuietConnectedViTimeOut) {
   EXPECT_EQ(state_of(vi1), VIP_STATE_CONNECTED);
 }
 
+// ---- viastack's extensions (vipl.h, "not in the VIA specification") ----
+
+TEST_F(Vipl, ErrorCodeNamesAreTheVipNames) {
+  EXPECT_STREQ(VipErrorCodeName(VIP_ERROR_RECVQ_EMPTY), "VIP_ERROR_RECVQ_EMPTY");
+  EXPECT_STREQ(VipErrorCodeName(VIP_ERROR_POST_DESC), "VIP_ERROR_POST_DESC");
+  EXPECT_STREQ(VipErrorCodeName(VIP_ERROR_CATASTROPHIC), "VIP_ERROR_CATASTROPHIC");
+  EXPECT_STREQ(VipErrorCodeName(VIP_ERROR_CODE(99)), "an unknown VIP_ERROR code");
+}
+
+// Both NICs opened under VIASTACK_FAULTS=drop=1: every data frame of an
+// unreliable VI is lost, none of a reliable one.
+class ViplFaults : public Vipl {
+ protected:
+  void SetUp() override {
+    setenv("VIASTACK_FAULTS", "drop=1,seed=5", 1);
+    Vipl::SetUp();
+  }
+  void TearDown() override {
+    Vipl::TearDown();
+    unsetenv("VIASTACK_FAULTS");
+  }
+  VIP_FAULT_COUNTERS counters_of(int side) {
+    VIP_FAULT_COUNTERS counters{};
+    EXPECT_EQ(VipQueryFaultCounters(s[side].nic, &counters), VIP_SUCCESS);
+    return counters;
+  }
+};
+
+TEST_F(ViplFaults, FaultCountersCountWhatWasInjectedOnUnreliableVisOnly) {
+  VIP_FAULT_COUNTERS none = counters_of(0);
+  EXPECT_EQ(none.Dropped + none.Duplicated + none.Reordered + none.Delayed, 0u);
+
+  VIP_VI_HANDLE lossy0 = s[0].create_vi(nullptr, nullptr, VIP_SERVICE_UNRELIABLE);
+  VIP_VI_HANDLE lossy1 = s[1].create_vi(nullptr, nullptr, VIP_SERVICE_UNRELIABLE);
+  for (int i = 0; i < 4; ++i)
+    ASSERT_EQ(VipPostRecv(lossy1, fill(s[1].desc(i), s[1].mh, {{s[1].buffer(256 * i), 256}}), s[1].mh), VIP_SUCCESS);
+  ASSERT_NO_FATAL_FAILURE(connect_peer(lossy0, lossy1, "lossy"));
+  constexpr int kSent = 3;
+  for (int i = 0; i < kSent; ++i) {
+    ASSERT_EQ(VipPostSend(lossy0, fill(s[0].desc(i), s[0].mh, {{s[0].buffer(0), 32}}), s[0].mh), VIP_SUCCESS);
+    EXPECT_EQ(wait_send(lossy0), s[0].desc(i));
+  }
+  VIP_DESCRIPTOR* d = nullptr;
+  EXPECT_FALSE(poll([&] { return VipRecvDone(lossy1, &d) == VIP_SUCCESS; }, milliseconds(50))) << "all were dropped";
+  VIP_FAULT_COUNTERS after = counters_of(0);
+  EXPECT_EQ(after.Dropped, VIP_UINT64(kSent));
+  EXPECT_EQ(after.Duplicated + after.Reordered + after.Delayed, 0u);
+  EXPECT_EQ(counters_of(1).Dropped, 0u) << "the receiver sent no data frame";
+
+  auto [vi0, vi1] = connected_pair("reliable");
+  ASSERT_EQ(VipPostSend(vi0, fill(s[0].desc(8), s[0].mh, {{s[0].buffer(0), 32}}), s[0].mh), VIP_SUCCESS);
+  EXPECT_NE(wait_recv(vi1), nullptr);
+  EXPECT_EQ(counters_of(0).Dropped, VIP_UINT64(kSent)) << "a reliable VI is never touched";
+}
+
+TEST_F(ViplFaults, FaultCountersCheckTheirArguments) {
+  VIP_FAULT_COUNTERS counters{};
+  EXPECT_EQ(VipQueryFaultCounters(nullptr, &counters), VIP_INVALID_PARAMETER);
+  EXPECT_EQ(VipQueryFaultCounters(s[0].nic, nullptr), VIP_INVALID_PARAMETER);
+  int not_a_nic = 0;
+  EXPECT_EQ(VipQueryFaultCounters(&not_a_nic, &counters), VIP_INVALID_PARAMETER);
+}
+
 }  // namespace

@@ -33,6 +33,7 @@ enum class Type {
   network,     // an IPv4 network a.b.c.d/prefix, prefix 8 to 30, no host bits
   job_key,     // 64 hex digits (a secret: never printed)
   fault_plan,  // drop=P,dup=P,reorder=P,delay_us=N,seed=N (any subset)
+  trace,       // FILE or LAYERS:FILE (via/trace.hpp)
   text,        // any text (a path, a name)
 };
 

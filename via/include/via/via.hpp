@@ -41,6 +41,8 @@ enum class Result : int {
   no_match = VIP_NO_MATCH,
 };
 const char* describe(Result r);
+// An asynchronous error's VIPL name: "VIP_ERROR_RECVQ_EMPTY".
+const char* error_name(VIP_ERROR_CODE code);
 
 // Removes the shared-memory segments this process's NICs created, for a
 // process about to end without running exit handlers (MPI's abort path calls

@@ -13,6 +13,7 @@
 #include "config/variables.hpp"
 #include "engine/faults.hpp"
 #include "via/log.hpp"
+#include "via/trace.hpp"
 
 extern char** environ;
 
@@ -150,6 +151,8 @@ std::string expected(const Variable& variable) {
     case Type::job_key: return "64 hex digits";
     case Type::fault_plan:
       return "drop=P,dup=P,reorder=P,delay_us=N,seed=N in any subset and order (P a probability from 0 to 1)";
+    case Type::trace:
+      return "FILE (utcp's packets) or LAYERS:FILE with LAYERS a comma-separated list of via and utcp";
     case Type::text: return "any text";
   }
   return "?";
@@ -178,6 +181,11 @@ bool valid(const Variable& variable, std::string_view value) {
       FaultPlan plan;
       std::string ignored;
       return parse_fault_plan(value, plan, ignored);
+    }
+    case Type::trace: {
+      trace::Setting setting;
+      std::string ignored;
+      return trace::parse_setting(value, setting, ignored);
     }
     case Type::text: return true;
   }

@@ -36,9 +36,14 @@ Variable warning_only(Variable variable) {
 const std::vector<Variable>& declarations() {
   static const std::vector<Variable> table = {
       // Choosing the provider and the process manager.
-      word_variable("VIASTACK_PROVIDER", "shm|tcp|mixed|auto", "auto", "via, viarun, benchmarks",
-                    "the VIA provider: shm on one machine, tcp anywhere, mixed for shm within a node and tcp between "
-                    "nodes, auto for mixed when the job spans nodes, else shm; viarun starts ranks on shm unless told"),
+      // Any name: the engine checks it against the providers registered, a plugin's included.
+      typed("VIASTACK_PROVIDER", Type::text, "auto", "via, viarun, benchmarks",
+            "the VIA provider: shm on one machine, tcp anywhere, mixed for shm within a node and tcp between "
+            "nodes, auto for mixed when the job spans nodes, else shm, or one VIASTACK_PROVIDER_PLUGIN registers; "
+            "viarun starts ranks on shm unless told"),
+      typed("VIASTACK_PROVIDER_PLUGIN", Type::text, "-", "via, viarun",
+            "a shared library loaded before the first NIC opens, whose static initializers register providers "
+            "(via::register_provider) that VIASTACK_PROVIDER may then name"),
       word_variable("VIASTACK_BOOTSTRAP", "viarun|pmix|pmi1|pmi2|singleton", "-", "via",
                     "where a process learns its place in the job; unset: told by the variables its launcher set"),
       // The log (via/log.hpp).
@@ -115,8 +120,9 @@ const std::vector<Variable>& declarations() {
       integer_variable("VIASTACK_UTCP_MTU", 68, 65535, "bytes", "9000", "utcp", "the MTU of utcp's links over VIA"),
       typed("VIASTACK_UTCP_NETWORK", Type::network, "10.0.0.0/16", "utcp",
             "the network utcp's ranks take their addresses from; rank r is the network's host r + 1"),
-      typed("VIASTACK_TRACE", Type::text, "-", "utcp",
-            "writes every utcp packet to this pcap file, file.rankN.pcap in a job of several ranks"),
+      typed("VIASTACK_TRACE", Type::trace, "-", "via, utcp",
+            "pcap traces: FILE for utcp's packets, LAYERS:FILE (via, utcp or via,utcp) for VIA frames and "
+            "connection events, utcp's packets or both (FILE.via.pcap, FILE.utcp.pcap); file.rankN.pcap per rank"),
       // The test script.
       typed("VIASTACK_SKIP_SANITIZERS", Type::boolean, "0", "scripts/test.sh",
             "1: skip the sanitizer builds and their tests"),

@@ -184,6 +184,7 @@ class NicImpl final : public Nic {
   Provider& provider() { return *provider_; }
   RegionTable& regions() { return *regions_; }
   const FaultPlan* fault_plan() const { return fault_plan_.get(); }
+  bool has_unreliable_vi() const;
   using Nic::counters;  // the public, read-only view; this one is for counting
   NicCounters& counters() { return counters_; }
   // Hands an asynchronous error to the program's handler.

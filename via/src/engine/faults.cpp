@@ -1,10 +1,12 @@
 #include "engine/faults.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <charconv>
 #include <cstring>
 
 #include "providers/provider.hpp"
+#include "via/log.hpp"
 
 namespace via {
 
@@ -64,6 +66,15 @@ bool parse_fault_plan(std::string_view text, FaultPlan& out, std::string& error)
   }
   out = plan;
   return true;
+}
+
+void note_connection_under_faults(bool any_unreliable_vi) {
+  static std::atomic<bool> first{true};
+  if (!first.exchange(false) || any_unreliable_vi) return;
+  VIA_LOG(warn, "via",
+          "VIASTACK_FAULTS is set, but every VI of this process is reliable: no fault will be injected (faults "
+          "act on unreliable VIs only; for Active Messages set VIASTACK_AM_RELIABILITY=unreliable, in a VIPL "
+          "program create the VIs with VIP_SERVICE_UNRELIABLE)");
 }
 
 FaultInjector::FaultInjector(const FaultPlan& plan, std::uint64_t stream_seed, NicCounters& counters)

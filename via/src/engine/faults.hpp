@@ -30,6 +30,11 @@ struct FaultPlan {
   bool any() const { return drop > 0 || dup > 0 || reorder > 0 || delay_us > 0; }
 };
 
+// Called as a VI connects while VIASTACK_FAULTS is set: at the process's
+// first connection, when no VI of its NIC is unreliable, says once in the log
+// that no fault will be injected and how to get some.
+void note_connection_under_faults(bool any_unreliable_vi);
+
 // Parses "drop=0.01,dup=0.01,reorder=0.01,delay_us=50,seed=N" (any subset, any
 // order). Returns false and says why on anything else.
 bool parse_fault_plan(std::string_view text, FaultPlan& out, std::string& error);

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <thread>
@@ -16,6 +17,7 @@
 #include "via/log.hpp"
 #include "engine/faults.hpp"
 #include "providers/provider.hpp"
+#include "trace/frame_trace.hpp"
 
 namespace via {
 
@@ -43,11 +45,13 @@ std::uint64_t yield_ns() {
   return value;
 }
 
-// Without a handler of the program's own, errors are logged; a peer's orderly
-// disconnect is not an error worth a line.
+// Without a handler of the program's own, errors are logged by their VIPL
+// name; a peer's orderly disconnect is not an error worth a line.
 void default_error_handler(const AsyncError& e) {
   if (e.orderly) return;
-  VIA_LOG(error, "via", "asynchronous VIA error (code %d): %s", int(e.code), e.cause.c_str());
+  char descriptor[48] = "";
+  if (e.descriptor) std::snprintf(descriptor, sizeof descriptor, " (descriptor %p)", static_cast<void*>(e.descriptor));
+  VIA_LOG(error, "via", "asynchronous VIA error %s: %s%s", error_name(e.code), e.cause.c_str(), descriptor);
 }
 
 }  // namespace
@@ -105,6 +109,7 @@ Result Nic::open(std::string_view device, std::unique_ptr<Nic>& out) {
     if (!parse_fault_plan(*faults, *plan, error)) return Result::invalid_parameter;  // checked by the table
     if (plan->any()) nic->fault_plan_ = std::move(plan);
   }
+  if (!trace::start()) return Result::invalid_parameter;  // the log names the file
   Result r = open_provider(device, nic->provider_);
   if (r != Result::success) return r;
   nic->regions_ = &nic->provider_->regions();
@@ -124,6 +129,12 @@ NicImpl::~NicImpl() {
     provider_->remove_vi(*vi);
   }
   vis_.clear();
+  trace::flush();
+}
+
+bool NicImpl::has_unreliable_vi() const {
+  return std::any_of(vis_.begin(), vis_.end(),
+                     [](const auto& vi) { return vi->attributes().reliability == VIP_SERVICE_UNRELIABLE; });
 }
 
 void Nic::query(VIP_NIC_ATTRIBUTES& out) const {
@@ -336,6 +347,7 @@ Result Nic::connect_wait(const NetAddress& local, std::uint32_t timeout_ms, Conn
   const Result r = timeout_ms == 0 ? (arrived() ? Result::success : Result::timeout) : wait(arrived, timeout_ms);
   if (r != Result::success) return r;
   request->nic = this;
+  trace::request_event(trace::Event::request_arrived, self, *request);
   self.requests_.push_back(std::move(request));
   out = self.requests_.back().get();
   return Result::success;
@@ -349,6 +361,7 @@ Result Nic::connect_accept(ConnRequest* request, Vi& public_vi) {
   if (vi.state() != ViState::idle) return Result::invalid_state;
   if (vi.attributes().reliability != request->remote_attrs.reliability) return Result::invalid_reliability_level;
   Result r = self.provider_->accept(**it, vi);
+  if (r == Result::success) trace::request_event(trace::Event::accepted, self, **it, &vi);
   self.requests_.erase(it);
   return r;
 }
@@ -358,6 +371,7 @@ Result Nic::connect_reject(ConnRequest* request) {
   auto it = std::find_if(self.requests_.begin(), self.requests_.end(), [&](auto& p) { return p.get() == request; });
   if (it == self.requests_.end()) return Result::invalid_parameter;
   self.provider_->reject(**it);
+  trace::request_event(trace::Event::rejected, self, **it);
   self.requests_.erase(it);
   return Result::success;
 }

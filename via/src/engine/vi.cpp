@@ -7,9 +7,11 @@
 
 #include "engine/clock.hpp"
 #include "engine/engine.hpp"
+#include "engine/errors.hpp"
 #include "via/config.hpp"
 #include "engine/faults.hpp"
 #include "providers/provider.hpp"
+#include "trace/frame_trace.hpp"
 
 namespace via {
 
@@ -259,8 +261,10 @@ void ViImpl::fail(VIP_ERROR_CODE code, std::string cause, WorkQueue* q, WorkRequ
   }
   flush_all(VIP_STATUS_DESC_FLUSHED_ERROR);
   if (q) publish(*q, q == &recvq_);
-  if (!was_failed)
+  if (!was_failed) {
+    trace::vi_event(trace::Event::vi_error, *this, code, std::string(error_name(code)) + ": " + cause);
     nic_.report(AsyncError{this, nullptr, wr ? wr->desc : nullptr, VIP_RESOURCE_VI, code, std::move(cause), orderly});
+  }
 }
 
 void ViImpl::flush_all(std::uint32_t status) {
@@ -305,6 +309,8 @@ void ViImpl::attach(std::unique_ptr<Link> link, const ViAttributes& remote_attrs
   remote_attrs_ = remote_attrs;
   state_ = ViState::connected;
   tx_next_ = sendq_.tail();
+  if (nic_.fault_plan()) note_connection_under_faults(nic_.has_unreliable_vi());
+  trace::vi_event(trace::Event::connected, *this, 0, std::string("over ") + link_->transport());
 }
 
 void ViImpl::close_link() {
@@ -332,6 +338,7 @@ Result ViImpl::disconnect() {
   if (state_ == ViState::connect_pending) {
     if (nic_.provider().cancel_connect(*this)) {
       state_ = ViState::idle;
+      trace::vi_event(trace::Event::disconnected, *this, 0, "the connect request was withdrawn");
       return Result::success;
     }
   }
@@ -339,6 +346,7 @@ Result ViImpl::disconnect() {
   flush_all(VIP_STATUS_DESC_FLUSHED_ERROR);
   nic_.provider().reset_vi(*this);
   state_ = ViState::idle;
+  trace::vi_event(trace::Event::disconnected, *this);
   return Result::success;
 }
 
@@ -354,6 +362,7 @@ Result ViImpl::start_connect(const NetAddress& local, const NetAddress& remote, 
   if (state_ != ViState::idle) return Result::invalid_state;
   const auto mode = client ? Provider::ConnectMode::client : Provider::ConnectMode::peer;
   if (Result r = nic_.provider().connect(*this, local, remote, mode); r != Result::success) return r;
+  trace::connect_requested(*this, local, remote, client);
   state_ = ViState::connect_pending;
   connect_deadline_ns_ = timeout_ms == kInfinite ? UINT64_MAX : now_ns() + std::uint64_t(timeout_ms) * 1000000ull;
   return Result::success;
@@ -368,14 +377,12 @@ Result ViImpl::poll_connect() {
   Provider& provider = nic_.provider();
   provider.progress_control();
   Result outcome = provider.poll_connect(*this);
-  if (outcome == Result::not_done && now_ns() >= connect_deadline_ns_) {
-    if (provider.cancel_connect(*this)) {
-      state_ = ViState::idle;
-      return Result::timeout;
-    }
-    outcome = provider.poll_connect(*this);
+  if (outcome == Result::not_done && now_ns() >= connect_deadline_ns_)
+    outcome = provider.cancel_connect(*this) ? Result::timeout : provider.poll_connect(*this);
+  if (outcome != Result::not_done && outcome != Result::success) {
+    state_ = ViState::idle;
+    trace::vi_event(trace::Event::connect_failed, *this, std::uint32_t(outcome), describe(outcome));
   }
-  if (outcome != Result::not_done && outcome != Result::success) state_ = ViState::idle;
   return outcome;
 }
 
@@ -401,6 +408,7 @@ bool ViImpl::progress() {
     ++nic_.counters().frames_received;
     ++counters_.frames_received;
     moved = true;
+    trace::frame_received(*this, *h, payload);
     if (!handle_frame(*h, payload) || !link_) return true;  // the VI failed; its link is gone
     link_->pop();
   }
@@ -418,6 +426,7 @@ bool ViImpl::send_frame(const FrameHeader& h, const iovec* iov, std::size_t iovc
   if (sent) {
     ++nic_.counters().frames_sent;
     ++counters_.frames_sent;
+    trace::frame_sent(*this, h, iov, iovcnt);
   }
   return sent;
 }
@@ -469,8 +478,10 @@ bool ViImpl::transmit(WorkRequest& wr) {
       if (direct_capable_) {
         // Check the target region the way the target would, before any byte moves.
         if (std::uint32_t err = link_->check_peer_region(remote.Data.AddressBits, wr.total, remote.Handle, true)) {
-          fail(VIP_ERROR_RDMAW_PROT, "RDMA write outside the target's registered, write-enabled memory", &sendq_, &wr,
-               err | VIP_STATUS_OP_RDMA_WRITE);
+          fail(VIP_ERROR_RDMAW_PROT,
+               "RDMA write to " + describe_range(remote.Data.AddressBits, wr.total, remote.Handle) +
+                   ", outside the target's registered, write-enabled memory",
+               &sendq_, &wr, err | VIP_STATUS_OP_RDMA_WRITE);
           return true;
         }
         if (direct) return direct_rdma(wr);
@@ -482,8 +493,10 @@ bool ViImpl::transmit(WorkRequest& wr) {
       const VIP_ADDRESS_SEGMENT& remote = d->DS[0].Remote;
       if (direct_capable_) {
         if (std::uint32_t err = link_->check_peer_region(remote.Data.AddressBits, wr.total, remote.Handle, false)) {
-          fail(VIP_ERROR_RDMAR_PROT, "RDMA read outside the target's registered, read-enabled memory", &sendq_, &wr,
-               err | VIP_STATUS_OP_RDMA_READ);
+          fail(VIP_ERROR_RDMAR_PROT,
+               "RDMA read from " + describe_range(remote.Data.AddressBits, wr.total, remote.Handle) +
+                   ", outside the target's registered, read-enabled memory",
+               &sendq_, &wr, err | VIP_STATUS_OP_RDMA_READ);
           return true;
         }
         return direct_rdma(wr);
@@ -539,6 +552,7 @@ bool ViImpl::direct_rdma(WorkRequest& wr) {
       return true;
     }
     ++(write ? nic_.counters().direct_writes : nic_.counters().direct_reads);
+    trace::direct_transfer(*this, write, remote.Data.AddressBits, wr.total, remote.Handle);
     wr.progress = wr.total;
   }
   if (write && (d->CS.Control & VIP_CONTROL_IMMEDIATE)) {
@@ -656,7 +670,8 @@ bool ViImpl::handle_frame(const FrameHeader& h, const std::byte* payload) {
         const std::uint64_t addr = h.raddr + h.offset;
         if (!attrs_.rdma_write || addr < h.raddr ||
             !nic_.regions().covers(h.rhandle, addr, h.length, attrs_.ptag, RegionTable::kRdmaWrite)) {
-          fail(VIP_ERROR_RDMAW_PROT, "an RDMA write from the peer targets memory not registered for RDMA write here");
+          fail(VIP_ERROR_RDMAW_PROT, "an RDMA write from the peer targets " + describe_range(addr, h.length, h.rhandle) +
+                                         ", not registered for RDMA write here");
           return false;
         }
         std::memcpy(reinterpret_cast<void*>(addr), payload, h.length);
@@ -746,8 +761,11 @@ void ViImpl::serve_read_request(const FrameHeader& h) {
 void ViImpl::complete_read(const FrameHeader& h, const std::byte* payload) {
   WorkRequest& wr = sendq_.at(awaiting_read_.front());
   if (h.flags & kFlagError) {
-    fail(VIP_ERROR_RDMAR_PROT, "RDMA read refused by the target: memory not registered for RDMA read there", &sendq_,
-         &wr, (h.imm & VIP_STATUS_ERROR_MASK) | VIP_STATUS_OP_RDMA_READ);
+    const VIP_ADDRESS_SEGMENT& remote = wr.desc->DS[0].Remote;
+    fail(VIP_ERROR_RDMAR_PROT,
+         "RDMA read from " + describe_range(remote.Data.AddressBits, wr.total, remote.Handle) +
+             " refused by the target: memory not registered for RDMA read there",
+         &sendq_, &wr, (h.imm & VIP_STATUS_ERROR_MASK) | VIP_STATUS_OP_RDMA_READ);
     return;
   }
   if (h.total != wr.total) {

@@ -307,7 +307,7 @@ void Mesh::on_async_error(const AsyncError& error) {
     p->closed = true;
     return;
   }
-  fail_peer(*p, "connection lost: " + error.cause);
+  fail_peer(*p, std::string("connection lost (") + error_name(error.code) + "): " + error.cause);
 }
 
 void Mesh::deliver_notices() {

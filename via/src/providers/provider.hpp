@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -109,11 +110,28 @@ class Provider {
   virtual void interrupt_sleep() {}
 };
 
-// Opens the provider named by the device string and the environment.
+// Opens the provider named by the device string ("name" or "name:N"; empty
+// or "via0": VIASTACK_PROVIDER's) among the registered ones, after loading
+// VIASTACK_PROVIDER_PLUGIN if set; "auto" picks shm or mixed from the job.
 Result open_provider(std::string_view device, std::unique_ptr<Provider>& out);
 
-// Each provider's opener; the device string may name the NIC ("shm:N").
+// ---- the registry of providers ----
+// A provider is known by name to open_provider through register_provider:
+// the built-in ones (shm, tcp, mixed) from open_provider.cpp, any other from
+// a static initializer of the library holding it, e.g. a plugin that
+// VIASTACK_PROVIDER_PLUGIN=path.so names.
 class Bootstrap;
+// Opens a NIC of the provider for a process of `job`; `device` is the
+// string VipOpenNic got ("name", "name:N"), or the provider's name alone.
+using ProviderOpener =
+    std::function<Result(std::string_view device, const std::shared_ptr<Bootstrap>& job, std::unique_ptr<Provider>& out)>;
+// Registers `opener` under `name`; false (and a logged error) when the name
+// is empty, "auto", "via0", holds a ':', or is taken.
+bool register_provider(std::string name, ProviderOpener opener);
+// The registered names, in the order they were registered.
+std::vector<std::string> registered_providers();
+
+// Each built-in provider's opener; the device string may name the NIC ("shm:N").
 namespace shm {
 Result open_shm_provider(std::string_view device, Bootstrap& job, std::unique_ptr<Provider>& out);
 }

@@ -533,4 +533,15 @@ void via_set_log_hook(VIA_LOG_HOOK Hook, void* Context) {
   });
 }
 
+const char* VipErrorCodeName(VIP_ERROR_CODE Code) { return via::error_name(Code); }
+
+VIP_RETURN VipQueryFaultCounters(VIP_NIC_HANDLE NicHandle, VIP_FAULT_COUNTERS* Counters) {
+  via::Nic* nic = nic_of(NicHandle);
+  if (!nic || !Counters) return VIP_INVALID_PARAMETER;
+  const via::NicCounters& counters = nic->counters();
+  *Counters = VIP_FAULT_COUNTERS{counters.faults_dropped, counters.faults_duplicated, counters.faults_reordered,
+                                 counters.faults_delayed};
+  return VIP_SUCCESS;
+}
+
 }  // extern "C"

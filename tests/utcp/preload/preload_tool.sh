@@ -1,0 +1,74 @@
+#!/bin/sh
+# One rank of a preload test of an unmodified Debian tool, under viarun -n 2:
+#   preload_tool.sh iperf3|sockperf_pingpong|sockperf_throughput LIBVIASTACK-PRELOAD.SO DIRECTORY
+# Rank 0 runs the server on 10.0.0.1 (utcp's address for rank 0), rank 1 the
+# client against it, both with LD_PRELOAD set. The runs are short (one or
+# two seconds). Exit 77 (skipped) when the tool is not installed. DIRECTORY (the
+# same for both ranks) is where rank 0 leaves the sockperf server's pid for
+# rank 1 to stop it: sockperf's server runs until stopped.
+set -u
+tool=$1
+preload=$2
+directory=$3
+rank=${VIASTACK_RANK:?run me under viarun}
+server=10.0.0.1
+port=5201
+case $tool in
+  iperf3) program=iperf3 ;;
+  sockperf_*) program=sockperf ;;
+  *) echo "preload_tool.sh: unknown tool $tool" >&2; exit 2 ;;
+esac
+if ! command -v "$program" >/dev/null 2>&1; then
+  echo "SKIP: $program is not installed (Debian package $program, scripts/common.sh installs it)"
+  exit 77
+fi
+export LD_PRELOAD=$preload
+
+if [ "$rank" -eq 0 ]; then
+  case $tool in
+    # -1: serve one test, then exit.
+    iperf3) exec iperf3 --server --one-off --bind $server --port $port ;;
+    # Stopped by rank 1 once its client is done (SIGKILL: a signal does not
+    # interrupt a blocking wait on utcp, README.md), or by viarun --timeout.
+    sockperf_*)
+      mkdir -p "$directory" && rm -f "$directory/server.pid" "$directory/client.done"
+      sockperf server --tcp --ip $server --port $port &
+      echo $! > "$directory/server.pid"
+      wait $!
+      status=$?
+      if [ -e "$directory/client.done" ]; then exit 0; fi
+      echo "sockperf server: exit status $status before the client was done" >&2
+      exit 1 ;;
+  esac
+fi
+
+# The server may not listen yet: the client tries again while it is refused.
+attempt=0
+while :; do
+  case $tool in
+    iperf3) output=$(iperf3 --client $server --port $port --bytes 10M --format m 2>&1) ;;
+    sockperf_pingpong) output=$(sockperf ping-pong --tcp --ip $server --port $port --time 2 2>&1) ;;
+    sockperf_throughput) output=$(sockperf throughput --tcp --ip $server --port $port --time 1 --msg-size 1400 2>&1) ;;
+  esac
+  status=$?
+  printf '%s\n' "$output" | grep -q -i "refused" || break
+  attempt=$((attempt + 1))
+  [ $attempt -lt 50 ] || break
+  sleep 0.1
+done
+printf '%s\n' "$output"
+# A run that ended without its summary did not measure anything.
+case $tool in
+  iperf3) summary='sender$' ;;
+  sockperf_pingpong) summary='Summary: Latency is' ;;
+  sockperf_throughput) summary='Summary: Message Rate is' ;;
+esac
+if [ $status -eq 0 ] && ! printf '%s\n' "$output" | grep -q "$summary"; then
+  echo "$tool: no line matching '$summary' in the client's output" >&2
+  status=1
+fi
+if [ "$program" = sockperf ]; then
+  touch "$directory/client.done"
+  kill -KILL "$(cat "$directory/server.pid")"
+fi
+exit $status
