@@ -10,6 +10,7 @@
 #include "c_api_layout.hpp"
 #include "collectives.hpp"
 #include "intercomm_collectives.hpp"
+#include "node_collectives.hpp"
 #include "nonblocking_collectives.hpp"
 #include "ops.hpp"
 
@@ -33,6 +34,7 @@ int barrier_common(const char* function, MPI_Comm comm, MPI_Request* request, bo
     Communicator& c = communicator_of(comm);
     check_request(request, nonblocking);
     if (c.is_inter()) return intercomm_barrier(c, request);
+    if (!nonblocking && node_collectives::barrier(c)) return;
     launch(c, tasks::barrier(Call(c)), request);
   });
 }
@@ -46,6 +48,7 @@ int bcast_common(const char* function, void* buffer, int count, MPI_Datatype dat
     if (c.is_inter()) return intercomm_bcast(buffer, count, datatype, root, c, request);
     Buffer b = checked_buffer(buffer, count, datatype);
     check_root(c, root);
+    if (!nonblocking && node_collectives::bcast(buffer, std::size_t(count), *b.type, root, c)) return;
     launch(c, tasks::bcast(Call(c), buffer, std::size_t(count), *b.type, root), request);
   });
 }
@@ -60,6 +63,7 @@ int reduce_common(const char* function, const void* sendbuf, void* recvbuf, int 
     Buffer b = checked_buffer(sendbuf, count, datatype);
     check_root(c, root);
     const void* input = sendbuf == MPI_IN_PLACE && c.rank() == root ? recvbuf : sendbuf;
+    if (!nonblocking && node_collectives::reduce(input, recvbuf, std::size_t(count), *b.type, op_of(op), root, c)) return;
     launch(c, tasks::reduce(Call(c), input, recvbuf, std::size_t(count), *b.type, op_of(op), root), request);
   });
 }
@@ -78,6 +82,9 @@ int allreduce_common(const char* function, decltype(&tasks::allreduce) reduction
       return intercomm_allreduce(sendbuf, recvbuf, count, *b.type, op_of(op), c, request);
     }
     const void* input = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
+    if (!nonblocking && reduction == &tasks::allreduce &&
+        node_collectives::allreduce(input, recvbuf, std::size_t(count), *b.type, op_of(op), c))
+      return;
     launch(c, reduction(Call(c), input, recvbuf, std::size_t(count), *b.type, op_of(op)), request);
   });
 }
@@ -215,12 +222,16 @@ int gather_common(const char* function, const void* sendbuf, int sendcount, MPI_
     auto layout = std::make_shared<const RankLayout>(is_root ? layout_of(c.size(), per_rank, recvcount)
                                                              : RankLayout(c.size(), recvcount));
     Blocks recv{recvbuf, layout->counts, layout->displs, rtype};
+    const bool uniform = !nonblocking && per_rank == nullptr;  // the v variant's sizes are the root's to know
     if (sendbuf == MPI_IN_PLACE && is_root) {
       const std::byte* own = static_cast<const std::byte*>(recvbuf) + layout->displs[std::size_t(root)] * rtype->extent();
+      if (uniform && node_collectives::gather(own, std::size_t(layout->counts[std::size_t(root)]), *rtype, recv, root, c))
+        return;
       return launch(c, tasks::gatherv(Call(c), own, std::size_t(layout->counts[std::size_t(root)]), *rtype, recv, root),
                     request, layout);
     }
     Buffer s = checked_buffer(sendbuf, sendcount, sendtype);
+    if (uniform && node_collectives::gather(sendbuf, std::size_t(sendcount), *s.type, recv, root, c)) return;
     launch(c, tasks::gatherv(Call(c), sendbuf, std::size_t(sendcount), *s.type, recv, root), request, layout);
   });
 }
@@ -241,14 +252,18 @@ int scatter_common(const char* function, const void* sendbuf, const PerRank* per
     auto layout = std::make_shared<const RankLayout>(is_root ? layout_of(c.size(), per_rank, sendcount)
                                                              : RankLayout(c.size(), sendcount));
     Blocks send{sendbuf, layout->counts, layout->displs, stype};
+    const bool uniform = !nonblocking && per_rank == nullptr;  // the v variant's sizes are the root's to know
     if (recvbuf == MPI_IN_PLACE && is_root) {
       // The root's own block stays where it is: scatter it onto itself.
       auto* own = const_cast<std::byte*>(static_cast<const std::byte*>(sendbuf)) +
                   layout->displs[std::size_t(root)] * stype->extent();
+      if (uniform && node_collectives::scatter(send, own, std::size_t(layout->counts[std::size_t(root)]), *stype, root, c))
+        return;
       return launch(c, tasks::scatterv(Call(c), send, own, std::size_t(layout->counts[std::size_t(root)]), *stype, root),
                     request, layout);
     }
     Buffer r = checked_buffer(recvbuf, recvcount, recvtype);
+    if (uniform && node_collectives::scatter(send, recvbuf, std::size_t(recvcount), *r.type, root, c)) return;
     launch(c, tasks::scatterv(Call(c), send, recvbuf, std::size_t(recvcount), *r.type, root), request, layout);
   });
 }
@@ -268,10 +283,13 @@ int allgather_common(const char* function, const void* sendbuf, int sendcount, M
     if (sendbuf == MPI_IN_PLACE) {
       const std::byte* own =
           static_cast<const std::byte*>(recvbuf) + layout->displs[std::size_t(c.rank())] * rtype.extent();
+      const std::size_t own_count = std::size_t(layout->counts[std::size_t(c.rank())]);
+      if (!nonblocking && node_collectives::allgatherv(own, own_count, rtype, recv, c)) return;
       return launch(c, tasks::allgatherv(Call(c), own, std::size_t(layout->counts[std::size_t(c.rank())]), rtype, recv),
                     request, layout);
     }
     Buffer s = checked_buffer(sendbuf, sendcount, sendtype);
+    if (!nonblocking && node_collectives::allgatherv(sendbuf, std::size_t(sendcount), *s.type, recv, c)) return;
     launch(c, tasks::allgatherv(Call(c), sendbuf, std::size_t(sendcount), *s.type, recv), request, layout);
   });
 }

@@ -80,6 +80,15 @@ struct Blocks {
   const Datatype* type;
   std::span<const Datatype* const> types = {};  // one per rank, or none
 };
+// Block `rank` of a Blocks: its type, where it is, how many elements and bytes.
+const Datatype& block_type(const Blocks& blocks, int rank);
+const std::byte* block_address(const Blocks& blocks, int rank);
+inline std::byte* writable_block(const Blocks& blocks, int rank) {
+  return const_cast<std::byte*>(block_address(blocks, rank));
+}
+inline std::size_t block_count(const Blocks& blocks, int rank) { return std::size_t(blocks.counts[std::size_t(rank)]); }
+std::size_t block_bytes(const Blocks& blocks, int rank);
+
 // Gather(v): every rank's `send` lands in root's recv block for that rank.
 void gatherv(const void* send, std::size_t send_count, const Datatype& send_type, const Blocks& recv, int root,
              const Communicator& comm);

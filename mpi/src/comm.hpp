@@ -16,6 +16,7 @@
 namespace viastack::mpi {
 
 struct Topology;  // topology.hpp
+class NodeCollectives;  // node_collectives.hpp
 
 class Group {
  public:
@@ -62,6 +63,9 @@ class Communicator {
   const std::shared_ptr<const Topology>& topology() const { return topology_; }
   void set_topology(std::shared_ptr<const Topology> topology) { topology_ = std::move(topology); }
 
+  // The state of its collectives through shared memory (node_collectives.hpp), made at first use.
+  std::shared_ptr<NodeCollectives>& node_collectives() const { return node_collectives_; }
+
   // Numbers this communicator's collective calls, which every member makes in the same order
   // (collective_task.hpp). The collective algorithms are for intracommunicators: on an
   // intercommunicator this throws MPI_ERR_UNSUPPORTED_OPERATION; the intercommunicator's own
@@ -102,6 +106,7 @@ class Communicator {
   std::shared_ptr<const Topology> topology_;
   Hints hints_;
   mutable std::uint32_t collective_calls_ = 0;
+  mutable std::shared_ptr<NodeCollectives> node_collectives_;
 };
 
 // The C++ object behind a handle; throws MPI_ERR_COMM for null, freed or foreign handles.

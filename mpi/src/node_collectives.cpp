@@ -1,0 +1,458 @@
+#include "node_collectives.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <via/bootstrap.hpp>
+#include <via/config.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "collectives.hpp"
+#include "comm.hpp"
+#include "datatype.hpp"
+#include "errors.hpp"
+#include "ops.hpp"
+#include "runtime.hpp"
+#include "window_memory.hpp"
+
+namespace viastack::mpi {
+
+using node_collectives::kMaxRanks;
+using node_collectives::kSlotBytes;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr std::size_t kLineBytes = 128;
+
+// Calls in flight per slot: a root may run this many calls ahead of its
+// slowest reader (bcast, scatter, reduce's leaves back to back) before it
+// waits, as point-to-point eager messages let it run ahead by their credits;
+// with ranks sharing a core, each such wait costs a context switch (at 8,
+// a bcast of 4 B on 4 ranks on 2 cores took 50 us a call against 1-3 us of
+// point-to-point's; at 64, 2-3 us). A member's slot is then 512 KiB, of which
+// only the pages calls touch are backed by memory (one per buffer for small calls).
+constexpr std::uint64_t kBuffers = 64;
+
+// One member's part of the segment, written by that member only (but for the
+// buffers a scatter's root fills for it).
+struct alignas(kLineBytes) MemberControl {
+  std::atomic<std::uint64_t> posted;     // the last call whose data this member has put in place
+  std::atomic<std::uint64_t> done;       // the last call this member has finished reading for
+  std::atomic<std::uint32_t> may_sleep;  // waiting long: whoever raises a flag must wake it
+  std::int32_t pid;
+  std::uint64_t start_time;     // with pid: this process, not a later one of the same pid
+  std::uint64_t pid_namespace;  // pids mean something only within one namespace
+  std::uint64_t bytes[kBuffers];  // how many bytes (per block) the data in each buffer has
+};
+struct Member {
+  MemberControl control;
+  std::byte buffers[kBuffers][kSlotBytes];  // calls use them in turn
+};
+static_assert(sizeof(Member) % kLineBytes == 0);
+static_assert(std::atomic<std::uint64_t>::is_always_lock_free);
+
+// The message that wakes a member asleep in a wait, in the communicator's
+// collective context with a tag the point-to-point algorithms' step tags
+// (collective_task.hpp's Call::tag) leave alone.
+constexpr int kWakeTag = 0x7ffc0000;
+
+// How often a long wait checks that every member's process still lives.
+constexpr auto kLivenessInterval = std::chrono::milliseconds(100);
+
+// A process's start time (clock ticks after boot, field 22 of /proc/<pid>/stat),
+// 0 when it does not exist or has ended (a zombie).
+std::uint64_t start_time_of(int pid) {
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/%d/stat", pid);
+  const int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  char text[1024];
+  const ssize_t n = read(fd, text, sizeof text - 1);
+  close(fd);
+  if (n <= 0) return 0;
+  text[n] = '\0';
+  const char* after_name = std::strrchr(text, ')');  // the name may hold spaces and parentheses
+  if (!after_name || after_name[1] != ' ') return 0;
+  const char state = after_name[2];
+  if (state == 'Z' || state == 'X') return 0;
+  int field = 3;  // the state's
+  for (const char* p = after_name + 2; *p; ++p)
+    if (*p == ' ' && ++field == 22) return std::strtoull(p + 1, nullptr, 10);
+  return 0;
+}
+
+std::uint64_t own_pid_namespace() {
+  struct stat st {};
+  return stat("/proc/self/ns/pid", &st) == 0 ? std::uint64_t(st.st_ino) : 0;
+}
+
+// All members on one node, over a provider that reaches them through shared memory.
+bool qualifies(const Communicator& comm) {
+  if (comm.is_inter() || comm.size() < 2 || comm.size() > kMaxRanks) return false;
+  if (via::config::text("VIASTACK_PROVIDER") == "tcp") return false;
+  std::string error;
+  const auto job = via::job_bootstrap(error);
+  if (!job) return false;
+  const int node = job->node_of(comm.world_rank(0));
+  for (int r = 1; r < comm.size(); ++r)
+    if (job->node_of(comm.world_rank(r)) != node) return false;
+  return true;
+}
+
+// count elements of type at buf into a slot, and back.
+void to_slot(const void* buf, std::size_t count, const Datatype& type, std::byte* slot) {
+  if (type.contiguous())
+    std::memcpy(slot, buf, count * type.size());
+  else
+    type.pack(buf, count, slot);
+}
+void from_slot(const std::byte* slot, std::size_t bytes, const Datatype& type, void* buf) {
+  if (type.contiguous())
+    std::memcpy(buf, slot, bytes);
+  else
+    type.unpack(slot, bytes, buf);
+}
+
+}  // namespace
+
+class NodeCollectives {
+ public:
+  explicit NodeCollectives(const Communicator& comm) : comm_(comm), me_(comm.rank()), n_(comm.size()) {
+    if (!qualifies(comm)) return;
+    try {
+      memory_ = WindowMemory::shared_segment(sizeof(Member), comm);
+    } catch (const Error&) {
+      return;  // every member failed alike (the segment's making ends in an agreement): point-to-point it is
+    }
+    for (int r = 0; r < n_; ++r) members_.push_back(reinterpret_cast<Member*>(memory_->base(r)));
+    MemberControl& mine = control(me_);
+    mine.pid = int(getpid());
+    mine.start_time = start_time_of(mine.pid);
+    mine.pid_namespace = own_pid_namespace();
+    const std::int64_t yield_us = via::config::integer("VIASTACK_YIELD_US");
+    // The point-to-point wait sleeps once it has spun and then yielded for
+    // VIASTACK_YIELD_US: a waiter says it may sleep well before that.
+    may_sleep_after_ = std::chrono::microseconds(yield_us / 2);
+  }
+
+  // The communicator's, made at its first call that qualifies; null when it is not for shared memory.
+  static NodeCollectives* of(const Communicator& comm) {
+    std::shared_ptr<NodeCollectives>& state = comm.node_collectives();
+    if (!state) state = std::make_shared<NodeCollectives>(comm);
+    return state->members_.empty() ? nullptr : state.get();
+  }
+
+  int rank() const { return me_; }
+  int size() const { return n_; }
+
+  // A new call: its number, the same on every member.
+  std::uint64_t begin() { return ++calls_; }
+  // Member `rank`'s buffer for `call`.
+  std::byte* buffer(int rank, std::uint64_t call) const { return members_[std::size_t(rank)]->buffers[call % kBuffers]; }
+  // How many bytes (per block) member `rank` posted for `call`.
+  std::uint64_t posted_bytes(int rank, std::uint64_t call) const { return control(rank).bytes[call % kBuffers]; }
+
+  // Before this member writes a buffer of `call` (its own, or a scatter's
+  // into others'): every member is done with the call that used it last.
+  void wait_buffers_free(std::uint64_t call) {
+    if (call <= kBuffers) return;
+    wait_until([&] {
+      for (int r = 0; r < n_; ++r)
+        if (control(r).done.load(std::memory_order_acquire) < call - kBuffers) return false;
+      return true;
+    });
+  }
+  // This member's data for `call` (bytes of it per block) is in place; with
+  // `finished`, it has nothing to read in this call either.
+  void post(std::uint64_t call, std::uint64_t bytes, bool finished) {
+    MemberControl& mine = control(me_);
+    mine.bytes[call % kBuffers] = bytes;
+    if (finished) mine.done.store(call, std::memory_order_relaxed);
+    mine.posted.store(call, std::memory_order_release);
+    wake_sleepers();
+  }
+  void finish(std::uint64_t call) {
+    control(me_).done.store(call, std::memory_order_release);
+    wake_sleepers();
+  }
+  void wait_posted(int rank, std::uint64_t call) {
+    wait_until([&] { return control(rank).posted.load(std::memory_order_acquire) >= call; });
+  }
+  void wait_all_posted(std::uint64_t call) {
+    wait_until([&] {
+      for (int r = 0; r < n_; ++r)
+        if (r != me_ && control(r).posted.load(std::memory_order_acquire) < call) return false;
+      return true;
+    });
+  }
+
+ private:
+  MemberControl& control(int rank) const { return members_[std::size_t(rank)]->control; }
+
+  template <class Ready>
+  void wait_until(Ready&& ready) {
+    if (ready()) return;
+    P2P& p2p = runtime().p2p();
+    const Clock::time_point start = Clock::now();
+    Clock::time_point next_liveness_check{};
+    bool may_sleep = false;
+    p2p.wait_until([&] {
+      if (ready()) return true;
+      const Clock::time_point now = Clock::now();
+      if (!may_sleep) {
+        if (now - start < may_sleep_after_) return false;
+        // Said before the flag is read again: whoever raises it after this read sees it and wakes us.
+        control(me_).may_sleep.store(1, std::memory_order_relaxed);
+        std::atomic_thread_fence(std::memory_order_seq_cst);
+        may_sleep = true;
+        next_liveness_check = now + kLivenessInterval;
+        return ready();
+      }
+      if (now >= next_liveness_check) {
+        check_members_alive();
+        next_liveness_check = now + kLivenessInterval;
+      }
+      return false;
+    });
+    if (!may_sleep) return;
+    control(me_).may_sleep.store(0, std::memory_order_relaxed);
+    // The wake-ups sent meanwhile (or about to arrive, from a member that saw
+    // the word just before it was cleared: the next long wait takes those).
+    while (p2p.improbe(MPI_ANY_SOURCE, kWakeTag, comm_.collective_context())) {
+    }
+  }
+
+  // After a flag is raised: a member that may be asleep gets a message, whose arrival wakes it.
+  void wake_sleepers() {
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    for (int r = 0; r < n_; ++r)
+      if (r != me_ && control(r).may_sleep.load(std::memory_order_relaxed))
+        runtime().p2p().try_send_eager(nullptr, 0, datatype_of(MPI_BYTE), r, kWakeTag, comm_,
+                                       comm_.collective_context());
+  }
+
+  void check_members_alive() const {
+    const std::uint64_t pid_namespace = control(me_).pid_namespace;
+    for (int r = 0; r < n_; ++r) {
+      const MemberControl& c = control(r);
+      if (r == me_ || c.pid == 0 || c.start_time == 0 || c.pid_namespace != pid_namespace) continue;
+      if (start_time_of(c.pid) == c.start_time) continue;
+      abort_job("shared-memory collective", "rank " + std::to_string(comm_.world_rank(r)) + " (pid " +
+                                                std::to_string(c.pid) + ") ended while this rank waited for it");
+    }
+  }
+
+  const Communicator& comm_;
+  int me_, n_;
+  std::unique_ptr<WindowMemory> memory_;
+  std::vector<Member*> members_;  // empty: not for shared memory
+  std::uint64_t calls_ = 0;
+  Clock::duration may_sleep_after_{};
+};
+
+namespace node_collectives {
+
+bool barrier(const Communicator& comm) {
+  NodeCollectives* node = NodeCollectives::of(comm);
+  if (!node) return false;
+  const std::uint64_t call = node->begin();
+  node->post(call, 0, true);
+  node->wait_all_posted(call);
+  return true;
+}
+
+bool bcast(void* buf, std::size_t count, const Datatype& type, int root, const Communicator& comm) {
+  const std::size_t bytes = count * type.size();
+  if (bytes > kSlotBytes) return false;
+  NodeCollectives* node = NodeCollectives::of(comm);
+  if (!node) return false;
+  if (bytes == 0) return true;
+  const std::uint64_t call = node->begin();
+  if (node->rank() == root) {
+    node->wait_buffers_free(call);
+    to_slot(buf, count, type, node->buffer(root, call));
+    node->post(call, bytes, true);
+    return true;
+  }
+  node->wait_posted(root, call);
+  const std::uint64_t sent = node->posted_bytes(root, call);
+  from_slot(node->buffer(root, call), std::min<std::uint64_t>(sent, bytes), type, buf);
+  node->finish(call);
+  require(sent <= bytes, MPI_ERR_TRUNCATE, "the root broadcast more data than this rank's buffer holds");
+  return true;
+}
+
+namespace {
+
+// recv = x(0) op x(1) op ... op x(n-1), folded from the last so that any op
+// keeps rank order and every member that folds gets the same bits.
+template <class Contribution>
+void fold_in_rank_order(int n, Contribution&& contribution, void* recv, std::size_t count, const Datatype& type,
+                        const Op& op) {
+  std::memmove(recv, contribution(n - 1), count * type.size());
+  for (int r = n - 2; r >= 0; --r) op.apply(contribution(r), recv, count, type);
+}
+
+// The op works on the slots in place, so the type must be contiguous. A
+// non-commutative op stays with the point-to-point algorithms, whose
+// bracketing MPI_Ireduce and MPI_Iallreduce share: the blocking and the
+// non-blocking call then agree bit for bit even for an op that is not quite
+// associative (as floating-point arithmetic is not).
+bool reduces_here(std::size_t bytes, const Datatype& type, const Op& op) {
+  return bytes <= kSlotBytes && type.contiguous() && op.commutative();
+}
+
+}  // namespace
+
+bool reduce(const void* send, void* recv, std::size_t count, const Datatype& type, const Op& op, int root,
+            const Communicator& comm) {
+  const std::size_t bytes = count * type.size();
+  if (!reduces_here(bytes, type, op)) return false;
+  NodeCollectives* node = NodeCollectives::of(comm);
+  if (!node) return false;
+  op.check_applies_to(type);
+  if (bytes == 0) return true;
+  const std::uint64_t call = node->begin();
+  const int me = node->rank();
+  // The root's own data goes into its slot too when it is the result's buffer (in place).
+  const bool in_place = send == recv;
+  if (me != root || in_place) {
+    node->wait_buffers_free(call);
+    std::memcpy(node->buffer(me, call), send, bytes);
+  }
+  if (me != root) {
+    node->post(call, bytes, true);
+    return true;
+  }
+  node->wait_all_posted(call);
+  fold_in_rank_order(
+      node->size(), [&](int r) -> const void* { return r == me && !in_place ? send : node->buffer(r, call); }, recv,
+      count, type, op);
+  node->finish(call);
+  return true;
+}
+
+bool allreduce(const void* send, void* recv, std::size_t count, const Datatype& type, const Op& op,
+               const Communicator& comm) {
+  const std::size_t bytes = count * type.size();
+  if (!reduces_here(bytes, type, op)) return false;
+  NodeCollectives* node = NodeCollectives::of(comm);
+  if (!node) return false;
+  op.check_applies_to(type);
+  if (bytes == 0) return true;
+  const std::uint64_t call = node->begin();
+  node->wait_buffers_free(call);
+  std::memcpy(node->buffer(node->rank(), call), send, bytes);
+  node->post(call, bytes, false);
+  node->wait_all_posted(call);
+  fold_in_rank_order(node->size(), [&](int r) -> const void* { return node->buffer(r, call); }, recv, count, type, op);
+  node->finish(call);
+  return true;
+}
+
+bool gather(const void* send, std::size_t send_count, const Datatype& send_type, const Blocks& recv, int root,
+            const Communicator& comm) {
+  const std::size_t bytes = send_count * send_type.size();
+  if (bytes > kSlotBytes) return false;
+  NodeCollectives* node = NodeCollectives::of(comm);
+  if (!node) return false;
+  if (bytes == 0) return true;
+  const std::uint64_t call = node->begin();
+  const int me = node->rank();
+  if (me != root) {
+    node->wait_buffers_free(call);
+    to_slot(send, send_count, send_type, node->buffer(me, call));
+    node->post(call, bytes, true);
+    return true;
+  }
+  copy_typed(send, send_count, send_type, writable_block(recv, me), block_count(recv, me), block_type(recv, me));
+  node->wait_all_posted(call);
+  bool truncated = false;
+  for (int r = 0; r < node->size(); ++r) {
+    if (r == me) continue;
+    const std::uint64_t sent = node->posted_bytes(r, call);
+    truncated |= sent > block_bytes(recv, r);
+    from_slot(node->buffer(r, call), std::min<std::uint64_t>(sent, block_bytes(recv, r)), block_type(recv, r),
+              writable_block(recv, r));
+  }
+  node->finish(call);
+  require(!truncated, MPI_ERR_TRUNCATE, "a rank sent more data than the root's block for it holds");
+  return true;
+}
+
+bool scatter(const Blocks& send, void* recv, std::size_t recv_count, const Datatype& recv_type, int root,
+             const Communicator& comm) {
+  const std::size_t bytes = recv_count * recv_type.size();
+  if (bytes > kSlotBytes) return false;
+  NodeCollectives* node = NodeCollectives::of(comm);
+  if (!node) return false;
+  if (bytes == 0) return true;
+  const std::uint64_t call = node->begin();
+  const int me = node->rank();
+  if (me == root) {
+    // Each block straight into its member's own buffer of this call.
+    node->wait_buffers_free(call);
+    for (int r = 0; r < node->size(); ++r)
+      if (r != me) to_slot(block_address(send, r), block_count(send, r), block_type(send, r), node->buffer(r, call));
+    node->post(call, block_bytes(send, me), true);
+    copy_typed(block_address(send, me), block_count(send, me), block_type(send, me), recv, recv_count, recv_type);
+    return true;
+  }
+  node->wait_posted(root, call);
+  const std::uint64_t sent = node->posted_bytes(root, call);
+  from_slot(node->buffer(me, call), std::min<std::uint64_t>(sent, bytes), recv_type, recv);
+  node->finish(call);
+  require(sent <= bytes, MPI_ERR_TRUNCATE, "the root sent more data than this rank's buffer holds");
+  return true;
+}
+
+bool allgatherv(const void* send, std::size_t send_count, const Datatype& send_type, const Blocks& recv,
+                const Communicator& comm) {
+  const int n = comm.size(), me = comm.rank();
+  std::size_t largest = 0, total = 0;  // the same on every member: all know every block's size
+  for (int r = 0; r < n; ++r) {
+    largest = std::max(largest, block_bytes(recv, r));
+    total += block_bytes(recv, r);
+  }
+  if (largest > kSlotBytes) return false;
+  NodeCollectives* node = NodeCollectives::of(comm);
+  if (!node) return false;
+  if (total == 0) return true;
+  const std::uint64_t call = node->begin();
+  const std::size_t bytes = send_count * send_type.size();
+  node->wait_buffers_free(call);
+  // More than its block (an erroneous call) does not fit the slot: the others
+  // see the size alone and fail with MPI_ERR_TRUNCATE, after the call, as this rank does.
+  if (bytes <= kSlotBytes) to_slot(send, send_count, send_type, node->buffer(me, call));
+  node->post(call, bytes, false);
+  copy_typed(send, send_count, send_type, writable_block(recv, me), block_count(recv, me), block_type(recv, me));
+  node->wait_all_posted(call);
+  bool truncated = false;
+  for (int r = 0; r < n; ++r) {
+    if (r == me) continue;
+    const std::uint64_t sent = node->posted_bytes(r, call);
+    truncated |= sent > block_bytes(recv, r);
+    from_slot(node->buffer(r, call), std::min<std::uint64_t>(sent, block_bytes(recv, r)), block_type(recv, r),
+              writable_block(recv, r));
+  }
+  node->finish(call);
+  require(!truncated && bytes <= block_bytes(recv, me), MPI_ERR_TRUNCATE,
+          "a rank sent more data than its block holds");
+  return true;
+}
+
+}  // namespace node_collectives
+
+}  // namespace viastack::mpi

@@ -1,0 +1,79 @@
+// Blocking collectives among the ranks of one node through shared memory, as
+// Open MPI's coll/sm and MPICH's shared-memory collectives do: no message,
+// no matching, no copy through a ring; each rank copies its contribution into
+// its slot of a segment every member maps, raises a flag, and reads the
+// others' slots once their flags say the data is there.
+//
+// Used only where it pays and where every member decides alike from what all
+// of them know: an intracommunicator of 2 to kMaxRanks ranks, all on one node,
+// over the shm or mixed provider (tcp is kept for what it is tested for), and
+// at most kSlotBytes of data per rank (the switch point; larger calls keep the
+// point-to-point algorithms of collectives.hpp). Reductions need a contiguous
+// datatype (the op works on the slots in place) and a commutative op (a
+// non-commutative one keeps the bracketing of the point-to-point algorithms,
+// which the non-blocking calls share); the other calls pack and unpack any
+// datatype. The non-blocking collectives keep the point-to-point path.
+//
+// The segment is made at the communicator's first call that qualifies (a
+// collective call itself: WindowMemory::shared_segment, whose name is gone
+// from /dev/shm as soon as every member mapped it), and unmapped when the
+// communicator is freed. If it cannot be made, every member learns so and the
+// communicator keeps the point-to-point algorithms.
+//
+// Flags are call numbers that only grow (each member counts its calls on the
+// communicator alike), so a flag of an earlier call is never mistaken for a
+// later one. Each slot has 64 buffers, used by calls in turn; a member
+// writes a buffer again only once every member has finished the call that
+// last used it (its `done` number), so a root that runs ahead of its readers
+// (bcast, reduce's leaves) waits there instead of overwriting what they read.
+//
+// Waits go through the point-to-point wait (P2P::wait_until), so they follow
+// the same policy as every other wait (spin for VIASTACK_SPIN_US, none on an
+// oversubscribed node; yield; then sleep in the kernel) and keep the
+// point-to-point traffic and the non-blocking collectives moving. A waiter
+// that may be asleep says so in its slot; whoever raises a flag then sends it
+// an empty message, whose arrival wakes it. A waiter that has waited long
+// checks that every member's process still lives, and ends the job if one
+// ended (as the point-to-point path does when a peer's connection fails).
+#pragma once
+
+#include <cstddef>
+
+namespace viastack::mpi {
+
+class Communicator;
+class Datatype;
+class Op;
+struct Blocks;
+
+namespace node_collectives {
+
+inline constexpr int kMaxRanks = 16;
+inline constexpr std::size_t kSlotBytes = 8192;
+
+// Each returns false, having done nothing, when the call is not for shared
+// memory (above); the caller then runs the point-to-point algorithm. The
+// arguments are as for the functions of collectives.hpp, MPI_IN_PLACE
+// resolved into send == recv (or into the root's own block).
+bool barrier(const Communicator& comm);
+bool bcast(void* buf, std::size_t count, const Datatype& type, int root, const Communicator& comm);
+bool reduce(const void* send, void* recv, std::size_t count, const Datatype& type, const Op& op, int root,
+            const Communicator& comm);
+bool allreduce(const void* send, void* recv, std::size_t count, const Datatype& type, const Op& op,
+               const Communicator& comm);
+// MPI_Gather and MPI_Scatter: every rank's block the same size (not the v variants,
+// whose sizes a rank other than the root does not know, so it could not decide alike).
+bool gather(const void* send, std::size_t send_count, const Datatype& send_type, const Blocks& recv, int root,
+            const Communicator& comm);
+bool scatter(const Blocks& send, void* recv, std::size_t recv_count, const Datatype& recv_type, int root,
+             const Communicator& comm);
+// MPI_Allgather(v): every rank knows every block's size.
+bool allgatherv(const void* send, std::size_t send_count, const Datatype& send_type, const Blocks& recv,
+                const Communicator& comm);
+
+}  // namespace node_collectives
+
+// A communicator's segment and call count (node_collectives.cpp), made on first use.
+class NodeCollectives;
+
+}  // namespace viastack::mpi

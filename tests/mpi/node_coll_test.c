@@ -1,0 +1,574 @@
+/* The collectives among the ranks of one node (mpi/src/node_collectives.hpp)
+ * against naive references computed locally, every answer checked:
+ *
+ *   - which communicators get a shared segment (counted in /proc/self/maps):
+ *     one of 2 to 16 ranks all on one node, over shm or mixed; none over tcp,
+ *     none on one spanning two nodes; it goes with MPI_Comm_free;
+ *   - MPI_Reduce and MPI_Allreduce for every predefined op on every type it
+ *     applies to, MAXLOC/MINLOC on pairs, user ops (one not commutative), a
+ *     non-contiguous type; below, at and above the switch point; in place and not;
+ *   - bcast, gather, scatter, allgather and allgatherv of contiguous and
+ *     non-contiguous types at sizes below, at and above the switch point;
+ *   - thousands of calls back to back with rotating roots and stragglers
+ *     (a flag or buffer reused too early shows as a wrong answer);
+ *   - sub-communicators (split by parity, and a duplicate) used in turn with
+ *     MPI_COMM_WORLD.
+ *
+ *   node_coll_test             all of it on MPI_COMM_WORLD
+ *   node_coll_test spans_nodes ranks on two nodes (NODE_TEST_HOST names each
+ *                              rank's): the world falls back to point-to-point,
+ *                              each node's MPI_COMM_TYPE_SHARED part does not
+ */
+#include <limits.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "check.h"
+
+enum { kSlotBytes = 8192, kMaxSmRanks = 16 };
+
+static int world_rank, world_size;
+
+/* ------------------------------------------------------------ segments */
+
+/* Shared segments of collectives (and windows) this process has mapped. */
+static int segments_mapped(void) {
+  FILE* f = fopen("/proc/self/maps", "r");
+  if (!f) return -1;
+  char line[1024];
+  int count = 0;
+  while (fgets(line, sizeof line, f))
+    if (strstr(line, ".mpiwin.")) ++count;
+  fclose(f);
+  return count;
+}
+
+/* Whether comm's collectives should go through shared memory. */
+static int expect_shared_memory(MPI_Comm comm) {
+  int size;
+  MPI_Comm_size(comm, &size);
+  const char* provider = getenv("VIASTACK_PROVIDER");
+  if (size < 2 || size > kMaxSmRanks || (provider && strcmp(provider, "tcp") == 0)) return 0;
+  MPI_Comm shared;
+  MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &shared);
+  int shared_size;
+  MPI_Comm_size(shared, &shared_size);
+  MPI_Comm_free(&shared);
+  return shared_size == size;
+}
+
+/* A duplicate of comm maps a segment at its first small collective exactly
+ * when it should, and unmaps it when freed. */
+static void check_segment(MPI_Comm comm) {
+  const int expected = expect_shared_memory(comm);
+  const int before = segments_mapped();
+  MPI_Comm dup;
+  MPI_Comm_dup(comm, &dup);
+  CHECK(segments_mapped() == before);
+  int value = world_rank, rank;
+  MPI_Comm_rank(dup, &rank);
+  MPI_Bcast(&value, 1, MPI_INT, 0, dup);
+  int root_world;
+  if (rank == 0) root_world = world_rank;
+  MPI_Bcast(&root_world, 1, MPI_INT, 0, dup);
+  CHECK(value == root_world);
+  CHECK(segments_mapped() == before + expected);
+  MPI_Comm_free(&dup);
+  CHECK(segments_mapped() == before);
+}
+
+/* ------------------------------------------------------------ typed values */
+
+#define INTEGER_TYPES(X)                                                                         \
+  X(signed char, MPI_SIGNED_CHAR) X(unsigned char, MPI_UNSIGNED_CHAR) X(short, MPI_SHORT)         \
+  X(unsigned short, MPI_UNSIGNED_SHORT) X(int, MPI_INT) X(unsigned, MPI_UNSIGNED) X(long, MPI_LONG) \
+  X(unsigned long, MPI_UNSIGNED_LONG) X(long long, MPI_LONG_LONG) X(int8_t, MPI_INT8_T)            \
+  X(uint16_t, MPI_UINT16_T) X(int32_t, MPI_INT32_T) X(uint64_t, MPI_UINT64_T)
+#define FLOATING_TYPES(X) X(float, MPI_FLOAT) X(double, MPI_DOUBLE) X(long double, MPI_LONG_DOUBLE)
+
+enum Family { INTEGER, FLOATING, LOGICAL, BYTE };
+struct TypeCase {
+  const char* name;
+  MPI_Datatype type;
+  size_t size;
+  enum Family family;
+  int index; /* for put/get */
+};
+
+#define TYPE_CASE(ctype, mpi) {#mpi, mpi, sizeof(ctype), INTEGER, __COUNTER__},
+#define FLOAT_CASE(ctype, mpi) {#mpi, mpi, sizeof(ctype), FLOATING, __COUNTER__},
+static const struct TypeCase type_cases[] = {INTEGER_TYPES(TYPE_CASE) FLOATING_TYPES(FLOAT_CASE)
+                                             {"MPI_C_BOOL", MPI_C_BOOL, sizeof(_Bool), LOGICAL, __COUNTER__},
+                                             {"MPI_BYTE", MPI_BYTE, 1, BYTE, __COUNTER__}};
+enum { kTypeCases = sizeof type_cases / sizeof type_cases[0] };
+
+/* Element i of a buffer of type case t, as or from a (small, exact) integer. */
+static void put(const struct TypeCase* t, void* buf, size_t i, long long v) {
+  int k = 0;
+#define PUT(ctype, mpi) \
+  if (t->index == k++) { ((ctype*)buf)[i] = (ctype)v; return; }
+  INTEGER_TYPES(PUT) FLOATING_TYPES(PUT) PUT(_Bool, MPI_C_BOOL) PUT(unsigned char, MPI_BYTE)
+#undef PUT
+}
+static long long get(const struct TypeCase* t, const void* buf, size_t i) {
+  int k = 0;
+#define GET(ctype, mpi) \
+  if (t->index == k++) return (long long)((const ctype*)buf)[i];
+  INTEGER_TYPES(GET) FLOATING_TYPES(GET) GET(_Bool, MPI_C_BOOL) GET(unsigned char, MPI_BYTE)
+#undef GET
+  return LLONG_MIN;
+}
+
+struct OpCase {
+  const char* name;
+  MPI_Op op;
+  int families; /* bit per Family it applies to */
+};
+#define F(x) (1 << (x))
+static const struct OpCase op_cases[] = {
+    {"MPI_SUM", MPI_SUM, F(INTEGER) | F(FLOATING)},  {"MPI_PROD", MPI_PROD, F(INTEGER) | F(FLOATING)},
+    {"MPI_MAX", MPI_MAX, F(INTEGER) | F(FLOATING)},  {"MPI_MIN", MPI_MIN, F(INTEGER) | F(FLOATING)},
+    {"MPI_LAND", MPI_LAND, F(INTEGER) | F(LOGICAL)}, {"MPI_LOR", MPI_LOR, F(INTEGER) | F(LOGICAL)},
+    {"MPI_LXOR", MPI_LXOR, F(INTEGER) | F(LOGICAL)}, {"MPI_BAND", MPI_BAND, F(INTEGER) | F(BYTE)},
+    {"MPI_BOR", MPI_BOR, F(INTEGER) | F(BYTE)},      {"MPI_BXOR", MPI_BXOR, F(INTEGER) | F(BYTE)},
+};
+enum { kOpCases = sizeof op_cases / sizeof op_cases[0] };
+
+/* Rank r's element i for op o: small enough that no type overflows (a product
+ * of at most six 2s, sums of at most 8 3s, bit patterns below 128). */
+static long long contribution(int o, int r, size_t i) {
+  const MPI_Op op = op_cases[o].op;
+  const long long k = (long long)(i % 1000);
+  if (op == MPI_SUM) return (r + k) % 4;
+  if (op == MPI_PROD) return r < 6 && (r + k) % 2 ? 2 : 1;
+  if (op == MPI_MAX || op == MPI_MIN) return (r * 5 + k * 3) % 11;
+  if (op == MPI_LAND || op == MPI_LOR || op == MPI_LXOR) return (r + k) % 3 ? 1 : 0;
+  return (r * 37 + k * 11 + 5) & 0x7f;
+}
+static long long combine(int o, long long a, long long b) {
+  const MPI_Op op = op_cases[o].op;
+  if (op == MPI_SUM) return a + b;
+  if (op == MPI_PROD) return a * b;
+  if (op == MPI_MAX) return a > b ? a : b;
+  if (op == MPI_MIN) return a < b ? a : b;
+  if (op == MPI_LAND) return a && b;
+  if (op == MPI_LOR) return a || b;
+  if (op == MPI_LXOR) return !a != !b;
+  if (op == MPI_BAND) return a & b;
+  if (op == MPI_BOR) return a | b;
+  return a ^ b;
+}
+static long long reference(int o, int n, size_t i) {
+  long long acc = contribution(o, 0, i);
+  for (int r = 1; r < n; ++r) acc = combine(o, acc, contribution(o, r, i));
+  return acc;
+}
+
+/* Counts below, at and above the switch point for elements of `size` bytes. */
+static void counts_for(size_t size, size_t counts[4]) {
+  counts[0] = 1;
+  counts[1] = 7;
+  counts[2] = kSlotBytes / size;
+  counts[3] = kSlotBytes / size + 1;
+}
+
+static void reductions_predefined(MPI_Comm comm, int* round) {
+  int rank, n;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &n);
+  void* send = malloc(kSlotBytes + 64);
+  void* recv = malloc(kSlotBytes + 64);
+  for (int o = 0; o < kOpCases; ++o)
+    for (int t = 0; t < kTypeCases; ++t) {
+      const struct TypeCase* tc = &type_cases[t];
+      if (!(op_cases[o].families & F(tc->family))) continue;
+      size_t counts[4];
+      counts_for(tc->size, counts);
+      for (int c = 0; c < 4; ++c, ++*round) {
+        const size_t count = counts[c];
+        const int root = *round % n, in_place = *round % 3 == 0;
+        for (size_t i = 0; i < count; ++i) put(tc, send, i, contribution(o, rank, i));
+        /* Allreduce */
+        if (in_place) memcpy(recv, send, count * tc->size);
+        MPI_Allreduce(in_place ? MPI_IN_PLACE : send, recv, (int)count, tc->type, op_cases[o].op, comm);
+        int wrong = 0;
+        for (size_t i = 0; i < count; ++i) wrong += get(tc, recv, i) != reference(o, n, i);
+        if (wrong) fprintf(stderr, "rank %d: MPI_Allreduce %s %s count %zu: %d wrong\n", rank, op_cases[o].name, tc->name, count, wrong);
+        CHECK(wrong == 0);
+        /* Reduce */
+        memset(recv, 0x5a, count * tc->size);
+        if (in_place && rank == root) memcpy(recv, send, count * tc->size);
+        MPI_Reduce(in_place && rank == root ? MPI_IN_PLACE : send, recv, (int)count, tc->type, op_cases[o].op, root,
+                   comm);
+        if (rank == root) {
+          wrong = 0;
+          for (size_t i = 0; i < count; ++i) wrong += get(tc, recv, i) != reference(o, n, i);
+          if (wrong) fprintf(stderr, "rank %d: MPI_Reduce %s %s count %zu root %d: %d wrong\n", rank, op_cases[o].name, tc->name, count, root, wrong);
+          CHECK(wrong == 0);
+        }
+      }
+    }
+  free(send);
+  free(recv);
+}
+
+/* MAXLOC and MINLOC on MPI_2INT and MPI_DOUBLE_INT: ties go to the lowest rank. */
+struct IntInt { int value, index; };
+struct DoubleInt { double value; int index; };
+static void reductions_loc(MPI_Comm comm) {
+  int rank, n;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &n);
+  const int count = kSlotBytes / (int)sizeof(struct IntInt);
+  struct IntInt* a = malloc(sizeof *a * (size_t)count);
+  struct IntInt* ra = malloc(sizeof *ra * (size_t)count);
+  struct DoubleInt* b = malloc(sizeof *b * (size_t)count);
+  struct DoubleInt* rb = malloc(sizeof *rb * (size_t)count);
+  for (int maxloc = 0; maxloc < 2; ++maxloc) {
+    for (int i = 0; i < count; ++i) {
+      a[i].value = (rank * 3 + i) % 4;
+      a[i].index = rank;
+      b[i].value = (double)a[i].value;
+      b[i].index = rank;
+    }
+    MPI_Allreduce(a, ra, count, MPI_2INT, maxloc ? MPI_MAXLOC : MPI_MINLOC, comm);
+    MPI_Allreduce(b, rb, count / 2, MPI_DOUBLE_INT, maxloc ? MPI_MAXLOC : MPI_MINLOC, comm);
+    int wrong = 0;
+    for (int i = 0; i < count; ++i) {
+      int best = (0 * 3 + i) % 4, at = 0;
+      for (int r = 1; r < n; ++r) {
+        const int v = (r * 3 + i) % 4;
+        if (maxloc ? v > best : v < best) best = v, at = r;
+      }
+      wrong += ra[i].value != best || ra[i].index != at;
+      if (i < count / 2) wrong += rb[i].value != best || rb[i].index != at;
+    }
+    CHECK(wrong == 0);
+  }
+  free(a);
+  free(ra);
+  free(b);
+  free(rb);
+}
+
+/* x -> a*x + b, composed: not commutative, but associative (unsigned arithmetic wraps). */
+struct Affine { unsigned a, b; };
+static void compose(void* in, void* inout, int* len, MPI_Datatype* type) {
+  (void)type;
+  struct Affine* p = in;
+  struct Affine* q = inout;
+  for (int i = 0; i < *len; ++i) {
+    const struct Affine r = {p[i].a * q[i].a, p[i].a * q[i].b + p[i].b};
+    q[i] = r;
+  }
+}
+static struct Affine affine_of(int r, int i) {
+  struct Affine x = {(unsigned)(r * 2 + i % 5 + 3), (unsigned)(r * 7 + i)};
+  return x;
+}
+
+/* Sums every other int of one element of `every_other` (below). */
+static void add_every_other(void* in, void* inout, int* len, MPI_Datatype* type) {
+  (void)type;
+  for (int e = 0; e < *len; ++e)
+    for (int i = 0; i < 64; ++i) ((int*)inout)[e * 127 + 2 * i] += ((const int*)in)[e * 127 + 2 * i];
+}
+
+/* A user op that is not commutative (rank order must be kept), on a contiguous
+ * derived type; and a user op on a vector type (every other int), which the
+ * shared-memory path leaves to point-to-point. */
+static void reductions_user(MPI_Comm comm, int* round) {
+  int rank, n;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &n);
+  MPI_Op op;
+  MPI_Op_create(compose, 0, &op);
+  MPI_Datatype pair;
+  MPI_Type_contiguous(2, MPI_UNSIGNED, &pair);
+  MPI_Type_commit(&pair);
+  const int counts[] = {1, 13, kSlotBytes / (int)sizeof(struct Affine), kSlotBytes / (int)sizeof(struct Affine) + 1};
+  struct Affine* x = malloc(sizeof *x * (size_t)counts[3]);
+  struct Affine* y = malloc(sizeof *y * (size_t)counts[3]);
+  for (int c = 0; c < 4; ++c, ++*round) {
+    const int count = counts[c], root = *round % n;
+    for (int i = 0; i < count; ++i) x[i] = affine_of(rank, i);
+    MPI_Allreduce(x, y, count, pair, op, comm);
+    int wrong = 0;
+    for (int i = 0; i < count; ++i) {
+      struct Affine acc = affine_of(n - 1, i);
+      int one = 1;
+      for (int r = n - 2; r >= 0; --r) {
+        struct Affine in = affine_of(r, i);
+        compose(&in, &acc, &one, NULL);
+      }
+      wrong += y[i].a != acc.a || y[i].b != acc.b;
+    }
+    CHECK(wrong == 0);
+    memset(y, 0, sizeof *y * (size_t)count);
+    MPI_Reduce(x, y, count, pair, op, root, comm);
+    if (rank == root) {
+      wrong = 0;
+      for (int i = 0; i < count; ++i) {
+        struct Affine acc = affine_of(n - 1, i);
+        int one = 1;
+        for (int r = n - 2; r >= 0; --r) {
+          struct Affine in = affine_of(r, i);
+          compose(&in, &acc, &one, NULL);
+        }
+        wrong += y[i].a != acc.a || y[i].b != acc.b;
+      }
+      CHECK(wrong == 0);
+    }
+  }
+  MPI_Op_free(&op);
+  MPI_Type_free(&pair);
+  free(x);
+  free(y);
+
+  MPI_Datatype every_other;
+  MPI_Type_vector(64, 1, 2, MPI_INT, &every_other);
+  MPI_Type_commit(&every_other);
+  int v[128], sum[128];
+  for (int i = 0; i < 128; ++i) v[i] = sum[i] = i % 2 ? -1 : rank + i;
+  MPI_Op add;
+  MPI_Op_create(add_every_other, 1, &add);
+  MPI_Allreduce(v, sum, 1, every_other, add, comm);
+  for (int i = 0; i < 128; ++i) CHECK(sum[i] == (i % 2 ? -1 : n * (n - 1) / 2 + n * i));
+  MPI_Op_free(&add);
+  MPI_Type_free(&every_other);
+}
+
+/* ------------------------------------------------------------ data movement */
+
+/* Byte b of rank r's block in call `round`. */
+static unsigned char pattern(int round, int r, size_t b) { return (unsigned char)(round * 31 + r * 7 + b * 13 + 1); }
+
+/* Element counts of each layout for block sizes below, at and above the switch point. */
+struct Layout {
+  const char* name;
+  MPI_Datatype type;
+  size_t data_bytes, extent; /* of one element */
+};
+
+/* Fills count elements of layout l with pattern(round, r, ...) in its data bytes, 0xee in its gaps. */
+static void fill(const struct Layout* l, void* buf, size_t count, int round, int r) {
+  unsigned char* p = buf;
+  memset(p, 0xee, count * l->extent);
+  size_t b = 0;
+  for (size_t e = 0; e < count; ++e)
+    for (size_t j = 0; j < l->data_bytes; ++j) p[e * l->extent + j] = pattern(round, r, b++);
+}
+static int matches(const struct Layout* l, const void* buf, size_t count, int round, int r) {
+  const unsigned char* p = buf;
+  size_t b = 0;
+  for (size_t e = 0; e < count; ++e) {
+    for (size_t j = 0; j < l->data_bytes; ++j)
+      if (p[e * l->extent + j] != pattern(round, r, b++)) return 0;
+    for (size_t j = l->data_bytes; j < l->extent; ++j)
+      if (p[e * l->extent + j] != 0xee) return 0;
+  }
+  return 1;
+}
+
+static void data_movement(MPI_Comm comm, int* round) {
+  int rank, n;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &n);
+  /* 12 bytes of every 16: the pack/unpack path. */
+  MPI_Datatype gappy, gappy_resized;
+  MPI_Type_contiguous(3, MPI_INT, &gappy);
+  MPI_Type_create_resized(gappy, 0, 16, &gappy_resized);
+  MPI_Type_commit(&gappy_resized);
+  const struct Layout layouts[] = {{"MPI_BYTE", MPI_BYTE, 1, 1}, {"MPI_INT", MPI_INT, 4, 4},
+                                   {"3 ints in 16 bytes", gappy_resized, 12, 16}};
+  for (int li = 0; li < 3; ++li) {
+    const struct Layout* l = &layouts[li];
+    const size_t counts[] = {1, 5, kSlotBytes / l->data_bytes, kSlotBytes / l->data_bytes + 1};
+    for (int c = 0; c < 4; ++c, ++*round) {
+      const size_t count = counts[c], block = count * l->extent;
+      const int root = *round % n;
+      unsigned char* mine = malloc(block);
+      unsigned char* all = malloc(block * (size_t)n);
+      /* Bcast */
+      if (rank == root) {
+        fill(l, mine, count, *round, root);
+      } else {
+        memset(mine, 0xee, block);
+        for (size_t e = 0; e < count; ++e) memset(mine + e * l->extent, 0, l->data_bytes);
+      }
+      MPI_Bcast(mine, (int)count, l->type, root, comm);
+      CHECK(matches(l, mine, count, *round, root));
+      /* Gather: rank r's block lands at r; in place at the root half the time. */
+      const int in_place = *round % 2;
+      fill(l, mine, count, *round, rank);
+      memset(all, 0xee, block * (size_t)n);
+      if (rank == root && in_place) fill(l, all + (size_t)root * block, count, *round, root);
+      MPI_Gather(rank == root && in_place ? MPI_IN_PLACE : mine, (int)count, l->type, all, (int)count, l->type, root,
+                 comm);
+      if (rank == root)
+        for (int r = 0; r < n; ++r) CHECK(matches(l, all + (size_t)r * block, count, *round, r));
+      /* Scatter: the root's block r goes to r. */
+      if (rank == root)
+        for (int r = 0; r < n; ++r) fill(l, all + (size_t)r * block, count, *round + 1, r);
+      memset(mine, 0xee, block);
+      MPI_Scatter(all, (int)count, l->type, rank == root && in_place ? MPI_IN_PLACE : mine, (int)count, l->type, root,
+                  comm);
+      CHECK(matches(l, rank == root && in_place ? all + (size_t)root * block : mine, count, *round + 1, rank));
+      /* Allgather */
+      fill(l, mine, count, *round + 2, rank);
+      memset(all, 0xee, block * (size_t)n);
+      if (in_place) fill(l, all + (size_t)rank * block, count, *round + 2, rank);
+      MPI_Allgather(in_place ? MPI_IN_PLACE : mine, (int)count, l->type, all, (int)count, l->type, comm);
+      for (int r = 0; r < n; ++r) CHECK(matches(l, all + (size_t)r * block, count, *round + 2, r));
+      free(mine);
+      free(all);
+    }
+    /* Allgatherv: rank r sends r+1 .. elements, the blocks in reverse order. */
+    for (int c = 0; c < 2; ++c, ++*round) {
+      const size_t base = c == 0 ? 3 : kSlotBytes / l->data_bytes - (size_t)n;
+      int* counts_v = malloc(sizeof(int) * (size_t)n);
+      int* displs = malloc(sizeof(int) * (size_t)n);
+      size_t total = 0;
+      for (int r = n - 1; r >= 0; --r) {
+        counts_v[r] = (int)(base + (size_t)r);
+        displs[r] = (int)total;
+        total += (size_t)counts_v[r];
+      }
+      unsigned char* mine = malloc((size_t)counts_v[rank] * l->extent);
+      unsigned char* all = malloc(total * l->extent);
+      fill(l, mine, (size_t)counts_v[rank], *round, rank);
+      memset(all, 0xee, total * l->extent);
+      MPI_Allgatherv(mine, counts_v[rank], l->type, all, counts_v, displs, l->type, comm);
+      for (int r = 0; r < n; ++r)
+        CHECK(matches(l, all + (size_t)displs[r] * l->extent, (size_t)counts_v[r], *round, r));
+      free(mine);
+      free(all);
+      free(counts_v);
+      free(displs);
+    }
+  }
+  MPI_Type_free(&gappy);
+  MPI_Type_free(&gappy_resized);
+}
+
+/* ------------------------------------------------------------ back to back */
+
+/* Calls with rotating roots and sizes, no barrier between them; every few
+ * rounds one rank lags, so that a root runs ahead of its readers and reuses
+ * its buffers only once they are done. */
+static void back_to_back(MPI_Comm comm, int rounds) {
+  int rank, n;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &n);
+  enum { kInts = kSlotBytes / sizeof(int) };
+  int* buf = malloc(sizeof(int) * kInts);
+  int* all = malloc(sizeof(int) * kInts * (size_t)n);
+  for (int round = 0; round < rounds; ++round) {
+    const int root = round % n, count = round % 3 ? 1 + round % 17 : kInts;
+    if (round % 97 == 0 && rank == (round / 97) % n) usleep(200);
+    for (int i = 0; i < count; ++i) buf[i] = rank == root ? round * 1000 + i : -1;
+    MPI_Bcast(buf, count, MPI_INT, root, comm);
+    int wrong = 0;
+    for (int i = 0; i < count; ++i) wrong += buf[i] != round * 1000 + i;
+    /* Reduce to the next rank, in place there. */
+    const int reduce_root = (root + 1) % n;
+    for (int i = 0; i < count; ++i) (rank == reduce_root ? all : buf)[i] = rank + round + i;
+    MPI_Reduce(rank == reduce_root ? MPI_IN_PLACE : buf, all, count, MPI_INT, MPI_SUM, reduce_root, comm);
+    if (rank == reduce_root)
+      for (int i = 0; i < count; ++i) wrong += all[i] != n * (n - 1) / 2 + n * (round + i);
+    for (int i = 0; i < count; ++i) buf[i] = rank * round + i;
+    MPI_Allreduce(MPI_IN_PLACE, buf, count, MPI_INT, MPI_MAX, comm);
+    for (int i = 0; i < count; ++i) wrong += buf[i] != (n - 1) * round + i;
+    if (rank == root)
+      for (int r = 0; r < n; ++r)
+        for (int i = 0; i < count; ++i) all[(size_t)r * (size_t)count + (size_t)i] = r * 7 + round + i;
+    MPI_Scatter(all, count, MPI_INT, buf, count, MPI_INT, root, comm);
+    for (int i = 0; i < count; ++i) wrong += buf[i] != rank * 7 + round + i;
+    MPI_Allgather(buf, count, MPI_INT, all, count, MPI_INT, comm);
+    for (int r = 0; r < n; ++r)
+      for (int i = 0; i < count; ++i) wrong += all[(size_t)r * (size_t)count + (size_t)i] != r * 7 + round + i;
+    if (round % 5 == 0) MPI_Barrier(comm);
+    if (wrong) fprintf(stderr, "rank %d: round %d: %d wrong\n", rank, round, wrong);
+    CHECK(wrong == 0);
+    if (wrong) break;
+  }
+  free(buf);
+  free(all);
+}
+
+/* Reduce with the root in place, back to back: the root's data must be read before the result lands. */
+static void reduce_in_place_back_to_back(MPI_Comm comm, int rounds) {
+  int rank, n;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &n);
+  int v[4];
+  for (int round = 0; round < rounds; ++round) {
+    const int root = (round * 5) % n;
+    for (int i = 0; i < 4; ++i) v[i] = rank + round + i;
+    MPI_Reduce(rank == root ? MPI_IN_PLACE : v, rank == root ? v : NULL, 4, MPI_INT, MPI_SUM, root, comm);
+    if (rank == root)
+      for (int i = 0; i < 4; ++i) CHECK(v[i] == n * (n - 1) / 2 + n * (round + i));
+  }
+}
+
+static void everything(MPI_Comm comm) {
+  int round = 0;
+  check_segment(comm);
+  reductions_predefined(comm, &round);
+  reductions_loc(comm);
+  reductions_user(comm, &round);
+  data_movement(comm, &round);
+  back_to_back(comm, 2000);
+  reduce_in_place_back_to_back(comm, 1000);
+}
+
+/* Two halves by parity, a duplicate of one, and the world, used in turn. */
+static void sub_communicators(void) {
+  MPI_Comm half, half_dup;
+  MPI_Comm_split(MPI_COMM_WORLD, world_rank % 2, world_rank, &half);
+  MPI_Comm_dup(half, &half_dup);
+  check_segment(half);
+  for (int i = 0; i < 20; ++i) {
+    back_to_back(half, 50);
+    back_to_back(MPI_COMM_WORLD, 20);
+    back_to_back(half_dup, 30);
+  }
+  MPI_Comm_free(&half_dup);
+  MPI_Comm_free(&half);
+}
+
+/* Ranks on two nodes: the world spans them (point-to-point algorithms), each
+ * node's part shares memory. */
+static void spans_nodes(void) {
+  const char* host = getenv("NODE_TEST_HOST");
+  CHECK(host != NULL);
+  MPI_Comm node;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+  int node_size;
+  MPI_Comm_size(node, &node_size);
+  CHECK(node_size < world_size);
+  CHECK(!expect_shared_memory(MPI_COMM_WORLD));
+  check_segment(MPI_COMM_WORLD);
+  check_segment(node);
+  back_to_back(MPI_COMM_WORLD, 300);
+  back_to_back(node, 300);
+  int round = 0;
+  data_movement(MPI_COMM_WORLD, &round);
+  reductions_user(MPI_COMM_WORLD, &round);
+  MPI_Comm_free(&node);
+}
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &world_size);
+  if (argc > 1 && strcmp(argv[1], "spans_nodes") == 0) {
+    spans_nodes();
+    return finish("node_coll_test spans_nodes");
+  }
+  everything(MPI_COMM_WORLD);
+  sub_communicators();
+  return finish("node_coll_test");
+}
