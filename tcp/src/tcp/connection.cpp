@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "tcp/byte_ring.hpp"
-#include "tcp/new_reno.hpp"
+#include "tcp/loss_recovery.hpp"
 #include "tcp/out_of_order_queue.hpp"
 #include "tcp/rtt_estimator.hpp"
 
@@ -109,7 +109,7 @@ std::string_view to_string(TcpState state) {
 
 struct TcpConnection::Impl {
   Impl(Ports ports_, const TcpConfig& config_, SeqNumber iss_, Instant now_, Transmit transmit_, TcpState state_,
-       TcpOutOfOrderBudget* out_of_order_budget);
+       TcpOutOfOrderBudget* out_of_order_budget, std::unique_ptr<CongestionController> controller);
 
   // --- Events ---
   void on_segment(const TcpSegment& segment);
@@ -133,8 +133,10 @@ struct TcpConnection::Impl {
   void on_acceptable_reset(const TcpHeader& header);
   bool process_acknowledgment(const TcpSegment& segment);
   void measure_echoed_timestamp(const TcpHeader& header);
+  void add_rtt_sample(microseconds sample);
   void on_new_acknowledgment(SeqNumber ack);
   void on_duplicate_ack();
+  void trace_congestion();
   void receive_data(const InWindow& part);
   void deliver_in_order(std::span<const std::uint8_t> bytes, bool fin);
   void on_fin_received();
@@ -253,7 +255,10 @@ struct TcpConnection::Impl {
   std::optional<SeqNumber> timed_ack;
   Instant timed_since;
   std::optional<std::uint32_t> last_retransmission_timestamp;  // its TSval: echoes of it or later time a round trip
-  tcp::NewReno congestion;
+  std::optional<microseconds> rtt_sample;  // taken by the segment being processed, for the congestion controller
+  tcp::LossRecovery congestion;
+  CongestionTrace congestion_trace;
+  std::optional<CongestionSample> last_traced;
 
   // Acknowledgments.
   bool ack_now = false;                       // an ACK is due before on_segment returns
@@ -274,7 +279,8 @@ struct TcpConnection::Impl {
 };
 
 TcpConnection::Impl::Impl(Ports ports_, const TcpConfig& config_, SeqNumber iss_, Instant now_, Transmit transmit_,
-                          TcpState state_, TcpOutOfOrderBudget* out_of_order_budget)
+                          TcpState state_, TcpOutOfOrderBudget* out_of_order_budget,
+                          std::unique_ptr<CongestionController> controller)
     : ports(ports_),
       config(config_),
       transmit(std::move(transmit_)),
@@ -294,6 +300,7 @@ TcpConnection::Impl::Impl(Ports ports_, const TcpConfig& config_, SeqNumber iss_
       offered_window_scale(window_scale_for(config_.receive_buffer)),
       timestamp_offset(iss_.value()),
       rtt(config_.initial_rto, config_.min_rto, config_.max_rto),
+      congestion(std::move(controller)),
       heard_since(now_) {}
 
 // ============================================================================
@@ -440,7 +447,10 @@ void TcpConnection::Impl::on_retransmission_timeout() {
   }
   ++retries;
   rtt.back_off();
-  if (synchronized()) congestion.on_timeout(send_max - send_unacknowledged, send_max);
+  if (synchronized()) {
+    congestion.on_timeout(send_max - send_unacknowledged, send_max, now);
+    trace_congestion();
+  }
   send_next = send_unacknowledged;  // go back N: the rest follows in slow start as ACKs come
   retransmit_first_unacknowledged();
 }
@@ -640,7 +650,12 @@ void TcpConnection::Impl::measure_echoed_timestamp(const TcpHeader& header) {
   if (static_cast<std::int32_t>(echoed - *last_retransmission_timestamp) < 0) return;
   const auto elapsed = static_cast<std::int32_t>(timestamp_now() - echoed);
   if (elapsed < 0) return;  // echoes a time we have not reached: not ours
-  rtt.add_sample(milliseconds(elapsed));
+  add_rtt_sample(milliseconds(elapsed));
+}
+
+void TcpConnection::Impl::add_rtt_sample(microseconds sample) {
+  rtt.add_sample(sample);
+  rtt_sample = sample;
 }
 
 // RFC 9293 §3.8.3's R2, at least config's, raised with the loss measured so
@@ -667,10 +682,14 @@ void TcpConnection::Impl::on_new_acknowledgment(SeqNumber ack) {
   send_next = std::max(send_next, ack);
   retries = 0;
   if (timed_ack && ack >= *timed_ack) {
-    rtt.add_sample(duration_cast<microseconds>(now - timed_since));
+    add_rtt_sample(duration_cast<microseconds>(now - timed_since));
     timed_ack.reset();
   }
-  if (synchronized() && congestion.on_new_ack(acked_data, ack, send_max - ack)) retransmit_first_unacknowledged();
+  if (synchronized()) {
+    const AckSample sample{acked_data, static_cast<std::uint32_t>(send_max - ack), std::exchange(rtt_sample, std::nullopt), rtt.smoothed(), now};
+    if (congestion.on_new_ack(sample, ack)) retransmit_first_unacknowledged();
+    trace_congestion();
+  }
   // RFC 6298 §5.2 and §5.3.
   if (send_unacknowledged == send_max) {
     retransmission_deadline.reset();
@@ -681,10 +700,23 @@ void TcpConnection::Impl::on_new_acknowledgment(SeqNumber ack) {
 
 void TcpConnection::Impl::on_duplicate_ack() {
   ++counters.duplicate_acks_in;
-  if (congestion.on_duplicate_ack(send_max - send_unacknowledged, send_unacknowledged, send_max)) {
+  if (congestion.on_duplicate_ack(send_max - send_unacknowledged, send_unacknowledged, send_max, now)) {
     ++counters.fast_retransmits;
     retransmit_first_unacknowledged();
   }
+  trace_congestion();
+}
+
+// A sample to the trace, if there is one and the window, the threshold or
+// the phase changed since the last.
+void TcpConnection::Impl::trace_congestion() {
+  if (!congestion_trace || !congestion.started()) return;
+  const CongestionSample sample{now, congestion.window(), congestion.controller().ssthresh(), congestion.phase()};
+  if (last_traced && last_traced->cwnd == sample.cwnd && last_traced->ssthresh == sample.ssthresh &&
+      last_traced->phase == sample.phase)
+    return;
+  last_traced = sample;
+  congestion_trace(sample);
 }
 
 void TcpConnection::Impl::receive_data(const InWindow& part) {
@@ -912,7 +944,8 @@ void TcpConnection::Impl::send_reset(SeqNumber sequence, bool with_ack) {
 void TcpConnection::Impl::become_established() {
   state = fin_queued ? TcpState::fin_wait_1 : TcpState::established;
   established_once = true;
-  congestion.start(max_payload(), send_unacknowledged);
+  congestion.start(max_payload(), send_unacknowledged, now);
+  trace_congestion();
   heard_since = now;
 }
 
@@ -1000,8 +1033,10 @@ TcpConnection::~TcpConnection() = default;
 std::unique_ptr<TcpConnection> TcpConnection::connect(Ports ports, const TcpConfig& config, SeqNumber iss,
                                                       Instant now, Transmit transmit,
                                                       TcpOutOfOrderBudget* out_of_order_budget) {
+  std::unique_ptr<CongestionController> controller = make_congestion_controller(config.congestion_control);
+  if (!controller) return nullptr;
   auto impl = std::make_unique<Impl>(ports, config, iss, now, std::move(transmit), TcpState::syn_sent,
-                                     out_of_order_budget);
+                                     out_of_order_budget, std::move(controller));
   impl->transmit_pending();
   return std::unique_ptr<TcpConnection>(new TcpConnection(std::move(impl)));
 }
@@ -1009,8 +1044,10 @@ std::unique_ptr<TcpConnection> TcpConnection::connect(Ports ports, const TcpConf
 std::unique_ptr<TcpConnection> TcpConnection::accept(Ports ports, const TcpConfig& config, const TcpSegment& syn,
                                                      SeqNumber iss, Instant now, Transmit transmit,
                                                      TcpOutOfOrderBudget* out_of_order_budget) {
+  std::unique_ptr<CongestionController> controller = make_congestion_controller(config.congestion_control);
+  if (!controller) return nullptr;
   auto impl = std::make_unique<Impl>(ports, config, iss, now, std::move(transmit), TcpState::syn_received,
-                                     out_of_order_budget);
+                                     out_of_order_budget, std::move(controller));
   ++impl->counters.segments_in;
   impl->take_peer_syn(syn.header);
   impl->transmit_pending();
@@ -1112,6 +1149,12 @@ void TcpConnection::set_nodelay(bool nodelay, Instant now) {
   impl_->transmit_pending();
 }
 
+void TcpConnection::set_congestion_trace(CongestionTrace trace) {
+  impl_->congestion_trace = std::move(trace);
+  impl_->last_traced.reset();
+  impl_->trace_congestion();
+}
+
 void TcpConnection::set_keepalive(bool enabled, Instant now) {
   impl_->now = now;
   impl_->config.keepalive = enabled;
@@ -1151,8 +1194,10 @@ TcpInfo TcpConnection::info() const {
   info.send_window_scale = c.send_window_scale;
   info.receive_window_scale = c.receive_window_scale;
   info.timestamps = c.timestamps;
+  info.congestion_control = c.congestion.controller().name();
   info.congestion_window = c.congestion.window();
-  info.slow_start_threshold = c.congestion.slow_start_threshold();
+  info.slow_start_threshold = c.congestion.controller().ssthresh();
+  info.congestion_phase = c.congestion.phase();
   info.in_recovery = c.congestion.in_recovery();
   info.smoothed_rtt = c.rtt.smoothed();
   info.rtt_variance = c.rtt.variance();
