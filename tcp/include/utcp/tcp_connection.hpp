@@ -61,6 +61,10 @@ struct TcpConfig {
   std::size_t receive_buffer = 1u << 20;
   bool window_scaling = true;  // RFC 7323: offered on our SYN, used if both sides do
   bool timestamps = true;      // RFC 7323: TSopt, for RTTM and PAWS
+  // RFC 2018: SACK-permitted offered on our SYN; if both sides do, ACKs
+  // report out-of-order data in SACK blocks and loss recovery follows them
+  // (RFC 6675) instead of NewReno's one hole per round trip.
+  bool sack = true;
   bool nodelay = false;        // true: Nagle's algorithm off (TCP_NODELAY)
   bool delayed_ack = true;     // false: every segment acknowledged at once
   std::chrono::milliseconds delayed_ack_timeout{40};  // RFC 9293 §3.8.6.3: < 0.5 s
@@ -108,7 +112,7 @@ struct TcpCounters {
   std::uint64_t bytes_out = 0;              // payload sent for the first time
   std::uint64_t retransmitted_segments = 0;
   std::uint64_t timeouts = 0;               // retransmission timer expiries
-  std::uint64_t fast_retransmits = 0;       // on the third duplicate ACK
+  std::uint64_t fast_retransmits = 0;       // on the third duplicate ACK (or SACK's loss detection)
   std::uint64_t duplicate_acks_in = 0;
   std::uint64_t out_of_order_segments = 0;  // queued ahead of RCV.NXT
   std::uint64_t out_of_order_dropped = 0;   // segments not held (or dropped) to stay within the bounds
@@ -133,6 +137,7 @@ struct TcpInfo {
   std::uint8_t send_window_scale = 0;   // 0 without window scaling
   std::uint8_t receive_window_scale = 0;
   bool timestamps = false;              // negotiated
+  bool sack = false;                    // negotiated
   std::string congestion_control;       // the controller's name
   std::uint32_t congestion_window = 0;  // bytes (inflated during fast recovery)
   std::uint32_t slow_start_threshold = 0;

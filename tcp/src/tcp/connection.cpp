@@ -19,6 +19,7 @@
 #include "tcp/loss_recovery.hpp"
 #include "tcp/out_of_order_queue.hpp"
 #include "tcp/rtt_estimator.hpp"
+#include "tcp/sack_scoreboard.hpp"
 
 namespace utcp {
 namespace {
@@ -136,6 +137,8 @@ struct TcpConnection::Impl {
   void add_rtt_sample(microseconds sample);
   void on_new_acknowledgment(SeqNumber ack);
   void on_duplicate_ack();
+  void take_sack_blocks(const TcpHeader& header);
+  void start_fast_retransmit();
   void trace_congestion();
   void receive_data(const InWindow& part);
   void deliver_in_order(std::span<const std::uint8_t> bytes, bool fin);
@@ -146,7 +149,10 @@ struct TcpConnection::Impl {
   void transmit_pending();
   bool worth_sending(std::uint32_t length, std::uint32_t unsent) const;
   std::uint32_t transmit_at(SeqNumber sequence, std::uint32_t length);
-  void retransmit_first_unacknowledged();
+  std::uint32_t retransmit_first_unacknowledged();
+  void transmit_in_sack_recovery();
+  std::uint32_t retransmit_range(SeqNumber start, std::uint32_t length);
+  void add_sack_blocks(wire::TcpOptions& options) const;
   void emit(SeqNumber sequence, std::uint8_t flags, std::span<const std::uint8_t> payload);
   std::uint16_t advertise_window();
   // At SND.MAX, not SND.NXT: after a timeout SND.NXT went back, and a pure
@@ -231,6 +237,9 @@ struct TcpConnection::Impl {
   SeqNumber receive_advertised_edge;  // RCV.NXT + RCV.WND as last advertised; never moves left
   tcp::ByteRing receive_buffer;
   tcp::OutOfOrderQueue out_of_order;
+  // Where the latest out-of-order segments began, newest first: the SACK
+  // blocks we send report the data around them (RFC 2018 §4).
+  std::vector<SeqNumber> recent_out_of_order;
   bool fin_received = false;
 
   // Options negotiated on the SYNs.
@@ -241,6 +250,7 @@ struct TcpConnection::Impl {
   std::uint8_t send_window_scale = 0;
   std::uint8_t receive_window_scale = 0;
   bool timestamps = false;
+  bool sack = false;
   std::uint32_t timestamp_offset;  // RFC 7323 §5.4: a per-connection offset (the ISS, already unpredictable)
   std::uint32_t timestamp_recent = 0;  // TS.Recent
   SeqNumber last_ack_sent;
@@ -257,6 +267,8 @@ struct TcpConnection::Impl {
   std::optional<std::uint32_t> last_retransmission_timestamp;  // its TSval: echoes of it or later time a round trip
   std::optional<microseconds> rtt_sample;  // taken by the segment being processed, for the congestion controller
   tcp::LossRecovery congestion;
+  tcp::SackScoreboard scoreboard;  // what the peer SACKed, when SACK is on
+  SeqNumber high_retransmitted;     // RFC 6675's HighRxt: the end of the last retransmission in this recovery
   CongestionTrace congestion_trace;
   std::optional<CongestionSample> last_traced;
 
@@ -449,6 +461,9 @@ void TcpConnection::Impl::on_retransmission_timeout() {
   rtt.back_off();
   if (synchronized()) {
     congestion.on_timeout(send_max - send_unacknowledged, send_max, now);
+    // RFC 2018 §8: after a timeout the receiver may have discarded what it
+    // SACKed; go-back-N resends it all and later ACKs report afresh.
+    scoreboard.clear();
     trace_congestion();
   }
   send_next = send_unacknowledged;  // go back N: the rest follows in slow start as ACKs come
@@ -501,6 +516,8 @@ void TcpConnection::Impl::take_peer_syn(const TcpHeader& syn) {
     send_window_scale = std::min(*syn.options.window_scale, max_window_scale);
     receive_window_scale = offered_window_scale;
   }
+  sack = config.sack && syn.options.sack_permitted;
+  congestion.use_sack(sack);
   timestamps = config.timestamps && syn.options.timestamps.has_value();
   if (timestamps) timestamp_recent = syn.options.timestamps->value;
   send_window = syn.window;  // never scaled on a SYN (RFC 7323 §2.2)
@@ -604,8 +621,15 @@ bool TcpConnection::Impl::process_acknowledgment(const TcpSegment& segment) {
   if (ack > send_unacknowledged) {
     measure_echoed_timestamp(header);
     on_new_acknowledgment(ack);
-  } else if (duplicate) {
-    on_duplicate_ack();
+  }
+  if (sack) take_sack_blocks(header);
+  if (duplicate) on_duplicate_ack();
+  // RFC 6675 §5: SACK information alone can show the first segment lost.
+  if (sack && synchronized() && !congestion.in_recovery() &&
+      scoreboard.first_unacknowledged_lost(send_unacknowledged, send_max, max_payload()) &&
+      congestion.enter_recovery(send_max - send_unacknowledged, send_unacknowledged, send_max, now)) {
+    start_fast_retransmit();
+    trace_congestion();
   }
   // The window comes from the newest segment only (§3.10.7.4, SND.WL1/WL2).
   if (send_wl1 < header.sequence || (send_wl1 == header.sequence && send_wl2 <= ack)) {
@@ -680,6 +704,7 @@ void TcpConnection::Impl::on_new_acknowledgment(SeqNumber ack) {
   send_buffer_start += acked_data;
   send_unacknowledged = ack;
   send_next = std::max(send_next, ack);
+  scoreboard.acknowledge(ack);
   retries = 0;
   if (timed_ack && ack >= *timed_ack) {
     add_rtt_sample(duration_cast<microseconds>(now - timed_since));
@@ -700,11 +725,40 @@ void TcpConnection::Impl::on_new_acknowledgment(SeqNumber ack) {
 
 void TcpConnection::Impl::on_duplicate_ack() {
   ++counters.duplicate_acks_in;
-  if (congestion.on_duplicate_ack(send_max - send_unacknowledged, send_unacknowledged, send_max, now)) {
-    ++counters.fast_retransmits;
-    retransmit_first_unacknowledged();
-  }
+  if (congestion.on_duplicate_ack(send_max - send_unacknowledged, send_unacknowledged, send_max, now))
+    start_fast_retransmit();
   trace_congestion();
+}
+
+// Recovery began: the first unacknowledged segment goes again at once
+// (RFC 5681 §3.2 step 2, RFC 6675 §5 step 4.3).
+void TcpConnection::Impl::start_fast_retransmit() {
+  ++counters.fast_retransmits;
+  high_retransmitted = send_unacknowledged + retransmit_first_unacknowledged();
+}
+
+// The SACK blocks of an acceptable ACK onto the scoreboard (those outside
+// what is outstanding are ignored there).
+void TcpConnection::Impl::take_sack_blocks(const TcpHeader& header) {
+  for (const wire::SackBlock& block : header.options.sack())
+    scoreboard.add(block.left, block.right, send_unacknowledged, send_max);
+}
+
+// RFC 2018 §4: the first block holds the segment that arrived last, the
+// others the most recent before it, as many as the options have room for
+// (three beside timestamps).
+void TcpConnection::Impl::add_sack_blocks(wire::TcpOptions& options) const {
+  const std::size_t room = timestamps ? 3 : wire::TcpOptions::max_sack_blocks;
+  for (const SeqNumber point : recent_out_of_order) {
+    if (options.sack_block_count == room) break;
+    if (point < receive_next) continue;
+    const auto run = out_of_order.run_around(point);
+    if (!run) continue;
+    const wire::SackBlock block{run->first, run->second};
+    const auto taken = options.sack();
+    if (std::find(taken.begin(), taken.end(), block) != taken.end()) continue;
+    options.sack_blocks[options.sack_block_count++] = block;
+  }
 }
 
 // A sample to the trace, if there is one and the window, the threshold or
@@ -729,6 +783,11 @@ void TcpConnection::Impl::receive_data(const InWindow& part) {
   if (part.sequence != receive_next) {
     counters.out_of_order_dropped += out_of_order.insert(part.sequence, part.payload, part.fin);
     ++counters.out_of_order_segments;
+    if (sack) {
+      constexpr std::size_t remembered = 2 * wire::TcpOptions::max_sack_blocks;  // room for repeats among them
+      recent_out_of_order.insert(recent_out_of_order.begin(), part.sequence);
+      if (recent_out_of_order.size() > remembered) recent_out_of_order.pop_back();
+    }
     ack_now = true;  // a duplicate ACK at once, for the sender's fast retransmit (RFC 5681 §4.2)
     return;
   }
@@ -807,7 +866,9 @@ void TcpConnection::Impl::transmit_pending() {
     if (send_next == iss) send_next += transmit_at(iss, 0);  // the SYN (or SYN-ACK)
     return;
   }
-  if (may_send_data()) {
+  if (may_send_data() && sack && congestion.in_recovery()) {
+    transmit_in_sack_recovery();
+  } else if (may_send_data()) {
     for (;;) {
       const std::uint32_t unsent = unsent_bytes();
       const std::uint32_t length = std::min({unsent, usable_window(), max_payload()});
@@ -872,12 +933,55 @@ std::uint32_t TcpConnection::Impl::transmit_at(SeqNumber sequence, std::uint32_t
 
 // The first unacknowledged segment again: on a timeout, the third duplicate
 // ACK and a partial ACK.
-void TcpConnection::Impl::retransmit_first_unacknowledged() {
+std::uint32_t TcpConnection::Impl::retransmit_first_unacknowledged() {
   const std::uint32_t outstanding = send_max - send_unacknowledged;
-  const std::uint32_t data = data_end() > send_unacknowledged ? data_end() - send_unacknowledged : 0;
-  const std::uint32_t length = std::min({max_payload(), data, outstanding});
-  const std::uint32_t covered = transmit_at(send_unacknowledged, length);
-  send_next = std::max(send_next, send_unacknowledged + covered);
+  return retransmit_range(send_unacknowledged, std::min(max_payload(), outstanding));
+}
+
+// Sends again up to `length` of sequence space from `start` (its data, and
+// the FIN if it ends there). Returns the sequence space covered.
+std::uint32_t TcpConnection::Impl::retransmit_range(SeqNumber start, std::uint32_t length) {
+  const std::uint32_t data = data_end() > start ? data_end() - start : 0;
+  const std::uint32_t covered = transmit_at(start, std::min(length, data));
+  send_next = std::max(send_next, start + covered);
+  return covered;
+}
+
+// RFC 6675 §5 steps (C) and §4's NextSeg(): while the pipe (the bytes
+// still in the network by the scoreboard) leaves a segment of cwnd free,
+// send (1) the first lost hole not yet retransmitted, else (2) new data,
+// else (3) the first hole not yet retransmitted.
+void TcpConnection::Impl::transmit_in_sack_recovery() {
+  const std::uint32_t mss = max_payload();
+  for (;;) {
+    const std::vector<tcp::SackScoreboard::Hole> holes = scoreboard.holes(send_unacknowledged, send_max, mss);
+    std::uint64_t pipe = 0;
+    for (const tcp::SackScoreboard::Hole& hole : holes) {
+      if (!hole.lost) pipe += static_cast<std::uint32_t>(hole.end - hole.start);
+      if (hole.start < high_retransmitted)
+        pipe += static_cast<std::uint32_t>(std::min(hole.end, high_retransmitted) - hole.start);
+    }
+    if (pipe + mss > congestion.window()) return;
+    auto after_last_retransmission = [&](bool lost_only) -> const tcp::SackScoreboard::Hole* {
+      for (const tcp::SackScoreboard::Hole& hole : holes)
+        if (high_retransmitted < hole.end && (hole.lost || !lost_only)) return &hole;
+      return nullptr;
+    };
+    const tcp::SackScoreboard::Hole* hole = after_last_retransmission(true);
+    const std::uint32_t in_flight = bytes_in_flight();
+    const std::uint32_t room = send_window > in_flight ? send_window - in_flight : 0;
+    const std::uint32_t fresh = std::min({unsent_bytes(), room, mss});
+    if (!hole && fresh > 0 && worth_sending(fresh, unsent_bytes())) {
+      send_next += transmit_at(send_next, fresh);
+      continue;
+    }
+    if (!hole) hole = after_last_retransmission(false);
+    if (!hole) return;
+    const SeqNumber start = std::max(hole->start, high_retransmitted);
+    const std::uint32_t covered = retransmit_range(start, std::min<std::uint32_t>(mss, hole->end - start));
+    if (covered == 0) return;
+    high_retransmitted = start + covered;
+  }
 }
 
 void TcpConnection::Impl::emit(SeqNumber sequence, std::uint8_t flags, std::span<const std::uint8_t> payload) {
@@ -902,9 +1006,13 @@ void TcpConnection::Impl::emit(SeqNumber sequence, std::uint8_t flags, std::span
     if (answering ? timestamps : config.timestamps) {
       header.options.timestamps = wire::TcpTimestamps{timestamp_now(), answering ? timestamp_recent : 0};
     }
+    header.options.sack_permitted = answering ? sack : config.sack;
   } else {
     header.window = (flags & flag::rst) != 0 ? 0 : advertise_window();
     if (timestamps) header.options.timestamps = wire::TcpTimestamps{timestamp_now(), timestamp_recent};
+    // SACK blocks ride on pure ACKs only, which have room for them: a data
+    // segment is already as large as the MSS allows.
+    if (sack && (flags & flag::ack) != 0 && (flags & flag::rst) == 0 && payload.empty()) add_sack_blocks(header.options);
   }
   ++counters.segments_out;
   transmit(header, payload);
@@ -984,6 +1092,8 @@ void TcpConnection::Impl::release_buffers() {
   send_buffer.release();
   receive_buffer.release();
   out_of_order.clear();
+  std::vector<SeqNumber>().swap(recent_out_of_order);
+  scoreboard.clear();
   std::vector<std::uint8_t>().swap(segment_scratch);
 }
 
@@ -1194,6 +1304,7 @@ TcpInfo TcpConnection::info() const {
   info.send_window_scale = c.send_window_scale;
   info.receive_window_scale = c.receive_window_scale;
   info.timestamps = c.timestamps;
+  info.sack = c.sack;
   info.congestion_control = c.congestion.controller().name();
   info.congestion_window = c.congestion.window();
   info.slow_start_threshold = c.congestion.controller().ssthresh();
