@@ -106,7 +106,8 @@ TEST_F(SackTest, ReceiverReportsTheMostRecentBlocksFirst) {
   feed(from_peer(peer_iss + 1, iss + 1, flag::ack), pattern(1000));
   const SentSegment ack = next_sent();
   EXPECT_EQ(ack.header.acknowledgment, SeqNumber(peer_iss + 1 + 1500));
-  EXPECT_EQ(blocks(ack.header.options), (Blocks{block(3000, 4000), block(9000, 9500), block(7000, 7500), block(5000, 5500)}));
+  EXPECT_EQ(blocks(ack.header.options),
+            (Blocks{block(3000, 4000), block(9000, 9500), block(7000, 7500), block(5000, 5500)}));
 }
 
 TEST_F(SackTest, ThreeBlocksBesideTimestamps) {

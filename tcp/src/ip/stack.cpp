@@ -553,7 +553,8 @@ std::error_code Stack::tcp_connect(TcpSocketState& socket, SocketId id, Endpoint
   }
   if (remote.port == 0 || remote.address.value == 0) return error(std::errc::invalid_argument);
   // The stack's default controller (VIASTACK_UTCP_CC, StackConfig::tcp) is checked here, before a port is taken.
-  if (!congestion_controller_known(socket.config.congestion_control)) return error(std::errc::no_such_file_or_directory);
+  if (!congestion_controller_known(socket.config.congestion_control))
+    return error(std::errc::no_such_file_or_directory);
   if (const std::error_code unroutable = route(remote.address)) return unroutable;
   if (socket.local_port == 0) {
     // Any port free for this peer: the quad must be new, not the port.

@@ -625,7 +625,7 @@ bool TcpConnection::Impl::process_acknowledgment(const TcpSegment& segment) {
   if (sack) take_sack_blocks(header);
   if (duplicate) on_duplicate_ack();
   // RFC 6675 §5: SACK information alone can show the first segment lost.
-  if (sack && synchronized() && !congestion.in_recovery() &&
+  if (sack && synchronized() && !congestion.in_recovery() && !scoreboard.empty() &&
       scoreboard.first_unacknowledged_lost(send_unacknowledged, send_max, max_payload()) &&
       congestion.enter_recovery(send_max - send_unacknowledged, send_unacknowledged, send_max, now)) {
     start_fast_retransmit();
@@ -711,7 +711,8 @@ void TcpConnection::Impl::on_new_acknowledgment(SeqNumber ack) {
     timed_ack.reset();
   }
   if (synchronized()) {
-    const AckSample sample{acked_data, static_cast<std::uint32_t>(send_max - ack), std::exchange(rtt_sample, std::nullopt), rtt.smoothed(), now};
+    const AckSample sample{acked_data, static_cast<std::uint32_t>(send_max - ack),
+                           std::exchange(rtt_sample, std::nullopt), rtt.smoothed(), now};
     if (congestion.on_new_ack(sample, ack)) retransmit_first_unacknowledged();
     trace_congestion();
   }
@@ -1012,7 +1013,8 @@ void TcpConnection::Impl::emit(SeqNumber sequence, std::uint8_t flags, std::span
     if (timestamps) header.options.timestamps = wire::TcpTimestamps{timestamp_now(), timestamp_recent};
     // SACK blocks ride on pure ACKs only, which have room for them: a data
     // segment is already as large as the MSS allows.
-    if (sack && (flags & flag::ack) != 0 && (flags & flag::rst) == 0 && payload.empty()) add_sack_blocks(header.options);
+    if (sack && (flags & flag::ack) != 0 && (flags & flag::rst) == 0 && payload.empty())
+      add_sack_blocks(header.options);
   }
   ++counters.segments_out;
   transmit(header, payload);

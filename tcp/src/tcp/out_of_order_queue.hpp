@@ -106,12 +106,15 @@ class OutOfOrderQueue {
     --holder;
     if (!(sequence < holder->second.end())) return std::nullopt;
     auto first = holder;
-    for (int i = 0; i < max_run_segments && first != segments_.begin() && std::prev(first)->second.end() == first->first; ++i)
+    for (int i = 0; i < max_run_segments && first != segments_.begin(); ++i) {
+      if (std::prev(first)->second.end() != first->first) break;
       --first;
+    }
     auto last = holder;
-    for (int i = 0; i < max_run_segments && std::next(last) != segments_.end() && last->second.end() == std::next(last)->first;
-         ++i)
+    for (int i = 0; i < max_run_segments && std::next(last) != segments_.end(); ++i) {
+      if (last->second.end() != std::next(last)->first) break;
       ++last;
+    }
     return std::pair{first->first, last->second.end()};
   }
 

@@ -75,7 +75,9 @@ class SackScoreboard {
     std::uint64_t sacked_above = 0;
     int ranges_above = 0;
     wire::SeqNumber top = send_max;
-    auto lost = [&] { return ranges_above >= duplicate_threshold || sacked_above > (duplicate_threshold - 1) * std::uint64_t{mss}; };
+    auto lost = [&] {
+      return ranges_above >= duplicate_threshold || sacked_above > (duplicate_threshold - 1) * std::uint64_t{mss};
+    };
     for (auto it = ranges_.rbegin(); it != ranges_.rend(); ++it) {
       if (it->second < top) found.push_back({it->second, top, lost()});
       sacked_above += static_cast<std::uint32_t>(it->second - it->first);
@@ -88,7 +90,8 @@ class SackScoreboard {
   }
 
   // IsLost(SND.UNA): the first hole, if it starts there, is lost.
-  bool first_unacknowledged_lost(wire::SeqNumber send_unacknowledged, wire::SeqNumber send_max, std::uint32_t mss) const {
+  bool first_unacknowledged_lost(wire::SeqNumber send_unacknowledged, wire::SeqNumber send_max,
+                                 std::uint32_t mss) const {
     const std::vector<Hole> all = holes(send_unacknowledged, send_max, mss);
     return !all.empty() && all.front().start == send_unacknowledged && all.front().lost;
   }
