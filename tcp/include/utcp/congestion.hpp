@@ -6,8 +6,9 @@
 //
 // The connection keeps loss detection and recovery (duplicate ACKs, the
 // recovery point, NewReno's window inflation during fast recovery: RFC 5681,
-// RFC 6582); the controller decides only how large the window is outside it,
-// how far it falls on a loss, and where it starts again.
+// RFC 6582; or SACK's scoreboard and pipe: RFC 6675); the controller decides
+// only how large the window is outside it, how far it falls on a loss, and
+// where it starts again.
 //
 // Two controllers come with utcp, "newreno" (RFC 5681) and "cubic" (RFC
 // 9438); a program registers more by name (register_congestion_controller)
@@ -55,8 +56,8 @@ class CongestionController {
   virtual void start(std::uint32_t mss, Instant now) = 0;
   // An ACK acknowledged new data outside loss recovery: grow the window.
   virtual void on_ack(const AckSample& ack) = 0;
-  // Loss detected by duplicate ACKs: set ssthresh and cwnd for the recovery
-  // to come (with `bytes_in_flight` outstanding when it was detected).
+  // Loss detected by duplicate ACKs or SACK: set ssthresh and cwnd for the
+  // recovery to come (with `bytes_in_flight` outstanding when it was detected).
   virtual void on_enter_recovery(std::uint32_t bytes_in_flight, Instant now) = 0;
   // Everything outstanding when recovery began is acknowledged; `bytes_in_flight`
   // are outstanding now. The window the connection goes on with.

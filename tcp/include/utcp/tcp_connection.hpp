@@ -5,11 +5,12 @@
 // addresses, the checksum and the demultiplexing; the connection owns
 // everything from the sequence numbers up: the handshake (simultaneous open
 // included), the send and receive buffers, retransmission (RFC 6298, Karn's
-// rule), fast retransmit and recovery (RFC 5681, RFC 6582) around a
-// pluggable congestion controller (congestion.hpp), window scaling and
-// timestamps (RFC 7323), Nagle and delayed ACK, zero-window probes,
-// keepalive, the out-of-order queue, closing (simultaneous close included,
-// TIME_WAIT) and resets (RFC 5961's checks).
+// rule), fast retransmit and recovery (RFC 5681, RFC 6582; with SACK, RFC
+// 2018 and RFC 6675) around a pluggable congestion controller
+// (congestion.hpp), window scaling and timestamps (RFC 7323), Nagle and
+// delayed ACK, zero-window probes, keepalive, the out-of-order queue,
+// closing (simultaneous close included, TIME_WAIT) and resets (RFC 5961's
+// checks).
 #pragma once
 
 #include <chrono>
