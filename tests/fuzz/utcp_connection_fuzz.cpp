@@ -6,11 +6,13 @@
 // a SYN whose options come from the input: any MSS, 0-255 included, with or
 // without timestamps and window scale); then each op is a segment from the
 // peer (any flags, sequence and acknowledgment near the connection's own,
-// any window and options, a payload), an application call (send, receive,
+// any window and options, SACK blocks near what we sent, a payload), an
+// application call (send, receive,
 // shutdown, close, abort), time passing (timers run), or a flood of
 // overlapping out-of-order segments. Checked after every op: no exception
 // escaped; no segment sent carries more than the MSS in effect (and that
-// MSS is in [48, ours]); the out-of-order queue stays within its bounds;
+// MSS is in [48, ours]); every SACK block we send holds data ahead of
+// RCV.NXT; the out-of-order queue stays within its bounds;
 // every byte delivered is the byte the peer sent at that sequence number
 // (the peer's payload is a function of the sequence number).
 //
@@ -141,6 +143,8 @@ class ConnectionDriver {
       if (connection_ && !payload.empty()) require(payload.size() <= connection_->info().max_segment_size);
       our_next_ = std::max(our_next_, sent.sequence.value() + static_cast<std::uint32_t>(payload.size()));
       if (sent.options.timestamps) peer_echo_ = sent.options.timestamps->value;
+      for (const utcp::wire::SackBlock& block : sent.options.sack())
+        require(block.left < block.right && sent.acknowledgment < block.left);
     };
   }
 
@@ -156,12 +160,23 @@ class ConnectionDriver {
   }
 
   // Options as the input says: bit 0 an MSS (one byte: 0-255, the tiny
-  // ones that crashed utcp; or two), bit 1 timestamps, bit 2 window scale.
+  // ones that crashed utcp; or two), bit 1 timestamps, bit 2 window scale,
+  // bit 4 SACK-permitted, bit 5 SACK blocks (up to four, their edges near
+  // what we sent: inside, outside, reversed, overlapping).
   void read_options(TcpHeader& h) {
     const std::uint8_t which = input_.u8();
     if (which & 1) h.options.max_segment_size = (which & 8) ? input_.u16() : input_.u8();
     if (which & 2) h.options.timestamps = utcp::wire::TcpTimestamps{peer_clock_ += input_.u8(), peer_echo_};
     if (which & 4) h.options.window_scale = input_.u8() % 16;
+    if (which & 16) h.options.sack_permitted = true;
+    if (which & 32) {
+      const std::uint32_t base = connection_ ? connection_->info().send_unacknowledged.value() : our_iss;
+      h.options.sack_block_count = static_cast<std::uint8_t>(1 + input_.u8() % utcp::wire::TcpOptions::max_sack_blocks);
+      for (std::uint8_t i = 0; i < h.options.sack_block_count; ++i) {
+        const std::uint32_t left = base + static_cast<std::uint32_t>(input_.s16() * 4);
+        h.options.sack_blocks[i] = {SeqNumber(left), SeqNumber(left + static_cast<std::uint32_t>(input_.s16()))};
+      }
+    }
   }
 
   // A segment near the connection's sequence numbers, carrying the peer's

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <random>
@@ -148,6 +149,9 @@ class Loopback {
     std::uint32_t seed = 1;
     std::uint32_t client_iss = 1;
     std::uint32_t server_iss = 1000000;
+    // Decides a loss deliberately: true drops the segment (to is 1 for the
+    // server, 0 for the client), before the random loss is drawn.
+    std::function<bool(int to, const TcpHeader& header, std::span<const std::uint8_t> payload)> drop = nullptr;
   };
 
   explicit Loopback(Options options) : options_(std::move(options)), random_(options_.seed) {}
@@ -212,7 +216,7 @@ class Loopback {
 
   TcpConnection::Transmit pipe_to(int to) {
     return [this, to](const TcpHeader& header, std::span<const std::uint8_t> payload) {
-      if (chance(options_.loss)) {
+      if ((options_.drop && options_.drop(to, header, payload)) || chance(options_.loss)) {
         ++dropped;
         return;
       }

@@ -119,7 +119,41 @@ TEST(Tcp, ChecksumMatchesTheReference) {
   EXPECT_EQ(static_cast<std::uint16_t>(segment[16] << 8 | segment[17]), sent);
 }
 
-TEST(Tcp, SkipsSackBlocksAndUnknownOptions) {
+TEST(Tcp, ReadsSackBlocks) {
+  const auto parsed = parse_tcp(with_options("0101051200000001000000020000000300000004"), test::kernel, test::peer);
+  ASSERT_TRUE(parsed);
+  const auto blocks = parsed->header.options.sack();
+  ASSERT_EQ(blocks.size(), 2u);
+  EXPECT_EQ(blocks[0], (SackBlock{SeqNumber(1), SeqNumber(2)}));
+  EXPECT_EQ(blocks[1], (SackBlock{SeqNumber(3), SeqNumber(4)}));
+}
+
+// Blocks are written after the other options, two no-operations in front
+// (RFC 2018 §3), as many as fit in 40 bytes: four alone, three beside
+// timestamps; they read back the same.
+TEST(Tcp, SackBlocksRoundTripAsManyAsFit) {
+  TcpHeader header;
+  header.flags = tcp_flags::ack;
+  for (std::uint32_t i = 0; i < 4; ++i)
+    header.options.sack_blocks[i] = SackBlock{SeqNumber(1000 * i + 1), SeqNumber(1000 * i + 500)};
+  header.options.sack_block_count = 4;
+  auto segment = build(header);
+  EXPECT_EQ(segment.size(), 20u + 4 + 32);
+  auto parsed = parse_tcp(segment, test::kernel, test::peer);
+  ASSERT_TRUE(parsed);
+  EXPECT_EQ(parsed->header.options, header.options);
+
+  header.options.timestamps = TcpTimestamps{7, 8};
+  segment = build(header);
+  EXPECT_EQ(segment.size(), 60u);
+  parsed = parse_tcp(segment, test::kernel, test::peer);
+  ASSERT_TRUE(parsed);
+  ASSERT_EQ(parsed->header.options.sack().size(), 3u);
+  EXPECT_EQ(parsed->header.options.sack()[2], header.options.sack_blocks[2]);
+  EXPECT_EQ(parsed->header.options.timestamps, header.options.timestamps);
+}
+
+TEST(Tcp, AcceptsSackBlocksAndSkipsUnknownOptions) {
   EXPECT_EQ(error_of(with_options("0101050a0000000100000002")), std::nullopt);  // one SACK block
   EXPECT_EQ(error_of(with_options("0101052200000001000000020000000300000004000000050000000600000007"
                                   "00000008")),

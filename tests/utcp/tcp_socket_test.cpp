@@ -8,7 +8,9 @@
 #include <algorithm>
 #include <cstdint>
 #include <functional>
+#include <cstdlib>
 #include <memory>
+#include <optional>
 #include <random>
 #include <vector>
 
@@ -592,6 +594,71 @@ TEST_F(TcpSockets, TimeWaitBlocksTheQuadButNotANewListener) {
   EXPECT_EQ(reuse.connect({address_a, 40000}), errc(std::errc::address_in_use));
   net_.run_for(61s);  // 2 MSL
   EXPECT_FALSE(reuse.connect({address_a, 40000}));
+}
+
+// TCP_CONGESTION: a socket or listener names its controller before connect
+// or listen; a name no controller has is refused and changes nothing.
+TEST_F(TcpSockets, CongestionControlIsChosenPerSocketBeforeConnecting) {
+  TcpSocket client(net_.a());
+  EXPECT_EQ(client.set_congestion_control("vegas"), errc(std::errc::no_such_file_or_directory));
+  EXPECT_FALSE(client.set_congestion_control("cubic"));
+  EXPECT_EQ(listener_.set_congestion_control("vegas"), errc(std::errc::no_such_file_or_directory));
+  EXPECT_FALSE(listener_.set_congestion_control("cubic"));
+  utcp::TcpConfig bad;
+  bad.congestion_control = "vegas";
+  EXPECT_EQ(listener_.set_config(bad), errc(std::errc::no_such_file_or_directory));
+  std::optional<TcpSocket> server;
+  connect_pair(client, server);
+  EXPECT_EQ(client.info()->congestion_control, "cubic");
+  EXPECT_EQ(server->info()->congestion_control, "cubic");
+  EXPECT_EQ(client.set_congestion_control("newreno"), errc(std::errc::already_connected));
+  EXPECT_EQ(listener_.set_congestion_control("newreno"), errc(std::errc::invalid_argument));
+  TcpSocket other(net_.a());
+  ASSERT_FALSE(other.connect({address_b, port}));
+  EXPECT_EQ(other.info()->congestion_control, "newreno");  // the default
+}
+
+TEST_F(TcpSockets, VariableChoosesTheControllerOfSocketsThatNameNone) {
+  setenv("VIASTACK_UTCP_CC", "cubic", 1);
+  TcpSocket client(net_.a());
+  std::optional<TcpSocket> server;
+  connect_pair(client, server);
+  unsetenv("VIASTACK_UTCP_CC");
+  EXPECT_EQ(client.info()->congestion_control, "cubic");
+  EXPECT_EQ(server->info()->congestion_control, "cubic");
+}
+
+// A StackConfig naming no controller: connect and listen refuse with ENOENT
+// before a port is taken or a SYN sent.
+TEST(TcpSocketConfig, AnUnknownControllerInTheStacksDefaultsIsRefused) {
+  auto [link, other_end] = utcp::MemoryLink::make_pair(1500);
+  utcp::StackConfig config = config_for(address_a);
+  config.tcp.congestion_control = "vegas";
+  Stack stack(*link, config);
+  TcpSocket socket(stack);
+  EXPECT_EQ(socket.connect({address_b, port}), errc(std::errc::no_such_file_or_directory));
+  EXPECT_FALSE(socket.local_endpoint());
+  EXPECT_TRUE(other_end->take_all().empty());
+  TcpListener listener(stack);
+  EXPECT_EQ(listener.listen({{}, port}), errc(std::errc::no_such_file_or_directory));
+  EXPECT_FALSE(listener.local_endpoint());
+}
+
+// The cwnd trace set on a socket before connect follows its connection.
+TEST_F(TcpSockets, CongestionTraceSetBeforeConnectReportsTheTransfer) {
+  TcpSocket client(net_.a());
+  std::vector<utcp::CongestionSample> samples;
+  client.set_congestion_trace([&](const utcp::CongestionSample& sample) { samples.push_back(sample); });
+  std::optional<TcpSocket> server;
+  connect_pair(client, server);
+  ASSERT_FALSE(samples.empty());
+  EXPECT_EQ(samples.front().phase, utcp::CongestionPhase::slow_start);
+  const Bytes data = pattern(200000, 5);
+  ASSERT_EQ(client.send(data).value(), data.size());
+  EXPECT_EQ(read_exactly(*server, data.size()), data);
+  net_.run_for(1s);
+  EXPECT_GT(samples.back().cwnd, samples.front().cwnd);  // slow start grew it
+  EXPECT_EQ(samples.back().cwnd, client.info()->congestion_window);
 }
 
 }  // namespace

@@ -218,6 +218,7 @@ class Stack {
     bool error_reported = false;  // the connection's error was returned once (SO_ERROR is then clear)
     std::optional<std::chrono::milliseconds> receive_timeout;
     std::optional<std::chrono::milliseconds> send_timeout;
+    CongestionTrace congestion_trace;  // given to the connection when it is made
   };
   struct TcpListenerState {
     std::uint16_t local_port = 0;  // 0: not listening

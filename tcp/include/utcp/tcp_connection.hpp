@@ -5,10 +5,12 @@
 // addresses, the checksum and the demultiplexing; the connection owns
 // everything from the sequence numbers up: the handshake (simultaneous open
 // included), the send and receive buffers, retransmission (RFC 6298, Karn's
-// rule), NewReno congestion control (RFC 5681, RFC 6582), window scaling and
-// timestamps (RFC 7323), Nagle and delayed ACK, zero-window probes,
-// keepalive, the out-of-order queue, closing (simultaneous close included,
-// TIME_WAIT) and resets (RFC 5961's checks).
+// rule), fast retransmit and recovery (RFC 5681, RFC 6582; with SACK, RFC
+// 2018 and RFC 6675) around a pluggable congestion controller
+// (congestion.hpp), window scaling and timestamps (RFC 7323), Nagle and
+// delayed ACK, zero-window probes, keepalive, the out-of-order queue,
+// closing (simultaneous close included, TIME_WAIT) and resets (RFC 5961's
+// checks).
 #pragma once
 
 #include <chrono>
@@ -18,9 +20,11 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <string>
 #include <string_view>
 #include <system_error>
 
+#include "utcp/congestion.hpp"
 #include "utcp/reassembly.hpp"  // Instant
 #include "utcp/result.hpp"
 #include "utcp/seq.hpp"
@@ -58,6 +62,10 @@ struct TcpConfig {
   std::size_t receive_buffer = 1u << 20;
   bool window_scaling = true;  // RFC 7323: offered on our SYN, used if both sides do
   bool timestamps = true;      // RFC 7323: TSopt, for RTTM and PAWS
+  // RFC 2018: SACK-permitted offered on our SYN; if both sides do, ACKs
+  // report out-of-order data in SACK blocks and loss recovery follows them
+  // (RFC 6675) instead of NewReno's one hole per round trip.
+  bool sack = true;
   bool nodelay = false;        // true: Nagle's algorithm off (TCP_NODELAY)
   bool delayed_ack = true;     // false: every segment acknowledged at once
   std::chrono::milliseconds delayed_ack_timeout{40};  // RFC 9293 §3.8.6.3: < 0.5 s
@@ -92,6 +100,9 @@ struct TcpConfig {
   // overlaps are trimmed). Past it, or past the stack's shared bound, the
   // segments furthest ahead are dropped first.
   std::size_t max_out_of_order_segments = 2048;
+  // The congestion controller's registered name ("newreno", "cubic", or one
+  // a program registered); empty: VIASTACK_UTCP_CC, else "newreno".
+  std::string congestion_control;
 };
 
 // What crossed the connection, for tests and diagnostics.
@@ -102,7 +113,7 @@ struct TcpCounters {
   std::uint64_t bytes_out = 0;              // payload sent for the first time
   std::uint64_t retransmitted_segments = 0;
   std::uint64_t timeouts = 0;               // retransmission timer expiries
-  std::uint64_t fast_retransmits = 0;       // on the third duplicate ACK
+  std::uint64_t fast_retransmits = 0;       // on the third duplicate ACK (or SACK's loss detection)
   std::uint64_t duplicate_acks_in = 0;
   std::uint64_t out_of_order_segments = 0;  // queued ahead of RCV.NXT
   std::uint64_t out_of_order_dropped = 0;   // segments not held (or dropped) to stay within the bounds
@@ -127,9 +138,12 @@ struct TcpInfo {
   std::uint8_t send_window_scale = 0;   // 0 without window scaling
   std::uint8_t receive_window_scale = 0;
   bool timestamps = false;              // negotiated
-  std::uint32_t congestion_window = 0;  // bytes
+  bool sack = false;                    // negotiated
+  std::string congestion_control;       // the controller's name
+  std::uint32_t congestion_window = 0;  // bytes (inflated during fast recovery)
   std::uint32_t slow_start_threshold = 0;
-  bool in_recovery = false;             // NewReno fast recovery
+  CongestionPhase congestion_phase = CongestionPhase::slow_start;
+  bool in_recovery = false;             // fast recovery
   std::chrono::microseconds smoothed_rtt{0};  // 0 before the first sample
   std::chrono::microseconds rtt_variance{0};
   std::chrono::milliseconds rto{0};
@@ -162,11 +176,13 @@ class TcpConnection {
 
   // Active open: sends a SYN with initial sequence number iss; SYN-SENT.
   // out_of_order_budget, if any, bounds the out-of-order data together with
-  // other connections'.
+  // other connections'. Null (nothing sent) when config.congestion_control
+  // names no registered controller.
   static std::unique_ptr<TcpConnection> connect(Ports ports, const TcpConfig& config, wire::SeqNumber iss, Instant now,
                                                 Transmit transmit, TcpOutOfOrderBudget* out_of_order_budget = nullptr);
   // Passive open, for a listener given `syn` (SYN set; ACK and RST clear;
-  // already checked by the stack): answers SYN-ACK; SYN-RECEIVED.
+  // already checked by the stack): answers SYN-ACK; SYN-RECEIVED. Null as
+  // for connect.
   static std::unique_ptr<TcpConnection> accept(Ports ports, const TcpConfig& config, const wire::TcpSegment& syn,
                                                wire::SeqNumber iss, Instant now, Transmit transmit,
                                                TcpOutOfOrderBudget* out_of_order_budget = nullptr);
@@ -213,6 +229,9 @@ class TcpConnection {
 
   void set_nodelay(bool nodelay, Instant now);
   void set_keepalive(bool enabled, Instant now);
+  // Reports cwnd, ssthresh and the phase: at once if established, then at
+  // each change (see CongestionTrace). An empty function stops it.
+  void set_congestion_trace(CongestionTrace trace);
 
   TcpState state() const;
   // Why the connection ended abnormally: ECONNREFUSED (RST in SYN-SENT or

@@ -4,6 +4,8 @@
 #pragma once
 
 #include <cstddef>
+#include <array>
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -34,13 +36,28 @@ struct TcpTimestamps {
   friend bool operator==(const TcpTimestamps&, const TcpTimestamps&) = default;
 };
 
-// The options understood; SACK blocks and unknown kinds are skipped once
-// their length is known to be sound.
+// One block of a SACK option (RFC 2018 §3): data held from left up to right.
+struct SackBlock {
+  SeqNumber left;
+  SeqNumber right;
+  friend bool operator==(const SackBlock&, const SackBlock&) = default;
+};
+
+// The options understood; unknown kinds are skipped once their length is
+// known to be sound.
 struct TcpOptions {
+  static constexpr std::size_t max_sack_blocks = 4;  // 2 + 8n option bytes within the 40
+
   std::optional<std::uint16_t> max_segment_size;
   std::optional<std::uint8_t> window_scale;  // as sent; RFC 7323 §2.3 has the receiver use 14 for larger
   bool sack_permitted = false;
   std::optional<TcpTimestamps> timestamps;
+  // The SACK option's blocks, the first sack_block_count of them. Written
+  // after the other options, as many as fit in the 40 option bytes.
+  std::array<SackBlock, max_sack_blocks> sack_blocks{};
+  std::uint8_t sack_block_count = 0;
+
+  std::span<const SackBlock> sack() const { return std::span(sack_blocks).first(sack_block_count); }
   friend bool operator==(const TcpOptions&, const TcpOptions&) = default;
 };
 

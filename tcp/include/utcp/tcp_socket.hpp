@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <string_view>
 #include <system_error>
 #include <variant>
 
@@ -73,6 +74,13 @@ class TcpSocket {
   // buffer is also the largest window offered). EISCONN once connecting or
   // connected, EINVAL for 0.
   std::error_code set_buffer_sizes(std::size_t send, std::size_t receive);
+  // The congestion controller by its registered name (TCP_CONGESTION), before
+  // connect: ENOENT for a name no controller has (the socket keeps its
+  // own), EISCONN once connecting, EBADF once closed.
+  std::error_code set_congestion_control(std::string_view name);
+  // Reports cwnd, ssthresh and the phase of the connection (before connect:
+  // of the connection to come), as TcpConnection::set_congestion_trace.
+  void set_congestion_trace(CongestionTrace trace);
   void set_receive_timeout(std::optional<std::chrono::milliseconds> timeout);
   void set_send_timeout(std::optional<std::chrono::milliseconds> timeout);
   // SO_ERROR: the pending error (a failed non-blocking connect, a reset),
@@ -118,8 +126,12 @@ class TcpListener {
   bool is_open() const;
   void set_nonblocking(bool nonblocking);
   void set_accept_timeout(std::optional<std::chrono::milliseconds> timeout);
-  // Defaults for the connections it accepts.
-  void set_config(const TcpConfig& config);
+  // Defaults for the connections it accepts. ENOENT (and nothing changed)
+  // if config.congestion_control names no controller.
+  std::error_code set_config(const TcpConfig& config);
+  // The congestion controller of the connections it accepts, by name:
+  // ENOENT for a name no controller has, EINVAL once listening.
+  std::error_code set_congestion_control(std::string_view name);
   bool readable() const;  // accept would not block
   std::optional<Endpoint> local_endpoint() const;
 

@@ -428,6 +428,9 @@ void Stack::input_tcp_listen(SocketId listener_id, TcpListenerState& listener, c
   std::unique_ptr<TcpConnection> connection =
       TcpConnection::accept({quad.local_port, quad.remote.port}, tcp_connection_config(listener.config), segment,
                             tcp_initial_sequence(quad), now_, tcp_transmitter(quad), &tcp_out_of_order_);
+  // The controller's factory made none (listen() and set_config() refused
+  // unknown names): the SYN is dropped.
+  if (!connection) return;
   TcpConnectionEntry entry{std::move(connection)};
   entry.half_open_of = listener_id;
   tcp_connections_.emplace(quad, std::move(entry));
@@ -549,6 +552,9 @@ std::error_code Stack::tcp_connect(TcpSocketState& socket, SocketId id, Endpoint
     socket.connection.reset();
   }
   if (remote.port == 0 || remote.address.value == 0) return error(std::errc::invalid_argument);
+  // The stack's default controller (VIASTACK_UTCP_CC, StackConfig::tcp) is checked here, before a port is taken.
+  if (!congestion_controller_known(socket.config.congestion_control))
+    return error(std::errc::no_such_file_or_directory);
   if (const std::error_code unroutable = route(remote.address)) return unroutable;
   if (socket.local_port == 0) {
     // Any port free for this peer: the quad must be new, not the port.
@@ -566,6 +572,9 @@ std::error_code Stack::tcp_connect(TcpSocketState& socket, SocketId id, Endpoint
   std::unique_ptr<TcpConnection> connection =
       TcpConnection::connect({quad.local_port, remote.port}, tcp_connection_config(socket.config),
                              tcp_initial_sequence(quad), now_, tcp_transmitter(quad), &tcp_out_of_order_);
+  // The controller's factory made none.
+  if (!connection) return error(std::errc::no_such_file_or_directory);
+  if (socket.congestion_trace) connection->set_congestion_trace(socket.congestion_trace);
   tcp_connections_.emplace(quad, TcpConnectionEntry{std::move(connection)});
   socket.connection = quad;
   socket.error_reported = false;

@@ -180,6 +180,22 @@ std::error_code TcpSocket::set_buffer_sizes(std::size_t send, std::size_t receiv
   return {};
 }
 
+std::error_code TcpSocket::set_congestion_control(std::string_view name) {
+  Stack::TcpSocketState* socket = socket_state();
+  if (!socket) return error(std::errc::bad_file_descriptor);
+  if (socket->connection) return error(std::errc::already_connected);
+  if (!congestion_controller_known(name)) return error(std::errc::no_such_file_or_directory);
+  socket->config.congestion_control = name;
+  return {};
+}
+
+void TcpSocket::set_congestion_trace(CongestionTrace trace) {
+  Stack::TcpSocketState* socket = socket_state();
+  if (!socket) return;
+  if (TcpConnection* connection = stack_->tcp_connection(*socket)) connection->set_congestion_trace(trace);
+  socket->congestion_trace = std::move(trace);
+}
+
 void TcpSocket::set_receive_timeout(std::optional<std::chrono::milliseconds> timeout) {
   if (Stack::TcpSocketState* socket = socket_state()) socket->receive_timeout = timeout;
 }
@@ -268,6 +284,9 @@ std::error_code TcpListener::listen(Endpoint local, int backlog) {
   Stack::TcpListenerState* listener = state();
   if (!listener) return error(std::errc::bad_file_descriptor);
   if (listener->local_port != 0) return error(std::errc::invalid_argument);
+  // The stack's default controller (VIASTACK_UTCP_CC, StackConfig::tcp) is checked here, before any SYN.
+  if (!congestion_controller_known(listener->config.congestion_control))
+    return error(std::errc::no_such_file_or_directory);
   if (const std::error_code failed = stack_->tcp_bind_port(id_, local, listener->local_port)) return failed;
   listener->backlog = static_cast<std::size_t>(std::max(backlog, 1));
   return {};
@@ -305,8 +324,21 @@ void TcpListener::set_accept_timeout(std::optional<std::chrono::milliseconds> ti
   if (Stack::TcpListenerState* listener = state()) listener->accept_timeout = timeout;
 }
 
-void TcpListener::set_config(const TcpConfig& config) {
-  if (Stack::TcpListenerState* listener = state()) listener->config = config;
+std::error_code TcpListener::set_config(const TcpConfig& config) {
+  Stack::TcpListenerState* listener = state();
+  if (!listener) return error(std::errc::bad_file_descriptor);
+  if (!congestion_controller_known(config.congestion_control)) return error(std::errc::no_such_file_or_directory);
+  listener->config = config;
+  return {};
+}
+
+std::error_code TcpListener::set_congestion_control(std::string_view name) {
+  Stack::TcpListenerState* listener = state();
+  if (!listener) return error(std::errc::bad_file_descriptor);
+  if (listener->local_port != 0) return error(std::errc::invalid_argument);
+  if (!congestion_controller_known(name)) return error(std::errc::no_such_file_or_directory);
+  listener->config.congestion_control = name;
+  return {};
 }
 
 bool TcpListener::readable() const {

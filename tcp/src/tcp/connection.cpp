@@ -16,9 +16,10 @@
 #include <vector>
 
 #include "tcp/byte_ring.hpp"
-#include "tcp/new_reno.hpp"
+#include "tcp/loss_recovery.hpp"
 #include "tcp/out_of_order_queue.hpp"
 #include "tcp/rtt_estimator.hpp"
+#include "tcp/sack_scoreboard.hpp"
 
 namespace utcp {
 namespace {
@@ -109,7 +110,7 @@ std::string_view to_string(TcpState state) {
 
 struct TcpConnection::Impl {
   Impl(Ports ports_, const TcpConfig& config_, SeqNumber iss_, Instant now_, Transmit transmit_, TcpState state_,
-       TcpOutOfOrderBudget* out_of_order_budget);
+       TcpOutOfOrderBudget* out_of_order_budget, std::unique_ptr<CongestionController> controller);
 
   // --- Events ---
   void on_segment(const TcpSegment& segment);
@@ -133,8 +134,12 @@ struct TcpConnection::Impl {
   void on_acceptable_reset(const TcpHeader& header);
   bool process_acknowledgment(const TcpSegment& segment);
   void measure_echoed_timestamp(const TcpHeader& header);
+  void add_rtt_sample(microseconds sample);
   void on_new_acknowledgment(SeqNumber ack);
   void on_duplicate_ack();
+  void take_sack_blocks(const TcpHeader& header);
+  void start_fast_retransmit();
+  void trace_congestion();
   void receive_data(const InWindow& part);
   void deliver_in_order(std::span<const std::uint8_t> bytes, bool fin);
   void on_fin_received();
@@ -144,7 +149,10 @@ struct TcpConnection::Impl {
   void transmit_pending();
   bool worth_sending(std::uint32_t length, std::uint32_t unsent) const;
   std::uint32_t transmit_at(SeqNumber sequence, std::uint32_t length);
-  void retransmit_first_unacknowledged();
+  std::uint32_t retransmit_first_unacknowledged();
+  void transmit_in_sack_recovery();
+  std::uint32_t retransmit_range(SeqNumber start, std::uint32_t length);
+  void add_sack_blocks(wire::TcpOptions& options) const;
   void emit(SeqNumber sequence, std::uint8_t flags, std::span<const std::uint8_t> payload);
   std::uint16_t advertise_window();
   // At SND.MAX, not SND.NXT: after a timeout SND.NXT went back, and a pure
@@ -229,6 +237,9 @@ struct TcpConnection::Impl {
   SeqNumber receive_advertised_edge;  // RCV.NXT + RCV.WND as last advertised; never moves left
   tcp::ByteRing receive_buffer;
   tcp::OutOfOrderQueue out_of_order;
+  // Where the latest out-of-order segments began, newest first: the SACK
+  // blocks we send report the data around them (RFC 2018 §4).
+  std::vector<SeqNumber> recent_out_of_order;
   bool fin_received = false;
 
   // Options negotiated on the SYNs.
@@ -239,6 +250,7 @@ struct TcpConnection::Impl {
   std::uint8_t send_window_scale = 0;
   std::uint8_t receive_window_scale = 0;
   bool timestamps = false;
+  bool sack = false;
   std::uint32_t timestamp_offset;  // RFC 7323 §5.4: a per-connection offset (the ISS, already unpredictable)
   std::uint32_t timestamp_recent = 0;  // TS.Recent
   SeqNumber last_ack_sent;
@@ -253,7 +265,12 @@ struct TcpConnection::Impl {
   std::optional<SeqNumber> timed_ack;
   Instant timed_since;
   std::optional<std::uint32_t> last_retransmission_timestamp;  // its TSval: echoes of it or later time a round trip
-  tcp::NewReno congestion;
+  std::optional<microseconds> rtt_sample;  // taken by the segment being processed, for the congestion controller
+  tcp::LossRecovery congestion;
+  tcp::SackScoreboard scoreboard;  // what the peer SACKed, when SACK is on
+  SeqNumber high_retransmitted;     // RFC 6675's HighRxt: the end of the last retransmission in this recovery
+  CongestionTrace congestion_trace;
+  std::optional<CongestionSample> last_traced;
 
   // Acknowledgments.
   bool ack_now = false;                       // an ACK is due before on_segment returns
@@ -274,7 +291,8 @@ struct TcpConnection::Impl {
 };
 
 TcpConnection::Impl::Impl(Ports ports_, const TcpConfig& config_, SeqNumber iss_, Instant now_, Transmit transmit_,
-                          TcpState state_, TcpOutOfOrderBudget* out_of_order_budget)
+                          TcpState state_, TcpOutOfOrderBudget* out_of_order_budget,
+                          std::unique_ptr<CongestionController> controller)
     : ports(ports_),
       config(config_),
       transmit(std::move(transmit_)),
@@ -294,6 +312,7 @@ TcpConnection::Impl::Impl(Ports ports_, const TcpConfig& config_, SeqNumber iss_
       offered_window_scale(window_scale_for(config_.receive_buffer)),
       timestamp_offset(iss_.value()),
       rtt(config_.initial_rto, config_.min_rto, config_.max_rto),
+      congestion(std::move(controller)),
       heard_since(now_) {}
 
 // ============================================================================
@@ -440,7 +459,13 @@ void TcpConnection::Impl::on_retransmission_timeout() {
   }
   ++retries;
   rtt.back_off();
-  if (synchronized()) congestion.on_timeout(send_max - send_unacknowledged, send_max);
+  if (synchronized()) {
+    congestion.on_timeout(send_max - send_unacknowledged, send_max, now);
+    // RFC 2018 §8: after a timeout the receiver may have discarded what it
+    // SACKed; go-back-N resends it all and later ACKs report afresh.
+    scoreboard.clear();
+    trace_congestion();
+  }
   send_next = send_unacknowledged;  // go back N: the rest follows in slow start as ACKs come
   retransmit_first_unacknowledged();
 }
@@ -491,6 +516,8 @@ void TcpConnection::Impl::take_peer_syn(const TcpHeader& syn) {
     send_window_scale = std::min(*syn.options.window_scale, max_window_scale);
     receive_window_scale = offered_window_scale;
   }
+  sack = config.sack && syn.options.sack_permitted;
+  congestion.use_sack(sack);
   timestamps = config.timestamps && syn.options.timestamps.has_value();
   if (timestamps) timestamp_recent = syn.options.timestamps->value;
   send_window = syn.window;  // never scaled on a SYN (RFC 7323 §2.2)
@@ -594,8 +621,15 @@ bool TcpConnection::Impl::process_acknowledgment(const TcpSegment& segment) {
   if (ack > send_unacknowledged) {
     measure_echoed_timestamp(header);
     on_new_acknowledgment(ack);
-  } else if (duplicate) {
-    on_duplicate_ack();
+  }
+  if (sack) take_sack_blocks(header);
+  if (duplicate) on_duplicate_ack();
+  // RFC 6675 §5: SACK information alone can show the first segment lost.
+  if (sack && synchronized() && !congestion.in_recovery() && !scoreboard.empty() &&
+      scoreboard.first_unacknowledged_lost(send_unacknowledged, send_max, max_payload()) &&
+      congestion.enter_recovery(send_max - send_unacknowledged, send_unacknowledged, send_max, now)) {
+    start_fast_retransmit();
+    trace_congestion();
   }
   // The window comes from the newest segment only (§3.10.7.4, SND.WL1/WL2).
   if (send_wl1 < header.sequence || (send_wl1 == header.sequence && send_wl2 <= ack)) {
@@ -640,7 +674,12 @@ void TcpConnection::Impl::measure_echoed_timestamp(const TcpHeader& header) {
   if (static_cast<std::int32_t>(echoed - *last_retransmission_timestamp) < 0) return;
   const auto elapsed = static_cast<std::int32_t>(timestamp_now() - echoed);
   if (elapsed < 0) return;  // echoes a time we have not reached: not ours
-  rtt.add_sample(milliseconds(elapsed));
+  add_rtt_sample(milliseconds(elapsed));
+}
+
+void TcpConnection::Impl::add_rtt_sample(microseconds sample) {
+  rtt.add_sample(sample);
+  rtt_sample = sample;
 }
 
 // RFC 9293 §3.8.3's R2, at least config's, raised with the loss measured so
@@ -665,12 +704,18 @@ void TcpConnection::Impl::on_new_acknowledgment(SeqNumber ack) {
   send_buffer_start += acked_data;
   send_unacknowledged = ack;
   send_next = std::max(send_next, ack);
+  scoreboard.acknowledge(ack);
   retries = 0;
   if (timed_ack && ack >= *timed_ack) {
-    rtt.add_sample(duration_cast<microseconds>(now - timed_since));
+    add_rtt_sample(duration_cast<microseconds>(now - timed_since));
     timed_ack.reset();
   }
-  if (synchronized() && congestion.on_new_ack(acked_data, ack, send_max - ack)) retransmit_first_unacknowledged();
+  if (synchronized()) {
+    const AckSample sample{acked_data, static_cast<std::uint32_t>(send_max - ack),
+                           std::exchange(rtt_sample, std::nullopt), rtt.smoothed(), now};
+    if (congestion.on_new_ack(sample, ack)) retransmit_first_unacknowledged();
+    trace_congestion();
+  }
   // RFC 6298 §5.2 and §5.3.
   if (send_unacknowledged == send_max) {
     retransmission_deadline.reset();
@@ -681,10 +726,52 @@ void TcpConnection::Impl::on_new_acknowledgment(SeqNumber ack) {
 
 void TcpConnection::Impl::on_duplicate_ack() {
   ++counters.duplicate_acks_in;
-  if (congestion.on_duplicate_ack(send_max - send_unacknowledged, send_unacknowledged, send_max)) {
-    ++counters.fast_retransmits;
-    retransmit_first_unacknowledged();
+  if (congestion.on_duplicate_ack(send_max - send_unacknowledged, send_unacknowledged, send_max, now))
+    start_fast_retransmit();
+  trace_congestion();
+}
+
+// Recovery began: the first unacknowledged segment goes again at once
+// (RFC 5681 §3.2 step 2, RFC 6675 §5 step 4.3).
+void TcpConnection::Impl::start_fast_retransmit() {
+  ++counters.fast_retransmits;
+  high_retransmitted = send_unacknowledged + retransmit_first_unacknowledged();
+}
+
+// The SACK blocks of an acceptable ACK onto the scoreboard (those outside
+// what is outstanding are ignored there).
+void TcpConnection::Impl::take_sack_blocks(const TcpHeader& header) {
+  for (const wire::SackBlock& block : header.options.sack())
+    scoreboard.add(block.left, block.right, send_unacknowledged, send_max);
+}
+
+// RFC 2018 §4: the first block holds the segment that arrived last, the
+// others the most recent before it, as many as the options have room for
+// (three beside timestamps).
+void TcpConnection::Impl::add_sack_blocks(wire::TcpOptions& options) const {
+  const std::size_t room = timestamps ? 3 : wire::TcpOptions::max_sack_blocks;
+  for (const SeqNumber point : recent_out_of_order) {
+    if (options.sack_block_count == room) break;
+    if (point < receive_next) continue;
+    const auto run = out_of_order.run_around(point);
+    if (!run) continue;
+    const wire::SackBlock block{run->first, run->second};
+    const auto taken = options.sack();
+    if (std::find(taken.begin(), taken.end(), block) != taken.end()) continue;
+    options.sack_blocks[options.sack_block_count++] = block;
   }
+}
+
+// A sample to the trace, if there is one and the window, the threshold or
+// the phase changed since the last.
+void TcpConnection::Impl::trace_congestion() {
+  if (!congestion_trace || !congestion.started()) return;
+  const CongestionSample sample{now, congestion.window(), congestion.controller().ssthresh(), congestion.phase()};
+  if (last_traced && last_traced->cwnd == sample.cwnd && last_traced->ssthresh == sample.ssthresh &&
+      last_traced->phase == sample.phase)
+    return;
+  last_traced = sample;
+  congestion_trace(sample);
 }
 
 void TcpConnection::Impl::receive_data(const InWindow& part) {
@@ -697,6 +784,11 @@ void TcpConnection::Impl::receive_data(const InWindow& part) {
   if (part.sequence != receive_next) {
     counters.out_of_order_dropped += out_of_order.insert(part.sequence, part.payload, part.fin);
     ++counters.out_of_order_segments;
+    if (sack) {
+      constexpr std::size_t remembered = 2 * wire::TcpOptions::max_sack_blocks;  // room for repeats among them
+      recent_out_of_order.insert(recent_out_of_order.begin(), part.sequence);
+      if (recent_out_of_order.size() > remembered) recent_out_of_order.pop_back();
+    }
     ack_now = true;  // a duplicate ACK at once, for the sender's fast retransmit (RFC 5681 §4.2)
     return;
   }
@@ -775,7 +867,9 @@ void TcpConnection::Impl::transmit_pending() {
     if (send_next == iss) send_next += transmit_at(iss, 0);  // the SYN (or SYN-ACK)
     return;
   }
-  if (may_send_data()) {
+  if (may_send_data() && sack && congestion.in_recovery()) {
+    transmit_in_sack_recovery();
+  } else if (may_send_data()) {
     for (;;) {
       const std::uint32_t unsent = unsent_bytes();
       const std::uint32_t length = std::min({unsent, usable_window(), max_payload()});
@@ -840,12 +934,55 @@ std::uint32_t TcpConnection::Impl::transmit_at(SeqNumber sequence, std::uint32_t
 
 // The first unacknowledged segment again: on a timeout, the third duplicate
 // ACK and a partial ACK.
-void TcpConnection::Impl::retransmit_first_unacknowledged() {
+std::uint32_t TcpConnection::Impl::retransmit_first_unacknowledged() {
   const std::uint32_t outstanding = send_max - send_unacknowledged;
-  const std::uint32_t data = data_end() > send_unacknowledged ? data_end() - send_unacknowledged : 0;
-  const std::uint32_t length = std::min({max_payload(), data, outstanding});
-  const std::uint32_t covered = transmit_at(send_unacknowledged, length);
-  send_next = std::max(send_next, send_unacknowledged + covered);
+  return retransmit_range(send_unacknowledged, std::min(max_payload(), outstanding));
+}
+
+// Sends again up to `length` of sequence space from `start` (its data, and
+// the FIN if it ends there). Returns the sequence space covered.
+std::uint32_t TcpConnection::Impl::retransmit_range(SeqNumber start, std::uint32_t length) {
+  const std::uint32_t data = data_end() > start ? data_end() - start : 0;
+  const std::uint32_t covered = transmit_at(start, std::min(length, data));
+  send_next = std::max(send_next, start + covered);
+  return covered;
+}
+
+// RFC 6675 §5 steps (C) and §4's NextSeg(): while the pipe (the bytes
+// still in the network by the scoreboard) leaves a segment of cwnd free,
+// send (1) the first lost hole not yet retransmitted, else (2) new data,
+// else (3) the first hole not yet retransmitted.
+void TcpConnection::Impl::transmit_in_sack_recovery() {
+  const std::uint32_t mss = max_payload();
+  for (;;) {
+    const std::vector<tcp::SackScoreboard::Hole> holes = scoreboard.holes(send_unacknowledged, send_max, mss);
+    std::uint64_t pipe = 0;
+    for (const tcp::SackScoreboard::Hole& hole : holes) {
+      if (!hole.lost) pipe += static_cast<std::uint32_t>(hole.end - hole.start);
+      if (hole.start < high_retransmitted)
+        pipe += static_cast<std::uint32_t>(std::min(hole.end, high_retransmitted) - hole.start);
+    }
+    if (pipe + mss > congestion.window()) return;
+    auto after_last_retransmission = [&](bool lost_only) -> const tcp::SackScoreboard::Hole* {
+      for (const tcp::SackScoreboard::Hole& hole : holes)
+        if (high_retransmitted < hole.end && (hole.lost || !lost_only)) return &hole;
+      return nullptr;
+    };
+    const tcp::SackScoreboard::Hole* hole = after_last_retransmission(true);
+    const std::uint32_t in_flight = bytes_in_flight();
+    const std::uint32_t room = send_window > in_flight ? send_window - in_flight : 0;
+    const std::uint32_t fresh = std::min({unsent_bytes(), room, mss});
+    if (!hole && fresh > 0 && worth_sending(fresh, unsent_bytes())) {
+      send_next += transmit_at(send_next, fresh);
+      continue;
+    }
+    if (!hole) hole = after_last_retransmission(false);
+    if (!hole) return;
+    const SeqNumber start = std::max(hole->start, high_retransmitted);
+    const std::uint32_t covered = retransmit_range(start, std::min<std::uint32_t>(mss, hole->end - start));
+    if (covered == 0) return;
+    high_retransmitted = start + covered;
+  }
 }
 
 void TcpConnection::Impl::emit(SeqNumber sequence, std::uint8_t flags, std::span<const std::uint8_t> payload) {
@@ -870,9 +1007,14 @@ void TcpConnection::Impl::emit(SeqNumber sequence, std::uint8_t flags, std::span
     if (answering ? timestamps : config.timestamps) {
       header.options.timestamps = wire::TcpTimestamps{timestamp_now(), answering ? timestamp_recent : 0};
     }
+    header.options.sack_permitted = answering ? sack : config.sack;
   } else {
     header.window = (flags & flag::rst) != 0 ? 0 : advertise_window();
     if (timestamps) header.options.timestamps = wire::TcpTimestamps{timestamp_now(), timestamp_recent};
+    // SACK blocks ride on pure ACKs only, which have room for them: a data
+    // segment is already as large as the MSS allows.
+    if (sack && (flags & flag::ack) != 0 && (flags & flag::rst) == 0 && payload.empty())
+      add_sack_blocks(header.options);
   }
   ++counters.segments_out;
   transmit(header, payload);
@@ -912,7 +1054,8 @@ void TcpConnection::Impl::send_reset(SeqNumber sequence, bool with_ack) {
 void TcpConnection::Impl::become_established() {
   state = fin_queued ? TcpState::fin_wait_1 : TcpState::established;
   established_once = true;
-  congestion.start(max_payload(), send_unacknowledged);
+  congestion.start(max_payload(), send_unacknowledged, now);
+  trace_congestion();
   heard_since = now;
 }
 
@@ -951,6 +1094,8 @@ void TcpConnection::Impl::release_buffers() {
   send_buffer.release();
   receive_buffer.release();
   out_of_order.clear();
+  std::vector<SeqNumber>().swap(recent_out_of_order);
+  scoreboard.clear();
   std::vector<std::uint8_t>().swap(segment_scratch);
 }
 
@@ -1000,8 +1145,10 @@ TcpConnection::~TcpConnection() = default;
 std::unique_ptr<TcpConnection> TcpConnection::connect(Ports ports, const TcpConfig& config, SeqNumber iss,
                                                       Instant now, Transmit transmit,
                                                       TcpOutOfOrderBudget* out_of_order_budget) {
+  std::unique_ptr<CongestionController> controller = make_congestion_controller(config.congestion_control);
+  if (!controller) return nullptr;
   auto impl = std::make_unique<Impl>(ports, config, iss, now, std::move(transmit), TcpState::syn_sent,
-                                     out_of_order_budget);
+                                     out_of_order_budget, std::move(controller));
   impl->transmit_pending();
   return std::unique_ptr<TcpConnection>(new TcpConnection(std::move(impl)));
 }
@@ -1009,8 +1156,10 @@ std::unique_ptr<TcpConnection> TcpConnection::connect(Ports ports, const TcpConf
 std::unique_ptr<TcpConnection> TcpConnection::accept(Ports ports, const TcpConfig& config, const TcpSegment& syn,
                                                      SeqNumber iss, Instant now, Transmit transmit,
                                                      TcpOutOfOrderBudget* out_of_order_budget) {
+  std::unique_ptr<CongestionController> controller = make_congestion_controller(config.congestion_control);
+  if (!controller) return nullptr;
   auto impl = std::make_unique<Impl>(ports, config, iss, now, std::move(transmit), TcpState::syn_received,
-                                     out_of_order_budget);
+                                     out_of_order_budget, std::move(controller));
   ++impl->counters.segments_in;
   impl->take_peer_syn(syn.header);
   impl->transmit_pending();
@@ -1112,6 +1261,12 @@ void TcpConnection::set_nodelay(bool nodelay, Instant now) {
   impl_->transmit_pending();
 }
 
+void TcpConnection::set_congestion_trace(CongestionTrace trace) {
+  impl_->congestion_trace = std::move(trace);
+  impl_->last_traced.reset();
+  impl_->trace_congestion();
+}
+
 void TcpConnection::set_keepalive(bool enabled, Instant now) {
   impl_->now = now;
   impl_->config.keepalive = enabled;
@@ -1151,8 +1306,11 @@ TcpInfo TcpConnection::info() const {
   info.send_window_scale = c.send_window_scale;
   info.receive_window_scale = c.receive_window_scale;
   info.timestamps = c.timestamps;
+  info.sack = c.sack;
+  info.congestion_control = c.congestion.controller().name();
   info.congestion_window = c.congestion.window();
-  info.slow_start_threshold = c.congestion.slow_start_threshold();
+  info.slow_start_threshold = c.congestion.controller().ssthresh();
+  info.congestion_phase = c.congestion.phase();
   info.in_recovery = c.congestion.in_recovery();
   info.smoothed_rtt = c.rtt.smoothed();
   info.rtt_variance = c.rtt.variance();

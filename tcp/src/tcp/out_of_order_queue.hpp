@@ -19,6 +19,7 @@
 #include <map>
 #include <optional>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "utcp/seq.hpp"
@@ -91,6 +92,30 @@ class OutOfOrderQueue {
       if (front.end() > next) return front;
     }
     return std::nullopt;
+  }
+
+  // The contiguous data held around `sequence` (a SACK block, RFC 2018),
+  // looking at most max_run_segments segments each way from the one that
+  // holds it (a block may report less than all that is contiguous; the
+  // bound keeps an ACK's cost independent of how much is held). None if no
+  // segment holds it.
+  std::optional<std::pair<wire::SeqNumber, wire::SeqNumber>> run_around(wire::SeqNumber sequence) const {
+    constexpr int max_run_segments = 64;
+    auto holder = segments_.upper_bound(sequence);
+    if (holder == segments_.begin()) return std::nullopt;
+    --holder;
+    if (!(sequence < holder->second.end())) return std::nullopt;
+    auto first = holder;
+    for (int i = 0; i < max_run_segments && first != segments_.begin(); ++i) {
+      if (std::prev(first)->second.end() != first->first) break;
+      --first;
+    }
+    auto last = holder;
+    for (int i = 0; i < max_run_segments && std::next(last) != segments_.end(); ++i) {
+      if (last->second.end() != std::next(last)->first) break;
+      ++last;
+    }
+    return std::pair{first->first, last->second.end()};
   }
 
   void clear() {

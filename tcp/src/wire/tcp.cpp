@@ -1,5 +1,7 @@
 #include "utcp/tcp_header.hpp"
 
+#include <algorithm>
+
 #include "utcp/checksum.hpp"
 #include "utcp/ipv4.hpp"
 #include "wire/bytes.hpp"
@@ -41,6 +43,12 @@ std::optional<Error> read_option(std::uint8_t kind, std::span<const std::uint8_t
       break;
     case kind_sack:
       if (data.empty() || data.size() % sack_block_data != 0) return Error::bad_option_length;
+      options.sack_block_count = 0;
+      for (std::size_t at = 0; at < data.size() && options.sack_block_count < TcpOptions::max_sack_blocks;
+           at += sack_block_data) {
+        options.sack_blocks[options.sack_block_count++] =
+            SackBlock{SeqNumber(detail::load32(data.data() + at)), SeqNumber(detail::load32(data.data() + at + 4))};
+      }
       break;
     default:
       break;  // unknown kinds are skipped (RFC 9293 §3.1: length-bounded)
@@ -80,6 +88,22 @@ std::size_t write_options(const TcpOptions& options, std::uint8_t* out) {
     *p++ = kind_window_scale;
     *p++ = 2 + window_scale_data;
     *p++ = *options.window_scale;
+  }
+  // SACK blocks, aligned by two no-operations (RFC 2018 §3), as many as fit.
+  constexpr std::size_t options_room = tcp_max_header_length - tcp_min_header_length;
+  const std::size_t used = static_cast<std::size_t>(p - out);
+  const std::size_t fit = used + 4 + sack_block_data <= options_room ? (options_room - used - 4) / sack_block_data : 0;
+  const std::size_t blocks = std::min<std::size_t>(options.sack_block_count, fit);
+  if (blocks > 0) {
+    *p++ = kind_no_operation;
+    *p++ = kind_no_operation;
+    *p++ = kind_sack;
+    *p++ = static_cast<std::uint8_t>(2 + blocks * sack_block_data);
+    for (std::size_t i = 0; i < blocks; ++i) {
+      detail::store32(p, options.sack_blocks[i].left.value());
+      detail::store32(p + 4, options.sack_blocks[i].right.value());
+      p += sack_block_data;
+    }
   }
   // RFC 9293 §3.1: the header is padded with zeros to a 32-bit boundary.
   while ((p - out) % 4 != 0) *p++ = kind_end_of_list;

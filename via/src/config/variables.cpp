@@ -120,6 +120,8 @@ const std::vector<Variable>& declarations() {
       integer_variable("VIASTACK_UTCP_MTU", 68, 65535, "bytes", "9000", "utcp", "the MTU of utcp's links over VIA"),
       typed("VIASTACK_UTCP_NETWORK", Type::network, "10.0.0.0/16", "utcp",
             "the network utcp's ranks take their addresses from; rank r is the network's host r + 1"),
+      word_variable("VIASTACK_UTCP_CC", "newreno|cubic", "newreno", "utcp",
+                    "the congestion control of utcp's TCP sockets that choose none themselves"),
       typed("VIASTACK_TRACE", Type::trace, "-", "via, utcp",
             "pcap traces: FILE for utcp's packets, LAYERS:FILE (via, utcp or via,utcp) for VIA frames and "
             "connection events, utcp's packets or both (FILE.via.pcap, FILE.utcp.pcap); file.rankN.pcap per rank"),

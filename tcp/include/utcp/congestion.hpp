@@ -1,0 +1,188 @@
+// Congestion control for utcp's TCP, behind an interface (what smoltcp
+// calls a controller): a CongestionController owns cwnd and ssthresh and is
+// told what the connection learns (data acknowledged, loss detected, a
+// retransmission timeout, recovery over). It reads no clock: the time of each
+// event is passed in, so that it runs on virtual time in tests.
+//
+// The connection keeps loss detection and recovery (duplicate ACKs, the
+// recovery point, NewReno's window inflation during fast recovery: RFC 5681,
+// RFC 6582; or SACK's scoreboard and pipe: RFC 6675); the controller decides
+// only how large the window is outside it, how far it falls on a loss, and
+// where it starts again.
+//
+// Two controllers come with utcp, "newreno" (RFC 5681) and "cubic" (RFC
+// 9438); a program registers more by name (register_congestion_controller)
+// and chooses one per socket (TcpSocket::set_congestion_control, or
+// TcpConfig::congestion_control), or for all sockets with VIASTACK_UTCP_CC.
+//
+//   class Aimd final : public utcp::CongestionController { ... };
+//   utcp::register_congestion_controller("aimd", [] { return std::make_unique<Aimd>(); });
+//   socket.set_congestion_control("aimd");
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <vector>
+
+#include "utcp/reassembly.hpp"  // Instant
+#include "utcp/result.hpp"
+
+namespace utcp {
+
+// What a newly acknowledging ACK tells the controller (outside recovery).
+struct AckSample {
+  std::uint32_t bytes_acknowledged = 0;  // data newly acknowledged (0 for an ACK of a SYN or FIN alone)
+  std::uint32_t bytes_in_flight = 0;     // still outstanding after this ACK
+  std::optional<std::chrono::microseconds> rtt;  // the round trip this ACK measured, if it timed one
+  std::chrono::microseconds smoothed_rtt{0};     // SRTT (RFC 6298), 0 before the first sample
+  Instant now;
+};
+
+class CongestionController {
+ public:
+  virtual ~CongestionController() = default;
+
+  // The name it is registered under ("newreno", "cubic").
+  virtual std::string_view name() const = 0;
+  // The connection is established: `mss` is the payload of a full segment.
+  virtual void start(std::uint32_t mss, Instant now) = 0;
+  // An ACK acknowledged new data outside loss recovery: grow the window.
+  virtual void on_ack(const AckSample& ack) = 0;
+  // Loss detected by duplicate ACKs or SACK: set ssthresh and cwnd for the
+  // recovery to come (with `bytes_in_flight` outstanding when it was detected).
+  virtual void on_enter_recovery(std::uint32_t bytes_in_flight, Instant now) = 0;
+  // Everything outstanding when recovery began is acknowledged; `bytes_in_flight`
+  // are outstanding now. The window the connection goes on with.
+  virtual void on_recovery_exit(std::uint32_t bytes_in_flight, Instant now) = 0;
+  // The retransmission timer expired (RFC 5681 §3.1: cwnd falls to one segment).
+  virtual void on_rto(std::uint32_t bytes_in_flight, Instant now) = 0;
+
+  virtual std::uint32_t cwnd() const = 0;      // bytes
+  virtual std::uint32_t ssthresh() const = 0;  // bytes
+};
+
+// RFC 6928's initial window: min(10 MSS, max(2 MSS, 14600 bytes)).
+std::uint32_t initial_window(std::uint32_t mss);
+
+// RFC 5681: slow start (one MSS per MSS acknowledged), congestion avoidance
+// (about one MSS per window), ssthresh half the flight on a loss; RFC 6582
+// §3.2 step 4's first option when recovery ends.
+class NewRenoController final : public CongestionController {
+ public:
+  std::string_view name() const override { return "newreno"; }
+  void start(std::uint32_t mss, Instant now) override;
+  void on_ack(const AckSample& ack) override;
+  void on_enter_recovery(std::uint32_t bytes_in_flight, Instant now) override;
+  void on_recovery_exit(std::uint32_t bytes_in_flight, Instant now) override;
+  void on_rto(std::uint32_t bytes_in_flight, Instant now) override;
+  std::uint32_t cwnd() const override { return window_; }
+  std::uint32_t ssthresh() const override { return threshold_; }
+
+ private:
+  std::uint32_t mss_ = 536;
+  std::uint32_t window_ = 0;
+  std::uint32_t threshold_ = 1u << 30;
+};
+
+// CUBIC (RFC 9438), in segments as the RFC writes it: after a loss the
+// window follows W_cubic(t) = C (t - K)^3 + W_max (§4.2), K the time it takes
+// to climb back to W_max from where the reduction left it, never below what
+// AIMD with the same average window would reach (the Reno-friendly region,
+// §4.3); β = 0.7 (§4.6), fast convergence (§4.7), RFC 5681's slow start.
+class CubicController final : public CongestionController {
+ public:
+  static constexpr double c = 0.4;      // segments / s^3
+  static constexpr double beta = 0.7;   // the multiplicative decrease
+  // α of the Reno-friendly estimate until it reaches cwnd_prior (§4.3).
+  static constexpr double alpha = 3 * (1 - beta) / (1 + beta);
+
+  std::string_view name() const override { return "cubic"; }
+  void start(std::uint32_t mss, Instant now) override;
+  void on_ack(const AckSample& ack) override;
+  void on_enter_recovery(std::uint32_t bytes_in_flight, Instant now) override;
+  void on_recovery_exit(std::uint32_t bytes_in_flight, Instant now) override;
+  void on_rto(std::uint32_t bytes_in_flight, Instant now) override;
+  std::uint32_t cwnd() const override;
+  std::uint32_t ssthresh() const override;
+
+  // The state of the current congestion avoidance stage, in segments and
+  // seconds (for tests and traces): W_max, K, W_est; none before it begins.
+  double w_max() const { return w_max_; }
+  std::optional<double> k() const { return epoch_ ? std::optional<double>(k_) : std::nullopt; }
+  std::optional<double> w_est() const { return epoch_ ? std::optional<double>(w_est_) : std::nullopt; }
+  // W_cubic(t), t in seconds since the stage began (Figure 1).
+  double w_cubic(double t) const;
+
+ private:
+  void reduce(std::uint32_t bytes_in_flight);
+
+  double mss_ = 536;
+  double cwnd_ = 0;        // segments
+  double ssthresh_ = 0;    // segments
+  double w_max_ = 0;       // the window before the last reduction (after fast convergence); 0: none
+  double cwnd_prior_ = 0;  // the window when ssthresh was last set
+  // The current congestion avoidance stage: its start (t_epoch), K, W_est.
+  std::optional<Instant> epoch_;
+  double k_ = 0;
+  double w_est_ = 0;
+};
+
+// ---- The registry ----
+
+using CongestionControllerFactory = std::function<std::unique_ptr<CongestionController>()>;
+
+// Makes `name` choosable. EINVAL for an empty name or factory; EEXIST if
+// the name is taken ("newreno" and "cubic" are there from the start). Names
+// are never removed, so a name once accepted stays valid.
+std::error_code register_congestion_controller(std::string_view name, CongestionControllerFactory factory);
+// A new controller of that name; an empty name means the default (below).
+// Null when no controller has that name.
+std::unique_ptr<CongestionController> make_congestion_controller(std::string_view name);
+// Whether make_congestion_controller(name) would make one.
+bool congestion_controller_known(std::string_view name);
+// The registered names, sorted.
+std::vector<std::string> congestion_controller_names();
+// VIASTACK_UTCP_CC, or "newreno" when it is unset (a value that is not a
+// built-in name stops the process with one line, as every VIASTACK_* variable).
+std::string default_congestion_control();
+
+// ---- Tracing cwnd ----
+
+// Where the sender stands, as a trace shows it.
+enum class CongestionPhase : std::uint8_t {
+  slow_start,            // cwnd < ssthresh
+  congestion_avoidance,  // cwnd >= ssthresh
+  fast_recovery,         // after the third duplicate ACK, until what was outstanding is acknowledged
+  timeout_recovery,      // after a retransmission timeout, until what was outstanding is acknowledged
+};
+// "slow_start", "congestion_avoidance", "fast_recovery", "timeout_recovery".
+std::string_view to_string(CongestionPhase phase);
+
+struct CongestionSample {
+  Instant time;
+  std::uint32_t cwnd = 0;      // the window the sender fills (inflated in fast recovery)
+  std::uint32_t ssthresh = 0;
+  CongestionPhase phase = CongestionPhase::slow_start;
+};
+// Called with the state when the trace is set, then each time cwnd,
+// ssthresh or the phase changes.
+using CongestionTrace = std::function<void(const CongestionSample&)>;
+
+// A trace that writes CSV to `out`: the header "time_us,cwnd,ssthresh,state",
+// then one line per sample, time_us counted from the first sample, cwnd and
+// ssthresh in bytes, state as to_string(CongestionPhase). The trace shares
+// the stream, so it may outlive the caller's handle (a connection goes on
+// after its socket is closed).
+CongestionTrace csv_congestion_trace(std::shared_ptr<std::ostream> out);
+// The same into a file, created or truncated; the error if it cannot be opened.
+Result<CongestionTrace> csv_congestion_trace(const std::filesystem::path& file);
+
+}  // namespace utcp

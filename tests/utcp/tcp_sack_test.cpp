@@ -1,0 +1,241 @@
+// SACK (RFC 2018) and SACK-based loss recovery (RFC 6675), packet by packet
+// on virtual time: SACK-permitted on the SYNs, the blocks a receiver sends
+// (most recent first, as many as fit), and a sender that repairs three
+// holes of one window in one round trip where NewReno repairs one per round
+// trip; then whole transfers through a lossy pipe.
+#include <algorithm>
+#include <set>
+
+#include "tcp_connection_harness.hpp"
+#include "utcp/tcp_header.hpp"
+
+namespace utcp::testing {
+namespace {
+
+class SackTest : public ConnectionTest {
+ protected:
+  // Active open with the peer's SYN-ACK offering SACK (and timestamps if asked).
+  void open_offering_sack(bool peer_sack = true, bool peer_timestamps = false) {
+    connection = TcpConnection::connect(ports, config, SeqNumber(iss), now, capture());
+    syn = next_sent();
+    TcpHeader syn_ack = from_peer(peer_iss, iss + 1, flag::syn | flag::ack);
+    syn_ack.options.max_segment_size = 1000;
+    syn_ack.options.sack_permitted = peer_sack;
+    if (peer_timestamps) syn_ack.options.timestamps = wire::TcpTimestamps{1, syn.header.options.timestamps->value};
+    feed(syn_ack);
+    ASSERT_EQ(connection->state(), TcpState::established);
+    next_sent();  // the ACK
+  }
+
+  // An ACK from the peer of everything before `ack` (offsets from our first
+  // data byte) reporting `blocks`, each [left, right) in the same offsets.
+  void ack_with_sack(std::uint32_t ack, std::initializer_list<std::pair<std::uint32_t, std::uint32_t>> blocks) {
+    TcpHeader header = from_peer(peer_iss + 1, iss + 1 + ack, flag::ack);
+    for (const auto& [left, right] : blocks)
+      header.options.sack_blocks[header.options.sack_block_count++] =
+          wire::SackBlock{SeqNumber(iss + 1 + left), SeqNumber(iss + 1 + right)};
+    feed(header);
+  }
+
+  // The offsets of the data segments sent again since the last call.
+  std::set<std::uint32_t> retransmissions() {
+    std::set<std::uint32_t> offsets;
+    while (!sent.empty()) {
+      const SentSegment segment = next_sent();
+      const std::uint32_t offset = segment.header.sequence - SeqNumber(iss + 1);
+      if (!segment.payload.empty() && offset < highest_sent) offsets.insert(offset);
+      highest_sent = std::max<std::uint32_t>(highest_sent, offset + static_cast<std::uint32_t>(segment.payload.size()));
+    }
+    return offsets;
+  }
+
+  void feed_the_window_with_three_holes();
+
+  SentSegment syn;
+  std::uint32_t highest_sent = 0;
+};
+
+TEST_F(SackTest, NegotiatedOnlyWhenBothSynsCarryIt) {
+  open_offering_sack();
+  EXPECT_TRUE(syn.header.options.sack_permitted);
+  EXPECT_TRUE(connection->info().sack);
+  open_offering_sack(false);
+  EXPECT_FALSE(connection->info().sack);
+  config.sack = false;
+  open_offering_sack();
+  EXPECT_FALSE(syn.header.options.sack_permitted);
+  EXPECT_FALSE(connection->info().sack);
+}
+
+TEST_F(SackTest, ASynAckAnswersSackOnlyIfTheSynOfferedIt) {
+  for (const bool offered : {true, false}) {
+    TcpHeader peer_syn = from_peer(peer_iss, 0, flag::syn);
+    peer_syn.options.max_segment_size = 1000;
+    peer_syn.options.sack_permitted = offered;
+    connection = TcpConnection::accept(ports, config, {peer_syn, {}}, SeqNumber(iss), now, capture());
+    const SentSegment syn_ack = next_sent();
+    EXPECT_EQ(syn_ack.header.options.sack_permitted, offered);
+  }
+}
+
+// RFC 2018 §4: each ACK for out-of-order data reports the block holding
+// the segment that just arrived first, then the most recent others; four
+// fit beside no other option, three beside timestamps.
+TEST_F(SackTest, ReceiverReportsTheMostRecentBlocksFirst) {
+  open_offering_sack();
+  const auto data = pattern(500);
+  auto from_offset = [&](std::uint32_t offset) {
+    feed(from_peer(peer_iss + 1 + offset, iss + 1, flag::ack), data);
+    return next_sent().header.options;
+  };
+  using Blocks = std::vector<wire::SackBlock>;
+  auto block = [](std::uint32_t left, std::uint32_t right) {
+    return wire::SackBlock{SeqNumber(peer_iss + 1 + left), SeqNumber(peer_iss + 1 + right)};
+  };
+  auto blocks = [](const wire::TcpOptions& options) { return Blocks(options.sack().begin(), options.sack().end()); };
+  EXPECT_EQ(blocks(from_offset(1000)), (Blocks{block(1000, 1500)}));
+  EXPECT_EQ(blocks(from_offset(3000)), (Blocks{block(3000, 3500), block(1000, 1500)}));
+  from_offset(5000);
+  from_offset(7000);
+  EXPECT_EQ(blocks(from_offset(9000)),
+            (Blocks{block(9000, 9500), block(7000, 7500), block(5000, 5500), block(3000, 3500)}));
+  // A segment joining a block reports the whole block first.
+  EXPECT_EQ(blocks(from_offset(3500)),
+            (Blocks{block(3000, 4000), block(9000, 9500), block(7000, 7500), block(5000, 5500)}));
+  // The hole at the front fills: what is delivered is no longer reported.
+  feed(from_peer(peer_iss + 1, iss + 1, flag::ack), pattern(1000));
+  const SentSegment ack = next_sent();
+  EXPECT_EQ(ack.header.acknowledgment, SeqNumber(peer_iss + 1 + 1500));
+  EXPECT_EQ(blocks(ack.header.options),
+            (Blocks{block(3000, 4000), block(9000, 9500), block(7000, 7500), block(5000, 5500)}));
+}
+
+TEST_F(SackTest, ThreeBlocksBesideTimestamps) {
+  config.timestamps = true;
+  open_offering_sack(true, true);
+  ASSERT_TRUE(connection->info().timestamps);
+  const auto data = pattern(500);
+  for (const std::uint32_t offset : {1000u, 3000u, 5000u, 7000u}) {
+    TcpHeader header = from_peer(peer_iss + 1 + offset, iss + 1, flag::ack);
+    header.options.timestamps = wire::TcpTimestamps{2, 0};
+    feed(header, data);
+  }
+  const SentSegment ack = sent.back();
+  ASSERT_EQ(ack.header.options.sack().size(), 3u);
+  EXPECT_EQ(ack.header.options.sack()[0].left, SeqNumber(peer_iss + 1 + 7000));
+  EXPECT_EQ(wire::tcp_header_length(ack.header), 60u);  // 20 + 12 (timestamps) + 28 (three blocks)
+}
+
+// Segments 2, 5 and 8 of a window of 12 are lost (offsets 1000, 4000,
+// 7000). The peer's duplicate ACKs report what came after each hole; from
+// them alone, before any cumulative ACK moves, all three holes go again:
+// one round trip. Without SACK only the first goes, and the others wait a
+// round trip each for partial ACKs.
+void SackTest::feed_the_window_with_three_holes() {
+  ack_with_sack(1000, {});  // segment 1: cwnd 11 segments, two more go (11 and 12)
+  ack_with_sack(1000, {{2000, 3000}});
+  ack_with_sack(1000, {{2000, 4000}});
+  ack_with_sack(1000, {{5000, 6000}, {2000, 4000}});  // the third duplicate
+  ack_with_sack(1000, {{5000, 7000}, {2000, 4000}});
+  ack_with_sack(1000, {{8000, 9000}, {5000, 7000}, {2000, 4000}});
+  ack_with_sack(1000, {{8000, 10000}, {5000, 7000}, {2000, 4000}});
+  ack_with_sack(1000, {{8000, 11000}, {5000, 7000}, {2000, 4000}});
+  ack_with_sack(1000, {{8000, 12000}, {5000, 7000}, {2000, 4000}});
+}
+
+TEST_F(SackTest, ThreeLossesInOneWindowAreRepairedInOneRoundTrip) {
+  open_offering_sack();
+  send(pattern(20000));
+  EXPECT_TRUE(retransmissions().empty());  // the first ten segments
+  feed_the_window_with_three_holes();
+  EXPECT_EQ(retransmissions(), (std::set<std::uint32_t>{1000, 4000, 7000}));
+  EXPECT_TRUE(connection->info().in_recovery);
+  EXPECT_EQ(connection->counters().fast_retransmits, 1u);
+  EXPECT_EQ(connection->info().slow_start_threshold, 5500u);  // half the 11000 in flight
+  // The retransmissions arrive: one cumulative ACK past the recovery point ends it.
+  ack_with_sack(12000, {});
+  EXPECT_FALSE(connection->info().in_recovery);
+  EXPECT_EQ(connection->counters().timeouts, 0u);
+  EXPECT_EQ(connection->counters().retransmitted_segments, 3u);
+}
+
+TEST_F(SackTest, WithoutSackNewRenoRepairsOneHolePerRoundTrip) {
+  config.sack = false;
+  open_offering_sack();
+  send(pattern(20000));
+  retransmissions();
+  // The same ACKs; without SACK negotiated their blocks mean nothing.
+  feed_the_window_with_three_holes();
+  EXPECT_EQ(retransmissions(), (std::set<std::uint32_t>{1000}));
+  ack_with_sack(4000, {});  // a partial ACK: the second hole, a round trip later
+  EXPECT_EQ(retransmissions(), (std::set<std::uint32_t>{4000}));
+}
+
+// A block outside what is outstanding (old, or past anything sent) is
+// ignored: it neither starts recovery nor retransmits anything.
+TEST_F(SackTest, BlocksOutsideTheOutstandingDataAreIgnored) {
+  open_offering_sack();
+  send(pattern(5000));
+  retransmissions();
+  ack_with_sack(0, {{6000, 9000}, {7000, 10000}, {20000, 30000}});
+  ack_with_sack(0, {{4294960000u, 100}});
+  EXPECT_FALSE(connection->info().in_recovery);
+  EXPECT_TRUE(retransmissions().empty());
+}
+
+// ---- Whole transfers ----
+
+struct Transfer {
+  bool completed = false;
+  std::vector<std::uint8_t> received;
+};
+
+Transfer transfer(Loopback& loopback, const std::vector<std::uint8_t>& data) {
+  Transfer result;
+  std::size_t written = 0;
+  bool closed = false;
+  std::vector<std::uint8_t> buffer(64 * 1024);
+  loopback.connect();
+  result.completed = loopback.run_until([&] {
+    TcpConnection& client = *loopback.client;
+    if (client.state() == TcpState::established && written < data.size()) {
+      auto taken = client.send(std::span(data).subspan(written), loopback.now);
+      if (taken) written += *taken;
+    }
+    if (written == data.size() && !closed) {
+      client.close(loopback.now);
+      closed = true;
+    }
+    if (loopback.server && loopback.server->readable()) {
+      auto got = loopback.server->receive(buffer, loopback.now);
+      if (got && *got > 0) result.received.insert(result.received.end(), buffer.begin(), buffer.begin() + *got);
+    }
+    return result.received.size() == data.size() && client.all_acknowledged();
+  }, 3600s);
+  return result;
+}
+
+TEST(SackLoopbackTest, LossyTransferNeedsFewerTimeoutsWithSack) {
+  const auto data = pattern(4u << 20, 9);
+  std::uint64_t timeouts[2] = {};
+  for (const bool sack : {true, false}) {
+    TcpConfig config;
+    config.max_segment_size = 1460;
+    config.sack = sack;
+    Loopback::Options options{config, config};
+    options.loss = 0.03;
+    options.reorder = 0.01;
+    options.delay = 5ms;
+    options.seed = 23;
+    Loopback loopback(options);
+    const Transfer result = transfer(loopback, data);
+    ASSERT_TRUE(result.completed) << "sack " << sack;
+    EXPECT_EQ(result.received, data) << "sack " << sack;
+    EXPECT_EQ(loopback.client->info().sack, sack);
+    timeouts[sack ? 0 : 1] = loopback.client->counters().timeouts;
+  }
+  EXPECT_LT(timeouts[0], timeouts[1]);
+}
+
+}  // namespace
+}  // namespace utcp::testing
