@@ -34,6 +34,7 @@
 #include "providers/tcp/wire.hpp"
 #include "support/endpoint.hpp"
 #include "support/job_directory.hpp"
+#include "via/config.hpp"
 
 using namespace testing_support;
 using namespace std::chrono_literals;
@@ -483,8 +484,11 @@ TEST_F(TcpProviderTest, ProvenButSilentConnectionsAreToldApartFromUnprovenOnes) 
 TEST_F(TcpProviderTest, StrangersCannotPileUpConnectionsTheOldestMakeRoom) {
   Endpoint b;
   b.open("tcp:1", 4096);
-  // The NIC raised the descriptor limit when it opened; its bounds follow from it.
-  const std::size_t per_source = tcp::PendingLimits::for_descriptors(tcp::raise_descriptor_limit().rlim_cur).per_source;
+  // The NIC raised the descriptor limit when it opened; its bounds follow
+  // from it and from the job's size.
+  const std::size_t per_source =
+      tcp::PendingLimits::for_job(tcp::raise_descriptor_limit().rlim_cur, std::size_t(via::config::integer("VIASTACK_SIZE")))
+          .per_source;
   StderrCapture stderr_log;
   constexpr std::size_t kBeyond = 16;  // strangers beyond what one address may have proving themselves
   std::vector<std::unique_ptr<RawPeer>> strangers;

@@ -51,9 +51,10 @@ std::string describe_descriptor_shortage(const asio::error_code& ec) {
          ", hard limit " + limit_text(limit.rlim_max) + "; raise it with ulimit -n)";
 }
 
-PendingLimits PendingLimits::for_descriptors(rlim_t soft_limit) {
-  const std::size_t total = std::clamp<rlim_t>(soft_limit / 4, 8, 512);
-  return PendingLimits{std::max<std::size_t>(total / 4, 2), total};
+PendingLimits PendingLimits::for_job(rlim_t soft_limit, std::size_t job_ranks) {
+  const std::size_t strangers_total = std::clamp<rlim_t>(soft_limit / 4, 8, 512);
+  const std::size_t strangers_per_source = std::max<std::size_t>(strangers_total / 4, 2);
+  return PendingLimits{strangers_per_source + job_ranks, strangers_total + job_ranks};
 }
 
 // ---- the log ----
@@ -111,9 +112,10 @@ Admissions::Admission::Admission(asio::ip::tcp::socket socket)
   source = conn->socket.remote_endpoint(ec).address();
 }
 
-Admissions::Admissions(asio::ip::tcp::acceptor& acceptor, std::string log_prefix, Admitted admitted)
+Admissions::Admissions(asio::ip::tcp::acceptor& acceptor, std::size_t job_ranks, std::string log_prefix,
+                       Admitted admitted)
     : acceptor_(acceptor), admitted_(std::move(admitted)),
-      limits_(PendingLimits::for_descriptors(raise_descriptor_limit().rlim_cur)),
+      limits_(PendingLimits::for_job(raise_descriptor_limit().rlim_cur, job_ranks)),
       log_(static_cast<asio::io_context&>(acceptor.get_executor().context()), std::move(log_prefix)),
       accept_pause_(acceptor.get_executor()) {}
 

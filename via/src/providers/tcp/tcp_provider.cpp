@@ -92,7 +92,7 @@ class TcpProvider final : public Provider {
  public:
   TcpProvider(std::uint32_t nic, std::shared_ptr<Bootstrap> bootstrap, const asio::ip::tcp::endpoint& listen)
       : nic_(nic), bootstrap_(std::move(bootstrap)), acceptor_(io_),
-        admissions_(acceptor_, "tcp: ", [this](const auto& a) { prove(a); }),
+        admissions_(acceptor_, std::size_t(bootstrap_->size()), "tcp: ", [this](const auto& a) { prove(a); }),
         regions_(std::make_unique<RegionTable>()), epoll_fd_(epoll_create1(EPOLL_CLOEXEC)) {
     acceptor_.open(listen.protocol());
     acceptor_.bind(listen);
