@@ -154,10 +154,17 @@ void Admissions::admit(asio::ip::tcp::socket socket) {
   a->position = pending_.insert(pending_.end(), a);
   a->deadline = std::make_shared<asio::steady_timer>(acceptor_.get_executor(), auth_timeout());
   a->deadline->async_wait([this, weak = std::weak_ptr<Admission>(a)](const asio::error_code& ec) {
-    auto a = weak.lock();
-    if (ec || !a || a->state != Admission::State::pending) return;
-    end(*a, a->proven ? "it proved it belongs to the job but sent no request in time"
-                      : "it did not prove it belongs to the job in time");
+    if (ec) return;
+    // Decided after the handlers this poll already has ready: when the
+    // acceptor itself was away past the deadline, the timer and the peer's
+    // bytes are found together, and a read started by one of those handlers
+    // (the request after the proof) completes only after this one ran.
+    asio::post(acceptor_.get_executor(), [this, weak] {
+      auto a = weak.lock();
+      if (!a || a->state != Admission::State::pending) return;
+      end(*a, a->proven ? "it proved it belongs to the job but sent no request in time"
+                        : "it did not prove it belongs to the job in time");
+    });
   });
   admitted_(a);
 }
