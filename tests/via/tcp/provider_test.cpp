@@ -517,6 +517,41 @@ TEST_F(TcpProviderTest, StrangersCannotPileUpConnectionsTheOldestMakeRoom) {
   EXPECT_NE(log.find("] warn: tcp: refused or evicted "), std::string::npos) << log;
 }
 
+// A rank asks for its connections one after another (mp_mesh asks for all
+// its peers, looking each one up, before it waits for any): the streams it
+// opened earlier move on meanwhile, so that the peer, whose deadline runs
+// from its accept, sees them prove themselves without this rank waiting.
+TEST_F(TcpProviderTest, StreamsOpenedEarlierProveThemselvesWhileTheRankAsksForMore) {
+  Endpoint a, b;
+  a.open("tcp:0", 4096);
+  b.open("tcp:1", 4096);
+  const bool a_opens = a.nic->host_address() < b.nic->host_address();
+  Endpoint& opener = a_opens ? a : b;
+  Endpoint& waiter = a_opens ? b : a;
+  const std::string opener_name = a_opens ? "rank0" : "rank1", waiter_name = a_opens ? "rank1" : "rank0";
+  via::Vi* waiting = waiter.create_vi();
+  expect_ok(waiting->connect_peer_request(address(*waiter.nic, waiter_name, "first"),
+                                          address(*waiter.nic, opener_name, "first"), 5000),
+            "request");
+  via::Vi* first = opener.create_vi();
+  expect_ok(first->connect_peer_request(address(*opener.nic, opener_name, "first"),
+                                        address(*opener.nic, waiter_name, "first"), 5000),
+            "request");
+  // The opener only asks for more connections (to discriminators nobody
+  // waits for); the waiter polls in between. A few requests suffice: the
+  // stream needs the opener to look at it three times (connected, then the
+  // challenge came), the waiter twice.
+  via::Result outcome = via::Result::not_done;
+  for (int i = 0; i < 20 && outcome == via::Result::not_done; ++i) {
+    for (int polls = 0; polls < 10 && outcome == via::Result::not_done; ++polls) outcome = waiting->connect_peer_done();
+    const std::string disc = "more" + std::to_string(i);
+    expect_ok(opener.create_vi()->connect_peer_request(address(*opener.nic, opener_name, disc),
+                                                       address(*opener.nic, waiter_name, disc), 5000),
+              "request");
+  }
+  EXPECT_EQ(outcome, via::Result::success);
+}
+
 // ---- bad frames on an accepted connection ----
 
 // Memory on the server NIC: a region registered for RDMA write and read,
