@@ -87,7 +87,10 @@ class RefusalLog {
 
 // Accepts connections on `acceptor` and hands each to `admitted`, which runs
 // its handshake and ends its admission with settle() or refuse(). A pending
-// connection that has done neither by auth_timeout() is closed.
+// connection that has done neither by auth_timeout() is closed, counted from
+// its accept; what the peer sent by the time the acceptor looks again is
+// taken first, so that the acceptor's own lateness (descheduled on a loaded
+// machine) does not count against the peer.
 class Admissions {
  public:
   struct Admission {
