@@ -25,6 +25,8 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
+#include <vector>
 
 #include "attributes.hpp"
 #include "c_api.hpp"
@@ -163,7 +165,8 @@ int create_fortran_keyval(int type, AnyCallback copy, AnyCallback destroy, int* 
     runtime();
     check_pointer(keyval, "null keyval pointer");
     // Lives as long as the process: attributes set with the keyval may outlive MPI_*_free_keyval.
-    auto* fortran = new FortranKeyval{copy, destroy, address_sized, extra_state};
+    static std::vector<std::unique_ptr<FortranKeyval>> every_keyval;
+    auto* fortran = every_keyval.emplace_back(new FortranKeyval{copy, destroy, address_sized, extra_state}).get();
     *keyval = attribute_cache().create_keyval(holder_of(type), reinterpret_cast<AnyCallback>(fortran_copy_trampoline),
                                               reinterpret_cast<AnyCallback>(fortran_delete_trampoline), fortran);
   });
