@@ -268,7 +268,8 @@ void Stack::input_icmp(const Ipv4Header& header, std::span<const std::uint8_t> m
     // RFC 1122 §3.2.2.6: the reply carries the request's identifier, sequence and data.
     const std::size_t length = wire::emit_icmp(wire::IcmpEcho{true, echo->identifier, echo->sequence}, parsed->data,
                                                std::span(packet_).subspan(header_room));
-    (void)send_ip(wire::ip_protocol::icmp, header.source, length, packet_);  // a reply that cannot leave is counted there
+    // A reply that cannot leave is counted there.
+    (void)send_ip(wire::ip_protocol::icmp, header.source, length, packet_);
     return;
   }
 
