@@ -552,6 +552,109 @@ TEST_F(TcpProviderTest, StreamsOpenedEarlierProveThemselvesWhileTheRankAsksForMo
   EXPECT_EQ(outcome, via::Result::success);
 }
 
+// A rank that waits for many peers waits on one VI at a time (mp_mesh in rank
+// order, MPI's and AM's set-up): the peer's stream toward another of its VIs
+// must be answered from whatever progress call the rank makes, or the peer
+// waits for this rank's loop to reach it, and at scale past its timeout.
+enum class WaiterDrives { another_vi, only_the_nic };
+
+class TcpPeerAnswerTest : public TcpProviderTest, public ::testing::WithParamInterface<WaiterDrives> {
+ protected:
+  void SetUp() override {
+    TcpProviderTest::SetUp();
+    a.open("tcp:0", 4096);
+    b.open("tcp:1", 4096);
+    const bool a_opens = a.nic->host_address() < b.nic->host_address();
+    opener = a_opens ? &a : &b;
+    waiter = a_opens ? &b : &a;
+    opener_name = a_opens ? "rank0" : "rank1";
+    waiter_name = a_opens ? "rank1" : "rank0";
+  }
+
+  // One step of the waiter, never looking at the VI the opener asked for.
+  void drive_waiter(via::Vi* other) {
+    if (GetParam() == WaiterDrives::another_vi)
+      EXPECT_EQ(other->connect_peer_done(), via::Result::not_done);
+    else
+      waiter->nic->wait([] { return false; }, 0);
+  }
+
+  Endpoint a, b;
+  Endpoint *opener = nullptr, *waiter = nullptr;
+  std::string opener_name, waiter_name;
+};
+
+TEST_P(TcpPeerAnswerTest, APeersRequestIsAnsweredWithoutPollingTheViItMatches) {
+  via::Vi* asked = waiter->create_vi();
+  via::Vi* other = waiter->create_vi();
+  expect_ok(asked->connect_peer_request(address(*waiter->nic, waiter_name, "asked"),
+                                        address(*waiter->nic, opener_name, "asked"), 10000),
+            "request");
+  expect_ok(other->connect_peer_request(address(*waiter->nic, waiter_name, "other"),
+                                        address(*waiter->nic, opener_name, "other"), 10000),
+            "request");
+  via::Vi* opening = opener->create_vi();
+  expect_ok(opening->connect_peer_request(address(*opener->nic, opener_name, "asked"),
+                                          address(*opener->nic, waiter_name, "asked"), 10000),
+            "request");
+  via::Result opened = via::Result::not_done;
+  const bool answered = drive({opener->nic.get()}, [&] {
+    drive_waiter(other);
+    opened = opening->connect_peer_done();
+    return opened != via::Result::not_done;
+  });
+  ASSERT_TRUE(answered) << "the opener's request was not answered while the waiter polled elsewhere";
+  ASSERT_EQ(opened, via::Result::success);
+  EXPECT_EQ(asked->connect_peer_done(), via::Result::success);  // the match was made: the VI only learns of it
+
+  // The connection carries data both ways, including what the opener sent
+  // before the waiter looked at its VI.
+  VIP_DESCRIPTOR* recv = waiter->message(0, 64);
+  expect_ok(asked->post_recv(recv, waiter->arena.handle), "post recv");
+  opener->fill(0, 64, 7);
+  VIP_DESCRIPTOR* send = opener->message(0, 64);
+  expect_ok(opening->post_send(send, opener->arena.handle), "post send");
+  VIP_DESCRIPTOR* done = nullptr;
+  ASSERT_TRUE(drive({opener->nic.get(), waiter->nic.get()},
+                    [&] { return asked->recv_done(done) == via::Result::success; }));
+  EXPECT_EQ(status_err(done), 0u);
+  EXPECT_EQ(waiter->mismatch(0, 64, 7), -1);
+  EXPECT_EQ(other->disconnect(), via::Result::success);
+}
+
+// A request that cannot be taken is refused from any progress call as well,
+// with the reason, and the waiting VI hears the same.
+TEST_P(TcpPeerAnswerTest, AMismatchedPeerRequestIsRefusedWithoutPollingTheViItMatches) {
+  via::Vi* asked = waiter->create_vi(VIP_SERVICE_RELIABLE_DELIVERY);
+  via::Vi* other = waiter->create_vi();
+  expect_ok(asked->connect_peer_request(address(*waiter->nic, waiter_name, "asked"),
+                                        address(*waiter->nic, opener_name, "asked"), 10000),
+            "request");
+  expect_ok(other->connect_peer_request(address(*waiter->nic, waiter_name, "other"),
+                                        address(*waiter->nic, opener_name, "other"), 10000),
+            "request");
+  via::Vi* opening = opener->create_vi(VIP_SERVICE_UNRELIABLE);
+  expect_ok(opening->connect_peer_request(address(*opener->nic, opener_name, "asked"),
+                                          address(*opener->nic, waiter_name, "asked"), 10000),
+            "request");
+  via::Result opened = via::Result::not_done;
+  ASSERT_TRUE(drive({opener->nic.get()}, [&] {
+    drive_waiter(other);
+    opened = opening->connect_peer_done();
+    return opened != via::Result::not_done;
+  }));
+  EXPECT_EQ(opened, via::Result::invalid_reliability_level);
+  EXPECT_EQ(asked->connect_peer_done(), via::Result::invalid_reliability_level);
+  EXPECT_EQ(asked->state(), via::ViState::idle);
+  EXPECT_EQ(other->disconnect(), via::Result::success);
+}
+
+INSTANTIATE_TEST_SUITE_P(WaiterPolls, TcpPeerAnswerTest,
+                         ::testing::Values(WaiterDrives::another_vi, WaiterDrives::only_the_nic),
+                         [](const auto& info) {
+                           return std::string(info.param == WaiterDrives::another_vi ? "AnotherVi" : "OnlyTheNic");
+                         });
+
 // ---- bad frames on an accepted connection ----
 
 // Memory on the server NIC: a region registered for RDMA write and read,

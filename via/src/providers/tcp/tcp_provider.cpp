@@ -212,12 +212,15 @@ class TcpProvider final : public Provider {
         local.discriminator.size() > kMaxDiscriminator || (!local.host.empty() && local.host != host_))
       return Result::invalid_parameter;
     Pending& p = pending_[vi.provider_slot];
-    p = Pending{mode, NetAddress{host_, local.discriminator}, remote, nullptr};
+    p = Pending{mode, NetAddress{host_, local.discriminator}, remote, vi.attributes()};
     // Peer to peer, only the side whose address orders first opens the
     // stream; the other waits for it, so a pair never makes two.
     const bool opens = mode == ConnectMode::client ||
                        std::tie(host_, local.discriminator) < std::tie(remote.host, remote.discriminator);
-    if (!opens) return Result::success;
+    if (!opens) {
+      answer_held_peer(p);
+      return Result::success;
+    }
     p.out = std::make_shared<Outgoing>();
     p.out->target = *target;
     ConnectRequest& r = p.out->request;
@@ -244,7 +247,7 @@ class TcpProvider final : public Provider {
     if (it == pending_.end()) return Result::invalid_state;
     progress_control();
     Pending& p = it->second;
-    if (!p.out) return poll_peer(vi, p);
+    if (!p.out) return finish_peer(vi, it);
     Outgoing& o = *p.out;
     switch (o.phase) {
       case Outgoing::Phase::connecting:
@@ -273,6 +276,7 @@ class TcpProvider final : public Provider {
     auto it = pending_.find(vi.provider_slot);
     if (it == pending_.end()) return vi.state() != ViState::connected;
     if (it->second.out) abandon(*it->second.out);
+    if (it->second.outcome == Result::success) return false;  // the peer has its connection: poll_connect finishes it
     pending_.erase(it);
     return true;
   }
@@ -356,7 +360,12 @@ class TcpProvider final : public Provider {
   struct Pending {
     ConnectMode mode;
     NetAddress local, remote;
-    std::shared_ptr<Outgoing> out;  // null: waiting for the peer's stream
+    ViAttributes attrs;  // the VI's, which cannot change while it waits
+    std::shared_ptr<Outgoing> out = nullptr;  // null: waiting for the peer's stream
+    // Waiting for the peer's stream: what it was answered once it came, and
+    // the stream itself if accepted, for the VI's next poll to take on.
+    Result outcome = Result::not_done;
+    std::optional<Incoming> matched = std::nullopt;
   };
 
   // NIC n's entry in the job's store (the bootstrap scopes it by job).
@@ -369,6 +378,7 @@ class TcpProvider final : public Provider {
     e.data.fd = fd;
     if (epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, fd, &e) != 0) epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &e);
   }
+  void unwatch(int fd) { epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr); }
 
   std::unique_ptr<Link> make_link(Handshake& conn) {
     auto link = std::make_unique<TcpLink>(std::move(conn.socket), conn.peer, [this](TcpLink* gone) {
@@ -462,30 +472,60 @@ class TcpProvider final : public Provider {
 
   // ---- the side that waits for a peer's stream ----
 
-  Result poll_peer(ViImpl& vi, Pending& p) {
+  // A peer's stream is answered as soon as both it and the VI that asked for
+  // that peer are there, from whichever call finds the second (connect(), or
+  // any progress call that reads the stream's request), not when the program
+  // next polls that VI: a rank that waits for its peers one by one would keep
+  // the others' streams waiting for its loop to reach them, and hundreds of
+  // ranks doing so chain the waits past the connect timeout.
+
+  static bool asked_for(const Pending& p, const ConnectRequest& r) {
+    return !p.out && p.outcome == Result::not_done &&
+           std::equal(r.from_host.begin(), r.from_host.end(), p.remote.host.begin(), p.remote.host.end()) &&
+           r.local_disc == p.remote.discriminator && r.target_disc == p.local.discriminator;
+  }
+
+  // A VI began to wait: the peer's stream may have come first.
+  void answer_held_peer(Pending& p) {
     for (auto it = held_peers_.begin(); it != held_peers_.end();) {
-      const ConnectRequest& r = it->request;
       if (!still_open(it->conn->socket)) {
         it = held_peers_.erase(it);
         continue;
       }
-      if (!std::equal(r.from_host.begin(), r.from_host.end(), p.remote.host.begin(), p.remote.host.end()) ||
-          r.local_disc != p.remote.discriminator || r.target_disc != p.local.discriminator) {
+      if (!asked_for(p, it->request)) {
         ++it;
         continue;
       }
       Incoming in = std::move(*it);
       held_peers_.erase(it);
-      pending_.erase(vi.provider_slot);
-      if (in.request.reliability != vi.attributes().reliability) {
-        answer(*in.conn, ConnectStatus::reliability_mismatch, vi.attributes());
-        return Result::invalid_reliability_level;
-      }
-      if (!answer(*in.conn, ConnectStatus::accepted, vi.attributes())) return Result::no_match;
-      vi.attach(make_link(*in.conn), attributes_of(in.request));
-      return Result::success;
+      return answer_peer(p, std::move(in));
     }
-    return Result::not_done;
+  }
+
+  void answer_peer(Pending& p, Incoming in) {
+    if (in.request.reliability != p.attrs.reliability) {
+      answer(*in.conn, ConnectStatus::reliability_mismatch, p.attrs);
+      p.outcome = Result::invalid_reliability_level;
+      return;
+    }
+    if (!answer(*in.conn, ConnectStatus::accepted, p.attrs)) {
+      p.outcome = Result::no_match;
+      return;
+    }
+    // The peer may send at once; until the VI takes the stream on, its bytes
+    // wait in the socket without waking the NIC from every sleep.
+    unwatch(in.conn->socket.native_handle());
+    p.outcome = Result::success;
+    p.matched = std::move(in);
+  }
+
+  Result finish_peer(ViImpl& vi, std::map<std::uint32_t, Pending>::iterator it) {
+    const Result outcome = it->second.outcome;
+    if (outcome == Result::not_done) return outcome;
+    std::optional<Incoming> matched = std::move(it->second.matched);
+    pending_.erase(it);
+    if (outcome == Result::success) vi.attach(make_link(*matched->conn), attributes_of(matched->request));
+    return outcome;
   }
 
   // ---- incoming streams ----
@@ -504,6 +544,9 @@ class TcpProvider final : public Provider {
         auto request = why.empty() ? decode_request(a->conn->buffer, why) : std::nullopt;
         if (!request) return admissions_.refuse(*a, why);
         if (!admissions_.settle(*a)) return;  // evicted or timed out meanwhile
+        if (request->mode == tcp::ConnectMode::peer)
+          for (auto& [slot, p] : pending_)
+            if (asked_for(p, *request)) return answer_peer(p, Incoming{a->conn, std::move(*request)});
         auto& held = request->mode == tcp::ConnectMode::client ? held_connects_ : held_peers_;
         if (held.size() >= kMaxHeldRequests) held.pop_front();
         held.push_back(Incoming{a->conn, std::move(*request)});
