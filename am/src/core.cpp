@@ -280,7 +280,7 @@ void Core::returned(Peer& p, std::uint16_t slot, int cause, const char* why) {
   }
   ++counters_.returned;
   wire::Message original{};
-  wire::parse(link_.buffer(link_.request_buffer(p.rank, slot)), s.length, original);
+  wire::parse(link_.buffer(p.rank, link_.request_buffer(p.rank, slot)), s.length, original);
   Returned r = returned_request(p, original.header.handler, original.header.nargs,
                                 reinterpret_cast<const std::byte*>(original.args), cause, why);
   if (Service* service = services_[std::size_t(s.kind)]; service && !service->returned(p, s, cause, why, r)) return;

@@ -243,11 +243,15 @@ template <class Pred>
 void Core::block_until(Pred&& pred) {
   while (!pred()) {
     flush_all();  // what we wait for may be an answer to a deferred message
-    if (service() > 0) continue;
-    if (pred()) break;
-    // Nothing to handle: about to sleep, so what the peers are owed goes now
-    // (the bundles went above, and no handler has run since).
-    if (may_owe_acks_) send_all_acks();
+    // Acknowledgements owed go before the wait, once a pass found nothing to
+    // handle (a handler's message may carry them instead): the bundles went
+    // above, and no handler has run since. Owed none, the pass is the
+    // wait's own first step.
+    if (may_owe_acks_) {
+      if (service() > 0) continue;
+      if (pred()) break;
+      send_all_acks();
+    }
     // The NIC's wait runs its progress before each check: handle() is enough.
     // Timers: handle() checks them every 256 calls, which a rank woken now and
     // then by a frame may take seconds to make while what it waits for needs
@@ -270,7 +274,7 @@ void Core::for_each_bundled(const Peer& p, std::uint16_t slot, F&& f) {
   const std::uint32_t length = p.bundle_slot == slot ? bundle_bytes(p)
                                : p.sent[slot].length  ? p.sent[slot].length - std::uint32_t(wire::kHeaderBytes)
                                                       : 0;
-  wire::ItemReader items(link_.buffer(link_.request_buffer(p.rank, slot)) + wire::kHeaderBytes, length,
+  wire::ItemReader items(link_.buffer(p.rank, link_.request_buffer(p.rank, slot)) + wire::kHeaderBytes, length,
                          wire::Items::requests);
   std::uint16_t index = 0;
   for (wire::Item it; items.next(it); ++index) f(index, it);

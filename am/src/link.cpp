@@ -38,18 +38,17 @@ Link::~Link() {
   nic_.reset();
 }
 
-std::byte* Link::buffer(std::uint32_t i) const {
-  const std::size_t peer = i / per_peer();
-  auto& block = buffers_[peer];
+std::byte* Link::buffer(int peer, std::uint32_t i) const {
+  auto& block = buffers_[std::size_t(peer)];
   if (!block) {
     const std::size_t bytes = std::size_t(per_peer()) * kBufBytes;
     block = std::make_unique_for_overwrite<std::byte[]>(bytes);
     // Unregistered, its messages are copied out (send_registered falls back to send).
-    if (nic_->register_memory(block.get(), bytes, via::MemAttributes{mesh_->ptag(), false, false}, handles_[peer]) !=
-        via::Result::success)
-      handles_[peer] = 0;
+    if (nic_->register_memory(block.get(), bytes, via::MemAttributes{mesh_->ptag(), false, false},
+                              handles_[std::size_t(peer)]) != via::Result::success)
+      handles_[std::size_t(peer)] = 0;
   }
-  return block.get() + std::size_t(i % per_peer()) * kBufBytes;
+  return block.get() + std::size_t(i - first_buffer(peer)) * kBufBytes;
 }
 
 // ---- set-up ----
