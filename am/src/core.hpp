@@ -175,17 +175,20 @@ class Core final : private LinkClient {
   std::uint64_t now_ns() const;
   bool learn(Peer& p);
   bool post_send(Peer& p, std::uint32_t buffer, std::uint32_t length);
+  [[gnu::noinline]] bool wait_queued(Peer& p);
   bool await_credit(Peer& p);
   void wait_send_free(Peer& p, std::uint32_t buffer);
   int handle();
   int after_frames(int handled);
+  [[gnu::noinline]] void send_due_acks();
+  [[gnu::noinline]] int run_loopback();
   // The mesh's (LinkClient): a frame from a peer, handled as it is taken from the NIC.
   void on_message(int peer, std::span<std::byte> frame) override;
   void on_rdma_complete(std::uint64_t tag, bool ok) override { rdma_done_(std::uint32_t(tag), ok); }
   void on_peer_failed(int peer, const std::string& why) override;
   void on_peer_closed(int peer) override { on_peer_failed(peer, "the peer disabled AM"); }
   void on_sent(int, std::uint64_t token) override { link_.sent(token); }
-  void check_timers();
+  [[gnu::noinline]] void check_timers();
 
   bool open_bundle(Peer& p);
   std::uint32_t bundle_bytes(const Peer& p) const;

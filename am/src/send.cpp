@@ -23,6 +23,11 @@ bool Core::post_send(Peer& p, std::uint32_t buffer, std::uint32_t length) {
     case Link::Sent::dropped: return false;
     case Link::Sent::queued: break;
   }
+  return wait_queued(p);
+}
+
+// Out of post_send, which stays small: it is on the path of every message.
+bool Core::wait_queued(Peer& p) {
   block_until([&] { return link_.waiting(p.rank) == 0 || p.failed; });
   return !p.failed;
 }
