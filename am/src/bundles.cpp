@@ -31,7 +31,7 @@ bool Core::open_bundle(Peer& p) {
   flush(p);  // one that a handler run during the waits opened
   if (p.failed) return false;  // and p failed sending it: the slot came back with the rest
   p.bundle_slot = slot;
-  *p.room = DeferredRoom{link_.buffer(b) + wire::kHeaderBytes, nullptr, wire::kBundleItems};
+  *p.room = DeferredRoom{link_.buffer(p.rank, b) + wire::kHeaderBytes, nullptr, wire::kBundleItems};
   ++open_bundles_;
   return true;
 }
@@ -39,7 +39,7 @@ bool Core::open_bundle(Peer& p) {
 // The bytes of items in p's open bundle.
 std::uint32_t Core::bundle_bytes(const Peer& p) const {
   return std::uint32_t(p.room->next -
-                       (link_.buffer(link_.request_buffer(p.rank, std::uint16_t(p.bundle_slot))) + wire::kHeaderBytes));
+                       (link_.buffer(p.rank, link_.request_buffer(p.rank, std::uint16_t(p.bundle_slot))) + wire::kHeaderBytes));
 }
 
 // Closes p's open bundle to more requests; returns the bytes of its items.
@@ -59,7 +59,7 @@ void Core::flush(Peer& p) {
   const std::uint32_t bytes = close_bundle(p);
   const std::uint32_t b = link_.request_buffer(p.rank, slot);
   const wire::Header h{wire::Kind::bundle, 0, 0, 0, wire::kNoHandler, slot, p.window.seq(slot), bytes};
-  std::memcpy(link_.buffer(b), &h, wire::kHeaderBytes);
+  std::memcpy(link_.buffer(p.rank, b), &h, wire::kHeaderBytes);
   p.sent[slot].length = std::uint32_t(wire::kHeaderBytes) + bytes;
   // Its timers start now: the slot may have been stamped while a wait in
   // open_bundle ran timers, long before the bundle filled.
@@ -107,7 +107,7 @@ Status Core::add_bundle_reply(HandlerContext& ctx, std::uint16_t handler, std::u
   if (ctx.reply_bytes == 0 && link_.busy(b)) wait_send_free(p, b);
   const wire::ItemHeader h{handler, std::uint8_t(nargs), status, ctx.item, std::uint16_t(bytes)};
   ctx.reply_bytes +=
-      std::uint32_t(wire::encode_item(link_.buffer(b) + wire::kHeaderBytes + ctx.reply_bytes, h, args, payload));
+      std::uint32_t(wire::encode_item(link_.buffer(p.rank, b) + wire::kHeaderBytes + ctx.reply_bytes, h, args, payload));
   if (!status) ++counters_.replies_sent;
   return Status::ok;
 }
@@ -137,7 +137,7 @@ void Core::run_bundle(Peer& p, const wire::Message& m, HandlerContext& ctx) {
   const std::uint32_t b = link_.reply_buffer(p.rank, ctx.slot);
   if (ctx.reply_bytes == 0 && link_.busy(b)) wait_send_free(p, b);
   const wire::Header h{wire::Kind::reply, 0, 0, 0, wire::kBundleReply, ctx.slot, ctx.seq, ctx.reply_bytes};
-  std::memcpy(link_.buffer(b), &h, wire::kHeaderBytes);
+  std::memcpy(link_.buffer(p.rank, b), &h, wire::kHeaderBytes);
   p.reply_length[ctx.slot] = std::uint32_t(wire::kHeaderBytes) + ctx.reply_bytes;
   post_send(p, b, p.reply_length[ctx.slot]);
   p.filter.replied(ctx.slot);

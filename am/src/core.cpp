@@ -160,16 +160,24 @@ int Core::handle() { return after_frames(link_.handle_completed()); }
 
 // What the link's frames leave to do: acknowledgements that fell due, the
 // loopback queue, and now and then the timers.
+// Each step apart (out of line): this runs on every poll and every look of
+// a wait, and mostly finds nothing to do.
 int Core::after_frames(int handled) {
   // Only acknowledging a request makes a peer owed (dispatch sets the flag):
   // a poll with nobody owed looks at no peer, however many there are.
-  if (may_owe_acks_)
-    for (Peer* p : remote_)
-      if (p->filter.ack_due(services_run_)) send_acks(*p);
-  if (!loopback_.empty())
-    handled += loopback_.run([&](std::byte* data, std::size_t length) { dispatch(*peers_[my_proc()], data, length); });
+  if (may_owe_acks_) send_due_acks();
+  if (!loopback_.empty()) handled += run_loopback();
   if ((++services_run_ & 255) == 0) check_timers();  // the clock is read here, not on every poll
   return handled;
+}
+
+void Core::send_due_acks() {
+  for (Peer* p : remote_)
+    if (p->filter.ack_due(services_run_)) send_acks(*p);
+}
+
+int Core::run_loopback() {
+  return loopback_.run([&](std::byte* data, std::size_t length) { dispatch(*peers_[my_proc()], data, length); });
 }
 
 void Core::on_message(int peer, std::span<std::byte> frame) {
@@ -280,7 +288,7 @@ void Core::returned(Peer& p, std::uint16_t slot, int cause, const char* why) {
   }
   ++counters_.returned;
   wire::Message original{};
-  wire::parse(link_.buffer(link_.request_buffer(p.rank, slot)), s.length, original);
+  wire::parse(link_.buffer(p.rank, link_.request_buffer(p.rank, slot)), s.length, original);
   Returned r = returned_request(p, original.header.handler, original.header.nargs,
                                 reinterpret_cast<const std::byte*>(original.args), cause, why);
   if (Service* service = services_[std::size_t(s.kind)]; service && !service->returned(p, s, cause, why, r)) return;

@@ -175,17 +175,20 @@ class Core final : private LinkClient {
   std::uint64_t now_ns() const;
   bool learn(Peer& p);
   bool post_send(Peer& p, std::uint32_t buffer, std::uint32_t length);
+  [[gnu::noinline]] bool wait_queued(Peer& p);
   bool await_credit(Peer& p);
   void wait_send_free(Peer& p, std::uint32_t buffer);
   int handle();
   int after_frames(int handled);
+  [[gnu::noinline]] void send_due_acks();
+  [[gnu::noinline]] int run_loopback();
   // The mesh's (LinkClient): a frame from a peer, handled as it is taken from the NIC.
   void on_message(int peer, std::span<std::byte> frame) override;
   void on_rdma_complete(std::uint64_t tag, bool ok) override { rdma_done_(std::uint32_t(tag), ok); }
   void on_peer_failed(int peer, const std::string& why) override;
   void on_peer_closed(int peer) override { on_peer_failed(peer, "the peer disabled AM"); }
   void on_sent(int, std::uint64_t token) override { link_.sent(token); }
-  void check_timers();
+  [[gnu::noinline]] void check_timers();
 
   bool open_bundle(Peer& p);
   std::uint32_t bundle_bytes(const Peer& p) const;
@@ -243,11 +246,15 @@ template <class Pred>
 void Core::block_until(Pred&& pred) {
   while (!pred()) {
     flush_all();  // what we wait for may be an answer to a deferred message
-    if (service() > 0) continue;
-    if (pred()) break;
-    // Nothing to handle: about to sleep, so what the peers are owed goes now
-    // (the bundles went above, and no handler has run since).
-    if (may_owe_acks_) send_all_acks();
+    // Acknowledgements owed go before the wait, once a pass found nothing to
+    // handle (a handler's message may carry them instead): the bundles went
+    // above, and no handler has run since. Owed none, the pass is the
+    // wait's own first step.
+    if (may_owe_acks_) {
+      if (service() > 0) continue;
+      if (pred()) break;
+      send_all_acks();
+    }
     // The NIC's wait runs its progress before each check: handle() is enough.
     // Timers: handle() checks them every 256 calls, which a rank woken now and
     // then by a frame may take seconds to make while what it waits for needs
@@ -270,7 +277,7 @@ void Core::for_each_bundled(const Peer& p, std::uint16_t slot, F&& f) {
   const std::uint32_t length = p.bundle_slot == slot ? bundle_bytes(p)
                                : p.sent[slot].length  ? p.sent[slot].length - std::uint32_t(wire::kHeaderBytes)
                                                       : 0;
-  wire::ItemReader items(link_.buffer(link_.request_buffer(p.rank, slot)) + wire::kHeaderBytes, length,
+  wire::ItemReader items(link_.buffer(p.rank, link_.request_buffer(p.rank, slot)) + wire::kHeaderBytes, length,
                          wire::Items::requests);
   std::uint16_t index = 0;
   for (wire::Item it; items.next(it); ++index) f(index, it);

@@ -6,13 +6,11 @@
 #include <cstdio>
 #include <string>
 
-#include "wire.hpp"
 
 namespace am::detail {
 
 namespace {
 
-constexpr std::size_t kBufBytes = (wire::kMaxMessage + 63) / 64 * 64;
 // RDMA descriptors a VI's send queue may hold besides its messages.
 constexpr std::uint32_t kRdmaDescs = 64;
 // Receives per peer beyond the 2 x depth it may fill. A handler's reply
@@ -38,18 +36,15 @@ Link::~Link() {
   nic_.reset();
 }
 
-std::byte* Link::buffer(std::uint32_t i) const {
-  const std::size_t peer = i / per_peer();
-  auto& block = buffers_[peer];
-  if (!block) {
-    const std::size_t bytes = std::size_t(per_peer()) * kBufBytes;
-    block = std::make_unique_for_overwrite<std::byte[]>(bytes);
-    // Unregistered, its messages are copied out (send_registered falls back to send).
-    if (nic_->register_memory(block.get(), bytes, via::MemAttributes{mesh_->ptag(), false, false}, handles_[peer]) !=
-        via::Result::success)
-      handles_[peer] = 0;
-  }
-  return block.get() + std::size_t(i % per_peer()) * kBufBytes;
+std::byte* Link::make_buffers(int peer) const {
+  auto& block = buffers_[std::size_t(peer)];
+  const std::size_t bytes = std::size_t(per_peer()) * kBufBytes;
+  block = std::make_unique_for_overwrite<std::byte[]>(bytes);
+  // Unregistered, its messages are copied out (send_registered falls back to send).
+  if (nic_->register_memory(block.get(), bytes, via::MemAttributes{mesh_->ptag(), false, false},
+                            handles_[std::size_t(peer)]) != via::Result::success)
+    handles_[std::size_t(peer)] = 0;
+  return block.get();
 }
 
 // ---- set-up ----

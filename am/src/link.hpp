@@ -19,6 +19,7 @@
 
 #include "am/am.hpp"
 #include "errors.hpp"
+#include "wire.hpp"
 #include "via/bootstrap.hpp"
 #include "via/mesh.hpp"
 
@@ -64,8 +65,15 @@ class Link final {
   std::uint32_t request_buffer(int peer, std::uint16_t slot) const { return first_buffer(peer) + slot; }
   std::uint32_t reply_buffer(int peer, std::uint16_t slot) const { return first_buffer(peer) + depth_ + slot; }
   std::uint32_t ack_buffer(int peer, std::uint32_t i) const { return first_buffer(peer) + 2u * depth_ + i; }
-  // A peer's buffers are made (and registered) when first asked for.
-  std::byte* buffer(std::uint32_t i) const;
+  // Buffer i (one of `peer`'s, from the calls above). A peer's buffers are
+  // made (and registered) when first asked for. The peer is passed, not
+  // found from i: a division on the path of every message.
+  std::byte* buffer(int peer, std::uint32_t i) const {
+    std::byte* block = buffers_[std::size_t(peer)].get();
+    if (!block) [[unlikely]]
+      block = make_buffers(peer);
+    return block + std::size_t(i - first_buffer(peer)) * kBufBytes;
+  }
   // Whether the NIC still holds buffer i's last send: it is rewritten only
   // once that is done (a send to a dead peer is flushed, so it ends).
   bool busy(std::uint32_t i) const { return posted_[i] != 0; }
@@ -74,7 +82,7 @@ class Link final {
   // connection, or a send buffer), or dropped (the peer is lost).
   using Sent = via::Mesh::Sent;
   Sent send(int peer, std::uint32_t i, std::uint32_t length) {
-    const Sent sent = mesh_->send_registered(peer, std::span(buffer(i), length), handles_[std::size_t(peer)], i);
+    const Sent sent = mesh_->send_registered(peer, std::span(buffer(peer, i), length), handles_[std::size_t(peer)], i);
     if (sent == Sent::posted) posted_[i] = 1;
     return sent;
   }
@@ -101,7 +109,10 @@ class Link final {
             std::uint32_t bytes, std::uint32_t tag);
 
  private:
+  static constexpr std::size_t kBufBytes = (wire::kMaxMessage + 63) / 64 * 64;
 
+  // Out of line: buffer() stays small where it is inlined, on the path of every message.
+  std::byte* make_buffers(int peer) const;
   std::uint32_t per_peer() const { return 2u * depth_ + kAckBuffers; }
   std::uint32_t first_buffer(int peer) const { return per_peer() * std::uint32_t(peer); }
 

@@ -13,7 +13,7 @@ namespace am::detail {
 // have left by then.
 bool Core::post_send(Peer& p, std::uint32_t buffer, std::uint32_t length) {
   if (p.is_me) {
-    loopback_.send(link_.buffer(buffer), length);
+    loopback_.send(link_.buffer(p.rank, buffer), length);
     return true;
   }
   if (!know(p)) return false;
@@ -23,6 +23,11 @@ bool Core::post_send(Peer& p, std::uint32_t buffer, std::uint32_t length) {
     case Link::Sent::dropped: return false;
     case Link::Sent::queued: break;
   }
+  return wait_queued(p);
+}
+
+// Out of post_send, which stays small: it is on the path of every message.
+bool Core::wait_queued(Peer& p) {
   block_until([&] { return link_.waiting(p.rank) == 0 || p.failed; });
   return !p.failed;
 }
@@ -75,11 +80,11 @@ void Core::send_reply(Peer& p, std::uint16_t slot, std::uint32_t seq, std::uint8
 // Encodes a message to p into `buffer`, carrying as many of the
 // acknowledgements p is owed as fit; returns its length.
 std::uint32_t Core::compose(Peer& p, std::uint32_t buffer, wire::Header h, const Word* args, const void* payload) {
-  if (!p.filter.owes_acks()) return std::uint32_t(wire::encode(link_.buffer(buffer), h, args, nullptr, payload));
+  if (!p.filter.owes_acks()) return std::uint32_t(wire::encode(link_.buffer(p.rank, buffer), h, args, nullptr, payload));
   Ack acks[wire::kMaxAcks];
   h.acks = std::uint8_t(p.filter.take_acks(acks, wire::kMaxAcks));
   counters_.acks_sent += h.acks;
-  return std::uint32_t(wire::encode(link_.buffer(buffer), h, args, acks, payload));
+  return std::uint32_t(wire::encode(link_.buffer(p.rank, buffer), h, args, acks, payload));
 }
 
 // Sends what p is owed in messages of their own, while an acknowledgement
