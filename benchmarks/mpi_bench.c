@@ -45,8 +45,11 @@ static const char *const usage_text =
     "                   64 messages for bw, bibw and rate, 1000 for collectives); fewer in\n"
     "                   proportion above 8 KiB, at least N/100 and 2\n"
     "  --reps N         timed repetitions of each measurement, the median reported (default 3)\n"
+    "  --thread LEVEL   MPI_Init_thread at single (default), funneled, serialized or multiple; the\n"
+    "                   library must provide it (what MPI_THREAD_MULTIPLE costs a single thread)\n"
     "  --json           one JSON object per line on stdout (rank 0), nothing else:\n"
     "                   {\"bench\":\"mpi_bench\",\"test\":\"allreduce\",\"ranks\":2,\"bytes\":1024,...,\"lat_us\":...}\n"
+    "                   (\"thread\":\"multiple\" too when --thread is not single)\n"
     "                   lat_us: one-way latency (lat), mean time per call (collectives), or time\n"
     "                   per message (bw, bibw, rate); bw_MBps in 10^6 bytes/s; msg_rate_Mps in\n"
     "                   10^6 messages/s\n"
@@ -83,6 +86,8 @@ struct options {
 };
 
 static int rank, nranks;
+static const char *const thread_levels[] = {"single", "funneled", "serialized", "multiple"};
+static int thread_level; /* index in thread_levels: MPI_THREAD_SINGLE + thread_level is what was asked */
 /* Buffers for the largest size: send and receive, nranks blocks each (or a window of messages). */
 static unsigned char *send_buf, *recv_buf;
 static int *counts, *displs, *byte_displs;
@@ -156,6 +161,8 @@ static void parse_options(int argc, char **argv, struct options *o) {
     } else if (strcmp(a, "--max-bytes") == 0 && value) {
       if (!parse_size(value, &o->max_bytes)) usage_error("bad --max-bytes", value);
       ++i;
+    } else if (strcmp(a, "--thread") == 0 && value) {
+      ++i; /* read before MPI_Init_thread (requested_thread_level) */
     } else if ((strcmp(a, "--iters") == 0 || strcmp(a, "--reps") == 0) && value) {
       char *end;
       const long v = strtol(value, &end, 10);
@@ -165,7 +172,7 @@ static void parse_options(int argc, char **argv, struct options *o) {
       ++i;
     } else {
       const int takes_value = strcmp(a, "--test") == 0 || strcmp(a, "--sizes") == 0 || strcmp(a, "--max-bytes") == 0 ||
-                              strcmp(a, "--iters") == 0 || strcmp(a, "--reps") == 0;
+                              strcmp(a, "--iters") == 0 || strcmp(a, "--reps") == 0 || strcmp(a, "--thread") == 0;
       usage_error(takes_value ? "missing value for" : "unknown option", a);
     }
   }
@@ -428,6 +435,7 @@ static int measure(const struct options *o, int test, int nonblocking, size_t by
     printf("{\"bench\":\"mpi_bench\",\"library\":\"%s\",\"test\":\"%s\",\"ranks\":%d,\"bytes\":%zu,\"iters\":%ld,"
            "\"lat_us\":%.4f",
            library, name, nranks, bytes, iters * window, us);
+    if (thread_level != 0) printf(",\"thread\":\"%s\"", thread_levels[thread_level]);
     if (test < T_BARRIER) printf(",\"bw_MBps\":%.2f", mbps);
     if (test == T_RATE) printf(",\"msg_rate_Mps\":%.4f", us > 0 ? 1.0 / us : 0);
     printf("}\n");
@@ -440,10 +448,34 @@ static int measure(const struct options *o, int test, int nonblocking, size_t by
   return 0;
 }
 
+/* --thread's level, from the command line before MPI starts: -1 for a bad one. */
+static int requested_thread_level(int argc, char **argv) {
+  int level = 0;
+  for (int i = 1; i + 1 < argc; ++i)
+    if (strcmp(argv[i], "--thread") == 0) {
+      level = -1;
+      for (int l = 0; l < 4; ++l)
+        if (strcmp(argv[i + 1], thread_levels[l]) == 0) level = l;
+      ++i;
+    }
+  return level;
+}
+
 int main(int argc, char **argv) {
-  MPI_Init(&argc, &argv);
+  thread_level = requested_thread_level(argc, argv);
+  const int levels[] = {MPI_THREAD_SINGLE, MPI_THREAD_FUNNELED, MPI_THREAD_SERIALIZED, MPI_THREAD_MULTIPLE};
+  int provided = MPI_THREAD_SINGLE;
+  MPI_Init_thread(&argc, &argv, thread_level < 0 ? MPI_THREAD_SINGLE : levels[thread_level], &provided);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &nranks);
+  if (thread_level < 0) usage_error("--thread needs single, funneled, serialized or multiple", NULL);
+  if (provided < levels[thread_level]) {
+    if (rank == 0)
+      fprintf(stderr, "mpi_bench: the library provides a thread level below the %s asked for\n",
+              thread_levels[thread_level]);
+    MPI_Finalize();
+    return 1;
+  }
   struct options o;
   parse_options(argc, argv, &o);
 
