@@ -319,7 +319,11 @@ TEST_F(RegistryTest, ARegisteredControllerDrivesTheConnection) {
   for (int i = 0; i < 3; ++i) feed(from_peer(peer_iss + 1, iss + 1001, flag::ack));
   EXPECT_EQ(fixed_window_events.recoveries, 1);
   EXPECT_EQ(connection->counters().fast_retransmits, 1u);
+  // The first two duplicates each sent one new segment (limited transmit,
+  // RFC 3042): recovery ends once those are acknowledged too.
   feed(from_peer(peer_iss + 1, iss + 4001, flag::ack));
+  EXPECT_EQ(fixed_window_events.exits, 0);
+  feed(from_peer(peer_iss + 1, iss + 6001, flag::ack));
   EXPECT_EQ(fixed_window_events.exits, 1);
   sent.clear();
   run_for(*connection->next_timer() - now);

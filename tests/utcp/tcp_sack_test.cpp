@@ -2,8 +2,11 @@
 // on virtual time: SACK-permitted on the SYNs, the blocks a receiver sends
 // (most recent first, as many as fit), and a sender that repairs three
 // holes of one window in one round trip where NewReno repairs one per round
-// trip; then whole transfers through a lossy pipe.
+// trip; limited transmit (RFC 3042) and RACK-TLP (RFC 8985): loss told from
+// reordering by time, lost retransmissions and tails found without the RTO;
+// then whole transfers through a lossy pipe.
 #include <algorithm>
+#include <iostream>
 #include <set>
 
 #include "tcp_connection_harness.hpp"
@@ -183,6 +186,126 @@ TEST_F(SackTest, BlocksOutsideTheOutstandingDataAreIgnored) {
   EXPECT_TRUE(retransmissions().empty());
 }
 
+// ---- Limited transmit (RFC 3042), RACK-TLP (RFC 8985) ----
+
+// The first ten segments go at once (IW 10); one round trip later the first
+// is acknowledged, which gives RACK its first RTT (10 ms) and lets two more go.
+class RackTest : public SackTest {
+ protected:
+  void open_and_fill_the_window() {
+    open_offering_sack();
+    send(pattern(30000));
+    retransmissions();
+    now += 10ms;
+    ack_with_sack(1000, {});
+    retransmissions();
+    ASSERT_EQ(highest_sent, 12000u);
+  }
+  // Data segments sent for the first time since the last call.
+  std::set<std::uint32_t> new_segments() {
+    std::set<std::uint32_t> offsets;
+    const std::uint32_t before = highest_sent;
+    while (!sent.empty()) {
+      const SentSegment segment = next_sent();
+      const std::uint32_t offset = segment.header.sequence - SeqNumber(iss + 1);
+      if (!segment.payload.empty() && offset >= before) offsets.insert(offset);
+      highest_sent = std::max<std::uint32_t>(highest_sent, offset + static_cast<std::uint32_t>(segment.payload.size()));
+    }
+    return offsets;
+  }
+};
+
+// RFC 3042: the first and the second duplicate ACK each let one new segment
+// go past a full cwnd, so that a window too small for three duplicates still
+// produces them; a third does not (and nothing is retransmitted while
+// RACK's reordering window runs).
+TEST_F(RackTest, LimitedTransmitSendsOneNewSegmentOnEachOfTheFirstTwoDuplicates) {
+  open_and_fill_the_window();
+  ack_with_sack(1000, {{2000, 3000}});
+  EXPECT_EQ(new_segments(), (std::set<std::uint32_t>{12000}));
+  ack_with_sack(1000, {{2000, 4000}});
+  EXPECT_EQ(new_segments(), (std::set<std::uint32_t>{13000}));
+  EXPECT_EQ(connection->counters().retransmitted_segments, 0u);
+}
+
+// A tail loss: the last two segments of a write are lost, so no duplicate
+// ACK will ever come. The probe timeout (two smoothed RTTs) sends the last
+// segment again; the peer's SACK of it lets RACK find the other lost, all
+// without a retransmission timeout.
+TEST_F(RackTest, TailLossIsRecoveredByAProbeWithoutTimeout) {
+  open_offering_sack();
+  send(pattern(5000));
+  retransmissions();
+  now += 10ms;
+  ack_with_sack(3000, {});  // segments 4 and 5 (offsets 3000, 4000) are lost
+  EXPECT_TRUE(retransmissions().empty());
+  run_for(25ms);  // the PTO: 2 × SRTT = 20 ms, well before the RTO (at least 200 ms)
+  EXPECT_EQ(retransmissions(), (std::set<std::uint32_t>{4000}));
+  now += 10ms;
+  ack_with_sack(3000, {{4000, 5000}});
+  run_for(5ms);
+  EXPECT_EQ(retransmissions(), (std::set<std::uint32_t>{3000}));
+  now += 10ms;
+  ack_with_sack(5000, {});
+  EXPECT_TRUE(connection->all_acknowledged());
+  EXPECT_EQ(connection->counters().timeouts, 0u);
+}
+
+// Reordering, not loss: once the receiver has shown that it reorders (a
+// segment arrived after a later one without having been sent again), RACK
+// waits a quarter of the minimum RTT before it calls a segment lost. A
+// segment overtaken by four others is then not retransmitted, where three
+// duplicate ACKs (RFC 6675's DupThresh) would have sent it again.
+TEST_F(RackTest, AReorderedSegmentIsNotRetransmittedWithinTheReorderingWindow) {
+  open_and_fill_the_window();
+  ack_with_sack(1000, {{2000, 3000}});
+  ack_with_sack(3000, {});  // segment 2 came late: reordering seen
+  ack_with_sack(3000, {{4000, 5000}});
+  ack_with_sack(3000, {{4000, 6000}});
+  ack_with_sack(3000, {{4000, 7000}});
+  ack_with_sack(3000, {{4000, 8000}});
+  now += 1ms;
+  ack_with_sack(8000, {});  // segment 4 arrives, within the window
+  run_for(10ms);
+  EXPECT_TRUE(retransmissions().empty());
+  EXPECT_FALSE(connection->info().in_recovery);
+  EXPECT_EQ(connection->counters().retransmitted_segments, 0u);
+}
+
+// When the reordering window passes without the segment, it is lost: the
+// reordering timer retransmits it without waiting for another ACK.
+TEST_F(RackTest, ASegmentMissingPastTheReorderingWindowIsRetransmittedByTheTimer) {
+  open_and_fill_the_window();
+  ack_with_sack(1000, {{2000, 3000}});
+  EXPECT_TRUE(retransmissions().empty());
+  run_for(5ms);  // a quarter of the 10 ms minimum RTT
+  EXPECT_EQ(retransmissions(), (std::set<std::uint32_t>{1000}));
+  EXPECT_TRUE(connection->info().in_recovery);
+  EXPECT_EQ(connection->counters().timeouts, 0u);
+}
+
+// A retransmission lost again: RFC 6675 alone can only wait for the RTO;
+// RACK sees segments sent after it delivered and sends it a third time.
+TEST_F(RackTest, ALostRetransmissionIsDetectedWithoutTimeout) {
+  open_and_fill_the_window();
+  ack_with_sack(1000, {{2000, 3000}});
+  run_for(5ms);
+  EXPECT_EQ(retransmissions(), (std::set<std::uint32_t>{1000}));
+  // The originals after it are SACKed, which frees the pipe for new data,
+  // sent after the retransmission; the first of that is SACKed, the
+  // retransmission is not.
+  now += 2ms;
+  for (std::uint32_t edge = 4000; edge <= 13000; edge += 1000) ack_with_sack(1000, {{2000, edge}});
+  const std::set<std::uint32_t> fresh = new_segments();
+  ASSERT_FALSE(fresh.empty());
+  ASSERT_EQ(*fresh.begin(), 13000u);
+  now += 10ms;
+  ack_with_sack(1000, {{2000, 14000}});
+  run_for(1ms);
+  EXPECT_EQ(retransmissions(), (std::set<std::uint32_t>{1000}));
+  EXPECT_EQ(connection->counters().timeouts, 0u);
+}
+
 // ---- Whole transfers ----
 
 struct Transfer {
@@ -233,8 +356,14 @@ TEST(SackLoopbackTest, LossyTransferNeedsFewerTimeoutsWithSack) {
     EXPECT_EQ(result.received, data) << "sack " << sack;
     EXPECT_EQ(loopback.client->info().sack, sack);
     timeouts[sack ? 0 : 1] = loopback.client->counters().timeouts;
+    std::cout << "4 MiB at 3 % loss, SACK " << (sack ? "on" : "off") << ": " << timeouts[sack ? 0 : 1]
+              << " retransmission timeouts, " << loopback.client->counters().fast_retransmits << " recoveries, "
+              << loopback.client->counters().retransmitted_segments << " segments retransmitted\n";
   }
   EXPECT_LT(timeouts[0], timeouts[1]);
+  // RACK-TLP: losses (lost retransmissions and tails included) are found by
+  // ACKs and the probe, not the RTO (17 timeouts before RACK-TLP, 0 after).
+  EXPECT_LE(timeouts[0], 2u);
 }
 
 }  // namespace

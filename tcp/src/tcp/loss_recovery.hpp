@@ -3,7 +3,10 @@
 // partial acknowledgments retransmit the next hole at once (RFC 6582), and
 // a retransmission timeout starts over in slow start. With SACK (RFC 6675)
 // the window is not inflated and partial ACKs force nothing: the connection
-// sends what its scoreboard says while the pipe is below cwnd. The controller
+// sends what its scoreboard says while the pipe is below cwnd, and RACK
+// (rack.hpp), not the third duplicate ACK, says when recovery begins. Either
+// way the first two duplicate ACKs each let one new segment go (limited
+// transmit, RFC 3042). The controller
 // (utcp/congestion.hpp) sets cwnd and ssthresh at each of these events;
 // the window inflation that keeps data flowing during fast recovery is kept
 // here, apart from it, so that every controller recovers the same way.
@@ -38,6 +41,12 @@ class LossRecovery {
   // What the sender may have in flight: the controller's cwnd, or during
   // fast recovery that window inflated by the segments that left the network.
   std::uint32_t window() const { return in_fast_recovery_ && !sack_ ? recovery_window_ : controller_->cwnd(); }
+  // Limited transmit (RFC 3042): before recovery, one new segment past the
+  // window for each of the first two duplicate ACKs, which keeps the ACK
+  // clock going when the window is too small to produce three.
+  std::uint32_t limited_transmit() const {
+    return in_fast_recovery_ ? 0 : static_cast<std::uint32_t>(std::min(duplicate_acks_, 2)) * mss_;
+  }
   CongestionPhase phase() const {
     if (in_fast_recovery_) return CongestionPhase::fast_recovery;
     if (after_timeout_) return CongestionPhase::timeout_recovery;
@@ -70,8 +79,8 @@ class LossRecovery {
   }
 
   // A duplicate ACK (RFC 5681 §2's definition) with `flight` bytes
-  // outstanding, SND.UNA and SND.MAX as given. Returns true on the third:
-  // retransmit the first unacknowledged segment now.
+  // outstanding, SND.UNA and SND.MAX as given. Returns true on the third
+  // without SACK: retransmit the first unacknowledged segment now.
   bool on_duplicate_ack(std::uint32_t flight, wire::SeqNumber send_unacknowledged, wire::SeqNumber send_max,
                         Instant now) {
     if (in_fast_recovery_) {
@@ -80,7 +89,8 @@ class LossRecovery {
       if (!sack_) recovery_window_ += mss_;
       return false;
     }
-    if (++duplicate_acks_ != 3) return false;
+    ++duplicate_acks_;
+    if (sack_ || duplicate_acks_ != 3) return false;
     return enter_recovery(flight, send_unacknowledged, send_max, now);
   }
 
