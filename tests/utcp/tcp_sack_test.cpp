@@ -129,6 +129,33 @@ TEST_F(SackTest, ThreeBlocksBesideTimestamps) {
   EXPECT_EQ(wire::tcp_header_length(ack.header), 60u);  // 20 + 12 (timestamps) + 28 (three blocks)
 }
 
+// RFC 2018 §4: every ACK that does not acknowledge all the data held
+// carries SACK blocks, the data segments of a two-way stream too; their
+// payload shrinks by the option's bytes so that the segment stays within the
+// MSS (as Linux does).
+TEST_F(SackTest, DataSegmentsCarrySackBlocksWithinTheSegmentSize) {
+  config.timestamps = true;
+  open_offering_sack(true, true);
+  TcpHeader ahead = from_peer(peer_iss + 1 + 1000, iss + 1, flag::ack);
+  ahead.options.timestamps = wire::TcpTimestamps{2, 0};
+  feed(ahead, pattern(500));
+  next_sent();  // the duplicate ACK
+  send(pattern(3000));
+  const std::uint32_t header_and_timestamps = 20 + 12;
+  std::uint32_t sent_bytes = 0;
+  while (!sent.empty()) {
+    const SentSegment segment = next_sent();
+    ASSERT_FALSE(segment.payload.empty());
+    ASSERT_EQ(segment.header.options.sack().size(), 1u);
+    EXPECT_EQ(segment.header.options.sack()[0].left, SeqNumber(peer_iss + 1 + 1000));
+    EXPECT_EQ(segment.header.options.sack()[0].right, SeqNumber(peer_iss + 1 + 1500));
+    EXPECT_LE(segment.payload.size() + wire::tcp_header_length(segment.header) - 20, 1000u);
+    EXPECT_GT(wire::tcp_header_length(segment.header), header_and_timestamps);
+    sent_bytes += static_cast<std::uint32_t>(segment.payload.size());
+  }
+  EXPECT_EQ(sent_bytes, 3000u);
+}
+
 // Segments 2, 5 and 8 of a window of 12 are lost (offsets 1000, 4000,
 // 7000). The peer's duplicate ACKs report what came after each hole; from
 // them alone, before any cumulative ACK moves, all three holes go again:

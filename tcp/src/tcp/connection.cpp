@@ -156,6 +156,7 @@ struct TcpConnection::Impl {
   void transmit_in_sack_recovery();
   std::uint32_t retransmit_range(SeqNumber start, std::uint32_t length);
   void add_sack_blocks(wire::TcpOptions& options) const;
+  std::uint32_t sack_option_bytes() const;
   void update_probe_timer(bool restart);
   void emit(SeqNumber sequence, std::uint8_t flags, std::span<const std::uint8_t> payload);
   std::uint16_t advertise_window();
@@ -839,6 +840,17 @@ void TcpConnection::Impl::add_sack_blocks(wire::TcpOptions& options) const {
   }
 }
 
+// The bytes the SACK option adds to the next segment's header, with what
+// is held out of order now (0 when nothing is).
+std::uint32_t TcpConnection::Impl::sack_option_bytes() const {
+  if (!sack || out_of_order.empty()) return 0;
+  TcpHeader without;
+  if (timestamps) without.options.timestamps = wire::TcpTimestamps{};
+  TcpHeader with = without;
+  add_sack_blocks(with.options);
+  return static_cast<std::uint32_t>(wire::tcp_header_length(with) - wire::tcp_header_length(without));
+}
+
 // A sample to the trace, if there is one and the window, the threshold or
 // the phase changed since the last.
 void TcpConnection::Impl::trace_congestion() {
@@ -978,10 +990,15 @@ std::uint32_t TcpConnection::Impl::transmit_at(SeqNumber sequence, std::uint32_t
   std::uint8_t flags = flag::ack;
   std::span<const std::uint8_t> payload;
   std::uint32_t covered = length;
+  std::uint32_t full_segment = max_payload();
   if (!synchronized() && sequence == iss) {
     flags = state == TcpState::syn_received ? flag::syn | flag::ack : flag::syn;
     covered = 1;
   } else {
+    // The SACK blocks the segment will carry take room from its data.
+    full_segment -= sack_option_bytes();
+    length = std::min(length, full_segment);
+    covered = length;
     segment_scratch.resize(length);
     send_buffer.copy_out(sequence - send_buffer_start, segment_scratch);
     payload = segment_scratch;
@@ -1004,7 +1021,7 @@ std::uint32_t TcpConnection::Impl::transmit_at(SeqNumber sequence, std::uint32_t
     counters.bytes_out += std::min<std::uint32_t>(end - send_max, length);
     send_max = end;
   }
-  if (length > 0 && length < max_payload()) short_segment_end = std::max(short_segment_end, end);
+  if (length > 0 && length < full_segment) short_segment_end = std::max(short_segment_end, end);
   if (!retransmission_deadline) retransmission_deadline = now + rtt.rto();  // RFC 6298 §5.1
   if (sack && synchronized()) rack.on_transmit(sequence, end, now);
   emit(sequence, flags, payload);
@@ -1073,10 +1090,8 @@ void TcpConnection::Impl::emit(SeqNumber sequence, std::uint8_t flags, std::span
   } else {
     header.window = (flags & flag::rst) != 0 ? 0 : advertise_window();
     if (timestamps) header.options.timestamps = wire::TcpTimestamps{timestamp_now(), timestamp_recent};
-    // SACK blocks ride on pure ACKs only, which have room for them: a data
-    // segment is already as large as the MSS allows.
-    if (sack && (flags & flag::ack) != 0 && (flags & flag::rst) == 0 && payload.empty())
-      add_sack_blocks(header.options);
+    // On data segments too (transmit_at left room for them in the MSS).
+    if (sack && (flags & flag::ack) != 0 && (flags & flag::rst) == 0) add_sack_blocks(header.options);
   }
   ++counters.segments_out;
   transmit(header, payload);
