@@ -228,6 +228,14 @@ class RackTest : public SackTest {
     retransmissions();
     ASSERT_EQ(highest_sent, 12000u);
   }
+  // Segments 2 and 3 (offsets 1000, 2000) missing, the next seven SACKed:
+  // with DupThresh SACKed and no reordering seen both are lost at once, and
+  // both go again as the pipe drains.
+  void lose_segments_2_and_3() {
+    for (std::uint32_t edge = 4000; edge <= 10000; edge += 1000) ack_with_sack(1000, {{3000, edge}});
+    EXPECT_EQ(retransmissions(), (std::set<std::uint32_t>{1000, 2000}));
+    EXPECT_TRUE(connection->info().in_recovery);
+  }
   // Data segments sent for the first time since the last call.
   std::set<std::uint32_t> new_segments() {
     std::set<std::uint32_t> offsets;
@@ -333,6 +341,70 @@ TEST_F(RackTest, ALostRetransmissionIsDetectedWithoutTimeout) {
   EXPECT_EQ(connection->counters().timeouts, 0u);
 }
 
+// ---- D-SACK (RFC 2883) ----
+
+// A segment that arrives again (all of it, or part of it, below RCV.NXT) is
+// reported in the first SACK block of the ACK it draws, before the blocks
+// of data held out of order, and in that one ACK only.
+TEST_F(SackTest, ReceiverReportsADuplicateSegmentInTheFirstBlock) {
+  open_offering_sack();
+  const auto data = pattern(1000);
+  auto block = [](std::uint32_t left, std::uint32_t right) {
+    return wire::SackBlock{SeqNumber(peer_iss + 1 + left), SeqNumber(peer_iss + 1 + right)};
+  };
+  using Blocks = std::vector<wire::SackBlock>;
+  auto blocks = [](const wire::TcpOptions& options) { return Blocks(options.sack().begin(), options.sack().end()); };
+  feed(from_peer(peer_iss + 1, iss + 1, flag::ack), data);
+  feed(from_peer(peer_iss + 1 + 3000, iss + 1, flag::ack), data);  // out of order
+  sent.clear();
+  feed(from_peer(peer_iss + 1, iss + 1, flag::ack), data);  // the first again
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(blocks(next_sent().header.options), (Blocks{block(0, 1000), block(3000, 4000)}));
+  // Half of it again with the next 500 bytes: the old half is the duplicate.
+  feed(from_peer(peer_iss + 1 + 500, iss + 1, flag::ack), data);
+  ASSERT_FALSE(sent.empty());
+  EXPECT_EQ(blocks(sent.back().header.options), (Blocks{block(500, 1000), block(3000, 4000)}));
+  sent.clear();
+  // The next ACK reports only what is held.
+  feed(from_peer(peer_iss + 1 + 5000, iss + 1, flag::ack), data);
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(blocks(next_sent().header.options), (Blocks{block(5000, 6000), block(3000, 4000)}));
+}
+
+// Two segments reordered, not lost, and retransmitted by a recovery that
+// halved the window; their originals arrive, and then the peer reports
+// each retransmission as a duplicate. Once every retransmission of the
+// recovery is reported so, it was spurious: cwnd and ssthresh go back to
+// what they were before it (as Linux's undo, RFC 3708's idea).
+TEST_F(RackTest, ASpuriousRecoveryIsUndoneOnceEachRetransmissionIsReportedDuplicate) {
+  open_and_fill_the_window();
+  const std::uint32_t cwnd_before = connection->info().congestion_window;
+  const std::uint32_t ssthresh_before = connection->info().slow_start_threshold;
+  lose_segments_2_and_3();
+  ASSERT_LT(connection->info().congestion_window, cwnd_before);
+  now += 1ms;
+  ack_with_sack(10000, {});  // the originals arrive
+  now += 9ms;
+  ack_with_sack(10000, {{1000, 2000}});  // D-SACK: the retransmission of 1000 arrived twice
+  EXPECT_LT(connection->info().congestion_window, cwnd_before);  // one retransmission not known spurious yet
+  ack_with_sack(10000, {{2000, 3000}});
+  EXPECT_GE(connection->info().congestion_window, cwnd_before);
+  EXPECT_EQ(connection->info().slow_start_threshold, ssthresh_before);
+  EXPECT_FALSE(connection->info().in_recovery);
+}
+
+// A duplicate report of data sent once (the network duplicated it) undoes
+// nothing.
+TEST_F(RackTest, ADuplicateOfDataNotRetransmittedUndoesNothing) {
+  open_and_fill_the_window();
+  lose_segments_2_and_3();
+  const std::uint32_t reduced = connection->info().congestion_window;
+  ack_with_sack(1000, {{3000, 4000}, {3000, 10000}});  // 3000 twice: inside the second block
+  ack_with_sack(1000, {{4000, 5000}, {3000, 10000}});
+  EXPECT_EQ(connection->info().congestion_window, reduced);
+  EXPECT_TRUE(connection->info().in_recovery);
+}
+
 // ---- Whole transfers ----
 
 struct Transfer {
@@ -378,6 +450,7 @@ TEST(SackLoopbackTest, LossyTransferNeedsFewerTimeoutsWithSack) {
     options.delay = 5ms;
     options.seed = 23;
     Loopback loopback(options);
+    const Instant start = loopback.now;
     const Transfer result = transfer(loopback, data);
     ASSERT_TRUE(result.completed) << "sack " << sack;
     EXPECT_EQ(result.received, data) << "sack " << sack;
@@ -385,7 +458,9 @@ TEST(SackLoopbackTest, LossyTransferNeedsFewerTimeoutsWithSack) {
     timeouts[sack ? 0 : 1] = loopback.client->counters().timeouts;
     std::cout << "4 MiB at 3 % loss, SACK " << (sack ? "on" : "off") << ": " << timeouts[sack ? 0 : 1]
               << " retransmission timeouts, " << loopback.client->counters().fast_retransmits << " recoveries, "
-              << loopback.client->counters().retransmitted_segments << " segments retransmitted\n";
+              << loopback.client->counters().retransmitted_segments << " segments retransmitted, "
+              << std::chrono::duration_cast<std::chrono::milliseconds>(loopback.now - start).count()
+              << " ms\n";
   }
   EXPECT_LT(timeouts[0], timeouts[1]);
   // RACK-TLP: losses (lost retransmissions and tails included) are found by

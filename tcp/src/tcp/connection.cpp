@@ -140,6 +140,8 @@ struct TcpConnection::Impl {
   void on_new_acknowledgment(SeqNumber ack);
   void on_duplicate_ack();
   void take_sack_blocks(const TcpHeader& header);
+  bool is_duplicate_report(std::span<const wire::SackBlock> blocks) const;
+  void note_duplicate(const TcpSegment& segment);
   void detect_lost_segments();
   void start_fast_retransmit();
   void trace_congestion();
@@ -245,6 +247,9 @@ struct TcpConnection::Impl {
   // Where the latest out-of-order segments began, newest first: the SACK
   // blocks we send report the data around them (RFC 2018 §4).
   std::vector<SeqNumber> recent_out_of_order;
+  // Data that arrived again, for the first block of the next ACK (D-SACK,
+  // RFC 2883), reported once.
+  std::optional<wire::SackBlock> duplicate_to_report;
   bool fin_received = false;
 
   // Options negotiated on the SYNs.
@@ -403,6 +408,7 @@ void TcpConnection::Impl::on_segment_synchronized(const TcpSegment& segment) {
   const std::optional<InWindow> part = trim_to_window(segment);
   if (!part) {
     if (header.has(flag::rst)) return;
+    note_duplicate(segment);
     ++counters.outside_window;
     // A retransmitted FIN restarts TIME-WAIT's 2 MSL (§3.10.7.4, TIME-WAIT).
     if (state == TcpState::time_wait && header.has(flag::fin)) enter_time_wait();
@@ -442,6 +448,7 @@ void TcpConnection::Impl::on_segment_synchronized(const TcpSegment& segment) {
     timestamp_recent = header.options.timestamps->value;
   }
   if (!process_acknowledgment(segment)) return;
+  note_duplicate(segment);
   // Seventh and eighth: the text and FIN.
   if ((!part->payload.empty() || part->fin) && accepts_data()) receive_data(*part);
 }
@@ -778,10 +785,35 @@ void TcpConnection::Impl::start_fast_retransmit() {
 // mark what they cover delivered; others (old, reneged or forged) are
 // ignored (RFC 2018 §8 makes ignoring SACK information always safe).
 void TcpConnection::Impl::take_sack_blocks(const TcpHeader& header) {
-  for (const wire::SackBlock& block : header.options.sack()) {
+  const std::span<const wire::SackBlock> blocks = header.options.sack();
+  if (is_duplicate_report(blocks)) {
+    rack.on_duplicate_reported(send_unacknowledged, send_max);
+    if (congestion.on_duplicate_reported(blocks[0].left, blocks[0].right, send_unacknowledged, now))
+      trace_congestion();
+  }
+  for (const wire::SackBlock& block : blocks) {
     if (send_unacknowledged < block.left && block.left < block.right && block.right <= send_max)
       rack.on_sack_block(block.left, block.right, now);
   }
+}
+
+// RFC 2883 §4: the first block is a D-SACK when it lies below the
+// cumulative ACK (no further back than a window: RFC 5961's bound on
+// genuine ACKs) or inside the second block.
+bool TcpConnection::Impl::is_duplicate_report(std::span<const wire::SackBlock> blocks) const {
+  if (blocks.empty() || !(blocks[0].left < blocks[0].right) || send_max < blocks[0].right) return false;
+  const wire::SackBlock& first = blocks[0];
+  if (first.right <= send_unacknowledged) return !(first.left < send_unacknowledged - max_send_window);
+  return blocks.size() > 1 && blocks[1].left <= first.left && first.right <= blocks[1].right;
+}
+
+// RFC 2883: data of this segment at or below RCV.NXT arrived before; the
+// next ACK reports it first.
+void TcpConnection::Impl::note_duplicate(const TcpSegment& segment) {
+  const SeqNumber start = segment.header.sequence;
+  if (!sack || segment.payload.empty() || !(start < receive_next)) return;
+  const SeqNumber end = std::min(start + static_cast<std::uint32_t>(segment.payload.size()), receive_next);
+  duplicate_to_report = wire::SackBlock{start, end};
 }
 
 // RACK (RFC 8985 §6.2) after an ACK or the reordering timer: segments whose
@@ -828,6 +860,7 @@ void TcpConnection::Impl::update_probe_timer(bool restart) {
 // (three beside timestamps).
 void TcpConnection::Impl::add_sack_blocks(wire::TcpOptions& options) const {
   const std::size_t room = timestamps ? 3 : wire::TcpOptions::max_sack_blocks;
+  if (duplicate_to_report) options.sack_blocks[options.sack_block_count++] = *duplicate_to_report;
   for (const SeqNumber point : recent_out_of_order) {
     if (options.sack_block_count == room) break;
     if (point < receive_next) continue;
@@ -843,7 +876,7 @@ void TcpConnection::Impl::add_sack_blocks(wire::TcpOptions& options) const {
 // The bytes the SACK option adds to the next segment's header, with what
 // is held out of order now (0 when nothing is).
 std::uint32_t TcpConnection::Impl::sack_option_bytes() const {
-  if (!sack || out_of_order.empty()) return 0;
+  if (!sack || (out_of_order.empty() && !duplicate_to_report)) return 0;
   TcpHeader without;
   if (timestamps) without.options.timestamps = wire::TcpTimestamps{};
   TcpHeader with = without;
@@ -1041,6 +1074,7 @@ std::uint32_t TcpConnection::Impl::retransmit_range(SeqNumber start, std::uint32
   const std::uint32_t data = data_end() > start ? data_end() - start : 0;
   const std::uint32_t covered = transmit_at(start, std::min(length, data));
   send_next = std::max(send_next, start + covered);
+  congestion.on_retransmission(start, start + covered);
   return covered;
 }
 
@@ -1091,7 +1125,10 @@ void TcpConnection::Impl::emit(SeqNumber sequence, std::uint8_t flags, std::span
     header.window = (flags & flag::rst) != 0 ? 0 : advertise_window();
     if (timestamps) header.options.timestamps = wire::TcpTimestamps{timestamp_now(), timestamp_recent};
     // On data segments too (transmit_at left room for them in the MSS).
-    if (sack && (flags & flag::ack) != 0 && (flags & flag::rst) == 0) add_sack_blocks(header.options);
+    if (sack && (flags & flag::ack) != 0 && (flags & flag::rst) == 0) {
+      add_sack_blocks(header.options);
+      duplicate_to_report.reset();
+    }
   }
   ++counters.segments_out;
   transmit(header, payload);
@@ -1174,6 +1211,7 @@ void TcpConnection::Impl::release_buffers() {
   receive_buffer.release();
   out_of_order.clear();
   std::vector<SeqNumber>().swap(recent_out_of_order);
+  duplicate_to_report.reset();
   rack.clear();
   std::vector<std::uint8_t>().swap(segment_scratch);
 }

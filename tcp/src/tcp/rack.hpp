@@ -101,6 +101,19 @@ class Rack {
     return wait;
   }
 
+  // A D-SACK (RFC 2883) reported data received twice: the path reorders
+  // (or a retransmission was spurious), so the reordering window widens by
+  // a quarter of the minimum RTT, at most once a round trip (RFC 8985 §6.2
+  // step 4: the round ends when what was sent by then is acknowledged).
+  // It does not shrink back.
+  void on_duplicate_reported(wire::SeqNumber send_unacknowledged, wire::SeqNumber send_max) {
+    reordering_seen_ = true;
+    if (widened_until_ && !(send_unacknowledged < *widened_until_)) widened_until_.reset();
+    if (widened_until_) return;
+    widened_until_ = send_max;
+    ++reordering_window_multiple_;
+  }
+
   // A retransmission timeout (RFC 8985 §6.3): everything outstanding goes
   // again; as RFC 2018 §8 allows the receiver to discard what it SACKed,
   // those marks go too.
@@ -173,7 +186,7 @@ class Rack {
   Duration reordering_window(Duration smoothed_rtt, bool in_recovery) const {
     if (!reordering_seen_ && (in_recovery || sacked_segments_ >= duplicate_threshold)) return Duration::zero();
     if (!min_rtt_) return Duration::zero();
-    return std::min(*min_rtt_ / 4, smoothed_rtt);
+    return std::min(reordering_window_multiple_ * *min_rtt_ / 4, smoothed_rtt);
   }
 
   // Cuts the segment holding `point` (not at its start) in two.
@@ -198,6 +211,8 @@ class Rack {
   std::optional<wire::SeqNumber> highest_delivered_;  // RACK.fack
   std::optional<Duration> min_rtt_;
   bool reordering_seen_ = false;
+  int reordering_window_multiple_ = 1;              // RACK.reo_wnd_mult
+  std::optional<wire::SeqNumber> widened_until_;    // RACK.dsack_round
 };
 
 // RFC 8985 §7.2: the probe timeout, two smoothed RTTs (one second before
