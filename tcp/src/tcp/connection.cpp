@@ -847,7 +847,8 @@ void TcpConnection::Impl::update_probe_timer(bool restart) {
     return;
   }
   if (probe_deadline && !restart) return;
-  const Instant deadline = now + tcp::probe_timeout(rtt.smoothed(), send_max - send_unacknowledged <= max_payload());
+  const bool one_segment = static_cast<std::uint32_t>(send_max - send_unacknowledged) <= max_payload();
+  const Instant deadline = now + tcp::probe_timeout(rtt.smoothed(), one_segment);
   if (retransmission_deadline && *retransmission_deadline <= deadline) {
     probe_deadline.reset();
   } else {
