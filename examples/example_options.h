@@ -21,13 +21,13 @@ enum { EXAMPLE_OK = 0, EXAMPLE_FAILED = 1, EXAMPLE_USAGE = 2 };
 
 static const char *usage_text;
 
-static void usage_error(const char *what, const char *arg) {
+static inline void usage_error(const char *what, const char *arg) {
   fprintf(stderr, "%s '%s'\n\n%s", what, arg, usage_text);
   exit(EXAMPLE_USAGE);
 }
 
 /* --help (or -h): the usage on stdout, exit 0; --version: the library's. */
-static void help_option(const char *arg) {
+static inline void help_option(const char *arg) {
   if (strcmp(arg, "--version") == 0) {
     printf("viastack %s (providers: %s)\n", viastack_version(), viastack_providers());
     exit(EXAMPLE_OK);
@@ -39,7 +39,7 @@ static void help_option(const char *arg) {
 
 /* If argv[*i] is `name`, reads the whole decimal number after it into *out
  * (it must lie in [min, max]), moves *i past it and returns 1; else 0. */
-static int number_option(int argc, char **argv, int *i, const char *name, long min, long max, long *out) {
+static inline int number_option(int argc, char **argv, int *i, const char *name, long min, long max, long *out) {
   if (strcmp(argv[*i], name) != 0) return 0;
   if (*i + 1 >= argc) usage_error("a value is missing after", name);
   const char *text = argv[++*i];
@@ -56,7 +56,7 @@ static int number_option(int argc, char **argv, int *i, const char *name, long m
 
 /* argv[index] as a whole decimal number in [min, max], or `fallback` when
  * there are fewer arguments; anything else is a usage error. */
-static long positional_number(int argc, char **argv, int index, const char *name, long fallback, long min, long max) {
+static inline long positional_number(int argc, char **argv, int index, const char *name, long fallback, long min, long max) {
   if (index >= argc) return fallback;
   const char *text = argv[index];
   char *end;

@@ -20,7 +20,7 @@ static VIP_NIC_HANDLE nic;
 
 /* Ends the program with status 1. Closing the NIC releases everything that was
  * created on it (VIs, memory registrations, tags), whatever state it is in. */
-static void die(void) {
+static inline void die(void) {
   if (nic) VipCloseNic(nic);
   exit(1);
 }
@@ -31,7 +31,7 @@ static const char *const return_names[] = {
     "VIP_INVALID_RDMAREAD", "VIP_DESCRIPTOR_ERROR", "VIP_INVALID_STATE", "VIP_ERROR_NAMESERVICE", "VIP_NO_MATCH"};
 
 /* Anything but VIP_SUCCESS ends the program. */
-static void check(VIP_RETURN r, const char *what) {
+static inline void check(VIP_RETURN r, const char *what) {
   if (r == VIP_SUCCESS) return;
   fprintf(stderr, "%s rank %d: %s failed: VIP_RETURN 0x%x (%s)\n", program, rank, what, (unsigned)r,
           (unsigned)r < sizeof return_names / sizeof *return_names ? return_names[r] : "unknown");
@@ -39,7 +39,7 @@ static void check(VIP_RETURN r, const char *what) {
 }
 
 /* A completed descriptor must say DONE and no error bit. */
-static void check_status(const VIP_DESCRIPTOR *d, const char *what) {
+static inline void check_status(const VIP_DESCRIPTOR *d, const char *what) {
   if ((d->CS.Status & VIP_STATUS_DONE) && !(d->CS.Status & VIP_STATUS_ERROR_MASK)) return;
   fprintf(stderr, "%s rank %d: %s completed with an error: Status 0x%x\n", program, rank, what,
           (unsigned)d->CS.Status);
@@ -50,7 +50,7 @@ static void check_status(const VIP_DESCRIPTOR *d, const char *what) {
  * DiscriminatorLen bytes of discriminator (the "port"). host NULL means this NIC
  * (HostAddressLen 0); otherwise the name service fills in the host part
  * ("rank1": rank 1 of the job). The caller frees it. */
-static VIP_NET_ADDRESS *make_address(const VIP_NIC_ATTRIBUTES *attrs, const char *host, const char *discriminator) {
+static inline VIP_NET_ADDRESS *make_address(const VIP_NIC_ATTRIBUTES *attrs, const char *host, const char *discriminator) {
   size_t dlen = strlen(discriminator);
   VIP_NET_ADDRESS *a = calloc(1, sizeof *a + attrs->NicAddressLen + attrs->MaxDiscriminatorLen);
   if (!a) check(VIP_ERROR_RESOURCE, "allocate an address");

@@ -70,11 +70,7 @@ int MPI_Comm_dup_with_info(MPI_Comm comm, MPI_Info info, MPI_Comm* newcomm) {
   return duplicate("MPI_Comm_dup_with_info", comm, &info, newcomm);
 }
 
-MPI_Comm viastack::mpi::split(const Communicator& c, int color, int key) {
-  Runtime& rt = runtime();
-  require(color >= 0 || color == MPI_UNDEFINED, MPI_ERR_ARG, "color must be 0 or more, or MPI_UNDEFINED");
-  const std::uint32_t context = rt.agree_on_context(c);
-  // Everyone learns everyone's (color, key); members of a color are ordered by key, then by rank.
+std::vector<int> viastack::mpi::gather_choices(const Communicator& c, int color, int key) {
   const int mine[2] = {color, key};
   std::vector<int> all(static_cast<std::size_t>(c.size()) * 2);
   std::vector<int> counts(static_cast<std::size_t>(c.size()), 2);
@@ -82,15 +78,31 @@ MPI_Comm viastack::mpi::split(const Communicator& c, int color, int key) {
   for (int r = 0; r < c.size(); ++r) displs[std::size_t(r)] = 2 * r;
   const Datatype& ints = datatype_of(MPI_INT);
   allgatherv(mine, 2, ints, Blocks{all.data(), counts, displs, &ints}, c);
-  if (color == MPI_UNDEFINED) return MPI_COMM_NULL;
-  std::vector<std::tuple<int, int>> members;  // (key, rank in comm)
-  for (int r = 0; r < c.size(); ++r)
-    if (all[std::size_t(2 * r)] == color) members.emplace_back(all[std::size_t(2 * r + 1)], r);
+  return all;
+}
+
+std::shared_ptr<const Group> viastack::mpi::group_of_color(const Group& g, const std::vector<int>& choices, int color) {
+  std::vector<std::tuple<int, int>> members;  // (key, rank in g)
+  for (int r = 0; r < g.size(); ++r)
+    if (choices.at(std::size_t(2 * r)) == color) members.emplace_back(choices[std::size_t(2 * r + 1)], r);
   std::sort(members.begin(), members.end());
   std::vector<int> world_ranks;
-  for (auto [k, r] : members) world_ranks.push_back(c.world_rank(r));
-  auto group = std::make_shared<Group>(std::move(world_ranks), rt.world_rank());
-  return publish(std::make_unique<Communicator>(std::move(group), context, c.errhandler()));
+  for (auto [k, r] : members) world_ranks.push_back(g.world_rank(r));
+  return std::make_shared<Group>(std::move(world_ranks), runtime().world_rank());
+}
+
+void viastack::mpi::check_color(int color) {
+  require(color >= 0 || color == MPI_UNDEFINED, MPI_ERR_ARG, "color must be 0 or more, or MPI_UNDEFINED");
+}
+
+MPI_Comm viastack::mpi::split(const Communicator& c, int color, int key) {
+  check_color(color);
+  if (c.is_inter()) return split_intercomm(c, color, key);
+  const std::uint32_t context = runtime().agree_on_context(c);
+  // Everyone learns everyone's (color, key); members of a color are ordered by key, then by rank.
+  const std::vector<int> choices = gather_choices(c, color, key);
+  if (color == MPI_UNDEFINED) return MPI_COMM_NULL;
+  return publish(std::make_unique<Communicator>(group_of_color(c.group(), choices, color), context, c.errhandler()));
 }
 
 int MPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm* newcomm) {
@@ -264,6 +276,10 @@ int MPI_Comm_create(MPI_Comm comm, MPI_Group group, MPI_Comm* newcomm) {
     const Communicator& c = communicator_of(comm);
     const Group& g = group_of(group);
     check_pointer(newcomm, "null output pointer");
+    if (c.is_inter()) {
+      *newcomm = create_intercomm(c, g);
+      return;
+    }
     const std::uint32_t context = rt.agree_on_context(c);
     if (g.rank() == MPI_UNDEFINED) {
       *newcomm = MPI_COMM_NULL;

@@ -28,7 +28,14 @@ MPI_Comm duplicate(const Communicator& c, Hints hints);
 // MPI_Comm_free: deletes its attributes (their callbacks run) and the communicator.
 void free_communicator(MPI_Comm* comm);
 
-// MPI_Comm_split: collective over c; MPI_COMM_NULL for color MPI_UNDEFINED.
+// MPI_Comm_split: collective over c (both groups of an intercommunicator); MPI_COMM_NULL for color
+// MPI_UNDEFINED. A color below 0 otherwise is MPI_ERR_ARG (check_color), before any message.
 MPI_Comm split(const Communicator& c, int color, int key);
+void check_color(int color);
+
+// Every member's (color, key), gathered over the intracommunicator c: 2 integers a rank, in rank order.
+std::vector<int> gather_choices(const Communicator& c, int color, int key);
+// The members of g whose color in `choices` (gather_choices, by g's ranks) is `color`, ordered by key, then rank.
+std::shared_ptr<const Group> group_of_color(const Group& g, const std::vector<int>& choices, int color);
 
 }  // namespace viastack::mpi

@@ -4,6 +4,8 @@
 #include <climits>
 #include <cstdint>
 #include <cstring>
+#include <limits>
+#include <map>
 #include <memory>
 #include <span>
 #include <vector>
@@ -333,6 +335,88 @@ int MPI_Type_match_size(int typeclass, int size, MPI_Datatype* datatype) {
         return;
       }
     fail(MPI_ERR_ARG, "no predefined type of that class has that size");
+  });
+}
+
+namespace {
+
+// A predefined type with the decimal precision and exponent range (Fortran's PRECISION and RANGE:
+// digits every value keeps, powers of ten representable both ways) its values have.
+struct Candidate {
+  int precision, range;
+  MPI_Datatype type;
+};
+
+template <class T>
+constexpr int decimal_range() {
+  return std::numeric_limits<T>::is_integer ? std::numeric_limits<T>::digits10
+                                            : std::min(std::numeric_limits<T>::max_exponent10,
+                                                       -std::numeric_limits<T>::min_exponent10);
+}
+
+template <class T>
+Candidate candidate(MPI_Datatype type) {
+  return {std::numeric_limits<T>::digits10, decimal_range<T>(), type};
+}
+
+// The smallest candidate that covers precision p and range r, or MPI_ERR_ARG.
+const Candidate& smallest_covering(std::span<const Candidate> candidates, int p, int r) {
+  for (const Candidate& c : candidates)
+    if (p <= c.precision && r <= c.range) return c;
+  fail(MPI_ERR_ARG, "no predefined type has that precision and range");
+}
+
+// MPI_Type_create_f90_*'s result for these arguments (MPI-3.1 17.1.9), as Open MPI 4 makes it: a
+// copy of the selected type named "COMBINER <its name>", made the first time and kept for the
+// library's life, so the same arguments give the same handle.
+MPI_Datatype selected_type(int combiner, std::vector<int> arguments, MPI_Datatype selected) {
+  static std::map<std::pair<int, std::vector<int>>, std::unique_ptr<Datatype>> made;
+  std::unique_ptr<Datatype>& type = made[{combiner, arguments}];
+  if (!type) {
+    const Datatype& base = datatype_of(selected);
+    type = std::make_unique<Datatype>(base, "COMBINER " + base.name(), combiner, std::move(arguments));
+  }
+  return &type->handle;
+}
+
+// _real and _complex: MPI_UNDEFINED for one of p and r leaves it free (selecting as 0); not both.
+MPI_Datatype selected_floating(int combiner, int p, int r, bool complex) {
+  require(p != MPI_UNDEFINED || r != MPI_UNDEFINED, MPI_ERR_ARG, "p and r cannot both be MPI_UNDEFINED");
+  const Candidate reals[] = {candidate<float>(MPI_FLOAT), candidate<double>(MPI_DOUBLE),
+                             candidate<long double>(MPI_LONG_DOUBLE)};
+  const MPI_Datatype complexes[] = {MPI_COMPLEX, MPI_DOUBLE_COMPLEX,
+                                    OMPI_PREDEFINED_GLOBAL(MPI_Datatype, ompi_mpi_ldblcplex)};
+  const Candidate& chosen = smallest_covering(reals, p == MPI_UNDEFINED ? 0 : p, r == MPI_UNDEFINED ? 0 : r);
+  return selected_type(combiner, {p, r}, complex ? complexes[&chosen - reals] : chosen.type);
+}
+
+}  // namespace
+
+// Integers: MPI_BYTE, MPI_SHORT, MPI_INT or MPI_LONG (Open MPI's choices; a Fortran INTEGER(KIND)
+// of that size has the same values).
+int MPI_Type_create_f90_integer(int r, MPI_Datatype* newtype) {
+  return guarded("MPI_Type_create_f90_integer", MPI_COMM_WORLD, [&] {
+    check_pointer(newtype, "null output pointer");
+    const Candidate integers[] = {candidate<signed char>(MPI_BYTE), candidate<short>(MPI_SHORT),
+                                  candidate<int>(MPI_INT), candidate<long>(MPI_LONG)};
+    // An integer's precision is its range; r alone selects.
+    *newtype = selected_type(MPI_COMBINER_F90_INTEGER, {r}, smallest_covering(integers, 0, r).type);
+  });
+}
+
+// MPI_FLOAT, MPI_DOUBLE or MPI_LONG_DOUBLE.
+int MPI_Type_create_f90_real(int p, int r, MPI_Datatype* newtype) {
+  return guarded("MPI_Type_create_f90_real", MPI_COMM_WORLD, [&] {
+    check_pointer(newtype, "null output pointer");
+    *newtype = selected_floating(MPI_COMBINER_F90_REAL, p, r, false);
+  });
+}
+
+// MPI_COMPLEX, MPI_DOUBLE_COMPLEX or MPI_LONG_DOUBLE_COMPLEX: pairs of the real type of p and r.
+int MPI_Type_create_f90_complex(int p, int r, MPI_Datatype* newtype) {
+  return guarded("MPI_Type_create_f90_complex", MPI_COMM_WORLD, [&] {
+    check_pointer(newtype, "null output pointer");
+    *newtype = selected_floating(MPI_COMBINER_F90_COMPLEX, p, r, true);
   });
 }
 

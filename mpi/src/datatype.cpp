@@ -421,6 +421,13 @@ Datatype::Datatype(const Datatype& other)
       contiguous_(other.contiguous_),
       contents_(other.contents_) {}
 
+Datatype::Datatype(const Datatype& base, std::string name, int combiner, std::vector<int> integers)
+    : Datatype(base) {
+  predefined_ = true;
+  name_ = std::move(name);
+  set_contents(combiner, std::move(integers), {}, {});
+}
+
 void Datatype::set_contents(int combiner, std::vector<int> integers, std::vector<MPI_Aint> addresses,
                             std::span<const Datatype* const> types) {
   contents_.combiner = combiner;

@@ -101,6 +101,9 @@ class Datatype {
            std::size_t alignment, Basic basic);
   // A derived copy with its own handle (what MPI_Type_dup and MPI_Type_get_contents hand out).
   Datatype(const Datatype& other);
+  // A copy of a predefined type under a name of its own, itself predefined (it cannot be freed),
+  // with the contents that chose it: what MPI_Type_create_f90_integer/real/complex return.
+  Datatype(const Datatype& base, std::string name, int combiner, std::vector<int> integers);
   Datatype& operator=(const Datatype&) = delete;
 
   std::size_t size() const { return size_; }  // data bytes in one element

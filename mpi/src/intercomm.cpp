@@ -1,5 +1,6 @@
 // Intercommunicators: MPI_Intercomm_create and _merge, MPI_Comm_remote_size
-// and _group (their collectives: intercomm_collectives.cpp), and MPI_Comm_get_parent and
+// and _group (their collectives: intercomm_collectives.cpp), the intercommunicators
+// MPI_Comm_dup, _split and _create make from one, and MPI_Comm_get_parent and
 // MPI_Comm_disconnect, which without dynamic processes concern ordinary
 // communicators only.
 #include "intercomm.hpp"
@@ -69,6 +70,31 @@ Communicator& intercomm_of(MPI_Comm handle) {
 std::unique_ptr<Communicator> duplicate_intercomm(const Communicator& inter) {
   const std::uint32_t context = agree_across(inter, 2);
   return make_intercomm(inter.shared_group(), inter.shared_remote_group(), context, inter.errhandler());
+}
+
+MPI_Comm split_intercomm(const Communicator& inter, int color, int key) {
+  const std::uint32_t context = agree_across(inter, 2);
+  // Each group gathers its members' (color, key); the leaders swap them.
+  const std::vector<int> local_choices = gather_choices(inter.local_comm(), color, key);
+  const std::vector<int> remote_choices = exchange_between_leaders(inter, local_choices);
+  if (color == MPI_UNDEFINED) return MPI_COMM_NULL;
+  auto remote = group_of_color(inter.remote_group(), remote_choices, color);
+  if (remote->size() == 0) return MPI_COMM_NULL;
+  return publish(make_intercomm(group_of_color(inter.group(), local_choices, color), std::move(remote), context,
+                                inter.errhandler()));
+}
+
+MPI_Comm create_intercomm(const Communicator& inter, const Group& subgroup) {
+  Runtime& rt = runtime();
+  for (int w : subgroup.world_ranks())
+    require(inter.group().rank_of_world(w) != MPI_UNDEFINED, MPI_ERR_GROUP,
+            "the group is not a subgroup of the intercommunicator's local group");
+  const std::uint32_t context = agree_across(inter, 2);
+  std::vector<int> remote = exchange_between_leaders(inter, subgroup.world_ranks());
+  if (subgroup.rank() == MPI_UNDEFINED || remote.empty()) return MPI_COMM_NULL;
+  return publish(make_intercomm(std::make_shared<Group>(subgroup.world_ranks(), rt.world_rank()),
+                                std::make_shared<Group>(std::move(remote), rt.world_rank()), context,
+                                inter.errhandler()));
 }
 
 }  // namespace viastack::mpi

@@ -25,6 +25,8 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
+#include <vector>
 
 #include "attributes.hpp"
 #include "c_api.hpp"
@@ -163,7 +165,8 @@ int create_fortran_keyval(int type, AnyCallback copy, AnyCallback destroy, int* 
     runtime();
     check_pointer(keyval, "null keyval pointer");
     // Lives as long as the process: attributes set with the keyval may outlive MPI_*_free_keyval.
-    auto* fortran = new FortranKeyval{copy, destroy, address_sized, extra_state};
+    static std::vector<std::unique_ptr<FortranKeyval>> every_keyval;
+    auto* fortran = every_keyval.emplace_back(new FortranKeyval{copy, destroy, address_sized, extra_state}).get();
     *keyval = attribute_cache().create_keyval(holder_of(type), reinterpret_cast<AnyCallback>(fortran_copy_trampoline),
                                               reinterpret_cast<AnyCallback>(fortran_delete_trampoline), fortran);
   });
@@ -197,10 +200,90 @@ int mpi_fortran_weights_empty_;
 MPI_Fint* MPI_F_STATUS_IGNORE = reinterpret_cast<MPI_Fint*>(&mpi_fortran_status_ignore_);
 MPI_Fint* MPI_F_STATUSES_IGNORE = reinterpret_cast<MPI_Fint*>(&mpi_fortran_statuses_ignore_);
 
-// Fortran's MPI_CONVERSION_FN_NULL (MPI_REGISTER_DATAREP): converts nothing.
-void mpi_conversion_fn_null_(void*, MPI_Fint*, MPI_Fint*, void*, MPI_Offset*, MPI_Aint*, MPI_Fint* ierr) {
+// ---- Fortran's predefined callbacks and helpers ----
+// What mpif.h's and `use mpi`'s `external MPI_COMM_DUP_FN` and the like name, and the F90
+// helpers, in Fortran's convention (every argument by address, LOGICAL true as 1), each under the
+// four names Fortran compilers give it, as Open MPI's libmpi exports them: lower_ (gfortran's),
+// lower, lower__ and UPPER. mpi.h gives the capital names of the callbacks to C's (OMPI_C_MPI_*).
+#undef MPI_COMM_NULL_COPY_FN
+#undef MPI_COMM_DUP_FN
+#undef MPI_COMM_NULL_DELETE_FN
+#undef MPI_TYPE_NULL_COPY_FN
+#undef MPI_TYPE_DUP_FN
+#undef MPI_TYPE_NULL_DELETE_FN
+#undef MPI_WIN_NULL_COPY_FN
+#undef MPI_WIN_DUP_FN
+#undef MPI_WIN_NULL_DELETE_FN
+#undef MPI_NULL_COPY_FN
+#undef MPI_DUP_FN
+#undef MPI_NULL_DELETE_FN
+#undef MPI_CONVERSION_FN_NULL
+#define FORTRAN_NAMES(impl, stem, UPPER)                 \
+  __attribute__((alias(#impl), copy(impl))) decltype(impl) stem;     \
+  __attribute__((alias(#impl), copy(impl))) decltype(impl) stem##_;  \
+  __attribute__((alias(#impl), copy(impl))) decltype(impl) stem##__; \
+  __attribute__((alias(#impl), copy(impl))) decltype(impl) UPPER;
+#define HIDDEN __attribute__((visibility("hidden")))
+
+// MPI-2's copy and delete callbacks, alike for communicators, datatypes and windows:
+// INTEGER(KIND=MPI_ADDRESS_KIND) values.
+HIDDEN void fortran_null_copy_fn(MPI_Fint*, MPI_Fint*, MPI_Aint*, MPI_Aint*, MPI_Aint*, MPI_Fint* flag, MPI_Fint* ierr) {
+  *flag = 0;
   *ierr = MPI_SUCCESS;
 }
+HIDDEN void fortran_dup_fn(MPI_Fint*, MPI_Fint*, MPI_Aint*, MPI_Aint* in, MPI_Aint* out, MPI_Fint* flag, MPI_Fint* ierr) {
+  *out = *in;
+  *flag = 1;
+  *ierr = MPI_SUCCESS;
+}
+HIDDEN void fortran_null_delete_fn(MPI_Fint*, MPI_Fint*, MPI_Aint*, MPI_Aint*, MPI_Fint* ierr) { *ierr = MPI_SUCCESS; }
+FORTRAN_NAMES(fortran_null_copy_fn, mpi_comm_null_copy_fn, MPI_COMM_NULL_COPY_FN)
+FORTRAN_NAMES(fortran_dup_fn, mpi_comm_dup_fn, MPI_COMM_DUP_FN)
+FORTRAN_NAMES(fortran_null_delete_fn, mpi_comm_null_delete_fn, MPI_COMM_NULL_DELETE_FN)
+FORTRAN_NAMES(fortran_null_copy_fn, mpi_type_null_copy_fn, MPI_TYPE_NULL_COPY_FN)
+FORTRAN_NAMES(fortran_dup_fn, mpi_type_dup_fn, MPI_TYPE_DUP_FN)
+FORTRAN_NAMES(fortran_null_delete_fn, mpi_type_null_delete_fn, MPI_TYPE_NULL_DELETE_FN)
+FORTRAN_NAMES(fortran_null_copy_fn, mpi_win_null_copy_fn, MPI_WIN_NULL_COPY_FN)
+FORTRAN_NAMES(fortran_dup_fn, mpi_win_dup_fn, MPI_WIN_DUP_FN)
+FORTRAN_NAMES(fortran_null_delete_fn, mpi_win_null_delete_fn, MPI_WIN_NULL_DELETE_FN)
+
+// MPI-1's (MPI_KEYVAL_CREATE): INTEGER values.
+HIDDEN void fortran_mpi1_null_copy_fn(MPI_Fint*, MPI_Fint*, MPI_Fint*, MPI_Fint*, MPI_Fint*, MPI_Fint* flag,
+                                      MPI_Fint* ierr) {
+  *flag = 0;
+  *ierr = MPI_SUCCESS;
+}
+HIDDEN void fortran_mpi1_dup_fn(MPI_Fint*, MPI_Fint*, MPI_Fint*, MPI_Fint* in, MPI_Fint* out, MPI_Fint* flag,
+                                MPI_Fint* ierr) {
+  *out = *in;
+  *flag = 1;
+  *ierr = MPI_SUCCESS;
+}
+HIDDEN void fortran_mpi1_null_delete_fn(MPI_Fint*, MPI_Fint*, MPI_Fint*, MPI_Fint*, MPI_Fint* ierr) {
+  *ierr = MPI_SUCCESS;
+}
+FORTRAN_NAMES(fortran_mpi1_null_copy_fn, mpi_null_copy_fn, MPI_NULL_COPY_FN)
+FORTRAN_NAMES(fortran_mpi1_dup_fn, mpi_dup_fn, MPI_DUP_FN)
+FORTRAN_NAMES(fortran_mpi1_null_delete_fn, mpi_null_delete_fn, MPI_NULL_DELETE_FN)
+
+// MPI_CONVERSION_FN_NULL (MPI_REGISTER_DATAREP): converts nothing.
+HIDDEN void fortran_conversion_fn_null(void*, MPI_Fint*, MPI_Fint*, void*, MPI_Offset*, MPI_Aint*, MPI_Fint* ierr) {
+  *ierr = MPI_SUCCESS;
+}
+FORTRAN_NAMES(fortran_conversion_fn_null, mpi_conversion_fn_null, MPI_CONVERSION_FN_NULL)
+
+// The F90 helpers, as subroutines that store their result through the last argument (through
+// PMPI_ names: no entry point calls another where a profiling tool would see it).
+HIDDEN void fortran_wtime(double* now) { *now = PMPI_Wtime(); }
+HIDDEN void fortran_wtick(double* tick) { *tick = PMPI_Wtick(); }
+HIDDEN void fortran_aint_add(MPI_Aint* base, MPI_Aint* displacement, MPI_Aint* sum) { *sum = *base + *displacement; }
+HIDDEN void fortran_aint_diff(MPI_Aint* a, MPI_Aint* b, MPI_Aint* difference) { *difference = *a - *b; }
+FORTRAN_NAMES(fortran_wtime, mpi_wtime_f90, MPI_WTIME_F90)
+FORTRAN_NAMES(fortran_wtick, mpi_wtick_f90, MPI_WTICK_F90)
+FORTRAN_NAMES(fortran_aint_add, mpi_aint_add_f90, MPI_AINT_ADD_F90)
+FORTRAN_NAMES(fortran_aint_diff, mpi_aint_diff_f90, MPI_AINT_DIFF_F90)
+#undef HIDDEN
+#undef FORTRAN_NAMES
 
 // ---- the runtime's state ----
 volatile std::int32_t ompi_mpi_state = 0;

@@ -27,7 +27,7 @@ if [ ! -d "$course" ]; then
   exit 2
 fi
 
-top_folders='via|am|splitc|mpi|tcp|tests|examples|benchmarks|scripts|docs|cmake|course'
+top_folders='via|am|splitc|mpi|tcp|tests|examples|benchmarks|scripts|docs|cmake|course|tools'
 extensions='c|h|cc|cpp|hpp|sh|py|cmake|txt|lua|dot|md|gdb'
 errors=0 references=0 files=0 images=0
 

@@ -10,12 +10,13 @@
 //   end        every rank finalizes and exits 0
 //   exit R     rank R exits with status 3 without finalizing
 //   abort R    rank R calls MPI_Abort with code 4
-//   refuse R   rank R calls MPI_Type_create_f90_integer, a function outside viastack's subset
+//   refuse R   rank R calls MPIX_Query_cuda_support, a function outside viastack's subset
 //   wait       every rank waits for the test to signal it
 // The other ranks wait for a message that never comes (under
 // MPI_ERRORS_ARE_FATAL: a peer's death ends them), a rank alone sleeps; after
 // 60 s a rank gives up with status 1.
 #include <mpi.h>
+#include <mpi-ext.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -89,7 +90,6 @@ int main(int argc, char** argv) {
   if (mode == "wait" || rank != target) wait_to_be_ended(size);
   if (mode == "exit") std::exit(3);
   if (mode == "abort") MPI_Abort(MPI_COMM_WORLD, 4);
-  MPI_Datatype refused;
-  MPI_Type_create_f90_integer(9, &refused);
+  MPIX_Query_cuda_support();
   return 1;  // not reached: the refused call ends the job
 }

@@ -8,6 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <mpi.h>
+#include <mpi-ext.h>
+
 #include "check.h"
 
 static int error_class(int rc) {
@@ -144,8 +147,7 @@ int main(int argc, char** argv) {
     printf("written to stdout before the stop\n");
     FILE* results = argc > 2 ? fopen(argv[2], "w") : NULL;
     if (results) fprintf(results, "written to a file before the stop\n");
-    MPI_Datatype f90_integer;
-    MPI_Type_create_f90_integer(9, &f90_integer);
+    MPIX_Query_cuda_support();
     return 0; /* not reached */
   }
   if (argc > 1 && strcmp(argv[1], "spawn") == 0) {

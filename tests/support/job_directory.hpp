@@ -32,7 +32,7 @@ inline void use_job_directory() {
       prctl(PR_SET_PDEATHSIG, SIGKILL);  // goes when the test process goes
       if (getppid() != parent) _exit(0);
       close(fds[0]);
-      via::tcp::DirectoryServer server(*via::tcp::key_from_hex(key_hex), asio::ip::address_v4::loopback());
+      via::tcp::DirectoryServer server(*via::tcp::key_from_hex(key_hex), asio::ip::address_v4::loopback(), 1);
       const std::string where = server.address() + "\n";
       if (write(fds[1], where.data(), where.size()) != ssize_t(where.size())) _exit(1);
       close(fds[1]);

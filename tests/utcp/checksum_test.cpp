@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
 
 #include "packets.hpp"
@@ -32,6 +33,45 @@ TEST(Checksum, KnownIpv4Header) {
 TEST(Checksum, OddLengthPadsWithZero) {
   EXPECT_EQ(internet_checksum(from_hex("abcdef")), internet_checksum(from_hex("abcdef00")));
   EXPECT_EQ(internet_checksum({}), 0xffff);
+}
+
+// add_copy must be add plus a copy, whatever the alignment of either buffer,
+// the length, and whether an odd byte came before; and write nothing else.
+TEST(Checksum, AddCopyEqualsAddAndCopiesExactly) {
+  constexpr std::size_t max_length = 2000, guard = 16;
+  std::mt19937 random(1624);
+  std::vector<std::uint8_t> source(max_length + 8);
+  for (auto& byte : source) byte = static_cast<std::uint8_t>(random());
+  std::vector<std::uint8_t> destination(max_length + 8 + 2 * guard);
+  for (std::size_t source_offset = 0; source_offset < 8; ++source_offset) {
+    for (std::size_t destination_offset = 0; destination_offset < 8; destination_offset += 3) {
+      for (std::size_t length = 0; length <= max_length; ++length) {
+        for (const bool odd_before : {false, true}) {
+          const std::span<const std::uint8_t> bytes(source.data() + source_offset, length);
+          std::fill(destination.begin(), destination.end(), std::uint8_t{0xa5});
+          std::uint8_t* to = destination.data() + guard + destination_offset;
+          Checksum plain, copying;
+          if (odd_before) {
+            plain.add(std::span(source).first(1));
+            copying.add(std::span(source).first(1));
+          }
+          plain.add(bytes);
+          copying.add_copy(bytes, to);
+          ASSERT_EQ(copying.folded_sum(), plain.folded_sum())
+              << "source offset " << source_offset << ", destination offset " << destination_offset << ", length "
+              << length << (odd_before ? ", after an odd byte" : "");
+          ASSERT_TRUE(std::equal(bytes.begin(), bytes.end(), to)) << "length " << length;
+          ASSERT_TRUE(std::all_of(destination.data(), to, [](std::uint8_t b) { return b == 0xa5; }));
+          ASSERT_TRUE(std::all_of(to + length, destination.data() + destination.size(),
+                                  [](std::uint8_t b) { return b == 0xa5; }));
+          // Both go on alike: a later piece sums the same after either.
+          plain.add(std::span(source).first(3));
+          copying.add(std::span(source).first(3));
+          ASSERT_EQ(copying.folded_sum(), plain.folded_sum());
+        }
+      }
+    }
+  }
 }
 
 TEST(Checksum, MatchesReferenceOverEverySplit) {

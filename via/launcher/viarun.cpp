@@ -78,7 +78,7 @@ int run_job(const viarun::LaunchOptions& options) {
   // Signals are routed to viarun's signalfd before the directory's thread
   // starts, so that the thread inherits the blocked mask.
   viarun::SignalWatcher signals;
-  via::tcp::DirectoryServer directory(key, listen);
+  via::tcp::DirectoryServer directory(key, listen, std::size_t(options.ranks));
   viarun::Job job(options, program_path, job_id, {via::tcp::key_to_hex(key), directory.address()}, signals);
   return job.run();
 }

@@ -15,6 +15,10 @@ namespace utcp::wire {
 class Checksum {
  public:
   void add(std::span<const std::uint8_t> bytes);
+  // Copies bytes to `to` (bytes.size() of them, not overlapping) and adds
+  // them, in one pass over the data: what a segment's payload costs when it
+  // is copied into the packet anyway.
+  void add_copy(std::span<const std::uint8_t> bytes, std::uint8_t* to);
   void add_u16(std::uint16_t word);
   void add_u32(std::uint32_t word);
   // The 16-bit ones' complement sum so far, carries folded in (RFC 1071 §4.1).
@@ -24,6 +28,8 @@ class Checksum {
   std::uint16_t finish() const { return static_cast<std::uint16_t>(~folded_sum()); }
 
  private:
+  void sum(std::span<const std::uint8_t> bytes, std::uint8_t* to);
+
   std::uint64_t sum_ = 0;
   bool odd_ = false;  // the next byte is the low half of a word
 };

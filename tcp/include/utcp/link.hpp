@@ -32,6 +32,11 @@ class Link {
   // neighbour next_hop. False if it could not leave (no such neighbour, the
   // neighbour is gone, no room): the caller counts the drop.
   virtual bool transmit(wire::Ipv4Address next_hop, std::span<const std::uint8_t> packet) = 0;
+  // A buffer of mtu() bytes, the link's own, to build the next packet in; a
+  // packet built there and given to transmit() leaves from it without a
+  // copy. Valid until that transmit(). Empty when the link has none to lend
+  // (the default, or all in flight): the caller builds the packet elsewhere.
+  virtual std::span<std::uint8_t> packet_buffer() { return {}; }
   // Passes each packet that has arrived, at most `budget` of them, to
   // deliver; the bytes are valid only during that call. Returns how many.
   virtual std::size_t receive(const PacketSink& deliver, std::size_t budget) = 0;
@@ -77,6 +82,7 @@ class TracingLink final : public Link {
 
   std::size_t mtu() const override { return inner_.mtu(); }
   bool reaches(wire::Ipv4Address next_hop) const override { return inner_.reaches(next_hop); }
+  std::span<std::uint8_t> packet_buffer() override { return inner_.packet_buffer(); }
   // Records the packets that left; one the inner link refused is not on the wire.
   bool transmit(wire::Ipv4Address next_hop, std::span<const std::uint8_t> packet) override;
   std::size_t receive(const PacketSink& deliver, std::size_t budget) override;

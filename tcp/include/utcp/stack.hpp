@@ -279,15 +279,18 @@ class Stack {
   TcpConfig tcp_connection_config(TcpConfig config) const;
   wire::SeqNumber tcp_initial_sequence(const TcpQuad& quad) const;
   TcpConnection::Transmit tcp_transmitter(const TcpQuad& quad);
-  // Emits a segment from our address to `to` (packet_ holds it) and sends it.
+  // Emits a segment from our address to `to` and sends it: built in the
+  // link's own send buffer when the link lends one and it fits the MTU (no
+  // copy on the way out), else in packet_.
   void tcp_send_segment(const wire::TcpHeader& header, std::span<const std::uint8_t> payload, wire::Ipv4Address to);
   // Runs due connection timers, forgets finished connections no one holds,
   // and drops listeners' queued connections that died before ESTABLISHED.
   std::size_t tcp_poll_timers();
 
-  // Sends the transport bytes already written at packet_[20] as one IPv4
-  // datagram, fragmented to the link's MTU.
-  std::error_code send_ip(std::uint8_t protocol, wire::Ipv4Address destination, std::size_t transport_length);
+  // Sends the transport bytes already written at packet[20] (packet_, or a
+  // buffer the link lent) as one IPv4 datagram, fragmented to the link's MTU.
+  std::error_code send_ip(std::uint8_t protocol, wire::Ipv4Address destination, std::size_t transport_length,
+                          std::span<std::uint8_t> packet);
   std::error_code route(wire::Ipv4Address destination) const;
   bool transmit(wire::Ipv4Address next_hop, std::span<const std::uint8_t> packet);
 

@@ -9,8 +9,8 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
-#include <string>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include <via/mesh.hpp>
@@ -57,7 +57,11 @@ class ViaLink final : public Link, private via::MeshClient {
   bool reaches(wire::Ipv4Address next_hop) const override;
   // Waits (up to a second, driving the NIC) while the packets waiting for
   // that peer (its connection, or a send buffer) fill its backlog.
+  // A packet built in packet_buffer() leaves from it (registered memory,
+  // no copy); any other is copied.
   bool transmit(wire::Ipv4Address next_hop, std::span<const std::uint8_t> packet) override;
+  // One of send_buffers registered buffers that no send holds.
+  std::span<std::uint8_t> packet_buffer() override;
   std::size_t receive(const PacketSink& deliver, std::size_t budget) override;
 
   wire::Ipv4Address address() const { return config_.addresses.address_of(rank_); }
@@ -71,10 +75,21 @@ class ViaLink final : public Link, private via::MeshClient {
   void on_message(int peer, std::span<std::byte> message) override;
   void on_rdma_complete(std::uint64_t, bool) override {}
   void on_peer_failed(int, const std::string&) override {}  // packets to it are dropped, as on any link
+  // The VI is done with send buffer `token`.
+  void on_sent(int, std::uint64_t token) override { free_send_buffers_.push_back(static_cast<std::uint32_t>(token)); }
+  // The send buffer packet_buffer() lent, taken off the free list, if the
+  // packet was built in it.
+  std::optional<std::uint32_t> take_send_buffer(std::span<const std::uint8_t> packet);
 
   int rank_, size_;
   ViaLinkConfig config_;
-  std::unique_ptr<via::Mesh> mesh_;
+  via::Nic& nic_;
+  // send_buffers buffers of mtu bytes, registered with the mesh's tag; a
+  // packet built in one is sent from it and the buffer is busy until on_sent.
+  std::unique_ptr<std::uint8_t[]> send_buffers_;
+  via::MemHandle send_buffers_handle_ = 0;  // 0: not registered, packets are copied
+  std::vector<std::uint32_t> free_send_buffers_;
+  std::unique_ptr<via::Mesh> mesh_;  // after the buffers: gone first, so no send still reads them
   const PacketSink* sink_ = nullptr;  // receive()'s, while it polls
   std::deque<std::vector<std::uint8_t>> waiting_;  // arrived while transmit() waited
 };

@@ -129,7 +129,8 @@ bool Stack::transmit(Ipv4Address next_hop, std::span<const std::uint8_t> packet)
   return true;
 }
 
-std::error_code Stack::send_ip(std::uint8_t protocol, Ipv4Address destination, std::size_t transport_length) {
+std::error_code Stack::send_ip(std::uint8_t protocol, Ipv4Address destination, std::size_t transport_length,
+                               std::span<std::uint8_t> packet) {
   if (const std::error_code routing = route(destination)) return routing;
   Ipv4Header header;
   header.identification = next_identification_++;
@@ -137,13 +138,13 @@ std::error_code Stack::send_ip(std::uint8_t protocol, Ipv4Address destination, s
   header.protocol = protocol;
   header.source = config_.address;
   header.destination = destination;
-  const std::span<const std::uint8_t> transport(packet_.data() + header_room, transport_length);
+  const std::span<const std::uint8_t> transport(packet.data() + header_room, transport_length);
 
   // To ourselves the datagram goes whole: there is no link MTU in between.
   const bool fits = destination == config_.address || header_room + transport_length <= link_.mtu();
   if (fits) {
-    const std::size_t length = wire::emit_ipv4(header, transport, packet_);  // transport already in place
-    return transmit(destination, std::span(packet_).first(length)) ? std::error_code{} : error(std::errc::no_buffer_space);
+    const std::size_t length = wire::emit_ipv4(header, transport, packet);  // transport already in place
+    return transmit(destination, packet.first(length)) ? std::error_code{} : error(std::errc::no_buffer_space);
   }
   // RFC 791 §3.2: every fragment but the last carries a multiple of 8 bytes.
   const std::size_t per_fragment = (link_.mtu() - header_room) / 8 * 8;
@@ -166,7 +167,7 @@ std::error_code Stack::send_echo_request(Ipv4Address to, std::uint16_t identifie
     return error(std::errc::message_size);
   const std::size_t length = wire::emit_icmp(wire::IcmpEcho{false, identifier, sequence}, data,
                                              std::span(packet_).subspan(header_room));
-  if (const std::error_code failed = send_ip(wire::ip_protocol::icmp, to, length)) return failed;
+  if (const std::error_code failed = send_ip(wire::ip_protocol::icmp, to, length, packet_)) return failed;
   ++counters_.icmp.echo_requests_out;
   return {};
 }
@@ -202,7 +203,7 @@ void Stack::send_unreachable(std::uint8_t code, const Ipv4Header& header, std::s
   const std::size_t length = wire::emit_icmp(wire::IcmpDestinationUnreachable{code, 0},
                                              std::span(quote).first(quote_length),
                                              std::span(packet_).subspan(header_room));
-  const std::error_code failed = send_ip(wire::ip_protocol::icmp, source, length);
+  const std::error_code failed = send_ip(wire::ip_protocol::icmp, source, length, packet_);
   if (!failed) ++counters_.icmp.unreachable_out;
 }
 
@@ -267,7 +268,8 @@ void Stack::input_icmp(const Ipv4Header& header, std::span<const std::uint8_t> m
     // RFC 1122 §3.2.2.6: the reply carries the request's identifier, sequence and data.
     const std::size_t length = wire::emit_icmp(wire::IcmpEcho{true, echo->identifier, echo->sequence}, parsed->data,
                                                std::span(packet_).subspan(header_room));
-    (void)send_ip(wire::ip_protocol::icmp, header.source, length);  // a reply that cannot leave is counted there
+    // A reply that cannot leave is counted there.
+    (void)send_ip(wire::ip_protocol::icmp, header.source, length, packet_);
     return;
   }
 
@@ -358,7 +360,7 @@ std::error_code Stack::udp_send(UdpSocketState& socket, SocketId id, std::span<c
     if (const std::error_code failed = udp_bind(socket, id, {})) return failed;
   const std::size_t length = wire::emit_udp(wire::UdpHeader{socket.local_port, to.port}, config_.address, to.address,
                                             data, std::span(packet_).subspan(header_room));
-  if (const std::error_code failed = send_ip(wire::ip_protocol::udp, to.address, length)) return failed;
+  if (const std::error_code failed = send_ip(wire::ip_protocol::udp, to.address, length, packet_)) return failed;
   ++counters_.udp.datagrams_out;
   return {};
 }
@@ -453,10 +455,13 @@ void Stack::tcp_send_reset_for(const wire::TcpSegment& segment, Ipv4Address to) 
 }
 
 void Stack::tcp_send_segment(const wire::TcpHeader& header, std::span<const std::uint8_t> payload, Ipv4Address to) {
-  const std::size_t length =
-      wire::emit_tcp(header, config_.address, to, payload, std::span(packet_).subspan(header_room));
+  const std::size_t transport_length = wire::tcp_header_length(header) + payload.size();
+  std::span<std::uint8_t> packet;
+  if (to != config_.address && header_room + transport_length <= link_.mtu()) packet = link_.packet_buffer();
+  if (packet.empty()) packet = packet_;
+  const std::size_t length = wire::emit_tcp(header, config_.address, to, payload, packet.subspan(header_room));
   // A segment that cannot leave is counted by send_ip; the connection retransmits it.
-  if (!send_ip(wire::ip_protocol::tcp, to, length)) ++counters_.tcp.segments_out;
+  if (!send_ip(wire::ip_protocol::tcp, to, length, packet)) ++counters_.tcp.segments_out;
 }
 
 TcpConfig Stack::tcp_connection_config(TcpConfig config) const {

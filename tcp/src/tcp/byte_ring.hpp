@@ -47,6 +47,18 @@ class ByteRing {
     std::memcpy(out.data() + first, storage_.data(), out.size() - first);
   }
 
+  // The `length` bytes that start `offset` bytes past the front, read in
+  // place when they do not wrap around the storage's end (nearly always), or
+  // copied into scratch when they do. Valid until the ring changes.
+  std::span<const std::uint8_t> view(std::size_t offset, std::size_t length, std::vector<std::uint8_t>& scratch) const {
+    if (length == 0) return {};
+    const std::size_t start = (head_ + offset) % storage_.size();
+    if (start + length <= storage_.size()) return std::span(storage_).subspan(start, length);
+    scratch.resize(length);
+    copy_out(offset, scratch);
+    return scratch;
+  }
+
   // Drops count bytes from the front.
   void pop(std::size_t count) {
     size_ -= count;

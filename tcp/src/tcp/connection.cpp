@@ -302,7 +302,7 @@ struct TcpConnection::Impl {
   Instant heard_since;  // the last acceptable segment, for keepalive
   int keepalive_probes_unanswered = 0;
 
-  std::vector<std::uint8_t> segment_scratch;  // a segment's payload, copied out of the ring
+  std::vector<std::uint8_t> segment_scratch;  // a segment's payload that wraps around the ring's end
 };
 
 TcpConnection::Impl::Impl(Ports ports_, const TcpConfig& config_, SeqNumber iss_, Instant now_, Transmit transmit_,
@@ -1033,9 +1033,8 @@ std::uint32_t TcpConnection::Impl::transmit_at(SeqNumber sequence, std::uint32_t
     full_segment -= sack_option_bytes();
     length = std::min(length, full_segment);
     covered = length;
-    segment_scratch.resize(length);
-    send_buffer.copy_out(sequence - send_buffer_start, segment_scratch);
-    payload = segment_scratch;
+    // Straight from the ring: the stack copies it into the packet as it sums it.
+    payload = send_buffer.view(sequence - send_buffer_start, length, segment_scratch);
     if (length > 0 && sequence + length == data_end()) flags |= flag::psh;
     if (fin_queued && sequence + length == fin_sequence()) {
       flags |= flag::fin;

@@ -1,5 +1,6 @@
 #include "utcp/via_link.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <stdexcept>
 #include <string>
@@ -48,7 +49,7 @@ std::optional<AddressPlan> AddressPlan::parse(std::string_view text) {
 }
 
 ViaLink::ViaLink(via::Nic& nic, int rank, int size, const ViaLinkConfig& config)
-    : rank_(rank), size_(size), config_(config) {
+    : rank_(rank), size_(size), config_(config), nic_(nic) {
   if (rank < 0 || size < 1 || rank >= size) throw std::invalid_argument("utcp: VIA link: rank outside the job");
   if (config.mtu < 68 || config.mtu > wire::ipv4_max_total_length)  // RFC 791: every host takes 68
     throw std::invalid_argument("utcp: VIA link: MTU must be 68 to 65535");
@@ -69,9 +70,35 @@ ViaLink::ViaLink(via::Nic& nic, int rank, int size, const ViaLinkConfig& config)
   options.bounce_buffers = static_cast<std::uint32_t>(config.send_buffers);
   options.backlog_limit = config.receive_buffers_per_peer;
   check(via::Mesh::open(nic, rank, size, options, *this, mesh_), "open the mesh");
+
+  const std::size_t pool_bytes = config.send_buffers * config.mtu;
+  send_buffers_ = std::make_unique_for_overwrite<std::uint8_t[]>(pool_bytes);
+  // Unregistered (the NIC's table is full), packets are built elsewhere and copied.
+  if (nic.register_memory(send_buffers_.get(), pool_bytes, via::MemAttributes{mesh_->ptag(), false, false},
+                          send_buffers_handle_) != via::Result::success) {
+    send_buffers_handle_ = 0;
+    return;
+  }
+  for (std::size_t i = config.send_buffers; i > 0; --i) free_send_buffers_.push_back(static_cast<std::uint32_t>(i - 1));
 }
 
-ViaLink::~ViaLink() = default;
+ViaLink::~ViaLink() {
+  mesh_.reset();  // its VIs first: nothing may still send from the buffers
+  if (send_buffers_handle_) nic_.deregister_memory(send_buffers_.get(), send_buffers_handle_);
+}
+
+std::span<std::uint8_t> ViaLink::packet_buffer() {
+  if (free_send_buffers_.empty()) return {};
+  return {send_buffers_.get() + std::size_t{free_send_buffers_.back()} * config_.mtu, config_.mtu};
+}
+
+std::optional<std::uint32_t> ViaLink::take_send_buffer(std::span<const std::uint8_t> packet) {
+  if (free_send_buffers_.empty()) return std::nullopt;
+  const std::uint32_t lent = free_send_buffers_.back();  // what packet_buffer() gave
+  if (packet.data() != send_buffers_.get() + std::size_t{lent} * config_.mtu) return std::nullopt;
+  free_send_buffers_.pop_back();
+  return lent;
+}
 
 bool ViaLink::reaches(wire::Ipv4Address next_hop) const {
   const std::optional<int> peer = config_.addresses.rank_of(next_hop, size_);
@@ -79,16 +106,26 @@ bool ViaLink::reaches(wire::Ipv4Address next_hop) const {
 }
 
 bool ViaLink::transmit(wire::Ipv4Address next_hop, std::span<const std::uint8_t> packet) {
-  const std::optional<int> peer = config_.addresses.rank_of(next_hop, size_);
-  if (packet.size() > config_.mtu || !peer || !mesh_->reachable(*peer)) return false;
-  if (mesh_->backlog(*peer) >= config_.receive_buffers_per_peer) {
-    // What arrives meanwhile waits for the next receive(): the stack may be
-    // inside one now, handling the packet this one answers.
-    const PacketSink* sink = std::exchange(sink_, nullptr);
-    mesh_->wait_until([&] { return mesh_->backlog(*peer) < config_.receive_buffers_per_peer; }, send_buffer_wait_ms);
-    sink_ = sink;
-  }
-  return mesh_->send(*peer, std::as_bytes(packet)) != via::Mesh::Sent::dropped;
+  // Taken first: a send that completes while this one waits returns its buffer to the list.
+  const std::optional<std::uint32_t> buffer = take_send_buffer(packet);
+  const auto send = [&] {
+    const std::optional<int> peer = config_.addresses.rank_of(next_hop, size_);
+    if (packet.size() > config_.mtu || !peer || !mesh_->reachable(*peer)) return via::Mesh::Sent::dropped;
+    if (mesh_->backlog(*peer) >= config_.receive_buffers_per_peer) {
+      // What arrives meanwhile waits for the next receive(): the stack may be
+      // inside one now, handling the packet this one answers.
+      const PacketSink* sink = std::exchange(sink_, nullptr);
+      mesh_->wait_until([&] { return mesh_->backlog(*peer) < config_.receive_buffers_per_peer; },
+                        send_buffer_wait_ms);
+      sink_ = sink;
+    }
+    if (!buffer) return mesh_->send(*peer, std::as_bytes(packet));
+    return mesh_->send_registered(*peer, std::as_bytes(packet), send_buffers_handle_, *buffer);
+  };
+  const via::Mesh::Sent sent = send();
+  // Posted from the buffer: it is the VI's until on_sent. Copied or dropped: free now.
+  if (buffer && sent != via::Mesh::Sent::posted) free_send_buffers_.push_back(*buffer);
+  return sent != via::Mesh::Sent::dropped;
 }
 
 void ViaLink::on_message(int, std::span<std::byte> message) {

@@ -27,17 +27,25 @@ inline void store32(std::uint8_t* p, std::uint32_t v) {
   store16(p + 2, static_cast<std::uint16_t>(v));
 }
 
-// Checks that `out` holds a header of header_length bytes followed by the
-// payload and copies the payload behind the header unless it is already
-// there (the caller may have written it in place). Returns the total size.
-inline std::size_t place_payload(std::size_t header_length, std::span<const std::uint8_t> payload,
-                                 std::span<std::uint8_t> out, std::size_t max_total, const char* what) {
-  const std::size_t total = header_length + payload.size();
+// The size of a header of header_length bytes and its payload, checked
+// against the length field's limit and the room in `out`.
+inline std::size_t total_length(std::size_t header_length, std::size_t payload_length, std::span<std::uint8_t> out,
+                                std::size_t max_total, const char* what) {
+  const std::size_t total = header_length + payload_length;
   if (total > max_total || out.size() < total) {
     std::string message = what;
     message += total > max_total ? ": longer than its length field can say" : ": output buffer too small";
     throw std::length_error(message);
   }
+  return total;
+}
+
+// Checks as total_length() and copies the payload behind the header unless
+// it is already there (the caller may have written it in place). Returns the
+// total size.
+inline std::size_t place_payload(std::size_t header_length, std::span<const std::uint8_t> payload,
+                                 std::span<std::uint8_t> out, std::size_t max_total, const char* what) {
+  const std::size_t total = total_length(header_length, payload.size(), out, max_total, what);
   std::uint8_t* destination = out.data() + header_length;
   if (!payload.empty() && payload.data() != destination) std::memmove(destination, payload.data(), payload.size());
   return total;

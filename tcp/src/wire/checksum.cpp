@@ -33,10 +33,19 @@ std::optional<Ipv4Address> Ipv4Address::parse(std::string_view text) {
   return Ipv4Address{value};
 }
 
-void Checksum::add(std::span<const std::uint8_t> bytes) {
+void Checksum::add(std::span<const std::uint8_t> bytes) { sum(bytes, nullptr); }
+
+void Checksum::add_copy(std::span<const std::uint8_t> bytes, std::uint8_t* to) {
+  if (!bytes.empty()) sum(bytes, to);
+}
+
+// The sum of bytes, copied to `to` on the way when it is not null: one loop
+// for both, so the copy is the load the sum needs anyway.
+void Checksum::sum(std::span<const std::uint8_t> bytes, std::uint8_t* to) {
   std::size_t i = 0;
   if (odd_ && !bytes.empty()) {
     sum_ += bytes[0];  // completes the word whose high byte came last time
+    if (to) to[0] = bytes[0];
     i = 1;
     odd_ = false;
   }
@@ -47,14 +56,24 @@ void Checksum::add(std::span<const std::uint8_t> bytes) {
   // every copy of a TCP stream together.) Each step adds less than 2^33: the
   // accumulator holds 2^31 steps, 16 GiB.
   std::uint64_t native = 0;
-  for (; i + 8 <= bytes.size(); i += 8) {
-    std::uint64_t eight;
-    std::memcpy(&eight, &bytes[i], sizeof eight);
-    native += (eight & 0xffffffffu) + (eight >> 32);
+  if (to) {
+    for (; i + 8 <= bytes.size(); i += 8) {
+      std::uint64_t eight;
+      std::memcpy(&eight, &bytes[i], sizeof eight);
+      std::memcpy(to + i, &eight, sizeof eight);
+      native += (eight & 0xffffffffu) + (eight >> 32);
+    }
+  } else {
+    for (; i + 8 <= bytes.size(); i += 8) {
+      std::uint64_t eight;
+      std::memcpy(&eight, &bytes[i], sizeof eight);
+      native += (eight & 0xffffffffu) + (eight >> 32);
+    }
   }
   while (native >> 16) native = (native & 0xffff) + (native >> 16);
   if constexpr (std::endian::native == std::endian::little) native = (native >> 8) | ((native & 0xff) << 8);
   sum_ += native;
+  if (to) std::memcpy(to + i, &bytes[i], bytes.size() - i);
   // A 64-bit accumulator cannot overflow: a buffer would need 2^48 words.
   for (; i + 1 < bytes.size(); i += 2) sum_ += detail::load16(&bytes[i]);
   if (i < bytes.size()) {

@@ -149,9 +149,15 @@ std::size_t tcp_header_length(const TcpHeader& header) {
 std::size_t emit_tcp(const TcpHeader& header, Ipv4Address source, Ipv4Address destination,
                      std::span<const std::uint8_t> payload, std::span<std::uint8_t> out) {
   const std::size_t header_length = tcp_header_length(header);
-  const std::size_t length = detail::place_payload(header_length, payload, out,
-                                                   ipv4_max_total_length - ipv4_min_header_length, "emit_tcp");
+  const std::size_t length = detail::total_length(header_length, payload.size(), out,
+                                                  ipv4_max_total_length - ipv4_min_header_length, "emit_tcp");
   std::uint8_t* bytes = out.data();
+  // The payload's sum is taken as it is copied in: one pass over the data.
+  Checksum payload_sum;
+  if (payload.data() == bytes + header_length)
+    payload_sum.add(payload);  // the caller wrote it in place
+  else
+    payload_sum.add_copy(payload, bytes + header_length);
   detail::store16(bytes, header.source_port);
   detail::store16(bytes + 2, header.destination_port);
   detail::store32(bytes + 4, header.sequence.value());
@@ -164,7 +170,8 @@ std::size_t emit_tcp(const TcpHeader& header, Ipv4Address source, Ipv4Address de
   write_options(header.options, bytes + tcp_min_header_length);
   Checksum checksum =
       pseudo_header_checksum(source, destination, ip_protocol::tcp, static_cast<std::uint16_t>(length));
-  checksum.add(out.first(length));
+  checksum.add(out.first(header_length));
+  checksum.add_u16(payload_sum.folded_sum());
   detail::store16(bytes + 16, checksum.finish());
   return length;
 }

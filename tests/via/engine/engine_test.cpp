@@ -240,9 +240,9 @@ TEST_P(Engine, InlineSendsArriveGatheredAndInOrderBehindPostedWork) {
   for (int i = 0; i < 4; ++i) expect_ok(vb->post_recv(b.message(std::size_t(i) * 512, 512), b.arena.handle), "recv");
   // Memory that was never registered: an inline send copies it at once.
   char head[] = "head:";
-  std::vector<char> tail(via::Vi::kMaxInlineSend - 5, 'x');
+  std::vector<char> tail(256 - 5, 'x');
   const iovec full[2] = {{head, 5}, {tail.data(), tail.size()}};
-  expect_ok(va->send_inline(full, 2), "inline send of the largest size");
+  expect_ok(va->send_inline(full, 2), "inline send of two pieces");
   head[0] = 'H';  // free on return
   // A posted send not yet out (its payload is large) keeps a later inline send behind it.
   a.fill(0, 400, 3);
@@ -259,7 +259,7 @@ TEST_P(Engine, InlineSendsArriveGatheredAndInOrderBehindPostedWork) {
   VIP_DESCRIPTOR* r2 = wait_done(vb, true);
   ASSERT_TRUE(r0 && r1 && r2);
   EXPECT_EQ(r0->CS.Status, std::uint32_t(VIP_STATUS_DONE | VIP_STATUS_OP_RECEIVE));
-  EXPECT_EQ(r0->CS.Length, via::Vi::kMaxInlineSend);
+  EXPECT_EQ(r0->CS.Length, 256u);
   EXPECT_EQ(std::string(reinterpret_cast<char*>(b.arena.data(0)), 5), "head:");
   EXPECT_EQ(std::string(reinterpret_cast<char*>(b.arena.data(5)), tail.size()), std::string(tail.size(), 'x'));
   EXPECT_EQ(r1->CS.Length, 400u);
@@ -279,13 +279,41 @@ TEST_P(Engine, InlineSendsArriveGatheredAndInOrderBehindPostedWork) {
   EXPECT_EQ(va->send_done(d), via::Result::not_done) << "only the posted send completes";
 }
 
+// An inline send takes a whole frame of the link: a mid-size message leaves
+// from the caller's (unregistered) memory straight into the link, with no
+// bounce buffer or descriptor between.
+TEST_P(Engine, InlineSendCarriesOneFrameOfTheLink) {
+  auto [va, vb] = connect();
+  const std::size_t limit = va->max_inline_send();
+  ASSERT_GE(limit, 32u * 1024) << "one frame of shm or tcp";
+  ASSERT_LE(limit, va->attributes().max_transfer);
+  for (const std::size_t size : {std::size_t(4096), std::size_t(16 * 1024 + 56), limit}) {
+    SCOPED_TRACE("size " + std::to_string(size));
+    expect_ok(vb->post_recv(b.message(0, size), b.arena.handle), "recv");
+    std::vector<unsigned char> message(size);
+    for (std::size_t i = 0; i < size; ++i) message[i] = static_cast<unsigned char>(i * 7 + size);
+    const iovec whole{message.data(), size};
+    via::Result sent;
+    pump({a.nic.get(), b.nic.get()}, [&] { return (sent = va->send_inline(&whole, 1)) != via::Result::not_done; }, 5000);
+    expect_ok(sent, "inline send");
+    VIP_DESCRIPTOR* r = wait_done(vb, true);
+    ASSERT_NE(r, nullptr);
+    EXPECT_EQ(r->CS.Status, std::uint32_t(VIP_STATUS_DONE | VIP_STATUS_OP_RECEIVE));
+    EXPECT_EQ(r->CS.Length, size);
+    EXPECT_EQ(std::memcmp(b.arena.data(0), message.data(), size), 0);
+  }
+  VIP_DESCRIPTOR* d;
+  EXPECT_EQ(va->send_done(d), via::Result::not_done) << "no descriptor, no completion";
+}
+
 TEST_P(Engine, InlineSendRefusesWhatItCannotCarry) {
   char byte = 1;
   const iovec one{&byte, 1};
   via::Vi* idle = a.create_vi(VIP_SERVICE_RELIABLE_DELIVERY, nullptr, nullptr);
   EXPECT_EQ(idle->send_inline(&one, 1), via::Result::invalid_state) << "not connected";
+  EXPECT_EQ(idle->max_inline_send(), 0u) << "not connected";
   auto [va, vb] = connect();
-  std::vector<char> big(via::Vi::kMaxInlineSend + 1);
+  std::vector<char> big(va->max_inline_send() + 1);
   const iovec too_long{big.data(), big.size()};
   EXPECT_EQ(va->send_inline(&too_long, 1), via::Result::invalid_parameter);
   auto [ra, rb] = connect(VIP_SERVICE_RELIABLE_RECEPTION, nullptr, nullptr, "r");

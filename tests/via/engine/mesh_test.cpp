@@ -415,22 +415,27 @@ TEST_P(MeshTest, HandlerThatSendsAndPollsEchoesEveryMessageInOrder) {
 
 // ---- sizes and send paths ----
 
+// A message that fits one frame of the link goes inline, from the caller's
+// memory straight into the link; only a longer one takes a bounce buffer (a
+// copy more). Mid-size MPI eager messages (1-16 KiB) are the ones this spares.
 TEST_P(MeshTest, EverySizeUpToMessageBytesTakesItsPath) {
   via::MeshOptions options = options_for("sizes");
+  options.message_bytes = 600 * 1024;  // more than one frame of shm (64 KiB) and of tcp (512 KiB)
   open_pair(options);
   ASSERT_TRUE(connect_pair()) << "the pair never connected";
-  // Inline sends carry the 8-byte frame header too.
-  const std::size_t inline_max = via::Vi::kMaxInlineSend - 8;
+  const std::size_t inline_max = mesh(0).max_inline_send(1);
+  ASSERT_GE(inline_max, 16u * 1024 + 64) << "an MPI eager message and its header fit one frame";
   const std::vector<std::size_t> sizes = {0,
                                           1,
                                           8,
                                           100,
-                                          inline_max - 1,
-                                          inline_max,
-                                          inline_max + 1,
                                           256,
                                           1000,
                                           4096,
+                                          16 * 1024,
+                                          inline_max - 1,
+                                          inline_max,
+                                          inline_max + 1,
                                           options.message_bytes - 1,
                                           options.message_bytes};
   std::uint64_t number = 0;
@@ -477,15 +482,17 @@ TEST_P(MeshTest, SendsWaitForBounceBuffersAndKeepTheirOrder) {
   via::MeshOptions options = options_for("bounces");
   options.send_descriptors = 2;
   options.bounce_buffers = 2;
+  options.message_bytes = 16384;  // the credits' worth (32) fills more than a ring
   open_pair(options);
   ASSERT_TRUE(connect_pair()) << "the pair never connected";
-  // A buffer is free again once its send completed, which a send looks for
-  // itself; rank 1 does not poll, so once its shm ring (256 KiB) is full the
-  // sends complete no more and the rest wait in the backlog.
+  // Sends go inline while the link has room; then through a bounce buffer,
+  // free again once its send completed, which a send looks for itself; rank 1
+  // does not poll, so once its shm ring (256 KiB) is full the sends complete
+  // no more and the rest wait in the backlog.
   constexpr std::uint32_t n = 100;
   std::uint32_t now = 0, queued = 0;
   for (std::uint32_t i = 0; i < n; ++i) {
-    const Sent sent = mesh(0).send(1, numbered_message(i, 6000 + i));
+    const Sent sent = mesh(0).send(1, numbered_message(i, 12000 + i));
     now += sent == Sent::now;
     queued += sent == Sent::queued;
   }
@@ -495,8 +502,11 @@ TEST_P(MeshTest, SendsWaitForBounceBuffersAndKeepTheirOrder) {
   }
   ASSERT_TRUE(pump([&] { return client(1).messages.size() == n; }, 10000));
   for (std::uint32_t i = 0; i < n; ++i)
-    EXPECT_TRUE(same_bytes(client(1).messages[i].bytes, numbered_message(i, 6000 + i))) << i;
-  EXPECT_EQ(mesh(0).counters().bounce_sends, n);
+    EXPECT_TRUE(same_bytes(client(1).messages[i].bytes, numbered_message(i, 12000 + i))) << i;
+  EXPECT_EQ(mesh(0).counters().inline_sends + mesh(0).counters().bounce_sends, n);
+  if (!tcp()) {
+    EXPECT_GT(mesh(0).counters().bounce_sends, 0u) << "a full ring sends through the bounce buffers";
+  }
 }
 
 // A reliable-reception VI completes a send only on acknowledgement, so the

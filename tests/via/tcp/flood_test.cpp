@@ -340,7 +340,7 @@ class DirectoryProcess {
       rlimit few{256, 256};
       setrlimit(RLIMIT_NOFILE, &few);
       {
-        tcp::DirectoryServer server(key, asio::ip::address_v4::loopback());
+        tcp::DirectoryServer server(key, asio::ip::address_v4::loopback(), 1);
         const std::string where = server.address() + "\n";
         if (write(address_pipe[1], where.data(), where.size()) != ssize_t(where.size())) _exit(1);
         char byte;

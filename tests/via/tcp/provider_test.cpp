@@ -34,6 +34,7 @@
 #include "providers/tcp/wire.hpp"
 #include "support/endpoint.hpp"
 #include "support/job_directory.hpp"
+#include "via/config.hpp"
 
 using namespace testing_support;
 using namespace std::chrono_literals;
@@ -483,8 +484,11 @@ TEST_F(TcpProviderTest, ProvenButSilentConnectionsAreToldApartFromUnprovenOnes) 
 TEST_F(TcpProviderTest, StrangersCannotPileUpConnectionsTheOldestMakeRoom) {
   Endpoint b;
   b.open("tcp:1", 4096);
-  // The NIC raised the descriptor limit when it opened; its bounds follow from it.
-  const std::size_t per_source = tcp::PendingLimits::for_descriptors(tcp::raise_descriptor_limit().rlim_cur).per_source;
+  // The NIC raised the descriptor limit when it opened; its bounds follow
+  // from it and from the job's size.
+  const std::size_t per_source =
+      tcp::PendingLimits::for_job(tcp::raise_descriptor_limit().rlim_cur, std::size_t(via::config::integer("VIASTACK_SIZE")))
+          .per_source;
   StderrCapture stderr_log;
   constexpr std::size_t kBeyond = 16;  // strangers beyond what one address may have proving themselves
   std::vector<std::unique_ptr<RawPeer>> strangers;
@@ -511,6 +515,41 @@ TEST_F(TcpProviderTest, StrangersCannotPileUpConnectionsTheOldestMakeRoom) {
                                                    " connections from its address were still proving themselves\n");
   EXPECT_EQ(in_full, std::size_t(tcp::RefusalLog::kInFull)) << log;
   EXPECT_NE(log.find("] warn: tcp: refused or evicted "), std::string::npos) << log;
+}
+
+// A rank asks for its connections one after another (mp_mesh asks for all
+// its peers, looking each one up, before it waits for any): the streams it
+// opened earlier move on meanwhile, so that the peer, whose deadline runs
+// from its accept, sees them prove themselves without this rank waiting.
+TEST_F(TcpProviderTest, StreamsOpenedEarlierProveThemselvesWhileTheRankAsksForMore) {
+  Endpoint a, b;
+  a.open("tcp:0", 4096);
+  b.open("tcp:1", 4096);
+  const bool a_opens = a.nic->host_address() < b.nic->host_address();
+  Endpoint& opener = a_opens ? a : b;
+  Endpoint& waiter = a_opens ? b : a;
+  const std::string opener_name = a_opens ? "rank0" : "rank1", waiter_name = a_opens ? "rank1" : "rank0";
+  via::Vi* waiting = waiter.create_vi();
+  expect_ok(waiting->connect_peer_request(address(*waiter.nic, waiter_name, "first"),
+                                          address(*waiter.nic, opener_name, "first"), 5000),
+            "request");
+  via::Vi* first = opener.create_vi();
+  expect_ok(first->connect_peer_request(address(*opener.nic, opener_name, "first"),
+                                        address(*opener.nic, waiter_name, "first"), 5000),
+            "request");
+  // The opener only asks for more connections (to discriminators nobody
+  // waits for); the waiter polls in between. A few requests suffice: the
+  // stream needs the opener to look at it three times (connected, then the
+  // challenge came), the waiter twice.
+  via::Result outcome = via::Result::not_done;
+  for (int i = 0; i < 20 && outcome == via::Result::not_done; ++i) {
+    for (int polls = 0; polls < 10 && outcome == via::Result::not_done; ++polls) outcome = waiting->connect_peer_done();
+    const std::string disc = "more" + std::to_string(i);
+    expect_ok(opener.create_vi()->connect_peer_request(address(*opener.nic, opener_name, disc),
+                                                       address(*opener.nic, waiter_name, disc), 5000),
+              "request");
+  }
+  EXPECT_EQ(outcome, via::Result::success);
 }
 
 // ---- bad frames on an accepted connection ----

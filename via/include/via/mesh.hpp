@@ -123,7 +123,7 @@ class Mesh {
   // bytes are free); queued: copied into the peer's backlog; dropped: the
   // peer failed, is this rank, or its backlog is full.
   Sent send(int peer, std::span<const std::byte> head, std::span<const std::byte> body = {});
-  // As send(), but a message above the inline size leaves from the caller's
+  // As send(), but a message above 256 bytes leaves from the caller's
   // memory, registered with handle (this mesh's protection tag), when it can
   // go at once: Sent::posted, and the bytes must stay as they are until
   // MeshClient::on_sent(peer, token). Without flow control only (a credit
@@ -138,6 +138,9 @@ class Mesh {
   bool connected(int peer) const;
   // Messages waiting in `peer`'s backlog.
   std::size_t backlog(int peer) const;
+  // The longest message send() writes to `peer` straight from the caller's
+  // memory into the link, when the link has room: one frame; 0 unless connected.
+  std::size_t max_inline_send(int peer) const;
   // The peers this rank is connected or connecting to.
   int peers_in_use() const { return int(connected_.size() + connecting_.size()); }
 

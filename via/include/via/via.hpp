@@ -171,14 +171,17 @@ class Vi {
   // Data transfer. `desc_handle` is the memory handle of the region holding the descriptor.
   Result post_send(VIP_DESCRIPTOR* desc, MemHandle desc_handle);
   Result post_recv(VIP_DESCRIPTOR* desc, MemHandle desc_handle);
-  // Sends a message of at most kMaxInlineSend bytes at once, copied into the
-  // link, with no descriptor (as InfiniBand's inline, unsignaled sends): the
-  // memory needs no registration and is free on return, and no completion
+  // Sends a message of at most max_inline_send() bytes at once, copied into
+  // the link, with no descriptor (as InfiniBand's inline, unsignaled sends):
+  // the memory needs no registration and is free on return, and no completion
   // follows. not_done when it cannot leave now — the link is full, or work
   // posted earlier has yet to go — and a descriptor must carry it instead.
   // Not on reliable-reception VIs, whose sends complete on acknowledgement.
-  static constexpr std::size_t kMaxInlineSend = 256;
   Result send_inline(const iovec* iov, std::size_t iovcnt);
+  // The largest message send_inline takes: one frame of the connection (the
+  // shm ring writes it straight from the caller's memory, the tcp link hands
+  // it to the socket), within the VI's maximum transfer; 0 unless connected.
+  std::size_t max_inline_send() const;
   Result send_done(VIP_DESCRIPTOR*& out);
   Result recv_done(VIP_DESCRIPTOR*& out);
   Result send_wait(std::uint32_t timeout_ms, VIP_DESCRIPTOR*& out);

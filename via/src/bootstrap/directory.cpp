@@ -25,9 +25,9 @@ struct DirectoryServer::Session {
   std::string reply;
 };
 
-DirectoryServer::DirectoryServer(const JobKey& key, const asio::ip::address& address)
+DirectoryServer::DirectoryServer(const JobKey& key, const asio::ip::address& address, std::size_t job_ranks)
     : key_(key), acceptor_(io_, asio::ip::tcp::endpoint(address, 0)),
-      admissions_(acceptor_, "directory: ", [this](const auto& a) { prove(a); }) {
+      admissions_(acceptor_, job_ranks, "directory: ", [this](const auto& a) { prove(a); }) {
   address_ = describe_endpoint(acceptor_.local_endpoint());
   fcntl(acceptor_.native_handle(), F_SETFD, FD_CLOEXEC);  // the ranks viarun starts do not inherit it
   admissions_.start();

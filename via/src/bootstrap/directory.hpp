@@ -27,8 +27,9 @@ class DirectoryServer {
  public:
   // Listens on `address` (port chosen by the kernel) and serves from its own
   // thread. Connections still proving themselves are bounded and logged as a
-  // tcp NIC's are (admission.hpp); it raises the process's descriptor limit.
-  DirectoryServer(const JobKey& key, const asio::ip::address& address);
+  // tcp NIC's are (admission.hpp), with room for all `job_ranks` ranks
+  // connecting at once; it raises the process's descriptor limit.
+  DirectoryServer(const JobKey& key, const asio::ip::address& address, std::size_t job_ranks);
   ~DirectoryServer();
   DirectoryServer(const DirectoryServer&) = delete;
   DirectoryServer& operator=(const DirectoryServer&) = delete;

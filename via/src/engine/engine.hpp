@@ -89,6 +89,7 @@ class ViImpl final : public Vi {
   Result post_send(VIP_DESCRIPTOR* desc, MemHandle desc_handle);
   Result post_recv(VIP_DESCRIPTOR* desc, MemHandle desc_handle);
   Result send_inline(const iovec* iov, std::size_t iovcnt);
+  std::size_t max_inline_send() const;
   Result send_done(VIP_DESCRIPTOR*& out);
   Result recv_done(VIP_DESCRIPTOR*& out);
   Result send_wait(std::uint32_t timeout_ms, VIP_DESCRIPTOR*& out) { return wait_queue(sendq_, timeout_ms, out); }

@@ -182,13 +182,18 @@ Result ViImpl::send_inline(const iovec* iov, std::size_t iovcnt) {
   if (attrs_.reliability == VIP_SERVICE_RELIABLE_RECEPTION) return Result::invalid_reliability_level;
   std::uint64_t len = 0;
   for (std::size_t i = 0; i < iovcnt; ++i) len += iov[i].iov_len;
-  if (len > kMaxInlineSend || len > attrs_.max_transfer) return Result::invalid_parameter;
+  if (len > max_inline_send()) return Result::invalid_parameter;
   // Behind earlier work it would overtake it.
   if (tx_next_ != sendq_.tail() || acks_owed_ || !read_responses_.empty()) return Result::not_done;
   const FrameHeader h{kFrameSend, kFlagLast, tx_message_, std::uint32_t(len), len, 0, 0, 0, 0};
   if (!send_frame(h, iov, iovcnt)) return Result::not_done;
   ++tx_message_;
   return Result::success;
+}
+
+std::size_t ViImpl::max_inline_send() const {
+  if (state_ != ViState::connected) return 0;
+  return std::size_t(std::min<std::uint64_t>(frame_payload_, attrs_.max_transfer));
 }
 
 // ---- completion ----
@@ -805,6 +810,7 @@ Cq* Vi::recv_cq() const { return impl(*this).recv_cq(); }
 Result Vi::post_send(VIP_DESCRIPTOR* desc, MemHandle desc_handle) { return impl(*this).post_send(desc, desc_handle); }
 Result Vi::post_recv(VIP_DESCRIPTOR* desc, MemHandle desc_handle) { return impl(*this).post_recv(desc, desc_handle); }
 Result Vi::send_inline(const iovec* iov, std::size_t iovcnt) { return impl(*this).send_inline(iov, iovcnt); }
+std::size_t Vi::max_inline_send() const { return impl(*this).max_inline_send(); }
 Result Vi::send_done(VIP_DESCRIPTOR*& out) { return impl(*this).send_done(out); }
 Result Vi::recv_done(VIP_DESCRIPTOR*& out) { return impl(*this).recv_done(out); }
 Result Vi::send_wait(std::uint32_t timeout_ms, VIP_DESCRIPTOR*& out) { return impl(*this).send_wait(timeout_ms, out); }

@@ -86,7 +86,7 @@ Mesh::Sent Mesh::send(int rank, std::span<const std::byte> head, std::span<const
 
 Mesh::Sent Mesh::send_registered(int rank, std::span<const std::byte> bytes, MemHandle handle, std::uint64_t token) {
   Peer* p = unsigned(rank) < peers_.size() ? peers_[std::size_t(rank)].get() : nullptr;
-  if (header_bytes_ || bytes.size() <= Vi::kMaxInlineSend || bytes.size() > options_.message_bytes || !p ||
+  if (header_bytes_ || bytes.size() <= kCopiedRegisteredSend || bytes.size() > options_.message_bytes || !p ||
       !p->connected || p->failed || p->closed || !p->backlog.empty())
     return send(rank, bytes);
   if (free_send_descriptors_.empty()) reclaim_sends(*p);
@@ -119,10 +119,12 @@ bool Mesh::try_send(Peer& p, bool credit_only, std::span<const std::byte> head, 
     p.owed_credits -= h.credits;
     if (needs_credit) --p.send_credits;
   };
-  // A small message leaves at once, copied by the VI; the rest, and any the
-  // link has no room for now, go through a bounce buffer and a descriptor.
+  // A message of one frame leaves at once, copied by the VI from the
+  // caller's memory straight into the link (the shm ring); the rest, and any
+  // the link has no room for now, go through a bounce buffer and a
+  // descriptor: one copy more, and the descriptor's work.
   const std::size_t length = header_bytes_ + head.size() + body.size();
-  if (length <= Vi::kMaxInlineSend) {
+  if (length <= p.vi->max_inline_send()) {
     iovec iov[3];
     std::size_t parts = 0;
     if (header_bytes_) iov[parts++] = {&h, header_bytes_};
@@ -406,6 +408,13 @@ void Mesh::on_receive(Peer& p, std::uint32_t slot, const VIP_DESCRIPTOR* d) {
 std::size_t Mesh::backlog(int rank) const {
   const Peer* p = rank >= 0 && rank < size() ? peers_[std::size_t(rank)].get() : nullptr;
   return p ? p->backlog.size() : 0;
+}
+
+std::size_t Mesh::max_inline_send(int rank) const {
+  const Peer* p = rank >= 0 && rank < size() ? peers_[std::size_t(rank)].get() : nullptr;
+  if (!p || !p->connected) return 0;
+  const std::size_t frame = p->vi->max_inline_send();
+  return frame > header_bytes_ ? frame - header_bytes_ : 0;
 }
 
 bool Mesh::idle() const {

@@ -51,9 +51,10 @@ std::string describe_descriptor_shortage(const asio::error_code& ec) {
          ", hard limit " + limit_text(limit.rlim_max) + "; raise it with ulimit -n)";
 }
 
-PendingLimits PendingLimits::for_descriptors(rlim_t soft_limit) {
-  const std::size_t total = std::clamp<rlim_t>(soft_limit / 4, 8, 512);
-  return PendingLimits{std::max<std::size_t>(total / 4, 2), total};
+PendingLimits PendingLimits::for_job(rlim_t soft_limit, std::size_t job_ranks) {
+  const std::size_t strangers_total = std::clamp<rlim_t>(soft_limit / 4, 8, 512);
+  const std::size_t strangers_per_source = std::max<std::size_t>(strangers_total / 4, 2);
+  return PendingLimits{strangers_per_source + job_ranks, strangers_total + job_ranks};
 }
 
 // ---- the log ----
@@ -111,9 +112,10 @@ Admissions::Admission::Admission(asio::ip::tcp::socket socket)
   source = conn->socket.remote_endpoint(ec).address();
 }
 
-Admissions::Admissions(asio::ip::tcp::acceptor& acceptor, std::string log_prefix, Admitted admitted)
+Admissions::Admissions(asio::ip::tcp::acceptor& acceptor, std::size_t job_ranks, std::string log_prefix,
+                       Admitted admitted)
     : acceptor_(acceptor), admitted_(std::move(admitted)),
-      limits_(PendingLimits::for_descriptors(raise_descriptor_limit().rlim_cur)),
+      limits_(PendingLimits::for_job(raise_descriptor_limit().rlim_cur, job_ranks)),
       log_(static_cast<asio::io_context&>(acceptor.get_executor().context()), std::move(log_prefix)),
       accept_pause_(acceptor.get_executor()) {}
 
@@ -152,10 +154,17 @@ void Admissions::admit(asio::ip::tcp::socket socket) {
   a->position = pending_.insert(pending_.end(), a);
   a->deadline = std::make_shared<asio::steady_timer>(acceptor_.get_executor(), auth_timeout());
   a->deadline->async_wait([this, weak = std::weak_ptr<Admission>(a)](const asio::error_code& ec) {
-    auto a = weak.lock();
-    if (ec || !a || a->state != Admission::State::pending) return;
-    end(*a, a->proven ? "it proved it belongs to the job but sent no request in time"
-                      : "it did not prove it belongs to the job in time");
+    if (ec) return;
+    // Decided after the handlers this poll already has ready: when the
+    // acceptor itself was away past the deadline, the timer and the peer's
+    // bytes are found together, and a read started by one of those handlers
+    // (the request after the proof) completes only after this one ran.
+    asio::post(acceptor_.get_executor(), [this, weak] {
+      auto a = weak.lock();
+      if (!a || a->state != Admission::State::pending) return;
+      end(*a, a->proven ? "it proved it belongs to the job but sent no request in time"
+                        : "it did not prove it belongs to the job in time");
+    });
   });
   admitted_(a);
 }

@@ -1,6 +1,7 @@
 // How a tcp NIC and viarun's job directory take in new connections. Anyone
 // who reaches the port can open one, so connections still proving they belong
-// to the job (handshake.hpp) are bounded per source address and in all. When
+// to the job (handshake.hpp) are bounded per source address and in all
+// (PendingLimits: room for strangers, plus room for the job's own). When
 // a newcomer would pass a bound, the oldest pending connection goes (of the
 // newcomer's source, or of the source holding the most), never the newcomer:
 // strangers holding idle connections cannot keep a member of the job out,
@@ -38,10 +39,19 @@ std::string describe_descriptor_shortage(const asio::error_code& ec);
 
 struct PendingLimits {
   std::size_t per_source, total;
-  // A quarter of the process's descriptors (8 to 512) for connections still
-  // proving themselves, a quarter of those for one source address: a flood
-  // never takes the descriptors the job's own streams need.
-  static PendingLimits for_descriptors(rlim_t soft_limit);
+  // Strangers may hold a quarter of the process's descriptors (8 to 512) in
+  // connections still proving themselves, a quarter of those from one source
+  // address: a flood never takes the descriptors the job's own streams need.
+  // The job's own connections come on top of that, as many as it has ranks,
+  // per source and in all: in a one-host job every rank connects from the
+  // same address, and an all-to-all set-up has them all connecting to one
+  // rank at once. Each rank opens one stream per peer it talks to, so the
+  // rank count bounds what the job legitimately has pending from any one
+  // address (connections past it, e.g. several VIs to one peer at once, are
+  // evicted oldest-first and opened again). A flood is still bounded: by its
+  // share plus the job's ranks when it comes from the job's own address,
+  // which costs no more descriptors than the job's streams need anyway.
+  static PendingLimits for_job(rlim_t soft_limit, std::size_t job_ranks);
 };
 
 // Warnings in the log, "<prefix>refused a connection from <peer>: <why>", for the first few
@@ -77,7 +87,10 @@ class RefusalLog {
 
 // Accepts connections on `acceptor` and hands each to `admitted`, which runs
 // its handshake and ends its admission with settle() or refuse(). A pending
-// connection that has done neither by auth_timeout() is closed.
+// connection that has done neither by auth_timeout() is closed, counted from
+// its accept; what the peer sent by the time the acceptor looks again is
+// taken first, so that the acceptor's own lateness (descheduled on a loaded
+// machine) does not count against the peer.
 class Admissions {
  public:
   struct Admission {
@@ -94,7 +107,9 @@ class Admissions {
   };
   using Admitted = std::function<void(const std::shared_ptr<Admission>&)>;
 
-  Admissions(asio::ip::tcp::acceptor& acceptor, std::string log_prefix, Admitted admitted);
+  // `job_ranks`: how many ranks the job has, that is how many of its
+  // members may connect at once (PendingLimits).
+  Admissions(asio::ip::tcp::acceptor& acceptor, std::size_t job_ranks, std::string log_prefix, Admitted admitted);
   Admissions(const Admissions&) = delete;
   Admissions& operator=(const Admissions&) = delete;
 

@@ -92,7 +92,7 @@ class TcpProvider final : public Provider {
  public:
   TcpProvider(std::uint32_t nic, std::shared_ptr<Bootstrap> bootstrap, const asio::ip::tcp::endpoint& listen)
       : nic_(nic), bootstrap_(std::move(bootstrap)), acceptor_(io_),
-        admissions_(acceptor_, "tcp: ", [this](const auto& a) { prove(a); }),
+        admissions_(acceptor_, std::size_t(bootstrap_->size()), "tcp: ", [this](const auto& a) { prove(a); }),
         regions_(std::make_unique<RegionTable>()), epoll_fd_(epoll_create1(EPOLL_CLOEXEC)) {
     acceptor_.open(listen.protocol());
     acceptor_.bind(listen);
@@ -230,6 +230,11 @@ class TcpProvider final : public Provider {
     r.local_disc = local.discriminator;
     r.target_disc = remote.discriminator;
     start(p.out);
+    // The streams opened so far move on while the application asks for more
+    // connections (it may ask for all before it waits for any): the peer's
+    // deadline for a stream (admission.hpp) runs from its accept, not from
+    // when this rank next waits.
+    progress_control();
     return Result::success;
   }
 
@@ -396,6 +401,10 @@ class TcpProvider final : public Provider {
         admissions_.log().warn("cannot connect to " + o->conn->peer + ": " + describe_descriptor_shortage(ec));
       if (ec) return retry_later(o);  // not listening yet, or gone: the VI's timeout decides
       watch(o->conn->socket.native_handle(), EPOLLIN);
+      // The request follows the proof at once; Nagle would hold it until the
+      // peer's delayed acknowledgement of the proof (40 ms on loopback).
+      asio::error_code ignored;
+      o->conn->socket.set_option(asio::ip::tcp::no_delay(true), ignored);
       // A stream that fails before the answer (the peer evicted it) is opened
       // again; only what the peer says can make the request fail.
       auto failed = [this, o](const std::string& error) {
