@@ -12,7 +12,7 @@
 // overlapping out-of-order segments. Checked after every op: no exception
 // escaped; no segment sent carries more than the MSS in effect (and that
 // MSS is in [48, ours]); every SACK block we send holds data ahead of
-// RCV.NXT; the out-of-order queue stays within its bounds;
+// RCV.NXT (a first one reporting a duplicate, below it); the out-of-order queue stays within its bounds;
 // every byte delivered is the byte the peer sent at that sequence number
 // (the peer's payload is a function of the sequence number).
 //
@@ -143,8 +143,13 @@ class ConnectionDriver {
       if (connection_ && !payload.empty()) require(payload.size() <= connection_->info().max_segment_size);
       our_next_ = std::max(our_next_, sent.sequence.value() + static_cast<std::uint32_t>(payload.size()));
       if (sent.options.timestamps) peer_echo_ = sent.options.timestamps->value;
-      for (const utcp::wire::SackBlock& block : sent.options.sack())
-        require(block.left < block.right && sent.acknowledgment < block.left);
+      // Every SACK block holds data ahead of RCV.NXT, but for a D-SACK (RFC
+      // 2883) in the first place: data received twice, below the ACK.
+      const auto blocks = sent.options.sack();
+      for (std::size_t i = 0; i < blocks.size(); ++i) {
+        const bool duplicate_report = i == 0 && blocks[0].right <= sent.acknowledgment;
+        require(blocks[i].left < blocks[i].right && (duplicate_report || sent.acknowledgment < blocks[i].left));
+      }
     };
   }
 

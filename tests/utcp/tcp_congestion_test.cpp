@@ -69,6 +69,45 @@ TEST(CubicTest, ReductionOnLossIsBetaOfTheFlight) {
   EXPECT_EQ(cubic.cwnd(), 70 * mss);  // the window recovery began with
 }
 
+// A recovery D-SACK showed spurious is undone: the window, the threshold
+// and (CUBIC) W_max and the stage go back to what they were before it.
+TEST(CubicTest, SpuriousRecoveryIsUndone) {
+  CubicController cubic;
+  AckClock clock(cubic);
+  cubic.start(mss, clock.now);
+  clock.grow_to(40);
+  cubic.on_enter_recovery(40 * mss, clock.now);
+  cubic.on_recovery_exit(30 * mss, clock.now);
+  clock.run_until(clock.now + 2s);  // congestion avoidance: a stage with W_max 40
+  const std::uint32_t cwnd = cubic.cwnd(), ssthresh = cubic.ssthresh();
+  const double k = *cubic.k();
+  cubic.on_enter_recovery(cwnd, clock.now);
+  ASSERT_LT(cubic.cwnd(), cwnd);
+  ASSERT_FALSE(cubic.k());  // the stage ended
+  cubic.on_recovery_exit(cwnd / 2, clock.now);
+  cubic.on_spurious_recovery(clock.now);
+  EXPECT_EQ(cubic.cwnd(), cwnd);
+  EXPECT_EQ(cubic.ssthresh(), ssthresh);
+  EXPECT_DOUBLE_EQ(cubic.w_max(), 40);
+  ASSERT_TRUE(cubic.k());
+  EXPECT_DOUBLE_EQ(*cubic.k(), k);  // the stage goes on
+  clock.ack_one();
+  EXPECT_GE(cubic.cwnd(), cwnd);
+}
+
+TEST(NewRenoTest, SpuriousRecoveryIsUndone) {
+  NewRenoController reno;
+  AckClock clock(reno);
+  reno.start(mss, clock.now);
+  clock.grow_to(40);
+  reno.on_enter_recovery(40 * mss, clock.now);
+  EXPECT_EQ(reno.cwnd(), 20 * mss);
+  reno.on_recovery_exit(10 * mss, clock.now);
+  reno.on_spurious_recovery(clock.now);
+  EXPECT_EQ(reno.cwnd(), 40 * mss);
+  EXPECT_EQ(reno.ssthresh(), 1u << 30);  // slow start's "arbitrarily high" again
+}
+
 TEST(CubicTest, WindowFollowsWCubicAfterALoss) {
   CubicController cubic;
   AckClock clock(cubic);
@@ -319,7 +358,11 @@ TEST_F(RegistryTest, ARegisteredControllerDrivesTheConnection) {
   for (int i = 0; i < 3; ++i) feed(from_peer(peer_iss + 1, iss + 1001, flag::ack));
   EXPECT_EQ(fixed_window_events.recoveries, 1);
   EXPECT_EQ(connection->counters().fast_retransmits, 1u);
+  // The first two duplicates each sent one new segment (limited transmit,
+  // RFC 3042): recovery ends once those are acknowledged too.
   feed(from_peer(peer_iss + 1, iss + 4001, flag::ack));
+  EXPECT_EQ(fixed_window_events.exits, 0);
+  feed(from_peer(peer_iss + 1, iss + 6001, flag::ack));
   EXPECT_EQ(fixed_window_events.exits, 1);
   sent.clear();
   run_for(*connection->next_timer() - now);

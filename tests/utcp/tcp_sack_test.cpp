@@ -2,8 +2,11 @@
 // on virtual time: SACK-permitted on the SYNs, the blocks a receiver sends
 // (most recent first, as many as fit), and a sender that repairs three
 // holes of one window in one round trip where NewReno repairs one per round
-// trip; then whole transfers through a lossy pipe.
+// trip; limited transmit (RFC 3042) and RACK-TLP (RFC 8985): loss told from
+// reordering by time, lost retransmissions and tails found without the RTO;
+// then whole transfers through a lossy pipe.
 #include <algorithm>
+#include <iostream>
 #include <set>
 
 #include "tcp_connection_harness.hpp"
@@ -126,6 +129,33 @@ TEST_F(SackTest, ThreeBlocksBesideTimestamps) {
   EXPECT_EQ(wire::tcp_header_length(ack.header), 60u);  // 20 + 12 (timestamps) + 28 (three blocks)
 }
 
+// RFC 2018 §4: every ACK that does not acknowledge all the data held
+// carries SACK blocks, the data segments of a two-way stream too; their
+// payload shrinks by the option's bytes so that the segment stays within the
+// MSS (as Linux does).
+TEST_F(SackTest, DataSegmentsCarrySackBlocksWithinTheSegmentSize) {
+  config.timestamps = true;
+  open_offering_sack(true, true);
+  TcpHeader ahead = from_peer(peer_iss + 1 + 1000, iss + 1, flag::ack);
+  ahead.options.timestamps = wire::TcpTimestamps{2, 0};
+  feed(ahead, pattern(500));
+  next_sent();  // the duplicate ACK
+  send(pattern(3000));
+  const std::uint32_t header_and_timestamps = 20 + 12;
+  std::uint32_t sent_bytes = 0;
+  while (!sent.empty()) {
+    const SentSegment segment = next_sent();
+    ASSERT_FALSE(segment.payload.empty());
+    ASSERT_EQ(segment.header.options.sack().size(), 1u);
+    EXPECT_EQ(segment.header.options.sack()[0].left, SeqNumber(peer_iss + 1 + 1000));
+    EXPECT_EQ(segment.header.options.sack()[0].right, SeqNumber(peer_iss + 1 + 1500));
+    EXPECT_LE(segment.payload.size() + wire::tcp_header_length(segment.header) - 20, 1000u);
+    EXPECT_GT(wire::tcp_header_length(segment.header), header_and_timestamps);
+    sent_bytes += static_cast<std::uint32_t>(segment.payload.size());
+  }
+  EXPECT_EQ(sent_bytes, 3000u);
+}
+
 // Segments 2, 5 and 8 of a window of 12 are lost (offsets 1000, 4000,
 // 7000). The peer's duplicate ACKs report what came after each hole; from
 // them alone, before any cumulative ACK moves, all three holes go again:
@@ -183,6 +213,198 @@ TEST_F(SackTest, BlocksOutsideTheOutstandingDataAreIgnored) {
   EXPECT_TRUE(retransmissions().empty());
 }
 
+// ---- Limited transmit (RFC 3042), RACK-TLP (RFC 8985) ----
+
+// The first ten segments go at once (IW 10); one round trip later the first
+// is acknowledged, which gives RACK its first RTT (10 ms) and lets two more go.
+class RackTest : public SackTest {
+ protected:
+  void open_and_fill_the_window() {
+    open_offering_sack();
+    send(pattern(30000));
+    retransmissions();
+    now += 10ms;
+    ack_with_sack(1000, {});
+    retransmissions();
+    ASSERT_EQ(highest_sent, 12000u);
+  }
+  // Segments 2 and 3 (offsets 1000, 2000) missing, the next seven SACKed:
+  // with DupThresh SACKed and no reordering seen both are lost at once, and
+  // both go again as the pipe drains.
+  void lose_segments_2_and_3() {
+    for (std::uint32_t edge = 4000; edge <= 10000; edge += 1000) ack_with_sack(1000, {{3000, edge}});
+    EXPECT_EQ(retransmissions(), (std::set<std::uint32_t>{1000, 2000}));
+    EXPECT_TRUE(connection->info().in_recovery);
+  }
+  // Data segments sent for the first time since the last call.
+  std::set<std::uint32_t> new_segments() {
+    std::set<std::uint32_t> offsets;
+    const std::uint32_t before = highest_sent;
+    while (!sent.empty()) {
+      const SentSegment segment = next_sent();
+      const std::uint32_t offset = segment.header.sequence - SeqNumber(iss + 1);
+      if (!segment.payload.empty() && offset >= before) offsets.insert(offset);
+      highest_sent = std::max<std::uint32_t>(highest_sent, offset + static_cast<std::uint32_t>(segment.payload.size()));
+    }
+    return offsets;
+  }
+};
+
+// RFC 3042: the first and the second duplicate ACK each let one new segment
+// go past a full cwnd, so that a window too small for three duplicates still
+// produces them; a third does not (and nothing is retransmitted while
+// RACK's reordering window runs).
+TEST_F(RackTest, LimitedTransmitSendsOneNewSegmentOnEachOfTheFirstTwoDuplicates) {
+  open_and_fill_the_window();
+  ack_with_sack(1000, {{2000, 3000}});
+  EXPECT_EQ(new_segments(), (std::set<std::uint32_t>{12000}));
+  ack_with_sack(1000, {{2000, 4000}});
+  EXPECT_EQ(new_segments(), (std::set<std::uint32_t>{13000}));
+  EXPECT_EQ(connection->counters().retransmitted_segments, 0u);
+}
+
+// A tail loss: the last two segments of a write are lost, so no duplicate
+// ACK will ever come. The probe timeout (two smoothed RTTs) sends the last
+// segment again; the peer's SACK of it lets RACK find the other lost, all
+// without a retransmission timeout.
+TEST_F(RackTest, TailLossIsRecoveredByAProbeWithoutTimeout) {
+  open_offering_sack();
+  send(pattern(5000));
+  retransmissions();
+  now += 10ms;
+  ack_with_sack(3000, {});  // segments 4 and 5 (offsets 3000, 4000) are lost
+  EXPECT_TRUE(retransmissions().empty());
+  run_for(25ms);  // the PTO: 2 × SRTT = 20 ms, well before the RTO (at least 200 ms)
+  EXPECT_EQ(retransmissions(), (std::set<std::uint32_t>{4000}));
+  now += 10ms;
+  ack_with_sack(3000, {{4000, 5000}});
+  run_for(5ms);
+  EXPECT_EQ(retransmissions(), (std::set<std::uint32_t>{3000}));
+  now += 10ms;
+  ack_with_sack(5000, {});
+  EXPECT_TRUE(connection->all_acknowledged());
+  EXPECT_EQ(connection->counters().timeouts, 0u);
+}
+
+// Reordering, not loss: once the receiver has shown that it reorders (a
+// segment arrived after a later one without having been sent again), RACK
+// waits a quarter of the minimum RTT before it calls a segment lost. A
+// segment overtaken by four others is then not retransmitted, where three
+// duplicate ACKs (RFC 6675's DupThresh) would have sent it again.
+TEST_F(RackTest, AReorderedSegmentIsNotRetransmittedWithinTheReorderingWindow) {
+  open_and_fill_the_window();
+  ack_with_sack(1000, {{2000, 3000}});
+  ack_with_sack(3000, {});  // segment 2 came late: reordering seen
+  ack_with_sack(3000, {{4000, 5000}});
+  ack_with_sack(3000, {{4000, 6000}});
+  ack_with_sack(3000, {{4000, 7000}});
+  ack_with_sack(3000, {{4000, 8000}});
+  now += 1ms;
+  ack_with_sack(8000, {});  // segment 4 arrives, within the window
+  run_for(10ms);
+  EXPECT_TRUE(retransmissions().empty());
+  EXPECT_FALSE(connection->info().in_recovery);
+  EXPECT_EQ(connection->counters().retransmitted_segments, 0u);
+}
+
+// When the reordering window passes without the segment, it is lost: the
+// reordering timer retransmits it without waiting for another ACK.
+TEST_F(RackTest, ASegmentMissingPastTheReorderingWindowIsRetransmittedByTheTimer) {
+  open_and_fill_the_window();
+  ack_with_sack(1000, {{2000, 3000}});
+  EXPECT_TRUE(retransmissions().empty());
+  run_for(5ms);  // a quarter of the 10 ms minimum RTT
+  EXPECT_EQ(retransmissions(), (std::set<std::uint32_t>{1000}));
+  EXPECT_TRUE(connection->info().in_recovery);
+  EXPECT_EQ(connection->counters().timeouts, 0u);
+}
+
+// A retransmission lost again: RFC 6675 alone can only wait for the RTO;
+// RACK sees segments sent after it delivered and sends it a third time.
+TEST_F(RackTest, ALostRetransmissionIsDetectedWithoutTimeout) {
+  open_and_fill_the_window();
+  ack_with_sack(1000, {{2000, 3000}});
+  run_for(5ms);
+  EXPECT_EQ(retransmissions(), (std::set<std::uint32_t>{1000}));
+  // The originals after it are SACKed, which frees the pipe for new data,
+  // sent after the retransmission; the first of that is SACKed, the
+  // retransmission is not.
+  now += 2ms;
+  for (std::uint32_t edge = 4000; edge <= 13000; edge += 1000) ack_with_sack(1000, {{2000, edge}});
+  const std::set<std::uint32_t> fresh = new_segments();
+  ASSERT_FALSE(fresh.empty());
+  ASSERT_EQ(*fresh.begin(), 13000u);
+  now += 10ms;
+  ack_with_sack(1000, {{2000, 14000}});
+  run_for(1ms);
+  EXPECT_EQ(retransmissions(), (std::set<std::uint32_t>{1000}));
+  EXPECT_EQ(connection->counters().timeouts, 0u);
+}
+
+// ---- D-SACK (RFC 2883) ----
+
+// A segment that arrives again (all of it, or part of it, below RCV.NXT) is
+// reported in the first SACK block of the ACK it draws, before the blocks
+// of data held out of order, and in that one ACK only.
+TEST_F(SackTest, ReceiverReportsADuplicateSegmentInTheFirstBlock) {
+  open_offering_sack();
+  const auto data = pattern(1000);
+  auto block = [](std::uint32_t left, std::uint32_t right) {
+    return wire::SackBlock{SeqNumber(peer_iss + 1 + left), SeqNumber(peer_iss + 1 + right)};
+  };
+  using Blocks = std::vector<wire::SackBlock>;
+  auto blocks = [](const wire::TcpOptions& options) { return Blocks(options.sack().begin(), options.sack().end()); };
+  feed(from_peer(peer_iss + 1, iss + 1, flag::ack), data);
+  feed(from_peer(peer_iss + 1 + 3000, iss + 1, flag::ack), data);  // out of order
+  sent.clear();
+  feed(from_peer(peer_iss + 1, iss + 1, flag::ack), data);  // the first again
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(blocks(next_sent().header.options), (Blocks{block(0, 1000), block(3000, 4000)}));
+  // Half of it again with the next 500 bytes: the old half is the duplicate.
+  feed(from_peer(peer_iss + 1 + 500, iss + 1, flag::ack), data);
+  ASSERT_FALSE(sent.empty());
+  EXPECT_EQ(blocks(sent.back().header.options), (Blocks{block(500, 1000), block(3000, 4000)}));
+  sent.clear();
+  // The next ACK reports only what is held.
+  feed(from_peer(peer_iss + 1 + 5000, iss + 1, flag::ack), data);
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(blocks(next_sent().header.options), (Blocks{block(5000, 6000), block(3000, 4000)}));
+}
+
+// Two segments reordered, not lost, and retransmitted by a recovery that
+// halved the window; their originals arrive, and then the peer reports
+// each retransmission as a duplicate. Once every retransmission of the
+// recovery is reported so, it was spurious: cwnd and ssthresh go back to
+// what they were before it (as Linux's undo, RFC 3708's idea).
+TEST_F(RackTest, ASpuriousRecoveryIsUndoneOnceEachRetransmissionIsReportedDuplicate) {
+  open_and_fill_the_window();
+  const std::uint32_t cwnd_before = connection->info().congestion_window;
+  const std::uint32_t ssthresh_before = connection->info().slow_start_threshold;
+  lose_segments_2_and_3();
+  ASSERT_LT(connection->info().congestion_window, cwnd_before);
+  now += 1ms;
+  ack_with_sack(10000, {});  // the originals arrive
+  now += 9ms;
+  ack_with_sack(10000, {{1000, 2000}});  // D-SACK: the retransmission of 1000 arrived twice
+  EXPECT_LT(connection->info().congestion_window, cwnd_before);  // one retransmission not known spurious yet
+  ack_with_sack(10000, {{2000, 3000}});
+  EXPECT_GE(connection->info().congestion_window, cwnd_before);
+  EXPECT_EQ(connection->info().slow_start_threshold, ssthresh_before);
+  EXPECT_FALSE(connection->info().in_recovery);
+}
+
+// A duplicate report of data sent once (the network duplicated it) undoes
+// nothing.
+TEST_F(RackTest, ADuplicateOfDataNotRetransmittedUndoesNothing) {
+  open_and_fill_the_window();
+  lose_segments_2_and_3();
+  const std::uint32_t reduced = connection->info().congestion_window;
+  ack_with_sack(1000, {{3000, 4000}, {3000, 10000}});  // 3000 twice: inside the second block
+  ack_with_sack(1000, {{4000, 5000}, {3000, 10000}});
+  EXPECT_EQ(connection->info().congestion_window, reduced);
+  EXPECT_TRUE(connection->info().in_recovery);
+}
+
 // ---- Whole transfers ----
 
 struct Transfer {
@@ -228,13 +450,22 @@ TEST(SackLoopbackTest, LossyTransferNeedsFewerTimeoutsWithSack) {
     options.delay = 5ms;
     options.seed = 23;
     Loopback loopback(options);
+    const Instant start = loopback.now;
     const Transfer result = transfer(loopback, data);
     ASSERT_TRUE(result.completed) << "sack " << sack;
     EXPECT_EQ(result.received, data) << "sack " << sack;
     EXPECT_EQ(loopback.client->info().sack, sack);
     timeouts[sack ? 0 : 1] = loopback.client->counters().timeouts;
+    std::cout << "4 MiB at 3 % loss, SACK " << (sack ? "on" : "off") << ": " << timeouts[sack ? 0 : 1]
+              << " retransmission timeouts, " << loopback.client->counters().fast_retransmits << " recoveries, "
+              << loopback.client->counters().retransmitted_segments << " segments retransmitted, "
+              << std::chrono::duration_cast<std::chrono::milliseconds>(loopback.now - start).count()
+              << " ms\n";
   }
   EXPECT_LT(timeouts[0], timeouts[1]);
+  // RACK-TLP: losses (lost retransmissions and tails included) are found by
+  // ACKs and the probe, not the RTO (17 timeouts before RACK-TLP, 0 after).
+  EXPECT_LE(timeouts[0], 2u);
 }
 
 }  // namespace

@@ -64,6 +64,11 @@ class CongestionController {
   virtual void on_recovery_exit(std::uint32_t bytes_in_flight, Instant now) = 0;
   // The retransmission timer expired (RFC 5681 §3.1: cwnd falls to one segment).
   virtual void on_rto(std::uint32_t bytes_in_flight, Instant now) = 0;
+  // The last recovery was spurious: D-SACK (RFC 2883) showed that every
+  // segment it retransmitted had arrived already. Go back to the window and
+  // threshold from before on_enter_recovery (RFC 3708's response, as
+  // Linux's undo). The default keeps the reduced window, which is always safe.
+  virtual void on_spurious_recovery(Instant /*now*/) {}
 
   virtual std::uint32_t cwnd() const = 0;      // bytes
   virtual std::uint32_t ssthresh() const = 0;  // bytes
@@ -83,6 +88,7 @@ class NewRenoController final : public CongestionController {
   void on_enter_recovery(std::uint32_t bytes_in_flight, Instant now) override;
   void on_recovery_exit(std::uint32_t bytes_in_flight, Instant now) override;
   void on_rto(std::uint32_t bytes_in_flight, Instant now) override;
+  void on_spurious_recovery(Instant now) override;
   std::uint32_t cwnd() const override { return window_; }
   std::uint32_t ssthresh() const override { return threshold_; }
 
@@ -90,6 +96,8 @@ class NewRenoController final : public CongestionController {
   std::uint32_t mss_ = 536;
   std::uint32_t window_ = 0;
   std::uint32_t threshold_ = 1u << 30;
+  std::uint32_t window_before_recovery_ = 0;
+  std::uint32_t threshold_before_recovery_ = 1u << 30;
 };
 
 // CUBIC (RFC 9438), in segments as the RFC writes it: after a loss the
@@ -110,6 +118,7 @@ class CubicController final : public CongestionController {
   void on_enter_recovery(std::uint32_t bytes_in_flight, Instant now) override;
   void on_recovery_exit(std::uint32_t bytes_in_flight, Instant now) override;
   void on_rto(std::uint32_t bytes_in_flight, Instant now) override;
+  void on_spurious_recovery(Instant now) override;
   std::uint32_t cwnd() const override;
   std::uint32_t ssthresh() const override;
 
@@ -133,6 +142,13 @@ class CubicController final : public CongestionController {
   std::optional<Instant> epoch_;
   double k_ = 0;
   double w_est_ = 0;
+  // All of the above as on_enter_recovery found it, for on_spurious_recovery.
+  struct Saved {
+    double cwnd, ssthresh, w_max, cwnd_prior;
+    std::optional<Instant> epoch;
+    double k, w_est;
+  };
+  std::optional<Saved> before_recovery_;
 };
 
 // ---- The registry ----

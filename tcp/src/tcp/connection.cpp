@@ -18,8 +18,8 @@
 #include "tcp/byte_ring.hpp"
 #include "tcp/loss_recovery.hpp"
 #include "tcp/out_of_order_queue.hpp"
+#include "tcp/rack.hpp"
 #include "tcp/rtt_estimator.hpp"
-#include "tcp/sack_scoreboard.hpp"
 
 namespace utcp {
 namespace {
@@ -118,6 +118,8 @@ struct TcpConnection::Impl {
   void on_segment_synchronized(const TcpSegment& segment);
   void on_timer();
   void on_retransmission_timeout();
+  void on_reorder_timeout();
+  void on_probe_timeout();
   int retries_to_give_up() const;
   void on_persist_timeout();
   void on_keepalive_timeout();
@@ -138,6 +140,9 @@ struct TcpConnection::Impl {
   void on_new_acknowledgment(SeqNumber ack);
   void on_duplicate_ack();
   void take_sack_blocks(const TcpHeader& header);
+  bool is_duplicate_report(std::span<const wire::SackBlock> blocks) const;
+  void note_duplicate(const TcpSegment& segment);
+  void detect_lost_segments();
   void start_fast_retransmit();
   void trace_congestion();
   void receive_data(const InWindow& part);
@@ -153,6 +158,8 @@ struct TcpConnection::Impl {
   void transmit_in_sack_recovery();
   std::uint32_t retransmit_range(SeqNumber start, std::uint32_t length);
   void add_sack_blocks(wire::TcpOptions& options) const;
+  std::uint32_t sack_option_bytes() const;
+  void update_probe_timer(bool restart);
   void emit(SeqNumber sequence, std::uint8_t flags, std::span<const std::uint8_t> payload);
   std::uint16_t advertise_window();
   // At SND.MAX, not SND.NXT: after a timeout SND.NXT went back, and a pure
@@ -240,6 +247,9 @@ struct TcpConnection::Impl {
   // Where the latest out-of-order segments began, newest first: the SACK
   // blocks we send report the data around them (RFC 2018 §4).
   std::vector<SeqNumber> recent_out_of_order;
+  // Data that arrived again, for the first block of the next ACK (D-SACK,
+  // RFC 2883), reported once.
+  std::optional<wire::SackBlock> duplicate_to_report;
   bool fin_received = false;
 
   // Options negotiated on the SYNs.
@@ -267,8 +277,13 @@ struct TcpConnection::Impl {
   std::optional<std::uint32_t> last_retransmission_timestamp;  // its TSval: echoes of it or later time a round trip
   std::optional<microseconds> rtt_sample;  // taken by the segment being processed, for the congestion controller
   tcp::LossRecovery congestion;
-  tcp::SackScoreboard scoreboard;  // what the peer SACKed, when SACK is on
-  SeqNumber high_retransmitted;     // RFC 6675's HighRxt: the end of the last retransmission in this recovery
+  // With SACK: what is outstanding, SACKed and lost (RACK, RFC 8985), the
+  // reordering timer that tells loss from reordering, and the tail loss
+  // probe's timer, with whether its probe is out (one per tail).
+  tcp::Rack rack;
+  std::optional<Instant> reorder_deadline;
+  std::optional<Instant> probe_deadline;
+  bool probe_outstanding = false;
   CongestionTrace congestion_trace;
   std::optional<CongestionSample> last_traced;
 
@@ -393,6 +408,7 @@ void TcpConnection::Impl::on_segment_synchronized(const TcpSegment& segment) {
   const std::optional<InWindow> part = trim_to_window(segment);
   if (!part) {
     if (header.has(flag::rst)) return;
+    note_duplicate(segment);
     ++counters.outside_window;
     // A retransmitted FIN restarts TIME-WAIT's 2 MSL (§3.10.7.4, TIME-WAIT).
     if (state == TcpState::time_wait && header.has(flag::fin)) enter_time_wait();
@@ -432,6 +448,7 @@ void TcpConnection::Impl::on_segment_synchronized(const TcpSegment& segment) {
     timestamp_recent = header.options.timestamps->value;
   }
   if (!process_acknowledgment(segment)) return;
+  note_duplicate(segment);
   // Seventh and eighth: the text and FIN.
   if ((!part->payload.empty() || part->fin) && accepts_data()) receive_data(*part);
 }
@@ -444,6 +461,8 @@ void TcpConnection::Impl::on_timer() {
   }
   if (due(retransmission_deadline)) on_retransmission_timeout();
   if (state == TcpState::closed) return;
+  if (due(reorder_deadline)) on_reorder_timeout();
+  if (due(probe_deadline)) on_probe_timeout();
   if (due(persist_deadline)) on_persist_timeout();
   if (due(delayed_ack_deadline)) send_ack();
   if (due(keepalive_deadline())) on_keepalive_timeout();
@@ -463,11 +482,39 @@ void TcpConnection::Impl::on_retransmission_timeout() {
     congestion.on_timeout(send_max - send_unacknowledged, send_max, now);
     // RFC 2018 §8: after a timeout the receiver may have discarded what it
     // SACKed; go-back-N resends it all and later ACKs report afresh.
-    scoreboard.clear();
+    rack.on_timeout();
+    reorder_deadline.reset();
+    probe_deadline.reset();
     trace_congestion();
   }
   send_next = send_unacknowledged;  // go back N: the rest follows in slow start as ACKs come
   retransmit_first_unacknowledged();
+}
+
+// RACK's reordering window passed for a segment not delivered: lost now
+// (RFC 8985 §6.2), and recovery sends it.
+void TcpConnection::Impl::on_reorder_timeout() {
+  reorder_deadline.reset();
+  detect_lost_segments();
+  transmit_pending();
+}
+
+// RFC 8985 §7.3: nothing heard for the probe timeout with data out (the
+// tail of a flight may be lost, with no ACK left to tell): one segment
+// goes, new data if the peer's window allows, else the last one sent, so
+// that its ACK (and SACK) starts recovery at once instead of the RTO.
+void TcpConnection::Impl::on_probe_timeout() {
+  probe_deadline.reset();
+  probe_outstanding = true;
+  const std::uint32_t in_flight = bytes_in_flight();
+  const std::uint32_t room = send_window > in_flight ? send_window - in_flight : 0;
+  const std::uint32_t fresh = std::min({unsent_bytes(), room, max_payload()});
+  if (fresh > 0) {
+    send_next += transmit_at(send_next, fresh);
+  } else if (const auto last = rack.last_unsacked()) {
+    retransmit_range(last->start, last->end - last->start);
+  }
+  retransmission_deadline = now + rtt.rto();
 }
 
 // RFC 9293 §3.8.6.1: the peer's window stayed closed; probe it so that a
@@ -624,13 +671,7 @@ bool TcpConnection::Impl::process_acknowledgment(const TcpSegment& segment) {
   }
   if (sack) take_sack_blocks(header);
   if (duplicate) on_duplicate_ack();
-  // RFC 6675 §5: SACK information alone can show the first segment lost.
-  if (sack && synchronized() && !congestion.in_recovery() && !scoreboard.empty() &&
-      scoreboard.first_unacknowledged_lost(send_unacknowledged, send_max, max_payload()) &&
-      congestion.enter_recovery(send_max - send_unacknowledged, send_unacknowledged, send_max, now)) {
-    start_fast_retransmit();
-    trace_congestion();
-  }
+  if (sack && synchronized()) detect_lost_segments();
   // The window comes from the newest segment only (§3.10.7.4, SND.WL1/WL2).
   if (send_wl1 < header.sequence || (send_wl1 == header.sequence && send_wl2 <= ack)) {
     send_window = window;
@@ -704,8 +745,9 @@ void TcpConnection::Impl::on_new_acknowledgment(SeqNumber ack) {
   send_buffer_start += acked_data;
   send_unacknowledged = ack;
   send_next = std::max(send_next, ack);
-  scoreboard.acknowledge(ack);
+  if (sack) rack.on_cumulative_ack(ack, now);
   retries = 0;
+  probe_outstanding = false;
   if (timed_ack && ack >= *timed_ack) {
     add_rtt_sample(duration_cast<microseconds>(now - timed_since));
     timed_ack.reset();
@@ -722,6 +764,7 @@ void TcpConnection::Impl::on_new_acknowledgment(SeqNumber ack) {
   } else {
     retransmission_deadline = now + rtt.rto();
   }
+  update_probe_timer(true);
 }
 
 void TcpConnection::Impl::on_duplicate_ack() {
@@ -735,14 +778,82 @@ void TcpConnection::Impl::on_duplicate_ack() {
 // (RFC 5681 §3.2 step 2, RFC 6675 §5 step 4.3).
 void TcpConnection::Impl::start_fast_retransmit() {
   ++counters.fast_retransmits;
-  high_retransmitted = send_unacknowledged + retransmit_first_unacknowledged();
+  retransmit_first_unacknowledged();
 }
 
-// The SACK blocks of an acceptable ACK onto the scoreboard (those outside
-// what is outstanding are ignored there).
+// The SACK blocks of an acceptable ACK: those within (SND.UNA, SND.MAX]
+// mark what they cover delivered; others (old, reneged or forged) are
+// ignored (RFC 2018 §8 makes ignoring SACK information always safe).
 void TcpConnection::Impl::take_sack_blocks(const TcpHeader& header) {
-  for (const wire::SackBlock& block : header.options.sack())
-    scoreboard.add(block.left, block.right, send_unacknowledged, send_max);
+  const std::span<const wire::SackBlock> blocks = header.options.sack();
+  if (is_duplicate_report(blocks)) {
+    rack.on_duplicate_reported(send_unacknowledged, send_max);
+    if (congestion.on_duplicate_reported(blocks[0].left, blocks[0].right, send_unacknowledged, now))
+      trace_congestion();
+  }
+  for (const wire::SackBlock& block : blocks) {
+    if (send_unacknowledged < block.left && block.left < block.right && block.right <= send_max)
+      rack.on_sack_block(block.left, block.right, now);
+  }
+}
+
+// RFC 2883 §4: the first block is a D-SACK when it lies below the
+// cumulative ACK (no further back than a window: RFC 5961's bound on
+// genuine ACKs) or inside the second block.
+bool TcpConnection::Impl::is_duplicate_report(std::span<const wire::SackBlock> blocks) const {
+  if (blocks.empty() || !(blocks[0].left < blocks[0].right) || send_max < blocks[0].right) return false;
+  const wire::SackBlock& first = blocks[0];
+  if (first.right <= send_unacknowledged) return !(first.left < send_unacknowledged - max_send_window);
+  return blocks.size() > 1 && blocks[1].left <= first.left && first.right <= blocks[1].right;
+}
+
+// RFC 2883: data of this segment at or below RCV.NXT arrived before; the
+// next ACK reports it first.
+void TcpConnection::Impl::note_duplicate(const TcpSegment& segment) {
+  const SeqNumber start = segment.header.sequence;
+  if (!sack || segment.payload.empty() || !(start < receive_next)) return;
+  const SeqNumber end = std::min(start + static_cast<std::uint32_t>(segment.payload.size()), receive_next);
+  duplicate_to_report = wire::SackBlock{start, end};
+}
+
+// RACK (RFC 8985 §6.2) after an ACK or the reordering timer: segments whose
+// time is up are lost, and the first loss begins recovery (RFC 6675 §5,
+// with RACK in place of DupThresh); a segment still within the window sets
+// the reordering timer.
+void TcpConnection::Impl::detect_lost_segments() {
+  const auto wait = rack.detect_losses(now, rtt.smoothed(), congestion.in_recovery());
+  reorder_deadline.reset();
+  if (wait) reorder_deadline = now + *wait;
+  if (congestion.in_recovery() || !rack.any_lost()) return;
+  if (!congestion.enter_recovery(send_max - send_unacknowledged, send_unacknowledged, send_max, now)) return;
+  // RFC 6675 §5 step 4.3: the first lost segment goes at once, whatever the pipe.
+  ++counters.fast_retransmits;
+  probe_deadline.reset();
+  const tcp::Rack::Range first = *rack.first_lost();
+  retransmit_range(first.start, std::min<std::uint32_t>(max_payload(), first.end - first.start));
+  trace_congestion();
+}
+
+// RFC 8985 §7.2: the probe timer runs while data is out, outside recovery,
+// with nothing SACKed (then RACK watches the tail), and no probe out since
+// the last new ACK; it restarts on a new ACK and is set on sending, and
+// only if it ends before the RTO.
+void TcpConnection::Impl::update_probe_timer(bool restart) {
+  const bool wanted = sack && may_send_data() && send_max != send_unacknowledged && !probe_outstanding &&
+                      congestion.phase() != CongestionPhase::fast_recovery &&
+                      congestion.phase() != CongestionPhase::timeout_recovery && !rack.any_sacked();
+  if (!wanted) {
+    probe_deadline.reset();
+    return;
+  }
+  if (probe_deadline && !restart) return;
+  const bool one_segment = static_cast<std::uint32_t>(send_max - send_unacknowledged) <= max_payload();
+  const Instant deadline = now + tcp::probe_timeout(rtt.smoothed(), one_segment);
+  if (retransmission_deadline && *retransmission_deadline <= deadline) {
+    probe_deadline.reset();
+  } else {
+    probe_deadline = deadline;
+  }
 }
 
 // RFC 2018 §4: the first block holds the segment that arrived last, the
@@ -750,6 +861,7 @@ void TcpConnection::Impl::take_sack_blocks(const TcpHeader& header) {
 // (three beside timestamps).
 void TcpConnection::Impl::add_sack_blocks(wire::TcpOptions& options) const {
   const std::size_t room = timestamps ? 3 : wire::TcpOptions::max_sack_blocks;
+  if (duplicate_to_report) options.sack_blocks[options.sack_block_count++] = *duplicate_to_report;
   for (const SeqNumber point : recent_out_of_order) {
     if (options.sack_block_count == room) break;
     if (point < receive_next) continue;
@@ -760,6 +872,17 @@ void TcpConnection::Impl::add_sack_blocks(wire::TcpOptions& options) const {
     if (std::find(taken.begin(), taken.end(), block) != taken.end()) continue;
     options.sack_blocks[options.sack_block_count++] = block;
   }
+}
+
+// The bytes the SACK option adds to the next segment's header, with what
+// is held out of order now (0 when nothing is).
+std::uint32_t TcpConnection::Impl::sack_option_bytes() const {
+  if (!sack || (out_of_order.empty() && !duplicate_to_report)) return 0;
+  TcpHeader without;
+  if (timestamps) without.options.timestamps = wire::TcpTimestamps{};
+  TcpHeader with = without;
+  add_sack_blocks(with.options);
+  return static_cast<std::uint32_t>(wire::tcp_header_length(with) - wire::tcp_header_length(without));
 }
 
 // A sample to the trace, if there is one and the window, the threshold or
@@ -857,7 +980,7 @@ void TcpConnection::Impl::send_window_update_if_grown() {
 // ============================================================================
 
 std::uint32_t TcpConnection::Impl::usable_window() const {
-  const std::uint32_t window = std::min(congestion.window(), send_window);
+  const std::uint32_t window = std::min(congestion.window() + congestion.limited_transmit(), send_window);
   return window > bytes_in_flight() ? window - bytes_in_flight() : 0;
 }
 
@@ -878,6 +1001,7 @@ void TcpConnection::Impl::transmit_pending() {
     }
   }
   update_persist_timer();
+  update_probe_timer(false);
 }
 
 bool TcpConnection::Impl::worth_sending(std::uint32_t length, std::uint32_t unsent) const {
@@ -900,10 +1024,15 @@ std::uint32_t TcpConnection::Impl::transmit_at(SeqNumber sequence, std::uint32_t
   std::uint8_t flags = flag::ack;
   std::span<const std::uint8_t> payload;
   std::uint32_t covered = length;
+  std::uint32_t full_segment = max_payload();
   if (!synchronized() && sequence == iss) {
     flags = state == TcpState::syn_received ? flag::syn | flag::ack : flag::syn;
     covered = 1;
   } else {
+    // The SACK blocks the segment will carry take room from its data.
+    full_segment -= sack_option_bytes();
+    length = std::min(length, full_segment);
+    covered = length;
     // Straight from the ring: the stack copies it into the packet as it sums it.
     payload = send_buffer.view(sequence - send_buffer_start, length, segment_scratch);
     if (length > 0 && sequence + length == data_end()) flags |= flag::psh;
@@ -925,8 +1054,9 @@ std::uint32_t TcpConnection::Impl::transmit_at(SeqNumber sequence, std::uint32_t
     counters.bytes_out += std::min<std::uint32_t>(end - send_max, length);
     send_max = end;
   }
-  if (length > 0 && length < max_payload()) short_segment_end = std::max(short_segment_end, end);
+  if (length > 0 && length < full_segment) short_segment_end = std::max(short_segment_end, end);
   if (!retransmission_deadline) retransmission_deadline = now + rtt.rto();  // RFC 6298 §5.1
+  if (sack && synchronized()) rack.on_transmit(sequence, end, now);
   emit(sequence, flags, payload);
   return covered;
 }
@@ -944,43 +1074,27 @@ std::uint32_t TcpConnection::Impl::retransmit_range(SeqNumber start, std::uint32
   const std::uint32_t data = data_end() > start ? data_end() - start : 0;
   const std::uint32_t covered = transmit_at(start, std::min(length, data));
   send_next = std::max(send_next, start + covered);
+  congestion.on_retransmission(start, start + covered);
   return covered;
 }
 
-// RFC 6675 §5 steps (C) and §4's NextSeg(): while the pipe (the bytes
-// still in the network by the scoreboard) leaves a segment of cwnd free,
-// send (1) the first lost hole not yet retransmitted, else (2) new data,
-// else (3) the first hole not yet retransmitted.
+// RFC 6675 §5 step (C) and §4's NextSeg(), loss as RACK says: while the
+// pipe leaves a segment of cwnd free, send (1) the first segment deemed
+// lost, else (2) new data. (RFC 6675's rules 3 and 4, holes not deemed
+// lost and the rescue retransmission, are left to RACK's timer and the
+// tail loss probe, which tell when such a hole is lost.)
 void TcpConnection::Impl::transmit_in_sack_recovery() {
   const std::uint32_t mss = max_payload();
-  for (;;) {
-    const std::vector<tcp::SackScoreboard::Hole> holes = scoreboard.holes(send_unacknowledged, send_max, mss);
-    std::uint64_t pipe = 0;
-    for (const tcp::SackScoreboard::Hole& hole : holes) {
-      if (!hole.lost) pipe += static_cast<std::uint32_t>(hole.end - hole.start);
-      if (hole.start < high_retransmitted)
-        pipe += static_cast<std::uint32_t>(std::min(hole.end, high_retransmitted) - hole.start);
+  while (rack.pipe() + mss <= congestion.window()) {
+    if (const auto lost = rack.first_lost()) {
+      if (retransmit_range(lost->start, std::min<std::uint32_t>(mss, lost->end - lost->start)) == 0) return;
+      continue;
     }
-    if (pipe + mss > congestion.window()) return;
-    auto after_last_retransmission = [&](bool lost_only) -> const tcp::SackScoreboard::Hole* {
-      for (const tcp::SackScoreboard::Hole& hole : holes)
-        if (high_retransmitted < hole.end && (hole.lost || !lost_only)) return &hole;
-      return nullptr;
-    };
-    const tcp::SackScoreboard::Hole* hole = after_last_retransmission(true);
     const std::uint32_t in_flight = bytes_in_flight();
     const std::uint32_t room = send_window > in_flight ? send_window - in_flight : 0;
     const std::uint32_t fresh = std::min({unsent_bytes(), room, mss});
-    if (!hole && fresh > 0 && worth_sending(fresh, unsent_bytes())) {
-      send_next += transmit_at(send_next, fresh);
-      continue;
-    }
-    if (!hole) hole = after_last_retransmission(false);
-    if (!hole) return;
-    const SeqNumber start = std::max(hole->start, high_retransmitted);
-    const std::uint32_t covered = retransmit_range(start, std::min<std::uint32_t>(mss, hole->end - start));
-    if (covered == 0) return;
-    high_retransmitted = start + covered;
+    if (fresh == 0 || !worth_sending(fresh, unsent_bytes())) return;
+    send_next += transmit_at(send_next, fresh);
   }
 }
 
@@ -1010,10 +1124,11 @@ void TcpConnection::Impl::emit(SeqNumber sequence, std::uint8_t flags, std::span
   } else {
     header.window = (flags & flag::rst) != 0 ? 0 : advertise_window();
     if (timestamps) header.options.timestamps = wire::TcpTimestamps{timestamp_now(), timestamp_recent};
-    // SACK blocks ride on pure ACKs only, which have room for them: a data
-    // segment is already as large as the MSS allows.
-    if (sack && (flags & flag::ack) != 0 && (flags & flag::rst) == 0 && payload.empty())
+    // On data segments too (transmit_at left room for them in the MSS).
+    if (sack && (flags & flag::ack) != 0 && (flags & flag::rst) == 0) {
       add_sack_blocks(header.options);
+      duplicate_to_report.reset();
+    }
   }
   ++counters.segments_out;
   transmit(header, payload);
@@ -1084,6 +1199,8 @@ void TcpConnection::Impl::enter_time_wait() {
   closes_at = now + config.time_wait;
   retransmission_deadline.reset();
   persist_deadline.reset();
+  reorder_deadline.reset();
+  probe_deadline.reset();
   release_buffers();
 }
 
@@ -1094,7 +1211,8 @@ void TcpConnection::Impl::release_buffers() {
   receive_buffer.release();
   out_of_order.clear();
   std::vector<SeqNumber>().swap(recent_out_of_order);
-  scoreboard.clear();
+  duplicate_to_report.reset();
+  rack.clear();
   std::vector<std::uint8_t>().swap(segment_scratch);
 }
 
@@ -1109,6 +1227,8 @@ void TcpConnection::Impl::enter_closed(std::error_code why) {
   error = why;
   retransmission_deadline.reset();
   persist_deadline.reset();
+  reorder_deadline.reset();
+  probe_deadline.reset();
   delayed_ack_deadline.reset();
   closes_at.reset();
   ack_now = false;
@@ -1192,7 +1312,8 @@ void TcpConnection::on_timer(Instant now) {
 std::optional<Instant> TcpConnection::next_timer() const {
   std::optional<Instant> earliest;
   for (const std::optional<Instant>& deadline :
-       {impl_->retransmission_deadline, impl_->persist_deadline, impl_->delayed_ack_deadline,
+       {impl_->retransmission_deadline, impl_->persist_deadline, impl_->reorder_deadline, impl_->probe_deadline,
+        impl_->delayed_ack_deadline,
         impl_->closes_at, impl_->keepalive_deadline()}) {
     if (deadline && (!earliest || *deadline < *earliest)) earliest = deadline;
   }

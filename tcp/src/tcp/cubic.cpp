@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <utility>
 
 #include "utcp/congestion.hpp"
 
@@ -78,12 +79,27 @@ void CubicController::reduce(std::uint32_t bytes_in_flight) {
 }
 
 void CubicController::on_enter_recovery(std::uint32_t bytes_in_flight, Instant) {
+  before_recovery_ = Saved{cwnd_, ssthresh_, w_max_, cwnd_prior_, epoch_, k_, w_est_};
   reduce(bytes_in_flight);
   cwnd_ = ssthresh_;
 }
 
 // RFC 6582 §3.2 step 4's second option: the window set when recovery began.
 void CubicController::on_recovery_exit(std::uint32_t, Instant) { cwnd_ = ssthresh_; }
+
+// The stage the reduction ended goes on as if it had not happened (the
+// window grown since is kept if larger).
+void CubicController::on_spurious_recovery(Instant) {
+  if (!before_recovery_) return;
+  const Saved saved = *std::exchange(before_recovery_, std::nullopt);
+  cwnd_ = std::max(cwnd_, saved.cwnd);
+  ssthresh_ = saved.ssthresh;
+  w_max_ = saved.w_max;
+  cwnd_prior_ = saved.cwnd_prior;
+  epoch_ = saved.epoch;
+  k_ = saved.k;
+  w_est_ = saved.w_est;
+}
 
 // §4.8: ssthresh as for a loss, cwnd one segment (RFC 5681); the next
 // congestion avoidance stage takes K = 0 and W_max from where it begins.

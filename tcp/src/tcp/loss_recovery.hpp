@@ -3,7 +3,10 @@
 // partial acknowledgments retransmit the next hole at once (RFC 6582), and
 // a retransmission timeout starts over in slow start. With SACK (RFC 6675)
 // the window is not inflated and partial ACKs force nothing: the connection
-// sends what its scoreboard says while the pipe is below cwnd. The controller
+// sends what its scoreboard says while the pipe is below cwnd, and RACK
+// (rack.hpp), not the third duplicate ACK, says when recovery begins. Either
+// way the first two duplicate ACKs each let one new segment go (limited
+// transmit, RFC 3042). The controller
 // (utcp/congestion.hpp) sets cwnd and ssthresh at each of these events;
 // the window inflation that keeps data flowing during fast recovery is kept
 // here, apart from it, so that every controller recovers the same way.
@@ -12,6 +15,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "utcp/congestion.hpp"
 #include "utcp/seq.hpp"
@@ -38,6 +42,12 @@ class LossRecovery {
   // What the sender may have in flight: the controller's cwnd, or during
   // fast recovery that window inflated by the segments that left the network.
   std::uint32_t window() const { return in_fast_recovery_ && !sack_ ? recovery_window_ : controller_->cwnd(); }
+  // Limited transmit (RFC 3042): before recovery, one new segment past the
+  // window for each of the first two duplicate ACKs, which keeps the ACK
+  // clock going when the window is too small to produce three.
+  std::uint32_t limited_transmit() const {
+    return in_fast_recovery_ ? 0 : static_cast<std::uint32_t>(std::min(duplicate_acks_, 2)) * mss_;
+  }
   CongestionPhase phase() const {
     if (in_fast_recovery_) return CongestionPhase::fast_recovery;
     if (after_timeout_) return CongestionPhase::timeout_recovery;
@@ -70,8 +80,8 @@ class LossRecovery {
   }
 
   // A duplicate ACK (RFC 5681 §2's definition) with `flight` bytes
-  // outstanding, SND.UNA and SND.MAX as given. Returns true on the third:
-  // retransmit the first unacknowledged segment now.
+  // outstanding, SND.UNA and SND.MAX as given. Returns true on the third
+  // without SACK: retransmit the first unacknowledged segment now.
   bool on_duplicate_ack(std::uint32_t flight, wire::SeqNumber send_unacknowledged, wire::SeqNumber send_max,
                         Instant now) {
     if (in_fast_recovery_) {
@@ -80,7 +90,8 @@ class LossRecovery {
       if (!sack_) recovery_window_ += mss_;
       return false;
     }
-    if (++duplicate_acks_ != 3) return false;
+    ++duplicate_acks_;
+    if (sack_ || duplicate_acks_ != 3) return false;
     return enter_recovery(flight, send_unacknowledged, send_max, now);
   }
 
@@ -98,6 +109,39 @@ class LossRecovery {
     recover_ = send_max;
     in_fast_recovery_ = true;
     after_timeout_ = false;
+    retransmitted_in_recovery_.clear();
+    undo_possible_ = true;
+    return true;
+  }
+
+  // [start, end) was sent again; during fast recovery it is one of the
+  // retransmissions that D-SACK may show spurious.
+  void on_retransmission(wire::SeqNumber start, wire::SeqNumber end) {
+    if (!in_fast_recovery_ || !undo_possible_) return;
+    if (retransmitted_in_recovery_.size() == max_retransmissions_to_undo) {
+      undo_possible_ = false;  // too many to follow: the reduction stays
+      retransmitted_in_recovery_.clear();
+      return;
+    }
+    retransmitted_in_recovery_.push_back({start, end});
+  }
+
+  // The peer reported [left, right) received twice (a D-SACK, RFC 2883).
+  // The retransmissions of the last fast recovery inside it arrived twice;
+  // once all of them have, the recovery was spurious and is undone: the
+  // controller goes back to its window from before (RFC 3708's response,
+  // as Linux's undo), fast recovery ends, and a later loss may start a new
+  // one at once. Returns whether it was undone.
+  bool on_duplicate_reported(wire::SeqNumber left, wire::SeqNumber right, wire::SeqNumber send_unacknowledged,
+                             Instant now) {
+    if (!undo_possible_ || retransmitted_in_recovery_.empty()) return false;
+    std::erase_if(retransmitted_in_recovery_,
+                  [&](const Retransmission& sent) { return left <= sent.start && sent.end <= right; });
+    if (!retransmitted_in_recovery_.empty()) return false;
+    undo_possible_ = false;
+    controller_->on_spurious_recovery(now);
+    in_fast_recovery_ = false;
+    recover_ = send_unacknowledged;
     return true;
   }
 
@@ -106,12 +150,22 @@ class LossRecovery {
   void on_timeout(std::uint32_t flight, wire::SeqNumber send_max, Instant now) {
     controller_->on_rto(flight, now);
     in_fast_recovery_ = false;
+    undo_possible_ = false;  // only a fast recovery is undone
+    retransmitted_in_recovery_.clear();
     after_timeout_ = true;
     duplicate_acks_ = 0;
     recover_ = send_max;
   }
 
  private:
+  struct Retransmission {
+    wire::SeqNumber start;
+    wire::SeqNumber end;
+  };
+  // Retransmissions of one recovery followed for undoing it; past this
+  // many (a window of about 1 MiB) it is not undone.
+  static constexpr std::size_t max_retransmissions_to_undo = 1024;
+
   std::unique_ptr<CongestionController> controller_;
   std::uint32_t mss_ = 536;
   std::uint32_t recovery_window_ = 0;
@@ -121,6 +175,8 @@ class LossRecovery {
   bool in_fast_recovery_ = false;
   bool after_timeout_ = false;
   bool sack_ = false;
+  std::vector<Retransmission> retransmitted_in_recovery_;
+  bool undo_possible_ = false;
 };
 
 }  // namespace utcp::tcp

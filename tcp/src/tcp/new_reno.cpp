@@ -23,6 +23,8 @@ void NewRenoController::on_ack(const AckSample& ack) {
 // RFC 5681 eq. 4; the connection inflates the window by three segments
 // (and one per further duplicate ACK) while recovery lasts.
 void NewRenoController::on_enter_recovery(std::uint32_t bytes_in_flight, Instant) {
+  window_before_recovery_ = window_;
+  threshold_before_recovery_ = threshold_;
   threshold_ = std::max(bytes_in_flight / 2, 2 * mss_);
   window_ = threshold_;
 }
@@ -31,6 +33,12 @@ void NewRenoController::on_enter_recovery(std::uint32_t bytes_in_flight, Instant
 // past what is still in flight.
 void NewRenoController::on_recovery_exit(std::uint32_t bytes_in_flight, Instant) {
   window_ = std::min(threshold_, std::max(bytes_in_flight, mss_) + mss_);
+}
+
+// As if the loss had not been: the window grown since is kept if larger.
+void NewRenoController::on_spurious_recovery(Instant) {
+  window_ = std::max(window_, window_before_recovery_);
+  threshold_ = std::max(threshold_, threshold_before_recovery_);
 }
 
 // One segment, and ssthresh halved (RFC 5681 §3.1 eq. 4).

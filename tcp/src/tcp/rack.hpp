@@ -1,0 +1,228 @@
+// RACK-TLP (RFC 8985), the sender's loss detection with SACK: every
+// segment outstanding is remembered with when it was last sent, whether
+// the peer SACKed it and whether it is deemed lost. A segment is lost once
+// a segment sent after it was delivered and a reordering window has passed
+// since (time, not the count of duplicate ACKs: a lost retransmission is
+// found as a lost original is, and reordering within the window is not
+// loss). It is also the SACK scoreboard: the pipe (RFC 6675's bytes still
+// in the network) and the next lost segment to send come from it. The tail
+// loss probe's timeout is computed here; sending it is the connection's.
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <iterator>
+#include <map>
+#include <optional>
+
+#include "utcp/reassembly.hpp"  // Instant
+#include "utcp/seq.hpp"
+
+namespace utcp::tcp {
+
+class Rack {
+ public:
+  using Duration = std::chrono::microseconds;
+  static constexpr int duplicate_threshold = 3;  // RFC 8985 §6.2 step 4's DupThresh
+
+  struct Range {
+    wire::SeqNumber start;
+    wire::SeqNumber end;
+  };
+
+  void clear() { segments_ = {}; }
+  bool empty() const { return segments_.empty(); }
+
+  // [start, end) went out at `now`: the first time, or again (then any
+  // mark of loss or SACK on it is gone: it is in the network once more).
+  void on_transmit(wire::SeqNumber start, wire::SeqNumber end, Instant now) {
+    if (!(start < end)) return;
+    split_at(start);
+    split_at(end);
+    bool again = false;
+    for (auto it = segments_.lower_bound(start); it != segments_.end() && it->first < end;) {
+      again = true;
+      if (it->second.sacked) --sacked_segments_;
+      it = segments_.erase(it);
+    }
+    segments_.emplace(start, Segment{end, now, ++transmissions_, again});
+  }
+
+  // SND.UNA moved to `ack`: what lies below is delivered and forgotten.
+  void on_cumulative_ack(wire::SeqNumber ack, Instant now) {
+    split_at(ack);
+    while (!segments_.empty() && segments_.begin()->second.end <= ack) {
+      Segment& segment = segments_.begin()->second;
+      if (segment.sacked) {
+        --sacked_segments_;
+      } else {
+        on_delivered(segment, now);
+      }
+      segments_.erase(segments_.begin());
+    }
+  }
+
+  // A SACK block: the segments wholly inside it are delivered. (Not split
+  // at its edges: a receiver SACKs whole segments, and splitting at edges a
+  // forger chose would let it grow the map byte by byte.)
+  void on_sack_block(wire::SeqNumber left, wire::SeqNumber right, Instant now) {
+    if (!(left < right) || segments_.empty()) return;
+    auto it = segments_.upper_bound(left);
+    if (it != segments_.begin() && std::prev(it)->first == left) --it;
+    for (; it != segments_.end() && it->second.end <= right; ++it) {
+      Segment& segment = it->second;
+      if (segment.sacked) continue;
+      segment.sacked = true;
+      segment.lost = false;
+      ++sacked_segments_;
+      on_delivered(segment, now);
+    }
+  }
+
+  // RFC 8985 §6.2 step 5: marks lost every segment sent before the most
+  // recently delivered one whose time is up, that is RACK.rtt plus the
+  // reordering window after it was sent. Returns how long until the next
+  // one's time is up, if one is waiting (the reordering timer).
+  std::optional<Duration> detect_losses(Instant now, Duration smoothed_rtt, bool in_recovery) {
+    if (delivered_order_ == 0) return std::nullopt;
+    const Duration window = reordering_window(smoothed_rtt, in_recovery);
+    std::optional<Duration> wait;
+    for (auto& [start, segment] : segments_) {
+      if (segment.sacked || segment.lost || segment.sent_order > delivered_order_) continue;
+      const auto remaining = std::chrono::duration_cast<Duration>(segment.sent_at + rtt_ + window - now);
+      if (remaining <= Duration::zero()) {
+        segment.lost = true;
+      } else {
+        wait = std::max(wait.value_or(Duration::zero()), remaining);
+      }
+    }
+    return wait;
+  }
+
+  // A D-SACK (RFC 2883) reported data received twice: the path reorders
+  // (or a retransmission was spurious), so the reordering window widens by
+  // a quarter of the minimum RTT, at most once a round trip (RFC 8985 §6.2
+  // step 4: the round ends when what was sent by then is acknowledged).
+  // It does not shrink back.
+  void on_duplicate_reported(wire::SeqNumber send_unacknowledged, wire::SeqNumber send_max) {
+    reordering_seen_ = true;
+    if (widened_until_ && !(send_unacknowledged < *widened_until_)) widened_until_.reset();
+    if (widened_until_) return;
+    widened_until_ = send_max;
+    ++reordering_window_multiple_;
+  }
+
+  // A retransmission timeout (RFC 8985 §6.3): everything outstanding goes
+  // again; as RFC 2018 §8 allows the receiver to discard what it SACKed,
+  // those marks go too.
+  void on_timeout() {
+    for (auto& [start, segment] : segments_) segment.sacked = segment.lost = false;
+    sacked_segments_ = 0;
+  }
+
+  bool any_sacked() const { return sacked_segments_ > 0; }
+  bool any_lost() const { return std::any_of(segments_.begin(), segments_.end(), [](const auto& entry) {
+    return entry.second.lost;
+  }); }
+
+  // RFC 6675's pipe: the bytes sent and neither SACKed nor deemed lost.
+  std::uint64_t pipe() const {
+    std::uint64_t bytes = 0;
+    for (const auto& [start, segment] : segments_)
+      if (!segment.sacked && !segment.lost) bytes += static_cast<std::uint32_t>(segment.end - start);
+    return bytes;
+  }
+
+  // The first segment deemed lost and not sent again since.
+  std::optional<Range> first_lost() const {
+    for (const auto& [start, segment] : segments_)
+      if (segment.lost) return Range{start, segment.end};
+    return std::nullopt;
+  }
+
+  // The highest segment outstanding and not SACKed: what a tail loss probe
+  // sends again when there is no new data (RFC 8985 §7.3).
+  std::optional<Range> last_unsacked() const {
+    for (auto it = segments_.rbegin(); it != segments_.rend(); ++it)
+      if (!it->second.sacked) return Range{it->first, it->second.end};
+    return std::nullopt;
+  }
+
+  std::optional<Duration> min_rtt() const { return min_rtt_; }
+
+ private:
+  struct Segment {
+    wire::SeqNumber end;
+    Instant sent_at;
+    // Transmissions so far when it went: orders segments sent at the same
+    // instant (RFC 8985 breaks such ties by sequence number, which puts a
+    // retransmission before the originals sent after it the first time).
+    std::uint64_t sent_order = 0;
+    bool retransmitted = false;
+    bool sacked = false;
+    bool lost = false;
+  };
+
+  // RFC 8985 §6.2 steps 2 and 3 for a segment just delivered.
+  void on_delivered(const Segment& segment, Instant now) {
+    const auto rtt = std::chrono::duration_cast<Duration>(now - segment.sent_at);
+    // Delivered before the one after it in sequence, though sent once: the path reorders.
+    if (!segment.retransmitted && highest_delivered_ && segment.end < *highest_delivered_) reordering_seen_ = true;
+    if (!highest_delivered_ || *highest_delivered_ < segment.end) highest_delivered_ = segment.end;
+    if (!segment.retransmitted) min_rtt_ = std::min(min_rtt_.value_or(rtt), rtt);
+    // A retransmission acknowledged sooner than any round trip can be: the
+    // original's delivery, which says nothing of when the retransmission went.
+    if (segment.retransmitted && min_rtt_ && rtt < *min_rtt_) return;
+    if (segment.sent_order <= delivered_order_) return;  // 0: none delivered yet
+    delivered_order_ = segment.sent_order;
+    rtt_ = rtt;
+  }
+
+  // RFC 8985 §6.2 step 4: until the path has shown it reorders, no wait in
+  // recovery or once DupThresh segments are SACKed (as fast as DupThresh);
+  // otherwise a quarter of the minimum RTT, at most one smoothed RTT.
+  Duration reordering_window(Duration smoothed_rtt, bool in_recovery) const {
+    if (!reordering_seen_ && (in_recovery || sacked_segments_ >= duplicate_threshold)) return Duration::zero();
+    if (!min_rtt_) return Duration::zero();
+    return std::min(reordering_window_multiple_ * *min_rtt_ / 4, smoothed_rtt);
+  }
+
+  // Cuts the segment holding `point` (not at its start) in two.
+  void split_at(wire::SeqNumber point) {
+    auto it = segments_.upper_bound(point);
+    if (it == segments_.begin()) return;
+    --it;
+    if (!(it->first < point) || !(point < it->second.end)) return;
+    Segment upper = it->second;
+    it->second.end = point;
+    if (upper.sacked) ++sacked_segments_;
+    segments_.emplace_hint(std::next(it), point, upper);
+  }
+
+  std::map<wire::SeqNumber, Segment> segments_;  // start -> segment, disjoint, SND.UNA to SND.MAX
+  std::size_t sacked_segments_ = 0;
+  std::uint64_t transmissions_ = 0;
+  // RACK.xmit_ts and RACK.rtt: of the most recently sent segment delivered
+  // (by its sent_order, the segments sent no later are the ones it judges).
+  std::uint64_t delivered_order_ = 0;
+  Duration rtt_{0};
+  std::optional<wire::SeqNumber> highest_delivered_;  // RACK.fack
+  std::optional<Duration> min_rtt_;
+  bool reordering_seen_ = false;
+  int reordering_window_multiple_ = 1;              // RACK.reo_wnd_mult
+  std::optional<wire::SeqNumber> widened_until_;    // RACK.dsack_round
+};
+
+// RFC 8985 §7.2: the probe timeout, two smoothed RTTs (one second before
+// any), plus the peer's worst delayed ACK when only one segment is out and
+// the ACK of it may wait for a second.
+inline std::chrono::microseconds probe_timeout(std::chrono::microseconds smoothed_rtt, bool one_segment_outstanding) {
+  using namespace std::chrono_literals;
+  constexpr std::chrono::microseconds worst_case_delayed_ack = 200ms;
+  if (smoothed_rtt == 0us) return 1s;
+  return 2 * smoothed_rtt + (one_segment_outstanding ? worst_case_delayed_ack : 0us);
+}
+
+}  // namespace utcp::tcp
