@@ -262,6 +262,23 @@ class NodeCollectives {
   Clock::duration may_sleep_after_{};
 };
 
+namespace {
+
+// A member's side of a call whose root posted `slot`'s buffer: at most
+// `bytes` of it into buf, then the buffer is free again; more than that is
+// MPI_ERR_TRUNCATE (`what` says from which call), after the member is done
+// with the call, so the root is not held up by the error.
+void receive_from_root(NodeCollectives& node, int root, int slot, std::uint64_t call, std::size_t bytes,
+                       const Datatype& type, void* buf, const char* what) {
+  node.wait_posted(root, call);
+  const std::uint64_t sent = node.posted_bytes(root, call);
+  from_slot(node.buffer(slot, call), std::min<std::uint64_t>(sent, bytes), type, buf);
+  node.finish(call);
+  require(sent <= bytes, MPI_ERR_TRUNCATE, what);
+}
+
+}  // namespace
+
 namespace node_collectives {
 
 bool barrier(const Communicator& comm) {
@@ -286,11 +303,8 @@ bool bcast(void* buf, std::size_t count, const Datatype& type, int root, const C
     node->post(call, bytes, true);
     return true;
   }
-  node->wait_posted(root, call);
-  const std::uint64_t sent = node->posted_bytes(root, call);
-  from_slot(node->buffer(root, call), std::min<std::uint64_t>(sent, bytes), type, buf);
-  node->finish(call);
-  require(sent <= bytes, MPI_ERR_TRUNCATE, "the root broadcast more data than this rank's buffer holds");
+  receive_from_root(*node, root, root, call, bytes, type, buf,
+                    "the root broadcast more data than this rank's buffer holds");
   return true;
 }
 
@@ -410,11 +424,8 @@ bool scatter(const Blocks& send, void* recv, std::size_t recv_count, const Datat
     copy_typed(block_address(send, me), block_count(send, me), block_type(send, me), recv, recv_count, recv_type);
     return true;
   }
-  node->wait_posted(root, call);
-  const std::uint64_t sent = node->posted_bytes(root, call);
-  from_slot(node->buffer(me, call), std::min<std::uint64_t>(sent, bytes), recv_type, recv);
-  node->finish(call);
-  require(sent <= bytes, MPI_ERR_TRUNCATE, "the root sent more data than this rank's buffer holds");
+  receive_from_root(*node, root, me, call, bytes, recv_type, recv,
+                    "the root sent more data than this rank's buffer holds");
   return true;
 }
 
