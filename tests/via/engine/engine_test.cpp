@@ -78,6 +78,9 @@ class Engine : public ::testing::TestWithParam<Transport> {
     return d;
   }
 
+  void expect_connected_after_the_peer_sent_and_closed(via::Vi* sender, via::Vi* receiver,
+                                                       const std::function<via::Result()>& poll_receiver);
+
   Endpoint a, b;
 };
 
@@ -854,6 +857,55 @@ TEST_P(Engine, ClientRequestStartedEndsInRejectOrTimeout) {
   EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(100));
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));
   EXPECT_EQ(client->state(), via::ViState::idle);
+}
+
+// The side that completes a connection first sends 8 bytes and closes its
+// NIC (its process ends, its shared segment is gone) before the other side
+// looks at its request again: that side is connected all the same and
+// receives what was sent before the close.
+void Engine::expect_connected_after_the_peer_sent_and_closed(via::Vi* sender, via::Vi* receiver,
+                                                             const std::function<via::Result()>& poll_receiver) {
+  b.fill(4096, 8, 23);
+  expect_ok(sender->post_send(b.message(4096, 8), b.arena.handle), "send");
+  VIP_DESCRIPTOR* sent = nullptr;
+  ASSERT_TRUE(pump({a.nic.get(), b.nic.get()}, [&] { return sender->send_done(sent) == via::Result::success; }));
+  EXPECT_EQ(status_err(sent), 0u);
+  b.nic.reset();
+  via::Result outcome = via::Result::not_done;
+  ASSERT_TRUE(pump({a.nic.get()}, [&] { return (outcome = poll_receiver()) != via::Result::not_done; }));
+  ASSERT_EQ(outcome, via::Result::success);
+  VIP_DESCRIPTOR* received = nullptr;
+  ASSERT_TRUE(pump({a.nic.get()}, [&] { return receiver->recv_done(received) == via::Result::success; }));
+  EXPECT_EQ(status_err(received), 0u);
+  EXPECT_EQ(a.mismatch(0, 8, 23), -1);
+}
+
+TEST_P(Engine, AServerThatAcceptsSendsAndClosesBeforeTheClientLooksStillConnectsIt) {
+  via::Vi* client = a.create_vi();
+  expect_ok(client->post_recv(a.message(0, 8), a.arena.handle), "recv");
+  expect_ok(client->connect_request_start(address(*a.nic, "rank0", "c"), address(*a.nic, "rank1", "srv"), 5000),
+            "start");
+  via::Vi* server_vi = b.create_vi();
+  via::ConnRequest* req = nullptr;
+  // The client's polls move its request (tcp's travels on them) until the server has it.
+  ASSERT_TRUE(pump({a.nic.get(), b.nic.get()}, [&] {
+    EXPECT_EQ(client->connect_request_done(), via::Result::not_done);
+    return b.nic->connect_wait(address(*b.nic, "rank1", "srv"), 0, req) == via::Result::success;
+  }));
+  expect_ok(b.nic->connect_accept(req, *server_vi), "accept");
+  expect_connected_after_the_peer_sent_and_closed(server_vi, client, [&] { return client->connect_request_done(); });
+}
+
+TEST_P(Engine, APeerThatMatchesSendsAndClosesBeforeTheOtherLooksStillConnectsIt) {
+  via::Vi* va = a.create_vi();
+  via::Vi* vb = b.create_vi();
+  expect_ok(va->post_recv(a.message(0, 8), a.arena.handle), "recv");
+  expect_ok(va->connect_peer_request(address(*a.nic, "rank0", "p"), address(*a.nic, "rank1", "p"), 5000), "a asks");
+  expect_ok(vb->connect_peer_request(address(*b.nic, "rank1", "p"), address(*b.nic, "rank0", "p"), 5000), "b asks");
+  via::Result rb = via::Result::not_done;
+  ASSERT_TRUE(pump({a.nic.get(), b.nic.get()}, [&] { return (rb = vb->connect_peer_done()) != via::Result::not_done; }));
+  ASSERT_EQ(rb, via::Result::success);
+  expect_connected_after_the_peer_sent_and_closed(vb, va, [&] { return va->connect_peer_done(); });
 }
 
 TEST_P(Engine, WaitTimesOutOnASilentVi) {

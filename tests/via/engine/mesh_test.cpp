@@ -693,6 +693,29 @@ TEST_P(MeshTest, ShutdownSendsWhatIsQueuedFirst) {
     EXPECT_TRUE(same_bytes(client(1).messages[i].bytes, numbered_message(i, 32))) << i;
 }
 
+// Rank 0 asks rank 1 for a connection (its first send) just before rank 1,
+// with nothing of its own to send, shuts down: rank 1 answers the request
+// on its way out, so rank 0 hears that rank 1 closed, at once, instead of
+// waiting out the connect timeout and calling rank 1 failed. (MPI's node
+// collectives send such a last message: a wake-up for a rank that may have
+// gone to sleep, which woke by itself and finished.)
+TEST_P(MeshTest, ARequestThatReachedAPeerBeforeItShutDownIsAnsweredAndClosed) {
+  if (tcp()) GTEST_SKIP() << "a tcp request is at the peer only once the peer's progress has checked its proof";
+  via::MeshOptions options = options_for("leaving");
+  options.connect_timeout_ms = 3000;
+  open_pair(options);
+  ASSERT_EQ(mesh(0).send(1, bytes_of("wake up")), Sent::queued);
+  EXPECT_TRUE(mesh(1).shutdown());
+  meshes_[1].reset();
+  nics_[1].reset();
+  const auto start = std::chrono::steady_clock::now();
+  ASSERT_TRUE(pump([&] { return !client(0).closed.empty() || !client(0).failed.empty(); }, 5000));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(1000)) << "waited for the timeout";
+  EXPECT_EQ(client(0).closed, std::vector<int>{1});
+  EXPECT_TRUE(client(0).failed.empty()) << "told failed: " << client(0).failed.front().second;
+  EXPECT_TRUE(mesh(0).shutdown()) << "rank 0's own shutdown still waits for rank 1";
+}
+
 // A connected peer that stops polling (stuck in a computation, stopped by a
 // debugger) takes nothing more: shutdown gives up after the connect timeout,
 // says so, and disconnects, instead of waiting for ever.

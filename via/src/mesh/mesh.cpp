@@ -440,6 +440,10 @@ bool Mesh::shutdown() {
     VIA_LOG(warn, "via", "mesh %s: shutting down with sends unfinished after %u ms (%zu messages queued): a peer stopped taking them",
             options_.service.c_str(), options_.connect_timeout_ms, queued);
   }
+  // Requests that reached us are answered, and closed with the rest: a peer
+  // that asked (its last messages may be for nobody who waits) hears that we
+  // left instead of waiting out its connect timeout.
+  accept_requests();
   for (Peer* p : connected_) {
     if (p->closed || p->failed) continue;
     p->closed = true;

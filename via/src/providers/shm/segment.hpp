@@ -41,9 +41,18 @@ struct alignas(kCellBytes) Cell {
 static_assert(sizeof(Cell) == kCellBytes);
 inline constexpr std::uint32_t kInlineBytes = sizeof(Cell::inline_payload);
 
-enum SlotState : std::uint32_t { kSlotFree = 0, kSlotIdle, kSlotPending, kSlotConnected, kSlotRejected };
+// A slot's word: its state and, while a request is open or was answered, the
+// request's number. kSlotClosed keeps the number of the request a connection
+// came from: a peer that matched it, sent and closed before the other side
+// looked is told from one that withdrew its request.
+enum SlotState : std::uint32_t { kSlotFree = 0, kSlotIdle, kSlotPending, kSlotConnected, kSlotRejected, kSlotClosed };
 inline std::uint64_t slot_word(SlotState s, std::uint64_t request) { return (request << 8) | s; }
 inline SlotState slot_state(std::uint64_t word) { return SlotState(word & 0xFF); }
+// The word a slot is left with when its VI leaves `word`'s state for `next`.
+inline std::uint64_t slot_word_after(std::uint64_t word, SlotState next) {
+  const SlotState state = slot_state(word);
+  return state == kSlotConnected || state == kSlotClosed ? slot_word(kSlotClosed, word >> 8) : slot_word(next, 0);
+}
 
 enum ClosedBy : std::uint32_t { kOpen = 0, kPeerDisconnected = 1, kPeerFailed = 2 };
 

@@ -126,7 +126,8 @@ class ShmProvider final : public Provider {
 
   void remove_vi(ViImpl& vi) override {
     pending_.erase(vi.provider_slot);
-    self_->ring(vi.provider_slot)->state_word.store(slot_word(kSlotFree, 0), std::memory_order_release);
+    std::atomic<std::uint64_t>& word = self_->ring(vi.provider_slot)->state_word;
+    word.store(slot_word_after(word.load(std::memory_order_relaxed), kSlotFree), std::memory_order_release);
     slot_in_use_[vi.provider_slot] = false;
   }
 
@@ -141,7 +142,8 @@ class ShmProvider final : public Provider {
     pending_.erase(vi.provider_slot);
     const Ring slot = self_->ring(vi.provider_slot);
     reset_rings(slot);
-    slot->state_word.store(slot_word(kSlotIdle, 0), std::memory_order_release);
+    slot->state_word.store(slot_word_after(slot->state_word.load(std::memory_order_relaxed), kSlotIdle),
+                           std::memory_order_release);
   }
 
   // ---- connection set-up ----
@@ -301,6 +303,10 @@ class ShmProvider final : public Provider {
     std::uint64_t request;
     ControlMessage message;  // what goes into the remote NIC's inbox
     bool sent = false;
+    // The mapping the request went into. Its owner may accept, send what it
+    // had and exit (removing its file) before we look again: the outcome is
+    // read through this mapping, not through the name.
+    std::shared_ptr<Segment> remote_segment;
     // Back-off between attempts to reach an inbox that is full or not there yet.
     std::uint64_t next_attempt_ns = 0;
     std::uint64_t backoff_ns = kFirstRetryNs;
@@ -359,6 +365,7 @@ class ShmProvider final : public Provider {
   void send_request(Pending& p, std::uint64_t now = now_ns()) {
     if (std::shared_ptr<Segment> peer = peer_segment(p.remote_nic); peer && post_to_inbox(*peer, p.message)) {
       p.sent = true;
+      p.remote_segment = peer;
       wake(*peer);
       return;
     }
@@ -397,8 +404,9 @@ class ShmProvider final : public Provider {
     if ((word >> 8) != p.request) return Result::not_done;
     switch (slot_state(word)) {
       case kSlotConnected: {
-        std::shared_ptr<Segment> peer = peer_segment(mine.peer_nic);
-        if (!peer || mine.peer_slot >= kMaxVi) {
+        // Only the NIC whose inbox took the request can have accepted it.
+        const std::shared_ptr<Segment>& peer = p.remote_segment;
+        if (!peer || mine.peer_nic != p.remote_nic || mine.peer_slot >= kMaxVi) {
           pending_.erase(vi.provider_slot);
           mine.state_word.store(slot_word(kSlotIdle, 0), std::memory_order_release);
           return Result::no_match;
@@ -428,7 +436,10 @@ class ShmProvider final : public Provider {
         continue;
       ControlMessage matched = m;
       held_peers_.erase(it);
+      // The peer may have matched ours, sent and exited: then the mapping
+      // our request went into is the one its slot lives in.
       std::shared_ptr<Segment> peer = peer_segment(matched.from_nic);
+      if (!peer) peer = p.remote_segment;
       if (!peer || matched.from_slot >= kMaxVi) {
         pending_.erase(vi.provider_slot);
         return Result::no_match;
@@ -448,13 +459,14 @@ class ShmProvider final : public Provider {
   }
 
   // A peer-to-peer request is still open while the requesting slot, in the
-  // same life, still names it (pending, or connected by matching ours).
+  // same life, still names it: pending, or connected by matching ours (and
+  // maybe closed since).
   static bool request_still_open(Segment& peer, const ControlMessage& m) {
     const ViSlot& slot = *peer.ring(m.from_slot).slot;
     const std::uint64_t word = slot.state_word.load(std::memory_order_acquire);
     const SlotState state = slot_state(word);
     return slot.generation == m.from_generation && (word >> 8) == m.request &&
-           (state == kSlotPending || state == kSlotConnected);
+           (state == kSlotPending || state == kSlotConnected || state == kSlotClosed);
   }
 
   std::unique_ptr<Link> make_link(const Ring& mine, const std::shared_ptr<Segment>& peer, std::uint32_t peer_slot) {
