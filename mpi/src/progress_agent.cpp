@@ -10,10 +10,43 @@ namespace viastack::mpi {
 
 namespace {
 
-std::mutex library_mutex;
-thread_local int entry_depth = 0;
+// The library lock: a word in three states, so that taking and giving it
+// uncontended is one atomic instruction each, a few times cheaper than a
+// pthread mutex's (every MPI call takes it), while a contended taker sleeps
+// in the kernel (atomic wait) instead of spinning. The classic three-state
+// mutex (Drepper, "Futexes Are Tricky", mutex 3).
+class LibraryLock {
+ public:
+  void lock() {
+    int seen = kFree;
+    if (state_.compare_exchange_strong(seen, kLocked, std::memory_order_acquire)) return;
+    if (seen != kContended) seen = state_.exchange(kContended, std::memory_order_acquire);
+    while (seen != kFree) {
+      state_.wait(kContended, std::memory_order_relaxed);
+      seen = state_.exchange(kContended, std::memory_order_acquire);
+    }
+  }
+  bool try_lock() {
+    int seen = kFree;
+    return state_.compare_exchange_strong(seen, kLocked, std::memory_order_acquire);
+  }
+  void unlock() {
+    if (state_.exchange(kFree, std::memory_order_release) == kContended) state_.notify_one();
+  }
+
+ private:
+  static constexpr int kFree = 0, kLocked = 1, kContended = 2;  // kContended: someone may sleep on it
+  std::atomic<int> state_ = kFree;
+};
+
+LibraryLock library_lock;
+// initial-exec: read on every entry and exit, it is then one load off the
+// thread pointer instead of a call to __tls_get_addr (the library's one
+// thread-local, well within the static TLS glibc keeps for a library that
+// is dlopen'ed).
+[[gnu::tls_model("initial-exec")]] thread_local int entry_depth = 0;
 std::atomic<bool> threads_share = false;
-std::atomic<int> threads_waiting = 0;         // for library_mutex, in LibraryEntry
+std::atomic<int> threads_waiting = 0;         // for library_lock, in LibraryEntry
 std::atomic<unsigned> lock_acquisitions = 0;  // by LibraryEntry
 
 }  // namespace
@@ -21,11 +54,11 @@ std::atomic<unsigned> lock_acquisitions = 0;  // by LibraryEntry
 LibraryEntry::LibraryEntry() {
   if (entry_depth++ > 0) return;
   if (!threads_share.load(std::memory_order_relaxed)) {  // no other thread to make way for
-    library_mutex.lock();
+    library_lock.lock();
     return;
   }
   ++threads_waiting;
-  library_mutex.lock();
+  library_lock.lock();
   --threads_waiting;
   ++lock_acquisitions;
 }
@@ -38,16 +71,16 @@ void let_other_threads_in() {
   if (entry_depth == 0) return;
   const int depth = std::exchange(entry_depth, 0);
   const unsigned before = lock_acquisitions;
-  library_mutex.unlock();
+  library_lock.unlock();
   // A woken waiter needs a moment to take the mutex; without this the releasing thread would mostly take it back first.
   constexpr int kMostYields = 1000;
   for (int i = 0; i < kMostYields && threads_waiting > 0 && lock_acquisitions == before; ++i) sched_yield();
-  library_mutex.lock();
+  library_lock.lock();
   entry_depth = depth;
 }
 
 LibraryEntry::~LibraryEntry() {
-  if (--entry_depth == 0) library_mutex.unlock();
+  if (--entry_depth == 0) library_lock.unlock();
 }
 
 ProgressAgent::ProgressAgent(std::function<bool()> poll) : poll_(std::move(poll)), thread_([this] { run(); }) {}
@@ -66,11 +99,11 @@ void ProgressAgent::run() {
   std::chrono::microseconds nap = kShortestNap;
   while (!stop_requested_.wait_for(lock, nap, [&] { return stop_; })) {
     // Held by an application thread: it is inside MPI and progresses itself.
-    if (!library_mutex.try_lock()) continue;
+    if (!library_lock.try_lock()) continue;
     ++entry_depth;
     const bool handled = poll_();
     --entry_depth;
-    library_mutex.unlock();
+    library_lock.unlock();
     nap = handled ? kShortestNap : std::min(nap * 2, kLongestNap);
   }
 }
