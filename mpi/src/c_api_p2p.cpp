@@ -271,41 +271,54 @@ int MPI_Test(MPI_Request* request, int* flag, MPI_Status* status) {
 
 namespace {
 
-// Retires the complete requests among `indices`. Their statuses, if wanted,
-// are statuses[k] for the k-th index (Waitsome) or statuses[i] for request i
-// (Waitall); each gets its MPI_ERROR. Throws MPI_ERR_IN_STATUS when one failed.
-void retire_all(MPI_Request* handles, std::span<const int> indices, MPI_Status* statuses, bool status_per_index,
-                MPI_Comm& comm) {
-  bool failed = false;
-  for (std::size_t k = 0; k < indices.size(); ++k) {
-    const int i = indices[k];
-    MPI_Status* status = MPI_STATUS_IGNORE;
-    if (statuses != MPI_STATUSES_IGNORE) status = status_per_index ? &statuses[k] : &statuses[i];
-    const MPI_Comm request_comm = comm_of(request_of(handles[i]));
-    const int error = retire(&handles[i], status);
-    if (status != MPI_STATUS_IGNORE) status->MPI_ERROR = error;
-    if (error != MPI_SUCCESS && !failed) {
-      failed = true;
-      comm = request_comm;
-    }
+// Retires one complete request, its status (if wanted) with its MPI_ERROR;
+// the first failure names the communicator whose handler reports it.
+void retire_noting_failure(MPI_Request& handle, MPI_Status* status, bool& failed, MPI_Comm& comm) {
+  const MPI_Comm request_comm = comm_of(request_of(handle));
+  const int error = retire(&handle, status);
+  if (status != MPI_STATUS_IGNORE) status->MPI_ERROR = error;
+  if (error != MPI_SUCCESS && !failed) {
+    failed = true;
+    comm = request_comm;
   }
-  if (failed) fail(MPI_ERR_IN_STATUS, "a request failed; see the statuses' MPI_ERROR");
+}
+
+[[noreturn]] void fail_in_status() { fail(MPI_ERR_IN_STATUS, "a request failed; see the statuses' MPI_ERROR"); }
+
+// Retires the complete requests among `indices`. Their statuses, if wanted,
+// are statuses[k] for the k-th index (Waitsome). Throws MPI_ERR_IN_STATUS when one failed.
+void retire_all(MPI_Request* handles, std::span<const int> indices, MPI_Status* statuses, MPI_Comm& comm) {
+  bool failed = false;
+  for (std::size_t k = 0; k < indices.size(); ++k)
+    retire_noting_failure(handles[indices[k]], statuses != MPI_STATUSES_IGNORE ? &statuses[k] : MPI_STATUS_IGNORE,
+                          failed, comm);
+  if (failed) fail_in_status();
 }
 
 bool all_complete(std::span<Request*> rs) {
   return std::all_of(rs.begin(), rs.end(), [](Request* r) { return !r || r->complete; });
 }
 
-// Waitall's and Testall's ending: every request retired, null ones with empty statuses.
+// The same for a wait, which asks again after every message: the requests
+// before `first_incomplete` were complete at an earlier look and still are
+// (only retiring ends a completion), so each look starts where the last stopped.
+bool all_complete_from(std::span<Request*> rs, std::size_t& first_incomplete) {
+  while (first_incomplete < rs.size() && (!rs[first_incomplete] || rs[first_incomplete]->complete)) ++first_incomplete;
+  return first_incomplete == rs.size();
+}
+
+// Waitall's and Testall's ending: every request retired, null ones with
+// empty statuses; status i is request i's. Throws MPI_ERR_IN_STATUS when one failed.
 void retire_every(int count, MPI_Request* handles, std::span<Request*> rs, MPI_Status* statuses, MPI_Comm& comm) {
-  std::vector<int> active;
+  bool failed = false;
   for (int i = 0; i < count; ++i) {
+    MPI_Status* status = statuses != MPI_STATUSES_IGNORE ? &statuses[i] : MPI_STATUS_IGNORE;
     if (rs[std::size_t(i)])
-      active.push_back(i);
-    else if (statuses != MPI_STATUSES_IGNORE)
-      fill_empty_status(&statuses[i]);
+      retire_noting_failure(handles[i], status, failed, comm);
+    else if (status != MPI_STATUS_IGNORE)
+      fill_empty_status(status);
   }
-  retire_all(handles, active, statuses, false, comm);
+  if (failed) fail_in_status();
 }
 
 }  // namespace
@@ -315,7 +328,8 @@ int MPI_Waitall(int count, MPI_Request requests[], MPI_Status statuses[]) {
   return guarded("MPI_Waitall", comm, [&] {
     std::vector<Request*> storage;
     auto rs = as_requests(storage, count, requests);
-    runtime().p2p().wait_until([&] { return all_complete(rs); });
+    std::size_t first_incomplete = 0;
+    runtime().p2p().wait_until([&] { return all_complete_from(rs, first_incomplete); });
     retire_every(count, requests, rs, statuses, comm);
   });
 }
@@ -403,7 +417,7 @@ int some(int incount, MPI_Request requests[], int* outcount, int indices[], MPI_
     *outcount = int(done.size());
     if (!done.empty()) check_pointer(indices, "null index array");
     std::copy(done.begin(), done.end(), indices);
-    retire_all(requests, done, statuses, true, comm);
+    retire_all(requests, done, statuses, comm);
   });
 }
 
