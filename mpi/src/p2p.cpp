@@ -127,12 +127,36 @@ void P2P::deliver_to_self(Request& send, std::span<const std::byte> data, std::u
     send.complete = true;
     return;
   }
-  Incoming in{context, source, tag, -1, data.size(), {data.begin(), data.end()}};
+  Incoming& in = append_unexpected(data);
+  in.context = context;
+  in.source = source;
+  in.tag = tag;
+  in.peer = -1;
+  in.size = data.size();
   if (mode == SendMode::synchronous)
     in.sync_sender = &send;
   else
     send.complete = true;
-  unexpected_.push_back(std::move(in));
+}
+
+Incoming& P2P::append_unexpected(std::span<const std::byte> data) {
+  if (spare_unexpected_.empty())
+    unexpected_.emplace_back();
+  else
+    unexpected_.splice(unexpected_.end(), spare_unexpected_, spare_unexpected_.begin());
+  Incoming& in = unexpected_.back();
+  std::vector<std::byte> buffer = std::move(in.data);
+  in = Incoming{};
+  buffer.assign(data.begin(), data.end());
+  in.data = std::move(buffer);
+  return in;
+}
+
+void P2P::recycle_unexpected(std::list<Incoming>::iterator entry) {
+  if (spare_unexpected_.size() < kSpareUnexpected)
+    spare_unexpected_.splice(spare_unexpected_.end(), unexpected_, entry);
+  else
+    unexpected_.erase(entry);
 }
 
 Request* P2P::irecv(void* buf, std::size_t count, const Datatype& type, int source, int tag, const Communicator& comm,
@@ -160,7 +184,12 @@ void P2P::post_recv(Request& r, void* buf, std::size_t count, const Datatype& ty
     r.complete = true;
     return;
   }
-  if (std::optional<Incoming> in = take_unexpected(source, tag, context)) return deliver_unexpected(r, std::move(*in));
+  for (auto it = unexpected_.begin(); it != unexpected_.end(); ++it) {
+    if (!matches(it->context, it->source, it->tag, context, source, tag)) continue;
+    deliver_unexpected(r, *it);
+    recycle_unexpected(it);
+    return;
+  }
   append_posted(r);
 }
 
@@ -169,10 +198,10 @@ void P2P::receive_matched(Request& r, void* buf, std::size_t count, const Dataty
   r.context = message.context;
   r.source = message.source;
   r.tag = message.tag;
-  deliver_unexpected(r, std::move(message));
+  deliver_unexpected(r, message);
 }
 
-void P2P::deliver_unexpected(Request& recv, Incoming in) {
+void P2P::deliver_unexpected(Request& recv, const Incoming& in) {
   deliver(recv, Message{in.source, in.tag, in.peer, in.size, in.data, in.rendezvous, in.token, in.address, in.handle});
   if (in.sync_sender) complete(*in.sync_sender);
 }
@@ -279,12 +308,16 @@ void P2P::on_message(int peer, const WireHeader& h, std::span<const std::byte> p
   }
   Message m{h.source, h.tag, peer, std::size_t(h.size), payload, rendezvous, h.token, h.address, h.handle};
   if (Request* recv = match_posted(h.context, h.source, h.tag)) return deliver(*recv, m);
-  Incoming in{h.context, h.source, h.tag, peer, std::size_t(h.size), {payload.begin(), payload.end()}};
+  Incoming& in = append_unexpected(payload);
+  in.context = h.context;
+  in.source = h.source;
+  in.tag = h.tag;
+  in.peer = peer;
+  in.size = std::size_t(h.size);
   in.rendezvous = rendezvous;
   in.token = h.token;
   in.address = h.address;
   in.handle = h.handle;
-  unexpected_.push_back(std::move(in));
 }
 
 void P2P::complete(Request& request) {

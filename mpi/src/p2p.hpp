@@ -153,7 +153,11 @@ class P2P final : public TransportClient {
   std::optional<ProbeResult> find_unexpected(int source, int tag, std::uint32_t context) const;
   std::optional<Incoming> take_unexpected(int source, int tag, std::uint32_t context);
   void set_receive_buffer(Request& r, void* buf, std::size_t count, const Datatype& type);
-  void deliver_unexpected(Request& recv, Incoming in);
+  void deliver_unexpected(Request& recv, const Incoming& in);
+  // A new entry at the end of the unexpected queue holding a copy of data, its other fields zero.
+  Incoming& append_unexpected(std::span<const std::byte> data);
+  // Drops a delivered entry of the unexpected queue, keeping its node and buffer for the next one.
+  void recycle_unexpected(std::list<Incoming>::iterator entry);
   void start_read(Request& recv, const Message& message);
   [[noreturn]] static void would_wait_forever();
   void finish_receive(Request& recv);
@@ -169,6 +173,10 @@ class P2P final : public TransportClient {
   Request* posted_head_ = nullptr;  // posted receives in order, linked through Request::next_posted
   Request* posted_tail_ = nullptr;
   std::list<Incoming> unexpected_;
+  // Delivered entries of unexpected_, their buffers kept: a stream of messages
+  // that arrive before their receives costs no allocation once these exist.
+  std::list<Incoming> spare_unexpected_;
+  static constexpr std::size_t kSpareUnexpected = 64;  // as many as a window of 64 messages in flight needs
   std::unordered_map<std::uint64_t, Request*> rendezvous_sends_;  // by token, until the FIN
   std::unordered_map<std::uint64_t, Request*> reads_;             // receives whose RDMA read is running
   std::uint64_t next_token_ = 1;  // rendezvous tokens and RDMA ids, one-sided ones included

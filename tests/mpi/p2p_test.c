@@ -1,7 +1,7 @@
 /* Point-to-point semantics: ordering, wildcards, sizes across the eager /
  * rendezvous threshold (0 bytes included), truncation, PROC_NULL, self
  * sends, probe, non-blocking completion calls, cancel, derived datatypes,
- * buffered sends. */
+ * buffered sends, many messages that arrive before their receives. */
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -295,6 +295,47 @@ static void buffered(void) {
   }
 }
 
+/* Many messages that arrive before their receives, taken out of order, in two
+ * rounds of different sizes, from a peer and from this rank itself: the
+ * unexpected queue keeps delivered entries and their buffers for later
+ * messages, and each later message must still get exactly its own bytes. */
+static void unexpected_reuse(void) {
+  enum { n = 150, most = 3000 };
+  const int peer = (rank ^ 1) < size ? rank ^ 1 : rank; /* in pairs; the last rank of an odd count with itself */
+  unsigned char* out = malloc((size_t)n * most);
+  unsigned char* in = malloc(most);
+  MPI_Request requests[n];
+  for (int round = 0; round < 2; ++round) {
+    for (int pass = 0; pass < 2; ++pass) { /* pass 0: with the peer, pass 1: with this rank */
+      const int to = pass == 0 ? peer : rank;
+      for (int i = 0; i < n; ++i) {
+        const size_t bytes = round == 0 ? (size_t)(i * 37 % most) : (size_t)((n - i) * 53 % most);
+        for (size_t b = 0; b < bytes; ++b) out[(size_t)i * most + b] = pattern(b, i + round * n + pass);
+        MPI_Isend(out + (size_t)i * most, (int)bytes, MPI_BYTE, to, i, MPI_COMM_WORLD, &requests[i]);
+      }
+      /* Messages from one sender arrive in order: once the last is here, all are. */
+      MPI_Status st;
+      MPI_Probe(to, n - 1, MPI_COMM_WORLD, &st);
+      for (int k = 0; k < n; ++k) {
+        const int i = round == 0 ? n - 1 - k : (k * 7) % n; /* backwards, then scattered (7 and 150 coprime) */
+        const size_t bytes = round == 0 ? (size_t)(i * 37 % most) : (size_t)((n - i) * 53 % most);
+        memset(in, 0xEE, most);
+        MPI_Recv(in, most, MPI_BYTE, to, i, MPI_COMM_WORLD, &st);
+        int count = -1;
+        MPI_Get_count(&st, MPI_BYTE, &count);
+        CHECK(count == (int)bytes);
+        int good = 1;
+        for (size_t b = 0; b < bytes; ++b) good &= in[b] == pattern(b, i + round * n + pass);
+        for (size_t b = bytes; b < most; ++b) good &= in[b] == 0xEE;
+        CHECK(good);
+      }
+      MPI_Waitall(n, requests, MPI_STATUSES_IGNORE);
+    }
+  }
+  free(out);
+  free(in);
+}
+
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -307,5 +348,6 @@ int main(int argc, char** argv) {
   probe_and_nonblocking();
   derived();
   buffered();
+  unexpected_reuse();
   return finish("p2p_test");
 }
