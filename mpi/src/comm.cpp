@@ -49,11 +49,8 @@ void Communicator::make_inter(std::shared_ptr<const Group> remote, std::unique_p
   handle->open_mpi_remote_group = const_cast<ompi_group_t*>(&remote_->handle);
 }
 
-void Communicator::check_rank(int rank, bool allow_any_source, bool allow_proc_null) const {
+void Communicator::fail_rank(int rank) const {
   const int size = peers().size();
-  if (rank >= 0 && rank < size) return;
-  if (allow_any_source && rank == MPI_ANY_SOURCE) return;
-  if (allow_proc_null && rank == MPI_PROC_NULL) return;
   std::string why = "rank ";
   why += std::to_string(rank);
   why += " is not in 0..";
@@ -61,10 +58,8 @@ void Communicator::check_rank(int rank, bool allow_any_source, bool allow_proc_n
   fail(MPI_ERR_RANK, why);
 }
 
-Communicator& communicator_of(MPI_Comm handle) {
-  if (handle == nullptr || handle->kind != HandleKind::communicator || handle->impl == nullptr)
-    fail(MPI_ERR_COMM, "invalid communicator (MPI_COMM_NULL, freed, or not a communicator)");
-  return *handle->impl;
+void fail_invalid_communicator() {
+  fail(MPI_ERR_COMM, "invalid communicator (MPI_COMM_NULL, freed, or not a communicator)");
 }
 
 Group& group_of(MPI_Group handle) {

@@ -83,7 +83,13 @@ class Communicator {
   const Communicator& local_comm() const { return *local_; }
 
   // Throws MPI_ERR_RANK unless 0 <= rank < the number of peers (or an allowed wildcard).
-  void check_rank(int rank, bool allow_any_source, bool allow_proc_null) const;
+  // Inline: every send and receive asks, and the answer is nearly always yes.
+  void check_rank(int rank, bool allow_any_source, bool allow_proc_null) const {
+    if (rank >= 0 && rank < peers().size()) return;
+    if (allow_any_source && rank == MPI_ANY_SOURCE) return;
+    if (allow_proc_null && rank == MPI_PROC_NULL) return;
+    fail_rank(rank);
+  }
 
   // Points the handle's Open MPI group field at this communicator's group (abi.hpp).
   void publish_group(ompi_communicator_t& public_handle) const;
@@ -94,6 +100,7 @@ class Communicator {
   ompi_communicator_t owned_handle{HandleKind::communicator, this};
 
  private:
+  [[noreturn]] void fail_rank(int rank) const;
   const Group& peers() const { return remote_ ? *remote_ : *group_; }
 
   std::shared_ptr<const Group> group_;
@@ -110,7 +117,13 @@ class Communicator {
 };
 
 // The C++ object behind a handle; throws MPI_ERR_COMM for null, freed or foreign handles.
-Communicator& communicator_of(MPI_Comm handle);
+[[noreturn]] void fail_invalid_communicator();
+// Inline, as check_rank.
+inline Communicator& communicator_of(MPI_Comm handle) {
+  if (handle == nullptr || handle->kind != HandleKind::communicator || handle->impl == nullptr)
+    fail_invalid_communicator();
+  return *handle->impl;
+}
 Group& group_of(MPI_Group handle);
 
 // Context ids come in pairs; MPI_COMM_WORLD has 0 and 1, MPI_COMM_SELF 2 and 3.

@@ -508,10 +508,9 @@ Datatype& datatype_for_construction(MPI_Datatype handle) {
   return *handle->impl;
 }
 
-const Datatype& datatype_of(MPI_Datatype handle) {
-  const Datatype& type = datatype_for_construction(handle);
-  require(type.committed(), MPI_ERR_TYPE, "the datatype is not committed (call MPI_Type_commit)");
-  return type;
+void fail_invalid_datatype(MPI_Datatype handle) {
+  datatype_for_construction(handle);  // throws for a null, foreign or freed handle
+  fail(MPI_ERR_TYPE, "the datatype is not committed (call MPI_Type_commit)");
 }
 
 Datatype* make_contiguous(int count, const Datatype& old) {

@@ -155,7 +155,14 @@ class Datatype {
 std::size_t basic_size(Basic basic);
 
 // The C++ object behind a handle; throws MPI_ERR_TYPE for a null, foreign or uncommitted one.
-const Datatype& datatype_of(MPI_Datatype handle);
+// Inline: every send and receive asks.
+[[noreturn]] void fail_invalid_datatype(MPI_Datatype handle);
+inline const Datatype& datatype_of(MPI_Datatype handle) {
+  if (handle == nullptr || handle->kind != HandleKind::datatype || handle->impl == nullptr ||
+      !handle->impl->committed())
+    fail_invalid_datatype(handle);
+  return *handle->impl;
+}
 // The same, for a type under construction (uncommitted allowed).
 Datatype& datatype_for_construction(MPI_Datatype handle);
 
