@@ -130,19 +130,18 @@ bool Mesh::try_send(Peer& p, bool credit_only, std::span<const std::byte> head, 
   // A message of one frame leaves at once, copied by the VI from the
   // caller's memory straight into the link (the shm ring); the rest, and any
   // the link has no room for now, go through a bounce buffer and a
-  // descriptor: one copy more, and the descriptor's work.
+  // descriptor: one copy more, and the descriptor's work. send_inline itself
+  // refuses a message longer than a frame: no call to ask it first.
   const std::size_t length = header_bytes_ + head.size() + body.size();
-  if (length <= p.vi->max_inline_send()) {
-    iovec iov[3];
-    std::size_t parts = 0;
-    if (header_bytes_) iov[parts++] = {&h, header_bytes_};
-    if (!head.empty()) iov[parts++] = {const_cast<std::byte*>(head.data()), head.size()};
-    if (!body.empty()) iov[parts++] = {const_cast<std::byte*>(body.data()), body.size()};
-    if (p.vi->send_inline(iov, parts) == Result::success) {
-      settle();
-      ++counters_.inline_sends;
-      return true;
-    }
+  iovec iov[3];
+  std::size_t parts = 0;
+  if (header_bytes_) iov[parts++] = {&h, header_bytes_};
+  if (!head.empty()) iov[parts++] = {const_cast<std::byte*>(head.data()), head.size()};
+  if (!body.empty()) iov[parts++] = {const_cast<std::byte*>(body.data()), body.size()};
+  if (p.vi->send_inline(iov, parts) == Result::success) {
+    settle();
+    ++counters_.inline_sends;
+    return true;
   }
   if (free_send_descriptors_.empty() || free_bounces_.empty()) reclaim_sends(p);
   if (free_send_descriptors_.empty() || free_bounces_.empty()) return false;
