@@ -64,7 +64,7 @@ void TcpLink::break_link(std::string reason) {
 }
 
 bool TcpLink::try_send(const FrameHeader& header, const iovec* iov, std::size_t iovcnt) {
-  if (state_ != State::up) return false;  // the VI learns why from peer_state()
+  if (state_ != State::up || peer_left_) return false;  // the VI learns why from peer_state()
   if (backlog()) {
     flush_backlog();
     if (backlog()) return false;
@@ -88,7 +88,7 @@ bool TcpLink::try_send(const FrameHeader& header, const iovec* iov, std::size_t 
   refused_for_room_ = sent < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
   if (sent < 0) {
     if (refused_for_room_ || errno == EINTR) return false;
-    break_link(std::string("sending failed: ") + std::strerror(errno));
+    send_failed(errno);
     return false;
   }
   if (std::size_t(sent) == total) return true;
@@ -113,8 +113,7 @@ void TcpLink::flush_backlog() {
   while (backlog()) {
     const ssize_t sent = send(fd(), tx_.data() + tx_sent_, tx_.size() - tx_sent_, MSG_DONTWAIT | MSG_NOSIGNAL);
     if (sent < 0) {
-      if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
-        break_link(std::string("sending failed: ") + std::strerror(errno));
+      if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) send_failed(errno);
       return;
     }
     tx_sent_ += std::size_t(sent);
@@ -128,8 +127,43 @@ bool TcpLink::frame_buffered() const {
   return h->length > kMaxFramePayload || have >= padded_frame_bytes(h->length);
 }
 
+// A peer that closed in order after its last frames (its close frame, then
+// its socket) resets the stream when our late bytes reach it, and our send
+// fails: what it sent before it left is read first, and decides. The link
+// then ends as closed once the frames before the close are shown, instead of
+// broken.
+void TcpLink::send_failed(int error) {
+  if (error == EPIPE || error == ECONNRESET) {
+    // Bounded by the buffer: room for the largest frame is kept free for each read.
+    while (!rx_eof_ && !close_frame_buffered() && rx_end_ - rx_begin_ <= kRxBytes - (sizeof(FrameHeader) + kMaxFramePayload + 8)) {
+      const std::size_t held = rx_end_ - rx_begin_;
+      if (read_into_buffer() != 0 || rx_end_ - rx_begin_ == held) break;
+    }
+    if (close_frame_buffered()) {
+      peer_left_ = true;
+      return;
+    }
+  }
+  break_link(std::string("sending failed: ") + std::strerror(error));
+}
+
+bool TcpLink::close_frame_buffered() const {
+  for (std::size_t at = rx_begin_; at + sizeof(FrameHeader) <= rx_end_;) {
+    const auto* h = reinterpret_cast<const FrameHeader*>(rx_ + at);
+    if (h->type == kFrameLinkClose) return true;
+    if (h->length > kMaxFramePayload) return false;
+    at += padded_frame_bytes(h->length);
+  }
+  return false;
+}
+
 void TcpLink::receive() {
   if (rx_eof_ || state_ != State::up) return;  // nothing is read after a close frame or a failure
+  if (const int error = read_into_buffer(); error != 0)
+    break_link(std::string("receiving failed: ") + std::strerror(error));
+}
+
+int TcpLink::read_into_buffer() {
   if (rx_begin_ == rx_end_) {
     rx_begin_ = rx_end_ = 0;
   } else if (kRxBytes - rx_end_ < sizeof(FrameHeader) + kMaxFramePayload + 8) {
@@ -143,8 +177,9 @@ void TcpLink::receive() {
   } else if (got == 0) {
     rx_eof_ = true;
   } else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-    break_link(std::string("receiving failed: ") + std::strerror(errno));
+    return errno;
   }
+  return 0;
 }
 
 // A sleeping NIC is woken by the socket (SO_RCVLOWAT) only once the rest of
@@ -227,7 +262,7 @@ void TcpLink::close(bool error) {
   if (state_ == State::up) {
     // Everything sent so far, then the close, reach the peer before the stream ends:
     // wait (boundedly) for room to write them.
-    FrameHeader bye{kFrameLinkClose, std::uint8_t(error ? kFlagError : 0), 0, 0, 0, 0, 0, 0, 0};
+    const FrameHeader bye = link_close_frame(error);
     const std::uint64_t give_up = now_ns() + 1'000'000'000ull;
     bool queued = false;
     while (now_ns() < give_up && state_ == State::up) {
