@@ -30,6 +30,11 @@ unsigned connection_timeout_ms() {
   return unsigned(config::integer("VIASTACK_TCP_TIMEOUT_MS"));
 }
 
+// How long the kernel must have waited in vain for an answer, seen by two
+// liveness checks, before a silence counts: longer than any round trip, so
+// that a window probe caught in flight is not taken for one unanswered.
+constexpr std::uint64_t kUnansweredForNs = 1'000'000'000;
+
 void set_int_option(int fd, int level, int name, int value) { setsockopt(fd, level, name, &value, sizeof value); }
 
 }  // namespace
@@ -37,19 +42,41 @@ void set_int_option(int fd, int level, int name, int value) { setsockopt(fd, lev
 TcpLink::TcpLink(asio::ip::tcp::socket socket, std::string peer, std::function<void(TcpLink*)> on_destroy)
     : socket_(std::move(socket)),
       peer_(std::move(peer)),
+      timeout_ms_(connection_timeout_ms()),
       on_destroy_(std::move(on_destroy)),
       rx_words_(new std::uint64_t[kRxBytes / 8]),
       rx_(reinterpret_cast<std::byte*>(rx_words_.get())) {
   const int fd = socket_.native_handle();
   set_int_option(fd, IPPROTO_TCP, TCP_NODELAY, 1);
-  // A silent peer is noticed by keepalive probes, an unacknowledged send by the user timeout.
-  const unsigned timeout = connection_timeout_ms();
-  const int probe_s = std::max(1, int(timeout / 5000));
+  // A silent peer is noticed by keepalive probes while the link is idle, and
+  // by peer_alive() while the kernel waits for it to acknowledge. Not by
+  // TCP_USER_TIMEOUT: Linux counts window probes against it, so it would also
+  // end the connection of a peer that is alive and only reads nothing (a rank
+  // starved of CPU on an oversubscribed machine), whose kernel answers them.
+  const int probe_s = std::max(1, int(timeout_ms_ / 5000));
   set_int_option(fd, SOL_SOCKET, SO_KEEPALIVE, 1);
   set_int_option(fd, IPPROTO_TCP, TCP_KEEPIDLE, probe_s);
   set_int_option(fd, IPPROTO_TCP, TCP_KEEPINTVL, probe_s);
   set_int_option(fd, IPPROTO_TCP, TCP_KEEPCNT, 4);
-  set_int_option(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, int(timeout));
+}
+
+// Dead once the peer's kernel has acknowledged nothing for the timeout while
+// ours retransmits to it or probes its window in vain. A peer that reads
+// nothing answers every window probe at once (its probes counter goes back to
+// zero), so it stays alive however long it does not read; a host that is
+// down answers nothing. Checked when the engine looks at the peer's state
+// (every sleep slice of a wait), from the kernel's TCP_INFO.
+bool TcpLink::peer_alive() {
+  tcp_info info{};
+  socklen_t len = sizeof info;
+  if (getsockopt(fd(), IPPROTO_TCP, TCP_INFO, &info, &len) != 0) return true;
+  const std::uint64_t now = now_ns();
+  if (info.tcpi_retransmits == 0 && info.tcpi_probes == 0) {
+    unanswered_since_ns_ = 0;
+    return true;
+  }
+  if (unanswered_since_ns_ == 0) unanswered_since_ns_ = now;
+  return info.tcpi_last_ack_recv <= timeout_ms_ || now - unanswered_since_ns_ < kUnansweredForNs;
 }
 
 TcpLink::~TcpLink() {
@@ -242,6 +269,8 @@ void TcpLink::pop() {
 }
 
 Link::PeerState TcpLink::peer_state() {
+  if (state_ == State::up && !rx_eof_ && !peer_alive())
+    break_link("the peer acknowledged nothing for " + std::to_string(timeout_ms_) + " ms (VIASTACK_TCP_TIMEOUT_MS)");
   if (state_ == State::up && rx_eof_) {
     if (rx_end_ != rx_begin_)
       break_link("connection closed in the middle of a frame");

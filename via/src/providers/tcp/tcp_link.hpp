@@ -67,9 +67,12 @@ class TcpLink final : public Link {
   // Whether the peer's close frame is among the frames received but not yet shown.
   bool close_frame_buffered() const;
   void break_link(std::string reason);
+  bool peer_alive();
 
   asio::ip::tcp::socket socket_;
   const std::string peer_;
+  const unsigned timeout_ms_;  // VIASTACK_TCP_TIMEOUT_MS
+  std::uint64_t unanswered_since_ns_ = 0;  // when peer_alive() first saw the kernel wait for an answer
   std::function<void(TcpLink*)> on_destroy_;
   State state_ = State::up;
   std::string broken_;
