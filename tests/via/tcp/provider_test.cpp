@@ -1265,6 +1265,30 @@ TEST_F(TcpProviderTest, APeerThatAcknowledgesNothingIsFoundDeadWithinTheTimeout)
   EXPECT_LT(Clock::now() - start, 10 * kTimeout);
 }
 
+// An idle link whose peer misses a keepalive probe (lost on a loaded
+// machine) is the kernel's keepalive to judge, over its several probes: the
+// link's own check counts only retransmissions and window probes, which wait
+// on data of ours. Here the peer drops everything for a while longer than
+// the timeout, past the first probe, then answers again.
+TEST_F(TcpProviderTest, AnIdleLinkWhosePeerMissesAKeepaliveProbeStaysUp) {
+  constexpr auto kTimeout = 400ms;
+  setenv("VIASTACK_TCP_TIMEOUT_MS", std::to_string(kTimeout.count()).c_str(), 1);
+  Endpoint b;
+  b.open("tcp:1", 4096);
+  via::Vi* vi = nullptr;
+  std::unique_ptr<RawPeer> peer = accepted_raw_client(b, vi);
+  unsetenv("VIASTACK_TCP_TIMEOUT_MS");
+  ASSERT_NE(peer, nullptr);
+  sock_filter drop_all{BPF_RET | BPF_K, 0, 0, 0};
+  sock_fprog program{1, &drop_all};
+  ASSERT_EQ(setsockopt(peer->fd(), SOL_SOCKET, SO_ATTACH_FILTER, &program, sizeof program), 0);
+  b.nic->wait([] { return false; }, 2000);  // keepalive's first probe goes after 1 s of silence
+  int unused = 0;
+  ASSERT_EQ(setsockopt(peer->fd(), SOL_SOCKET, SO_DETACH_FILTER, &unused, sizeof unused), 0);
+  b.nic->wait([] { return false; }, 1500);
+  EXPECT_EQ(vi->state(), via::ViState::connected) << "an idle link was ended over one lost keepalive probe";
+}
+
 // With the NIC's default error handler, the reason a VI broke reaches stderr.
 TEST_F(TcpProviderTest, DefaultErrorHandlerLogsWhyTheViBroke) {
   Endpoint b;

@@ -3,6 +3,8 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 
 #include <cerrno>
@@ -30,10 +32,6 @@ unsigned connection_timeout_ms() {
   return unsigned(config::integer("VIASTACK_TCP_TIMEOUT_MS"));
 }
 
-// How long the kernel must have waited in vain for an answer, seen by two
-// liveness checks, before a silence counts: longer than any round trip, so
-// that a window probe caught in flight is not taken for one unanswered.
-constexpr std::uint64_t kUnansweredForNs = 1'000'000'000;
 
 void set_int_option(int fd, int level, int name, int value) { setsockopt(fd, level, name, &value, sizeof value); }
 
@@ -60,23 +58,28 @@ TcpLink::TcpLink(asio::ip::tcp::socket socket, std::string peer, std::function<v
   set_int_option(fd, IPPROTO_TCP, TCP_KEEPCNT, 4);
 }
 
-// Dead once the peer's kernel has acknowledged nothing for the timeout while
-// ours retransmits to it or probes its window in vain. A peer that reads
-// nothing answers every window probe at once (its probes counter goes back to
-// zero), so it stays alive however long it does not read; a host that is
-// down answers nothing. Checked when the engine looks at the peer's state
-// (every sleep slice of a wait), from the kernel's TCP_INFO.
+// Dead once ours has retransmitted to the peer, or probed its closed window,
+// without an answer for the timeout: every check for that long found the
+// kernel waiting, and nothing was acknowledged meanwhile. A peer that reads
+// nothing answers every window probe at once (the kernel's probe counter
+// goes back to zero), so it stays alive however long it does not read; a
+// host that is down answers nothing. Keepalive probes (nothing of ours in
+// the socket) are the kernel's own to judge. Checked when the engine looks
+// at the peer's state (every sleep slice of a wait), from TCP_INFO.
 bool TcpLink::peer_alive() {
   tcp_info info{};
   socklen_t len = sizeof info;
   if (getsockopt(fd(), IPPROTO_TCP, TCP_INFO, &info, &len) != 0) return true;
-  const std::uint64_t now = now_ns();
-  if (info.tcpi_retransmits == 0 && info.tcpi_probes == 0) {
+  int queued = 0;
+  const bool waits_for_answer =
+      info.tcpi_retransmits > 0 || (info.tcpi_probes > 0 && ioctl(fd(), SIOCOUTQ, &queued) == 0 && queued > 0);
+  if (!waits_for_answer) {
     unanswered_since_ns_ = 0;
     return true;
   }
+  const std::uint64_t now = now_ns();
   if (unanswered_since_ns_ == 0) unanswered_since_ns_ = now;
-  return info.tcpi_last_ack_recv <= timeout_ms_ || now - unanswered_since_ns_ < kUnansweredForNs;
+  return info.tcpi_last_ack_recv < timeout_ms_ || now - unanswered_since_ns_ < std::uint64_t(timeout_ms_) * 1'000'000;
 }
 
 TcpLink::~TcpLink() {
