@@ -700,7 +700,6 @@ TEST_P(MeshTest, ShutdownSendsWhatIsQueuedFirst) {
 // collectives send such a last message: a wake-up for a rank that may have
 // gone to sleep, which woke by itself and finished.)
 TEST_P(MeshTest, ARequestThatReachedAPeerBeforeItShutDownIsAnsweredAndClosed) {
-  if (tcp()) GTEST_SKIP() << "a tcp request is at the peer only once the peer's progress has checked its proof";
   via::MeshOptions options = options_for("leaving");
   options.connect_timeout_ms = 3000;
   open_pair(options);

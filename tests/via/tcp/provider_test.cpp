@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <arpa/inet.h>
+#include <linux/filter.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -1172,6 +1173,120 @@ TEST_F(TcpProviderTest, ASendTheSocketHadNoRoomForLeavesAsSoonAsThePeerReads) {
   EXPECT_EQ(received, expected);
   const auto woke_after = all_sent - Clock::time_point(Clock::duration(reading_since_ns.load()));
   EXPECT_LT(woke_after, 100ms) << "the NIC slept on after the peer made room (negative: the sends were out before)";
+}
+
+// A peer that is alive but reads nothing for several times the connection
+// timeout (a rank starved of CPU on an oversubscribed machine, or busy
+// computing) keeps its connection: its kernel still acknowledges, with a
+// closed window. Linux counts such window probes against TCP_USER_TIMEOUT,
+// which ended these links with ETIMEDOUT in a 256-rank all-to-all.
+TEST_F(TcpProviderTest, APeerThatReadsNothingForLongerThanTheTimeoutKeepsItsConnection) {
+  constexpr auto kTimeout = 400ms;
+  setenv("VIASTACK_TCP_TIMEOUT_MS", std::to_string(kTimeout.count()).c_str(), 1);
+  Endpoint b;
+  b.open("tcp:1", 4096);
+  via::Vi* vi = nullptr;
+  std::unique_ptr<RawPeer> peer = accepted_raw_client(b, vi);
+  unsetenv("VIASTACK_TCP_TIMEOUT_MS");
+  ASSERT_NE(peer, nullptr);
+  // A small send buffer on the NIC's socket: the sends wait soon after the peer's window closed.
+  const int small = 4096;
+  const int nic_fd = socket_connected_to(peer->fd());
+  ASSERT_GE(nic_fd, 0);
+  ASSERT_EQ(setsockopt(nic_fd, SOL_SOCKET, SO_SNDBUF, &small, sizeof small), 0);
+
+  constexpr int kOutstanding = 64;
+  constexpr std::size_t kBytes = 4096;
+  int posted = 0, completed = 0, failed = 0;
+  auto reap = [&] {
+    VIP_DESCRIPTOR* d = nullptr;
+    while (vi->send_done(d) == via::Result::success) {
+      failed += status_err(d) != 0;
+      b.release(d);
+      ++completed;
+    }
+  };
+  const auto give_up = Clock::now() + 10s;
+  while (posted - completed < kOutstanding) {
+    ASSERT_LT(Clock::now(), give_up) << "the window never closed: " << posted << " posted, " << completed << " sent";
+    expect_ok(vi->post_send(b.message(0, kBytes), b.arena.handle), "post send");
+    ++posted;
+    b.nic->progress();
+    reap();
+  }
+  // The peer reads nothing for six times the timeout while the NIC waits on
+  // it (its waits check the links' liveness).
+  b.nic->wait([] { return false; }, std::uint32_t((6 * kTimeout).count()));
+  reap();
+  ASSERT_EQ(vi->state(), via::ViState::connected) << "a peer that reads nothing yet was declared dead";
+
+  const std::size_t expected = std::size_t(posted) * tcp::padded_frame_bytes(kBytes);
+  std::size_t received = 0;
+  std::thread reader([&] {
+    while (received < expected) {
+      auto bytes = peer->recv_exact(std::min<std::size_t>(expected - received, 4096));
+      if (!bytes) break;
+      received += bytes->size();
+    }
+  });
+  const via::Result waited = b.nic->wait(
+      [&] {
+        reap();
+        return completed == posted;
+      },
+      5000);
+  reader.join();
+  EXPECT_EQ(waited, via::Result::success);
+  EXPECT_EQ(received, expected);
+  EXPECT_EQ(failed, 0);
+  EXPECT_EQ(vi->state(), via::ViState::connected);
+}
+
+// A peer whose host stops answering is still found dead within about the
+// timeout: here its socket drops everything that arrives (a socket filter),
+// so its kernel acknowledges nothing, as a host that is down.
+TEST_F(TcpProviderTest, APeerThatAcknowledgesNothingIsFoundDeadWithinTheTimeout) {
+  constexpr auto kTimeout = 400ms;
+  setenv("VIASTACK_TCP_TIMEOUT_MS", std::to_string(kTimeout.count()).c_str(), 1);
+  Endpoint b;
+  b.open("tcp:1", 4096);
+  via::Vi* vi = nullptr;
+  std::unique_ptr<RawPeer> peer = accepted_raw_client(b, vi);
+  unsetenv("VIASTACK_TCP_TIMEOUT_MS");
+  ASSERT_NE(peer, nullptr);
+  sock_filter drop_all{BPF_RET | BPF_K, 0, 0, 0};
+  sock_fprog program{1, &drop_all};
+  ASSERT_EQ(setsockopt(peer->fd(), SOL_SOCKET, SO_ATTACH_FILTER, &program, sizeof program), 0);
+
+  expect_ok(vi->post_send(b.message(0, 64), b.arena.handle), "post send");
+  const auto start = Clock::now();
+  b.nic->wait([&] { return vi->state() == via::ViState::error; }, 20000);
+  EXPECT_EQ(vi->state(), via::ViState::error) << "a peer that answers nothing was never found dead";
+  EXPECT_LT(Clock::now() - start, 10 * kTimeout);
+}
+
+// An idle link whose peer misses a keepalive probe (lost on a loaded
+// machine) is the kernel's keepalive to judge, over its several probes: the
+// link's own check counts only retransmissions and window probes, which wait
+// on data of ours. Here the peer drops everything for a while longer than
+// the timeout, past the first probe, then answers again.
+TEST_F(TcpProviderTest, AnIdleLinkWhosePeerMissesAKeepaliveProbeStaysUp) {
+  constexpr auto kTimeout = 400ms;
+  setenv("VIASTACK_TCP_TIMEOUT_MS", std::to_string(kTimeout.count()).c_str(), 1);
+  Endpoint b;
+  b.open("tcp:1", 4096);
+  via::Vi* vi = nullptr;
+  std::unique_ptr<RawPeer> peer = accepted_raw_client(b, vi);
+  unsetenv("VIASTACK_TCP_TIMEOUT_MS");
+  ASSERT_NE(peer, nullptr);
+  sock_filter drop_all{BPF_RET | BPF_K, 0, 0, 0};
+  sock_fprog program{1, &drop_all};
+  ASSERT_EQ(setsockopt(peer->fd(), SOL_SOCKET, SO_ATTACH_FILTER, &program, sizeof program), 0);
+  b.nic->wait([] { return false; }, 2000);  // keepalive's first probe goes after 1 s of silence
+  int unused = 0;
+  ASSERT_EQ(setsockopt(peer->fd(), SOL_SOCKET, SO_DETACH_FILTER, &unused, sizeof unused), 0);
+  b.nic->wait([] { return false; }, 1500);
+  EXPECT_EQ(vi->state(), via::ViState::connected) << "an idle link was ended over one lost keepalive probe";
 }
 
 // With the NIC's default error handler, the reason a VI broke reaches stderr.

@@ -105,7 +105,7 @@ std::unique_ptr<DirectoryClient> DirectoryClient::connect(const std::string& add
     } else {
       auto h = std::make_shared<Handshake>(std::move(client->socket_));
       std::string outcome = "timed out";
-      run_client_handshake(h, key, Purpose::directory, [&](const std::string& e) { outcome = e; });
+      run_client_handshake(h, key, Purpose::directory, {}, [&](const std::string& e) { outcome = e; });
       client->io_.run_for(auth_timeout());
       if (outcome.empty()) {
         client->socket_ = std::move(h->socket);

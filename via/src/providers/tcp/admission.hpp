@@ -122,6 +122,8 @@ class Admissions {
   void refuse(Admission& a, const std::string& why);
 
   const PendingLimits& limits() const { return limits_; }
+  // The connections still pending, oldest first.
+  const std::list<std::shared_ptr<Admission>>& pending() const { return pending_; }
   RefusalLog& log() { return log_; }
 
  private:

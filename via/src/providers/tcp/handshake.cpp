@@ -59,12 +59,13 @@ void write_all(const std::shared_ptr<Handshake>& h, std::vector<std::uint8_t> by
   });
 }
 
-void run_client_handshake(const std::shared_ptr<Handshake>& h, const JobKey& key, Purpose purpose, HandshakeDone done) {
+void run_client_handshake(const std::shared_ptr<Handshake>& h, const JobKey& key, Purpose purpose,
+                          std::vector<std::uint8_t> after_proof, HandshakeDone done) {
   h->purpose = purpose;
   h->client_nonce = random_nonce();
-  write_all(h, encode(Hello{purpose, h->client_nonce}), [h, &key, done](const std::string& error) {
+  write_all(h, encode(Hello{purpose, h->client_nonce}), [h, &key, after_proof = std::move(after_proof), done](const std::string& error) {
     if (!error.empty()) return done(error);
-    read_exactly(h, Challenge::kBytes, [h, &key, done](const std::string& error) {
+    read_exactly(h, Challenge::kBytes, [h, &key, after_proof, done](const std::string& error) {
       if (!error.empty()) return done(error);
       std::string why;
       auto challenge = decode_challenge(h->buffer, why);
@@ -73,7 +74,9 @@ void run_client_handshake(const std::shared_ptr<Handshake>& h, const JobKey& key
       if (!proof_matches(challenge->proof, make_proof(key, Role::server, h->purpose, h->client_nonce, h->server_nonce)))
         return done("the peer could not prove it belongs to this job (wrong job key)");
       const ProofMac mine = make_proof(key, Role::client, h->purpose, h->client_nonce, h->server_nonce);
-      write_all(h, std::vector<std::uint8_t>(mine.begin(), mine.end()), done);
+      std::vector<std::uint8_t> bytes(mine.begin(), mine.end());
+      bytes.insert(bytes.end(), after_proof.begin(), after_proof.end());
+      write_all(h, std::move(bytes), done);
     });
   });
 }
@@ -90,6 +93,7 @@ void run_server_handshake(const std::shared_ptr<Handshake>& h, const JobKey& key
     Challenge challenge{h->server_nonce, make_proof(key, Role::server, h->purpose, h->client_nonce, h->server_nonce)};
     write_all(h, encode(challenge), [h, &key, done](const std::string& error) {
       if (!error.empty()) return done(error);
+      h->challenge_sent = true;
       read_exactly(h, kProofBytes, [h, &key, done](const std::string& error) {
         if (!error.empty()) return done(error);
         ProofMac proof;

@@ -26,12 +26,20 @@ struct Handshake {
   // The last error was the stream's (closed, reset, timed out), not something
   // the peer said: a connecting side may try again on a new stream.
   bool stream_failed = false;
+  // Server side: the challenge (with the server's proof) was written, so the
+  // client knows who it talks to and reads a ConnectResponse next.
+  bool challenge_sent = false;
 };
 
 // `done` gets an empty string on success, else what went wrong. Nothing the
 // peer sends after the proof is read here.
 using HandshakeDone = std::function<void(const std::string& error)>;
-void run_client_handshake(const std::shared_ptr<Handshake>& h, const JobKey& key, Purpose purpose, HandshakeDone done);
+// `after_proof` is written with the client's proof, in one write: a server
+// that answers and closes before it reads them (a NIC on its way out) resets
+// the stream once they arrive, and a second write would fail there before
+// the client read the answer already waiting for it.
+void run_client_handshake(const std::shared_ptr<Handshake>& h, const JobKey& key, Purpose purpose,
+                          std::vector<std::uint8_t> after_proof, HandshakeDone done);
 void run_server_handshake(const std::shared_ptr<Handshake>& h, const JobKey& key, HandshakeDone done);
 
 // Reads exactly n bytes into h->buffer, then calls next (or done with the error).

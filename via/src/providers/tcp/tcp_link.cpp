@@ -3,6 +3,8 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 
 #include <cerrno>
@@ -30,6 +32,7 @@ unsigned connection_timeout_ms() {
   return unsigned(config::integer("VIASTACK_TCP_TIMEOUT_MS"));
 }
 
+
 void set_int_option(int fd, int level, int name, int value) { setsockopt(fd, level, name, &value, sizeof value); }
 
 }  // namespace
@@ -37,19 +40,46 @@ void set_int_option(int fd, int level, int name, int value) { setsockopt(fd, lev
 TcpLink::TcpLink(asio::ip::tcp::socket socket, std::string peer, std::function<void(TcpLink*)> on_destroy)
     : socket_(std::move(socket)),
       peer_(std::move(peer)),
+      timeout_ms_(connection_timeout_ms()),
       on_destroy_(std::move(on_destroy)),
       rx_words_(new std::uint64_t[kRxBytes / 8]),
       rx_(reinterpret_cast<std::byte*>(rx_words_.get())) {
   const int fd = socket_.native_handle();
   set_int_option(fd, IPPROTO_TCP, TCP_NODELAY, 1);
-  // A silent peer is noticed by keepalive probes, an unacknowledged send by the user timeout.
-  const unsigned timeout = connection_timeout_ms();
-  const int probe_s = std::max(1, int(timeout / 5000));
+  // A silent peer is noticed by keepalive probes while the link is idle, and
+  // by peer_alive() while the kernel waits for it to acknowledge. Not by
+  // TCP_USER_TIMEOUT: Linux counts window probes against it, so it would also
+  // end the connection of a peer that is alive and only reads nothing (a rank
+  // starved of CPU on an oversubscribed machine), whose kernel answers them.
+  const int probe_s = std::max(1, int(timeout_ms_ / 5000));
   set_int_option(fd, SOL_SOCKET, SO_KEEPALIVE, 1);
   set_int_option(fd, IPPROTO_TCP, TCP_KEEPIDLE, probe_s);
   set_int_option(fd, IPPROTO_TCP, TCP_KEEPINTVL, probe_s);
   set_int_option(fd, IPPROTO_TCP, TCP_KEEPCNT, 4);
-  set_int_option(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, int(timeout));
+}
+
+// Dead once ours has retransmitted to the peer, or probed its closed window,
+// without an answer for the timeout: every check for that long found the
+// kernel waiting, and nothing was acknowledged meanwhile. A peer that reads
+// nothing answers every window probe at once (the kernel's probe counter
+// goes back to zero), so it stays alive however long it does not read; a
+// host that is down answers nothing. Keepalive probes (nothing of ours in
+// the socket) are the kernel's own to judge. Checked when the engine looks
+// at the peer's state (every sleep slice of a wait), from TCP_INFO.
+bool TcpLink::peer_alive() {
+  tcp_info info{};
+  socklen_t len = sizeof info;
+  if (getsockopt(fd(), IPPROTO_TCP, TCP_INFO, &info, &len) != 0) return true;
+  int queued = 0;
+  const bool waits_for_answer =
+      info.tcpi_retransmits > 0 || (info.tcpi_probes > 0 && ioctl(fd(), SIOCOUTQ, &queued) == 0 && queued > 0);
+  if (!waits_for_answer) {
+    unanswered_since_ns_ = 0;
+    return true;
+  }
+  const std::uint64_t now = now_ns();
+  if (unanswered_since_ns_ == 0) unanswered_since_ns_ = now;
+  return info.tcpi_last_ack_recv < timeout_ms_ || now - unanswered_since_ns_ < std::uint64_t(timeout_ms_) * 1'000'000;
 }
 
 TcpLink::~TcpLink() {
@@ -64,7 +94,7 @@ void TcpLink::break_link(std::string reason) {
 }
 
 bool TcpLink::try_send(const FrameHeader& header, const iovec* iov, std::size_t iovcnt) {
-  if (state_ != State::up) return false;  // the VI learns why from peer_state()
+  if (state_ != State::up || peer_left_) return false;  // the VI learns why from peer_state()
   if (backlog()) {
     flush_backlog();
     if (backlog()) return false;
@@ -88,7 +118,7 @@ bool TcpLink::try_send(const FrameHeader& header, const iovec* iov, std::size_t 
   refused_for_room_ = sent < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
   if (sent < 0) {
     if (refused_for_room_ || errno == EINTR) return false;
-    break_link(std::string("sending failed: ") + std::strerror(errno));
+    send_failed(errno);
     return false;
   }
   if (std::size_t(sent) == total) return true;
@@ -113,8 +143,7 @@ void TcpLink::flush_backlog() {
   while (backlog()) {
     const ssize_t sent = send(fd(), tx_.data() + tx_sent_, tx_.size() - tx_sent_, MSG_DONTWAIT | MSG_NOSIGNAL);
     if (sent < 0) {
-      if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
-        break_link(std::string("sending failed: ") + std::strerror(errno));
+      if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) send_failed(errno);
       return;
     }
     tx_sent_ += std::size_t(sent);
@@ -128,8 +157,43 @@ bool TcpLink::frame_buffered() const {
   return h->length > kMaxFramePayload || have >= padded_frame_bytes(h->length);
 }
 
+// A peer that closed in order after its last frames (its close frame, then
+// its socket) resets the stream when our late bytes reach it, and our send
+// fails: what it sent before it left is read first, and decides. The link
+// then ends as closed once the frames before the close are shown, instead of
+// broken.
+void TcpLink::send_failed(int error) {
+  if (error == EPIPE || error == ECONNRESET) {
+    // Bounded by the buffer: room for the largest frame is kept free for each read.
+    while (!rx_eof_ && !close_frame_buffered() && rx_end_ - rx_begin_ <= kRxBytes - (sizeof(FrameHeader) + kMaxFramePayload + 8)) {
+      const std::size_t held = rx_end_ - rx_begin_;
+      if (read_into_buffer() != 0 || rx_end_ - rx_begin_ == held) break;
+    }
+    if (close_frame_buffered()) {
+      peer_left_ = true;
+      return;
+    }
+  }
+  break_link(std::string("sending failed: ") + std::strerror(error));
+}
+
+bool TcpLink::close_frame_buffered() const {
+  for (std::size_t at = rx_begin_; at + sizeof(FrameHeader) <= rx_end_;) {
+    const auto* h = reinterpret_cast<const FrameHeader*>(rx_ + at);
+    if (h->type == kFrameLinkClose) return true;
+    if (h->length > kMaxFramePayload) return false;
+    at += padded_frame_bytes(h->length);
+  }
+  return false;
+}
+
 void TcpLink::receive() {
   if (rx_eof_ || state_ != State::up) return;  // nothing is read after a close frame or a failure
+  if (const int error = read_into_buffer(); error != 0)
+    break_link(std::string("receiving failed: ") + std::strerror(error));
+}
+
+int TcpLink::read_into_buffer() {
   if (rx_begin_ == rx_end_) {
     rx_begin_ = rx_end_ = 0;
   } else if (kRxBytes - rx_end_ < sizeof(FrameHeader) + kMaxFramePayload + 8) {
@@ -143,8 +207,9 @@ void TcpLink::receive() {
   } else if (got == 0) {
     rx_eof_ = true;
   } else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-    break_link(std::string("receiving failed: ") + std::strerror(errno));
+    return errno;
   }
+  return 0;
 }
 
 // A sleeping NIC is woken by the socket (SO_RCVLOWAT) only once the rest of
@@ -207,6 +272,8 @@ void TcpLink::pop() {
 }
 
 Link::PeerState TcpLink::peer_state() {
+  if (state_ == State::up && !rx_eof_ && !peer_alive())
+    break_link("the peer acknowledged nothing for " + std::to_string(timeout_ms_) + " ms (VIASTACK_TCP_TIMEOUT_MS)");
   if (state_ == State::up && rx_eof_) {
     if (rx_end_ != rx_begin_)
       break_link("connection closed in the middle of a frame");
@@ -227,7 +294,7 @@ void TcpLink::close(bool error) {
   if (state_ == State::up) {
     // Everything sent so far, then the close, reach the peer before the stream ends:
     // wait (boundedly) for room to write them.
-    FrameHeader bye{kFrameLinkClose, std::uint8_t(error ? kFlagError : 0), 0, 0, 0, 0, 0, 0, 0};
+    const FrameHeader bye = link_close_frame(error);
     const std::uint64_t give_up = now_ns() + 1'000'000'000ull;
     bool queued = false;
     while (now_ns() < give_up && state_ == State::up) {

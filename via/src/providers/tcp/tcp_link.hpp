@@ -26,6 +26,11 @@ inline constexpr std::size_t kMaxFramePayload = 512 * 1024;
 
 inline std::size_t padded_frame_bytes(std::size_t payload) { return sizeof(FrameHeader) + ((payload + 7) & ~std::size_t(7)); }
 
+// The frame that closes a link in order (with `error`, because of an error).
+inline FrameHeader link_close_frame(bool error) {
+  return FrameHeader{kFrameLinkClose, std::uint8_t(error ? kFlagError : 0), 0, 0, 0, 0, 0, 0, 0};
+}
+
 class TcpLink final : public Link {
  public:
   // `on_destroy` lets the provider forget the link.
@@ -55,11 +60,19 @@ class TcpLink final : public Link {
  private:
   enum class State { up, closed, failed, broken, dead };
   void receive();
+  // Reads what the socket holds into the buffer; 0, or the errno of a failed read.
+  int read_into_buffer();
   void flush_backlog();
+  void send_failed(int error);
+  // Whether the peer's close frame is among the frames received but not yet shown.
+  bool close_frame_buffered() const;
   void break_link(std::string reason);
+  bool peer_alive();
 
   asio::ip::tcp::socket socket_;
   const std::string peer_;
+  const unsigned timeout_ms_;  // VIASTACK_TCP_TIMEOUT_MS
+  std::uint64_t unanswered_since_ns_ = 0;  // when peer_alive() first saw the kernel wait for an answer
   std::function<void(TcpLink*)> on_destroy_;
   State state_ = State::up;
   std::string broken_;
@@ -73,6 +86,7 @@ class TcpLink final : public Link {
   std::vector<std::byte> tx_;
   std::size_t tx_sent_ = 0;
   bool refused_for_room_ = false;  // the last frame offered found the socket full
+  bool peer_left_ = false;  // a send failed after the peer's close frame came: nothing more is sent
   std::vector<iovec> iov_scratch_;
 };
 

@@ -102,7 +102,10 @@ class TcpProvider final : public Provider {
     admissions_.start();
   }
 
-  ~TcpProvider() override { ::close(epoll_fd_); }
+  ~TcpProvider() override {
+    answer_everyone_on_the_way_out();
+    ::close(epoll_fd_);
+  }
 
   // Tells the job where this NIC listens and settles the job key: given by
   // the launcher (VIASTACK_JOB_KEY), or made by rank 0 and handed to all
@@ -398,6 +401,42 @@ class TcpProvider final : public Provider {
     return !ec;
   }
 
+  // A NIC on its way out answers every request that reached it and still
+  // waits for an answer: accepted, then closed in order at once (what a
+  // mesh's shutdown does on shm), so that the requester hears that this NIC
+  // left instead of waiting out its connect timeout and calling it failed
+  // (MPI's last wake-up for a rank that finished by itself). First the
+  // handshakes move on as far as what has arrived allows: streams the kernel
+  // has queued are accepted and challenged, proofs that came are checked. A
+  // request whose proof is still in flight is answered all the same: it can
+  // only learn that we left. A stream whose hello has not come cannot be
+  // answered (its client does not know yet who we are): it is reset, as before.
+  void answer_everyone_on_the_way_out() {
+    constexpr int kMaxRounds = 64;  // a flood of newcomers does not hold the close
+    if (io_.stopped()) io_.restart();
+    for (int round = 0; round < kMaxRounds && io_.poll() > 0; ++round) {
+    }
+    for (const auto& a : admissions_.pending())
+      if (a->conn->challenge_sent) say_leaving(*a->conn, ViAttributes{});
+    for (auto* held : {&held_connects_, &held_peers_})
+      for (Incoming& in : *held) say_leaving(*in.conn, attributes_of(in.request));
+    for (auto& [cookie, in] : accepted_) say_leaving(*in.conn, attributes_of(in.request));
+  }
+
+  // Without blocking: the few bytes fit in any socket's buffer that is not
+  // full, and one that is full belongs to a client that reads nothing.
+  void say_leaving(Handshake& conn, const ViAttributes& attrs) {
+    std::vector<std::uint8_t> bytes = encode(
+        ConnectResponse{ConnectStatus::accepted, attrs.reliability, attrs.rdma_write, attrs.rdma_read, attrs.max_transfer});
+    const FrameHeader bye = link_close_frame(false);
+    const auto* bye_bytes = reinterpret_cast<const std::uint8_t*>(&bye);
+    bytes.insert(bytes.end(), bye_bytes, bye_bytes + sizeof bye);
+    bytes.resize(ConnectResponse::kBytes + padded_frame_bytes(0));
+    const int fd = conn.socket.native_handle();
+    (void)::send(fd, bytes.data(), bytes.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+    ::shutdown(fd, SHUT_WR);
+  }
+
   // ---- the side that opens a stream ----
 
   void start(const std::shared_ptr<Outgoing>& o) {
@@ -411,8 +450,8 @@ class TcpProvider final : public Provider {
         admissions_.log().warn("cannot connect to " + o->conn->peer + ": " + describe_descriptor_shortage(ec));
       if (ec) return retry_later(o);  // not listening yet, or gone: the VI's timeout decides
       watch(o->conn->socket.native_handle(), EPOLLIN);
-      // The request follows the proof at once; Nagle would hold it until the
-      // peer's delayed acknowledgement of the proof (40 ms on loopback).
+      // The proof and request follow the hello at once; Nagle would hold them
+      // until the peer's delayed acknowledgement (40 ms on loopback).
       asio::error_code ignored;
       o->conn->socket.set_option(asio::ip::tcp::no_delay(true), ignored);
       // A stream that fails before the answer (the peer evicted it) is opened
@@ -420,20 +459,16 @@ class TcpProvider final : public Provider {
       auto failed = [this, o](const std::string& error) {
         return o->conn->stream_failed ? retry_later(o) : fail(*o, error);
       };
-      run_client_handshake(o->conn, key_, Purpose::vi, [o, attempt, failed](const std::string& error) {
+      run_client_handshake(o->conn, key_, Purpose::vi, encode(o->request), [o, attempt, failed](const std::string& error) {
         if (attempt != o->attempt) return;
         if (!error.empty()) return failed(error);
-        write_all(o->conn, encode(o->request), [o, attempt, failed](const std::string& error) {
+        read_exactly(o->conn, ConnectResponse::kBytes, [o, attempt, failed](const std::string& error) {
           if (attempt != o->attempt) return;
-          if (!error.empty()) return failed(error);
-          read_exactly(o->conn, ConnectResponse::kBytes, [o, attempt, failed](const std::string& error) {
-            if (attempt != o->attempt) return;
-            std::string why = error;
-            auto response = why.empty() ? decode_response(o->conn->buffer, why) : std::nullopt;
-            if (!response) return failed(why);
-            o->response = *response;
-            o->phase = Outgoing::Phase::answered;
-          });
+          std::string why = error;
+          auto response = why.empty() ? decode_response(o->conn->buffer, why) : std::nullopt;
+          if (!response) return failed(why);
+          o->response = *response;
+          o->phase = Outgoing::Phase::answered;
         });
       });
     });
