@@ -436,11 +436,11 @@ SCRIPT
 # student's build and checker on the skeleton, which must fail as the text
 # shows, then the reference solution, which must pass. Each command is taken
 # only if the text still says it, so the test follows the text. Needs root,
-# debootstrap, git and a Debian mirror, and a full build (about 30 min on 2
+# debootstrap, git and a Debian mirror, and a full build (17 min on 2 busy
 # cores): only when VIASTACK_FRESH_DEBIAN is set (to 1, or to a fresh
 # debootstrap root, which is copied, not changed); skipped (77) otherwise.
 case_fresh_debian_course() {
-  require_fresh_debian "a full build: about 30 minutes on 2 cores"
+  require_fresh_debian "a full build: about 20 minutes on 2 cores"
   if ! git -C "$source_dir" rev-parse --verify -q HEAD >/dev/null; then
     echo "SKIP: $source_dir is not a git clone, and the teacher's copy is a clone"
     exit 77
@@ -485,6 +485,8 @@ step() {
 # The README's first command: the first line of its first sh block.
 first=$(awk '/^```sh/ { getline; print; exit }' README.md | sed 's/[[:space:]]*#.*//')
 step pass README.md "$first" || { echo "FAIL: the README's first command, so no exercise"; exit 1; }
+echo "what the teacher saw last:"
+tail -n 12 /tmp/step.log
 
 exercise=course/exercises/reliable_stream/README.md
 step pass $exercise "cmake --build build --target reliable_stream"
