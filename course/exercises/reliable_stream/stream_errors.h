@@ -5,7 +5,7 @@
  *   return vipl_failed(r, "VipPostRecv");
  *       "stream: VipPostRecv failed: VIP_INVALID_PARAMETER"
  *   if (d->CS.Status & VIP_STATUS_ERROR_MASK) return descriptor_failed(d, "a receive");
- *       "stream: a receive completed with status 0x21: VIP_STATUS_DESC_FLUSHED_ERROR
+ *       "stream: a receive completed with status 0x10021: VIP_STATUS_DESC_FLUSHED_ERROR
  *        (the VI was disconnected: the peer closed it or left)"
  *
  * Both return STREAM_ERROR.
