@@ -23,6 +23,10 @@
 #   fresh-debian      those packages installed on a fresh Debian 12 (a chroot)
 #                     and every example built and run there; only when
 #                     VIASTACK_FRESH_DEBIAN is set (see case_fresh_debian).
+#   fresh-debian-course  a teacher on a fresh Debian 12: a clean clone of the
+#                     source, the README's first command, then exercise (a) of
+#                     the course as its README says; only when
+#                     VIASTACK_FRESH_DEBIAN is set (see case_fresh_debian_course).
 #
 # The compilers and generator are the build's (CC, CXX and CMAKE_GENERATOR in
 # the environment, from ctest); VIASTACK_SANITIZE, when set, is passed to the
@@ -328,33 +332,59 @@ case_debian() {
 # project through find_package. Needs root and debootstrap, and minutes: it
 # runs only when VIASTACK_FRESH_DEBIAN is set (to 1, or to a chroot made by an
 # earlier run, to reuse it); skipped (77) otherwise.
-case_fresh_debian() {
+debian_mirror=http://deb.debian.org/debian
+
+# require_fresh_debian WHAT: skips (77), saying why, unless VIASTACK_FRESH_DEBIAN
+# is set, we are root with debootstrap, and the Debian mirror answers.
+require_fresh_debian() {
   if [ -z "${VIASTACK_FRESH_DEBIAN:-}" ]; then
-    echo "SKIP: set VIASTACK_FRESH_DEBIAN=1 (needs root, debootstrap and a Debian mirror; a few minutes)"
+    echo "SKIP: set VIASTACK_FRESH_DEBIAN=1 (needs root, debootstrap and a Debian mirror; $1)"
     exit 77
   fi
   if [ "$(id -u)" -ne 0 ] || ! command -v debootstrap >/dev/null; then
     echo "SKIP: a fresh Debian chroot needs root and debootstrap"
     exit 77
   fi
+  local host=${debian_mirror#http://}
+  host=${host%%/*}
+  if ! timeout 10 bash -c "exec 3<>/dev/tcp/$host/80" 2>/dev/null; then
+    echo "SKIP: the Debian mirror $debian_mirror does not answer (no network?)"
+    exit 77
+  fi
+}
+
+# debootstrap_into ROOT: a minimal Debian 12 there, or fails and returns 1.
+debootstrap_into() {
+  debootstrap --variant=minbase bookworm "$1" "$debian_mirror" >"$work/debootstrap.log" 2>&1 && return 0
+  tail -n 20 "$work/debootstrap.log"
+  fail "debootstrap bookworm"
+  return 1
+}
+
+# enter_chroot ROOT: its name server, /proc and a /dev/shm of its own mounted
+# (undone on exit), or fails and returns 1.
+enter_chroot() {
+  local root=$1 before=${#mounts[@]}
+  mkdir -p "$root/dev/shm"
+  cp /etc/resolv.conf "$root/etc/"
+  if mount -t proc proc "$root/proc"; then mounts+=("$root/proc"); fi
+  if mount -t tmpfs shm "$root/dev/shm"; then mounts=("$root/dev/shm" "${mounts[@]}"); fi
+  if [ ${#mounts[@]} -ne $((before + 2)) ]; then
+    fail "mounting /proc and /dev/shm in $root"
+    return 1
+  fi
+}
+
+case_fresh_debian() {
+  require_fresh_debian "a few minutes"
   local runtime dev bin root=$VIASTACK_FRESH_DEBIAN
   make_packages || return
   if [ "$root" = 1 ]; then
     root=$work/bookworm
-    debootstrap --variant=minbase bookworm "$root" http://deb.debian.org/debian >"$work/debootstrap.log" 2>&1 || {
-      tail -n 20 "$work/debootstrap.log"
-      fail "debootstrap bookworm"
-      return
-    }
+    debootstrap_into "$root" || return
   fi
-  mkdir -p "$root/debs" "$root/dev/shm" && cp "$runtime" "$dev" "$bin" "$root/debs/"
-  cp /etc/resolv.conf "$root/etc/"
-  if mount -t proc proc "$root/proc"; then mounts+=("$root/proc"); fi
-  if mount -t tmpfs shm "$root/dev/shm"; then mounts=("$root/dev/shm" "${mounts[@]}"); fi
-  if [ ${#mounts[@]} -ne 2 ]; then
-    fail "mounting /proc and /dev/shm in $root"
-    return
-  fi
+  mkdir -p "$root/debs" && cp "$runtime" "$dev" "$bin" "$root/debs/"
+  enter_chroot "$root" || return
   # The chroot script: examples.list's lines on its standard input.
   cat >"$root/tmp/fresh_debian.sh" <<'SCRIPT'
 set -u
@@ -398,14 +428,94 @@ SCRIPT
   examples | chroot "$root" bash /tmp/fresh_debian.sh || fail "on a fresh Debian 12 (above)"
 }
 
+# The course's quality bar (issue 20): a teacher with a fresh Debian 12
+# machine runs exercise (a) from the text alone. In a debootstrap chroot, a
+# clean clone of SOURCE_DIR (its HEAD: what a teacher gets, no build tree, no
+# uncommitted change) runs the README's first command as the README writes
+# it, then each step of course/exercises/reliable_stream/README.md: the
+# student's build and checker on the skeleton, which must fail as the text
+# shows, then the reference solution, which must pass. Each command is taken
+# only if the text still says it, so the test follows the text. Needs root,
+# debootstrap, git and a Debian mirror, and a full build (17 min on 2 busy
+# cores): only when VIASTACK_FRESH_DEBIAN is set (to 1, or to a fresh
+# debootstrap root, which is copied, not changed); skipped (77) otherwise.
+case_fresh_debian_course() {
+  require_fresh_debian "a full build: about 20 minutes on 2 cores"
+  if ! git -C "$source_dir" rev-parse --verify -q HEAD >/dev/null; then
+    echo "SKIP: $source_dir is not a git clone, and the teacher's copy is a clone"
+    exit 77
+  fi
+  local root=$work/bookworm
+  if [ "$VIASTACK_FRESH_DEBIAN" = 1 ]; then
+    debootstrap_into "$root" || return
+  else
+    cp -a "$VIASTACK_FRESH_DEBIAN" "$root" || { fail "copying $VIASTACK_FRESH_DEBIAN"; return; }
+  fi
+  git clone -q "$source_dir" "$root/root/viastack" || { fail "git clone $source_dir"; return; }
+  echo "the teacher's clone: $(git -C "$root/root/viastack" log --oneline -1)"
+  enter_chroot "$root" || return
+  cat >"$root/tmp/course_teacher.sh" <<'SCRIPT'
+set -u
+cd /root/viastack
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+# said_in FILE COMMAND: FILE has COMMAND as a line of its own (a trailing
+# comment aside): the teacher reads it there.
+said_in() {
+  sed 's/[[:space:]]*#.*//' "$1" | grep -qxF -- "$2" && return 0
+  fail "$1 does not say '$2' any more: this test follows the text, change it with the text"
+  return 1
+}
+# step EXPECTED FILE COMMAND: runs COMMAND, as FILE says, in bash; EXPECTED is
+# pass (status 0) or fail (status 1, the checker's FAIL, or a job's failure).
+# Its output is in /tmp/step.log.
+step() {
+  local expected=$1 file=$2 command=$3 status start=$SECONDS
+  said_in "$file" "$command" || return 1
+  bash -c "$command" >/tmp/step.log 2>&1
+  status=$?
+  if { [ "$expected" = pass ] && [ $status -ne 0 ]; } || { [ "$expected" = fail ] && [ $status -eq 0 ]; }; then
+    tail -n 30 /tmp/step.log
+    fail "$command (from $file) ended with status $status; the text expects it to $expected"
+    return 1
+  fi
+  echo "ok ($((SECONDS - start)) s, status $status as $file expects): $command"
+}
+
+# The README's first command: the first line of its first sh block.
+first=$(awk '/^```sh/ { getline; print; exit }' README.md | sed 's/[[:space:]]*#.*//')
+step pass README.md "$first" || { echo "FAIL: the README's first command, so no exercise"; exit 1; }
+echo "what the teacher saw last:"
+tail -n 12 /tmp/step.log
+
+exercise=course/exercises/reliable_stream/README.md
+step pass $exercise "cmake --build build --target reliable_stream"
+step fail $exercise "VIASTACK_FAULTS=drop=0.1,dup=0.05,reorder=0.1,seed=1 build/bin/viarun -n 2 build/bin/reliable_stream --messages 1000" &&
+  { grep -q 'reliable_stream rank 1: ' /tmp/step.log || fail "the skeleton's run does not say what rank 1 got wrong"; }
+# The skeleton fails the checker as the text shows (the first line of its FAIL).
+shown=$(grep -m1 '^FAIL: ' $exercise)
+step fail $exercise "course/exercises/reliable_stream/check.sh build/bin/reliable_stream" &&
+  { grep -qF -- "$shown" /tmp/step.log || { tail -n 5 /tmp/step.log; fail "the skeleton's checker does not say, as the text: $shown"; }; }
+step pass $exercise "cmake --build build --target reliable_stream_solution"
+step pass $exercise "course/exercises/reliable_stream/check.sh build/bin/reliable_stream_solution" &&
+  grep '^PASS: ' /tmp/step.log
+exit $((failures != 0))
+SCRIPT
+  # As a login on that machine: nothing of this environment (ctest's CC, CXX,
+  # VIASTACK_*) goes in.
+  chroot "$root" env -i HOME=/root PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8 \
+    bash /tmp/course_teacher.sh || fail "exercise (a) on a fresh Debian 12 (above)"
+}
+
 case $case_name in
   examples) case_examples ;;
   fresh-debian) case_fresh_debian ;;
+  fresh-debian-course) case_fresh_debian_course ;;
   bad-input) case_bad_input ;;
   unwritable-prefix) case_unwritable_prefix ;;
   debian) case_debian ;;
   *)
-    echo "usage: install_test.sh examples|bad-input|unwritable-prefix|debian|fresh-debian BUILD_DIR SOURCE_DIR" >&2
+    echo "usage: install_test.sh examples|bad-input|unwritable-prefix|debian|fresh-debian|fresh-debian-course BUILD_DIR SOURCE_DIR" >&2
     exit 2
     ;;
 esac

@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "stream.h"
+#include "stream_errors.h"
 
 #define NUM_RECVS 64 /* receive descriptors kept posted: a frame that finds none is lost */
 #define FRAME_BYTES ((STREAM_MAX_FRAME + 63) / 64 * 64)
@@ -44,11 +45,6 @@ struct stream {
    * kept for retransmission, and when each went out) and the receiver's (the
    * next number to deliver, what arrived ahead of it). */
 };
-
-static int vipl_failed(VIP_RETURN r, const char *what) {
-  fprintf(stderr, "stream: %s failed: VIP_RETURN %d\n", what, (int)r);
-  return STREAM_ERROR;
-}
 
 static int post_receive(stream *s, VIP_DESCRIPTOR *d) {
   memset(d, 0, sizeof *d);
@@ -77,7 +73,7 @@ static int transmit(stream *s, const struct frame_header *h, const void *payload
   if (r != VIP_SUCCESS) return vipl_failed(r, "VipPostSend");
   r = VipSendWait(s->vi, 5000, &d);
   if (r != VIP_SUCCESS) return vipl_failed(r, "VipSendWait");
-  return (d->CS.Status & VIP_STATUS_ERROR_MASK) ? vipl_failed(VIP_DESCRIPTOR_ERROR, "a send") : 0;
+  return (d->CS.Status & VIP_STATUS_ERROR_MASK) ? descriptor_failed(d, "a send") : 0;
 }
 
 stream *stream_open(VIP_NIC_HANDLE nic, VIP_PROTECTION_HANDLE ptag, VIP_VI_HANDLE vi) {
@@ -133,7 +129,7 @@ long stream_recv(stream *s, void *buffer, size_t capacity, int timeout_ms) {
   VIP_RETURN r = VipRecvWait(s->vi, (VIP_ULONG)timeout_ms, &d);
   if (r == VIP_TIMEOUT) return STREAM_TIMEOUT;
   if (r != VIP_SUCCESS) return vipl_failed(r, "VipRecvWait");
-  if (d->CS.Status & VIP_STATUS_ERROR_MASK) return vipl_failed(VIP_DESCRIPTOR_ERROR, "a receive");
+  if (d->CS.Status & VIP_STATUS_ERROR_MASK) return descriptor_failed(d, "a receive");
   struct frame_header h;
   const unsigned char *frame = s->recv_frames + (size_t)(d - s->recv_desc) * FRAME_BYTES;
   memcpy(&h, frame, sizeof h);

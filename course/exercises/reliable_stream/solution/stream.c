@@ -26,6 +26,7 @@
 #include <time.h>
 
 #include "stream.h"
+#include "stream_errors.h"
 
 #define WINDOW 32        /* messages sent and not yet acknowledged, at most (<= 32: the bitmap) */
 #define NUM_SENDS 64     /* send descriptors, each with its own frame */
@@ -88,11 +89,6 @@ static uint64_t now_ns(void) {
 
 static double ms_since(uint64_t then) { return (double)(now_ns() - then) / 1e6; }
 
-static int vipl_failed(VIP_RETURN r, const char *what) {
-  fprintf(stderr, "stream: %s failed: VIP_RETURN %d\n", what, (int)r);
-  return STREAM_ERROR;
-}
-
 static int post_receive(stream *s, VIP_DESCRIPTOR *d) {
   memset(d, 0, sizeof *d);
   d->CS.SegCount = 1;
@@ -108,10 +104,7 @@ static int reap_sends(stream *s) {
   VIP_DESCRIPTOR *d;
   while (VipSendDone(s->vi, &d) == VIP_SUCCESS) {
     s->send_free[d - s->send_desc] = 1;
-    if (d->CS.Status & VIP_STATUS_ERROR_MASK) {
-      fprintf(stderr, "stream: a send completed with status 0x%x\n", (unsigned)d->CS.Status);
-      return STREAM_ERROR;
-    }
+    if (d->CS.Status & VIP_STATUS_ERROR_MASK) return descriptor_failed(d, "a send");
   }
   return 0;
 }
@@ -230,10 +223,7 @@ static int handle_frame(stream *s, VIP_DESCRIPTOR *d) {
     s->peer_gone = 1; /* disconnected: the receives come back flushed */
     return 0;
   }
-  if (d->CS.Status & VIP_STATUS_ERROR_MASK) {
-    fprintf(stderr, "stream: a receive completed with status 0x%x\n", (unsigned)d->CS.Status);
-    return STREAM_ERROR;
-  }
+  if (d->CS.Status & VIP_STATUS_ERROR_MASK) return descriptor_failed(d, "a receive");
   struct frame_header h;
   const unsigned char *frame = s->recv_frames + (size_t)(d - s->recv_desc) * FRAME_BYTES;
   if (d->CS.Length < sizeof h) {
