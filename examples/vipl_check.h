@@ -25,24 +25,20 @@ static inline void die(void) {
   exit(1);
 }
 
-static const char *const return_names[] = {
-    "VIP_SUCCESS", "VIP_NOT_DONE", "VIP_INVALID_PARAMETER", "VIP_ERROR_RESOURCE", "VIP_TIMEOUT", "VIP_REJECT",
-    "VIP_INVALID_RELIABILITY_LEVEL", "VIP_INVALID_MTU", "VIP_INVALID_QOS", "VIP_INVALID_PTAG",
-    "VIP_INVALID_RDMAREAD", "VIP_DESCRIPTOR_ERROR", "VIP_INVALID_STATE", "VIP_ERROR_NAMESERVICE", "VIP_NO_MATCH"};
-
 /* Anything but VIP_SUCCESS ends the program. */
 static inline void check(VIP_RETURN r, const char *what) {
   if (r == VIP_SUCCESS) return;
-  fprintf(stderr, "%s rank %d: %s failed: VIP_RETURN 0x%x (%s)\n", program, rank, what, (unsigned)r,
-          (unsigned)r < sizeof return_names / sizeof *return_names ? return_names[r] : "unknown");
+  fprintf(stderr, "%s rank %d: %s failed: VIP_RETURN 0x%x (%s)\n", program, rank, what, (unsigned)r, VipReturnName(r));
   die();
 }
 
 /* A completed descriptor must say DONE and no error bit. */
 static inline void check_status(const VIP_DESCRIPTOR *d, const char *what) {
   if ((d->CS.Status & VIP_STATUS_DONE) && !(d->CS.Status & VIP_STATUS_ERROR_MASK)) return;
-  fprintf(stderr, "%s rank %d: %s completed with an error: Status 0x%x\n", program, rank, what,
-          (unsigned)d->CS.Status);
+  char names[512];
+  VipStatusErrorNames(d->CS.Status, names, sizeof names);
+  fprintf(stderr, "%s rank %d: %s completed with an error: Status 0x%x: %s\n", program, rank, what,
+          (unsigned)d->CS.Status, (d->CS.Status & VIP_STATUS_DONE) ? names : "not done");
   die();
 }
 

@@ -332,6 +332,12 @@ void via_set_log_hook(VIA_LOG_HOOK Hook, void *Context);
 /* ---- viastack extensions for diagnosis (not in the VIA specification) ----
  * VipErrorCodeName: the name of an asynchronous error's code, as a
  * VIP_ERROR_HANDLER would print it: "VIP_ERROR_RECVQ_EMPTY".
+ * VipReturnName: the name of a VIP_RETURN: "VIP_NO_MATCH" ("an unknown
+ * VIP_RETURN" for a value that is none).
+ * VipStatusErrorNames: the error bits of a descriptor's Status, each by name
+ * with its usual cause, separated by "; ", into Buffer (Size bytes, always
+ * NUL-terminated when Size > 0; cut short if too small, as snprintf does).
+ * Returns the length of the whole text; "" (0) when no error bit is set.
  * VipQueryFaultCounters: the faults VIASTACK_FAULTS has injected so far into
  * the frames this NIC sent on its unreliable VIs (reliable VIs never see one;
  * C++: via::Nic::counters()). A frame held back to be reordered counts in
@@ -345,6 +351,8 @@ typedef struct {
   VIP_UINT64 Delayed;
 } VIP_FAULT_COUNTERS;
 const char *VipErrorCodeName(VIP_ERROR_CODE Code);
+const char *VipReturnName(VIP_RETURN Code);
+size_t VipStatusErrorNames(VIP_UINT32 Status, char *Buffer, size_t Size);
 VIP_RETURN VipQueryFaultCounters(VIP_NIC_HANDLE NicHandle, VIP_FAULT_COUNTERS *Counters);
 
 #ifdef __cplusplus

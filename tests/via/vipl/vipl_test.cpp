@@ -1228,6 +1228,28 @@ TEST_F(Vipl, ErrorCodeNamesAreTheVipNames) {
   EXPECT_STREQ(VipErrorCodeName(VIP_ERROR_CODE(99)), "an unknown VIP_ERROR code");
 }
 
+TEST_F(Vipl, ReturnCodesAndStatusBitsHaveTheirVipNames) {
+  EXPECT_STREQ(VipReturnName(VIP_SUCCESS), "VIP_SUCCESS");
+  EXPECT_STREQ(VipReturnName(VIP_INVALID_PARAMETER), "VIP_INVALID_PARAMETER");
+  EXPECT_STREQ(VipReturnName(VIP_NO_MATCH), "VIP_NO_MATCH");
+  EXPECT_STREQ(VipReturnName(VIP_RETURN(VIP_NO_MATCH + 1)), "an unknown VIP_RETURN");
+
+  char names[256];
+  EXPECT_EQ(VipStatusErrorNames(VIP_STATUS_DONE | VIP_STATUS_OP_RECEIVE, names, sizeof names), 0u);
+  EXPECT_STREQ(names, "");
+  const std::uint32_t flushed_and_length = VIP_STATUS_DONE | VIP_STATUS_DESC_FLUSHED_ERROR | VIP_STATUS_LENGTH_ERROR;
+  const std::size_t length = VipStatusErrorNames(flushed_and_length, names, sizeof names);
+  EXPECT_EQ(length, std::strlen(names));
+  const std::string text = names;
+  EXPECT_EQ(text.find("VIP_STATUS_LENGTH_ERROR ("), 0u) << text;
+  EXPECT_NE(text.find("; VIP_STATUS_DESC_FLUSHED_ERROR (the VI was disconnected"), std::string::npos) << text;
+  // Cut short as snprintf does: NUL-terminated, the whole length returned.
+  char small[8];
+  EXPECT_EQ(VipStatusErrorNames(flushed_and_length, small, sizeof small), length);
+  EXPECT_STREQ(small, "VIP_STA");
+  EXPECT_EQ(VipStatusErrorNames(flushed_and_length, nullptr, 0), length);
+}
+
 // Both NICs opened under VIASTACK_FAULTS=drop=1: every data frame of an
 // unreliable VI is lost, none of a reliable one.
 class ViplFaults : public Vipl {

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <iterator>
 #include <mutex>
 #include <string>
 
@@ -534,6 +535,48 @@ void via_set_log_hook(VIA_LOG_HOOK Hook, void* Context) {
 }
 
 const char* VipErrorCodeName(VIP_ERROR_CODE Code) { return via::error_name(Code); }
+
+const char* VipReturnName(VIP_RETURN Code) {
+  // In vipl.h's order: VIP_SUCCESS is 0.
+  static constexpr const char* names[] = {"VIP_SUCCESS",         "VIP_NOT_DONE",
+                                          "VIP_INVALID_PARAMETER", "VIP_ERROR_RESOURCE",
+                                          "VIP_TIMEOUT",         "VIP_REJECT",
+                                          "VIP_INVALID_RELIABILITY_LEVEL", "VIP_INVALID_MTU",
+                                          "VIP_INVALID_QOS",     "VIP_INVALID_PTAG",
+                                          "VIP_INVALID_RDMAREAD", "VIP_DESCRIPTOR_ERROR",
+                                          "VIP_INVALID_STATE",   "VIP_ERROR_NAMESERVICE",
+                                          "VIP_NO_MATCH"};
+  static_assert(std::size(names) == VIP_NO_MATCH + 1);
+  return unsigned(Code) < std::size(names) ? names[Code] : "an unknown VIP_RETURN";
+}
+
+size_t VipStatusErrorNames(VIP_UINT32 Status, char* Buffer, size_t Size) {
+  static constexpr struct {
+    VIP_UINT32 bit;
+    const char* name;
+  } errors[] = {
+      {VIP_STATUS_FORMAT_ERROR, "VIP_STATUS_FORMAT_ERROR (the descriptor is malformed: its segment count or lengths)"},
+      {VIP_STATUS_PROTECTION_ERROR,
+       "VIP_STATUS_PROTECTION_ERROR (a segment lies outside a registered region, or under another protection tag)"},
+      {VIP_STATUS_LENGTH_ERROR, "VIP_STATUS_LENGTH_ERROR (the message was longer than the receive's buffers)"},
+      {VIP_STATUS_PARTIAL_ERROR, "VIP_STATUS_PARTIAL_ERROR (only part of the data was placed)"},
+      {VIP_STATUS_DESC_FLUSHED_ERROR,
+       "VIP_STATUS_DESC_FLUSHED_ERROR (the VI was disconnected: the peer closed it or left)"},
+      {VIP_STATUS_TRANSPORT_ERROR, "VIP_STATUS_TRANSPORT_ERROR (the connection broke)"},
+      {VIP_STATUS_RDMA_PROT_ERROR,
+       "VIP_STATUS_RDMA_PROT_ERROR (the remote memory is not registered for this RDMA, or under another tag)"},
+      {VIP_STATUS_REMOTE_DESC_ERROR, "VIP_STATUS_REMOTE_DESC_ERROR (the peer had no receive posted, or a bad one)"},
+  };
+  std::string text;
+  for (const auto& e : errors)
+    if (Status & e.bit) text.append(text.empty() ? "" : "; ").append(e.name);
+  if (Size > 0) {
+    const std::size_t kept = std::min(text.size(), Size - 1);
+    std::memcpy(Buffer, text.data(), kept);
+    Buffer[kept] = '\0';
+  }
+  return text.size();
+}
 
 VIP_RETURN VipQueryFaultCounters(VIP_NIC_HANDLE NicHandle, VIP_FAULT_COUNTERS* Counters) {
   via::Nic* nic = nic_of(NicHandle);

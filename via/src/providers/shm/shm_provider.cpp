@@ -306,7 +306,7 @@ class ShmProvider final : public Provider {
     // The mapping the request went into. Its owner may accept, send what it
     // had and exit (removing its file) before we look again: the outcome is
     // read through this mapping, not through the name.
-    std::shared_ptr<Segment> remote_segment;
+    std::shared_ptr<Segment> remote_segment{};
     // Back-off between attempts to reach an inbox that is full or not there yet.
     std::uint64_t next_attempt_ns = 0;
     std::uint64_t backoff_ns = kFirstRetryNs;
