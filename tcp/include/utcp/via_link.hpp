@@ -62,6 +62,12 @@ class ViaLink final : public Link, private via::MeshClient {
   bool transmit(wire::Ipv4Address next_hop, std::span<const std::uint8_t> packet) override;
   // One of send_buffers registered buffers that no send holds.
   std::span<std::uint8_t> packet_buffer() override;
+  // What the VI to that peer copies into the link in one frame, straight
+  // from the caller's pieces: 0 while the peer is not connected or any
+  // send waits to leave (transmit() takes those packets).
+  std::size_t max_gathered(wire::Ipv4Address next_hop) const override;
+  bool transmit_gathered(wire::Ipv4Address next_hop, std::span<const std::uint8_t> head,
+                         std::span<const std::uint8_t> body) override;
   std::size_t receive(const PacketSink& deliver, std::size_t budget) override;
 
   wire::Ipv4Address address() const { return config_.addresses.address_of(rank_); }

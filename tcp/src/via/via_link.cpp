@@ -128,6 +128,21 @@ bool ViaLink::transmit(wire::Ipv4Address next_hop, std::span<const std::uint8_t>
   return sent != via::Mesh::Sent::dropped;
 }
 
+std::size_t ViaLink::max_gathered(wire::Ipv4Address next_hop) const {
+  const std::optional<int> peer = config_.addresses.rank_of(next_hop, size_);
+  // Only while no send waits in a VI's queue: an inline send cannot pass
+  // one, and the mesh would copy the packet into a bounce buffer instead.
+  if (!peer || !mesh_->idle()) return 0;
+  return std::min(config_.mtu, mesh_->max_inline_send(*peer));
+}
+
+bool ViaLink::transmit_gathered(wire::Ipv4Address next_hop, std::span<const std::uint8_t> head,
+                                std::span<const std::uint8_t> body) {
+  const std::optional<int> peer = config_.addresses.rank_of(next_hop, size_);
+  if (head.size() + body.size() > config_.mtu || !peer || !mesh_->reachable(*peer)) return false;
+  return mesh_->send(*peer, std::as_bytes(head), std::as_bytes(body)) != via::Mesh::Sent::dropped;
+}
+
 void ViaLink::on_message(int, std::span<std::byte> message) {
   const std::span packet(reinterpret_cast<const std::uint8_t*>(message.data()), message.size());
   if (sink_)
