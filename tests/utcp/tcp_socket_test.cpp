@@ -321,6 +321,30 @@ TEST_F(TcpSocketsOverALinkGatheringShortPackets, LongerSegmentsAreBuiltWhole) {
   EXPECT_EQ(net_.b().counters().tcp.bad_checksum, 0u);
 }
 
+// A stream of writes that each fit the send buffer (64 KiB writes into 1
+// MiB): each write takes in the ACKs that came meanwhile, so what the
+// congestion window held back goes on without the program ever waiting.
+// Before, the ACKs waited until the buffer filled and a write blocked: the
+// link stood idle while the program filled the buffer.
+TEST_F(TcpSockets, WritesThatFitTheBufferTakeInAcksAndKeepSending) {
+  TcpSocket client(net_.a());
+  std::optional<TcpSocket> server;
+  connect_pair(client, server);
+  client.set_nonblocking(true);  // a write that had to wait would fail instead
+  const Bytes chunk = pattern(65536, 7);
+  const std::uint64_t first_window = client.info()->congestion_window;
+  std::size_t written = 0;
+  for (int i = 0; i < 8; ++i) {
+    ASSERT_EQ(client.send(chunk).value(), chunk.size()) << i;
+    written += chunk.size();
+  }
+  const utcp::TcpInfo info = *client.info();
+  // More left than the first window allowed: ACKs were taken and answered.
+  EXPECT_GT(written - info.bytes_unsent, first_window);
+  EXPECT_GT(info.congestion_window, first_window);
+  EXPECT_EQ(read_exactly(*server, written).size(), written);
+}
+
 TEST_F(TcpSockets, ClosedPortRefusesWithReset) {
   TcpSocket client(net_.a());
   EXPECT_EQ(client.connect({address_b, 6000}), errc(std::errc::connection_refused));

@@ -246,6 +246,8 @@ class TcpConnection {
   bool readable() const;
   // Room in the send buffer, 0 once sending is over.
   std::size_t send_space() const;
+  // Bytes in the send buffer wait for the windows (or Nagle) to go.
+  bool has_unsent() const;
   // Everything sent has been acknowledged (and the buffer is empty).
   bool all_acknowledged() const;
 

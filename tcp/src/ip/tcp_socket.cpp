@@ -92,7 +92,14 @@ Result<std::size_t> TcpSocket::send(std::span<const std::uint8_t> data) {
       return taken.error();
     }
     queued += *taken;
-    if (queued == data.size()) return queued;
+    if (queued == data.size()) {
+      // What the windows held back goes on as the ACKs that arrived meanwhile
+      // open them, not only once the program next waits: one poll of the
+      // stack, no wait (a stream of writes that fit the buffer would
+      // otherwise leave the link idle between the windows' fills).
+      if (connection->has_unsent() && stack_->waiter()) stack_->waiter()->wait_until([] { return true; }, {});
+      return queued;
+    }
     std::optional<std::chrono::milliseconds> left;
     if (deadline)
       left = std::max(std::chrono::milliseconds(0),

@@ -1407,6 +1407,8 @@ std::size_t TcpConnection::send_space() const {
   return impl_->accepts_writes() ? impl_->send_buffer.free() : 0;
 }
 
+bool TcpConnection::has_unsent() const { return impl_->unsent_bytes() > 0; }
+
 bool TcpConnection::all_acknowledged() const {
   return impl_->send_buffer.empty() && impl_->send_unacknowledged == impl_->send_max;
 }
