@@ -345,6 +345,38 @@ TEST_F(TcpSockets, WritesThatFitTheBufferTakeInAcksAndKeepSending) {
   EXPECT_EQ(read_exactly(*server, written).size(), written);
 }
 
+// A reader blocked in receive() lends its buffer: the data that arrives
+// while it waits is copied straight into it, not into the receive buffer
+// and out again; what does not fit waits in the receive buffer for the next
+// call, in order.
+TEST_F(TcpSockets, AWaitingReaderGetsDataStraightIntoItsBuffer) {
+  TcpSocket client(net_.a());
+  std::optional<TcpSocket> server;
+  connect_pair(client, server);
+  const Bytes data = pattern(30000, 8);
+  ASSERT_EQ(client.send(data).value(), data.size());
+  // Waits (nothing has crossed yet): the first window's segments fill part of it.
+  Bytes first(20000);
+  const std::size_t got = server->receive(first).value();
+  ASSERT_GT(got, 0u);
+  EXPECT_EQ(Bytes(first.begin(), first.begin() + static_cast<std::ptrdiff_t>(got)),
+            Bytes(data.begin(), data.begin() + static_cast<std::ptrdiff_t>(got)));
+  EXPECT_EQ(server->counters()->bytes_in_directly, got);
+  // The rest, arrived before the next receive: through the receive buffer.
+  net_.run_for(10ms);
+  EXPECT_EQ(read_exactly(*server, data.size() - got), Bytes(data.begin() + static_cast<std::ptrdiff_t>(got), data.end()));
+  EXPECT_EQ(server->counters()->bytes_in_directly, got);
+  EXPECT_EQ(server->counters()->bytes_in, data.size());
+
+  // A lent buffer smaller than what comes: it fills, the rest waits in order.
+  ASSERT_EQ(client.send(data).value(), data.size());
+  Bytes small(1000);
+  ASSERT_EQ(server->receive(small).value(), small.size());
+  EXPECT_EQ(small, Bytes(data.begin(), data.begin() + 1000));
+  EXPECT_EQ(server->counters()->bytes_in_directly, got + 1000);
+  EXPECT_EQ(read_exactly(*server, data.size() - 1000), Bytes(data.begin() + 1000, data.end()));
+}
+
 TEST_F(TcpSockets, ClosedPortRefusesWithReset) {
   TcpSocket client(net_.a());
   EXPECT_EQ(client.connect({address_b, 6000}), errc(std::errc::connection_refused));
