@@ -48,7 +48,8 @@ constexpr int repetitions = 5;
 // the run instead of hanging it.
 constexpr auto call_timeout = 30s;
 // UDP streaming: at most this many IP packets (datagrams or their fragments)
-// in flight, below the 32 receive buffers a VIA link posts per peer.
+// in flight, below the receive buffers a VIA link posts per peer (at least 32
+// unless VIASTACK_UTCP_RECEIVE_BUFFERS says fewer).
 constexpr std::size_t udp_packets_in_flight = 16;
 
 struct Options {

@@ -90,6 +90,19 @@ TEST(Ipv4, EmitsAPayloadAlreadyInPlace) {
   EXPECT_EQ(parsed->payload[7], 27);
 }
 
+TEST(Ipv4, HeaderAloneMatchesTheWholePacket) {
+  Ipv4Header header;
+  header.identification = 0x1234;
+  header.protocol = 6;
+  std::vector<std::uint8_t> whole(20 + 300);
+  EXPECT_EQ(emit_ipv4(header, std::vector<std::uint8_t>(300, 0xab), whole), whole.size());
+  std::vector<std::uint8_t> alone(20);
+  EXPECT_EQ(emit_ipv4_header(header, 300, alone), whole.size());
+  EXPECT_TRUE(std::equal(alone.begin(), alone.end(), whole.begin()));
+  EXPECT_THROW(emit_ipv4_header(header, 65516, alone), std::length_error);
+  EXPECT_THROW(emit_ipv4_header(header, 0, std::span(alone).first(19)), std::length_error);
+}
+
 TEST(Ipv4, EmitRefusesWhatItCannotWrite) {
   std::vector<std::uint8_t> small(27);
   const std::vector<std::uint8_t> payload(8);

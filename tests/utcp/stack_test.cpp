@@ -700,12 +700,14 @@ TEST_F(HostEnvironment, HostConfigurationFromTheEnvironment) {
   set("VIASTACK_RANK", "2");
   set("VIASTACK_SIZE", "4");
   set("VIASTACK_UTCP_MTU", "1500");
+  set("VIASTACK_UTCP_RECEIVE_BUFFERS", "256");
   set("VIASTACK_UTCP_NETWORK", "192.168.0.0/24");
   set("VIASTACK_TRACE", "/tmp/run.pcap");
   const ViaHostConfig config = ViaHostConfig::from_environment();
   EXPECT_EQ(config.rank, 2);
   EXPECT_EQ(config.size, 4);
   EXPECT_EQ(config.link.mtu, 1500u);
+  EXPECT_EQ(config.link.receive_buffers_per_peer, 256u);
   EXPECT_EQ(config.link.addresses.address_of(2), Ipv4Address::from_octets(192, 168, 0, 3));
   EXPECT_EQ(config.link.addresses.prefix_length, 24);
   ASSERT_TRUE(config.trace);
@@ -723,6 +725,13 @@ TEST_F(HostEnvironment, BadSettingsStopTheProgramByName) {
       },
       ::testing::ExitedWithCode(1),
       "^viastack\\[via (pid|rank) [0-9]+\\] error: VIASTACK_UTCP_MTU=60: expected an integer from 68 to 65535 bytes");
+  EXPECT_EXIT(
+      {
+        set("VIASTACK_UTCP_RECEIVE_BUFFERS", "1");
+        (void)ViaHostConfig::from_environment();
+      },
+      ::testing::ExitedWithCode(1),
+      "^viastack\\[via (pid|rank) [0-9]+\\] error: VIASTACK_UTCP_RECEIVE_BUFFERS=1: expected an integer from 2 to 4096");
   EXPECT_EXIT(
       {
         set("VIASTACK_UTCP_NETWORK", "10.0.0.1/16");

@@ -119,6 +119,26 @@ TEST(Tcp, ChecksumMatchesTheReference) {
   EXPECT_EQ(static_cast<std::uint16_t>(segment[16] << 8 | segment[17]), sent);
 }
 
+// The header alone, for a payload the link gathers from elsewhere: the same
+// bytes emit_tcp writes in front of the payload, the checksum included.
+TEST(Tcp, HeaderAloneMatchesTheWholeSegment) {
+  TcpHeader header;
+  header.flags = tcp_flags::ack;
+  header.sequence = SeqNumber(123456789);
+  header.options.timestamps = TcpTimestamps{7, 9};
+  std::mt19937 random(11);
+  for (const std::size_t length : {std::size_t{1}, std::size_t{2}, std::size_t{1001}, std::size_t{8948}}) {
+    std::vector<std::uint8_t> payload(length);
+    for (auto& byte : payload) byte = static_cast<std::uint8_t>(random());
+    const auto whole = build(header, payload);
+    std::vector<std::uint8_t> alone(tcp_max_header_length);
+    const std::size_t header_length = emit_tcp_header(header, test::kernel, test::peer, payload, alone);
+    ASSERT_EQ(header_length, tcp_header_length(header));
+    EXPECT_TRUE(std::equal(alone.begin(), alone.begin() + static_cast<std::ptrdiff_t>(header_length), whole.begin()))
+        << length;
+  }
+}
+
 TEST(Tcp, ReadsSackBlocks) {
   const auto parsed = parse_tcp(with_options("0101051200000001000000020000000300000004"), test::kernel, test::peer);
   ASSERT_TRUE(parsed);
@@ -222,6 +242,8 @@ TEST(Tcp, EmitRefusesWhatItCannotWrite) {
   EXPECT_THROW(emit_tcp(header, test::kernel, test::peer, {}, out), std::length_error);
   std::vector<std::uint8_t> huge(70000);
   EXPECT_THROW(emit_tcp({}, test::kernel, test::peer, std::span(huge).first(65496), huge), std::length_error);
+  EXPECT_THROW(emit_tcp_header(header, test::kernel, test::peer, {}, out), std::length_error);
+  EXPECT_THROW(emit_tcp_header({}, test::kernel, test::peer, std::span(huge).first(65496), huge), std::length_error);
 }
 
 }  // namespace

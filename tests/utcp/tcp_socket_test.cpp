@@ -60,21 +60,53 @@ utcp::StackConfig config_for(Ipv4Address address) {
   return config;
 }
 
+// A's link, as a VIA link whose VI copies a packet's pieces itself: it
+// takes packets up to gather_limit bytes as headers and payload apart
+// (counted), and passes them on whole.
+class GatheringLink final : public utcp::Link {
+ public:
+  GatheringLink(utcp::Link& inner, std::size_t gather_limit) : inner_(inner), gather_limit_(gather_limit) {}
+  std::size_t mtu() const override { return inner_.mtu(); }
+  bool reaches(Ipv4Address next_hop) const override { return inner_.reaches(next_hop); }
+  bool transmit(Ipv4Address next_hop, std::span<const std::uint8_t> packet) override {
+    return inner_.transmit(next_hop, packet);
+  }
+  std::size_t max_gathered(Ipv4Address) const override { return gather_limit_; }
+  bool transmit_gathered(Ipv4Address next_hop, std::span<const std::uint8_t> head,
+                         std::span<const std::uint8_t> body) override {
+    EXPECT_LE(head.size() + body.size(), gather_limit_);
+    ++gathered_;
+    return Link::transmit_gathered(next_hop, head, body);
+  }
+  std::size_t receive(const utcp::PacketSink& deliver, std::size_t budget) override {
+    return inner_.receive(deliver, budget);
+  }
+  std::size_t gathered() const { return gathered_; }
+
+ private:
+  utcp::Link& inner_;
+  std::size_t gather_limit_;
+  std::size_t gathered_ = 0;
+};
+
 // Two stacks, A and B, each on a MemoryLink whose other end the box holds.
+// With a gather limit, A's link gathers packets up to it (GatheringLink).
 class Network : public utcp::Waiter {
  public:
   // Gets the packets one side sent in one step, on their way to the other;
   // it may drop, duplicate, reorder or change them.
   using Tamper = std::function<void(std::vector<Bytes>& packets, bool a_to_b)>;
 
-  explicit Network(std::size_t mtu = 9000) {
+  explicit Network(std::size_t mtu = 9000, std::optional<std::size_t> gather_limit = std::nullopt) {
     auto [a_end, a_box] = utcp::MemoryLink::make_pair(mtu);
     auto [b_end, b_box] = utcp::MemoryLink::make_pair(mtu);
     a_link_ = std::move(a_end);
     a_box_ = std::move(a_box);
     b_link_ = std::move(b_end);
     b_box_ = std::move(b_box);
-    a_ = std::make_unique<Stack>(*a_link_, config_for(address_a));
+    if (gather_limit) a_gathering_link_ = std::make_unique<GatheringLink>(*a_link_, *gather_limit);
+    a_ = std::make_unique<Stack>(a_gathering_link_ ? static_cast<utcp::Link&>(*a_gathering_link_) : *a_link_,
+                                 config_for(address_a));
     b_ = std::make_unique<Stack>(*b_link_, config_for(address_b));
     a_->set_waiter(this);
     b_->set_waiter(this);
@@ -84,6 +116,7 @@ class Network : public utcp::Waiter {
   Stack& a() { return *a_; }
   Stack& b() { return *b_; }
   Instant now() const { return now_; }
+  const GatheringLink* a_gathering_link() const { return a_gathering_link_.get(); }
   void set_tamper(Tamper tamper) { tamper_ = std::move(tamper); }
 
   // Runs both stacks and carries their packets across once. True if anything happened.
@@ -137,6 +170,7 @@ class Network : public utcp::Waiter {
   }
 
   std::unique_ptr<utcp::MemoryLink> a_link_, a_box_, b_link_, b_box_;
+  std::unique_ptr<GatheringLink> a_gathering_link_;
   std::unique_ptr<Stack> a_, b_;
   Instant now_ = start;
   Tamper tamper_;
@@ -151,6 +185,9 @@ bool is_tcp_with_payload(const Bytes& packet) {
 
 class TcpSockets : public ::testing::Test {
  protected:
+  TcpSockets() = default;
+  explicit TcpSockets(std::size_t gather_limit) : net_(9000, gather_limit) {}
+
   // A connected pair: client on A, server on B (accepted from listener_).
   void connect_pair(TcpSocket& client, std::optional<TcpSocket>& server) {
     ASSERT_FALSE(listener_.listen({{}, port}));
@@ -230,6 +267,114 @@ TEST_F(TcpSockets, BufferSizesSetBeforeConnectBoundTheWindow) {
   const Bytes data = pattern(100000, 3);
   ASSERT_EQ(server->send(data).value(), data.size());
   EXPECT_EQ(read_exactly(client, data.size()), data);
+}
+
+// Over a link that gathers (utcp's VIA link on shm: the VI copies the
+// headers and the payload from the send ring into the link), data segments
+// leave as their headers and the payload where the connection keeps it:
+// the stream arrives intact, the ring's wrap included, with valid checksums.
+class TcpSocketsOverAGatheringLink : public TcpSockets {
+ protected:
+  TcpSocketsOverAGatheringLink() : TcpSockets(9000) {}
+};
+
+TEST_F(TcpSocketsOverAGatheringLink, DataSegmentsLeaveGatheredAndArriveIntact) {
+  TcpSocket client(net_.a());
+  std::optional<TcpSocket> server;
+  connect_pair(client, server);
+  const std::size_t gathered_before = net_.a_gathering_link()->gathered();
+  // Three times round the 1 MiB send ring, a piece at a time (the buffers
+  // of both sides could not hold it all unread).
+  const std::size_t pieces = 12;
+  const Bytes data = pattern(3 << 20, 4);
+  const std::size_t piece = data.size() / pieces;
+  for (std::size_t i = 0; i < pieces; ++i) {
+    const std::span<const std::uint8_t> sending(data.data() + i * piece, piece);
+    ASSERT_EQ(client.send(sending).value(), piece);
+    ASSERT_EQ(read_exactly(*server, piece), Bytes(sending.begin(), sending.end())) << i;
+  }
+  const std::size_t segments = data.size() / 8948;  // at least this many carried data
+  EXPECT_GE(net_.a_gathering_link()->gathered() - gathered_before, segments);
+  EXPECT_EQ(net_.b().counters().tcp.bad_checksum, 0u);
+  EXPECT_EQ(net_.a().counters().ip.link_refused, 0u);
+}
+
+// A link that gathers only short packets: longer segments are built whole,
+// as before, and both kinds arrive.
+class TcpSocketsOverALinkGatheringShortPackets : public TcpSockets {
+ protected:
+  TcpSocketsOverALinkGatheringShortPackets() : TcpSockets(1000) {}
+};
+
+TEST_F(TcpSocketsOverALinkGatheringShortPackets, LongerSegmentsAreBuiltWhole) {
+  TcpSocket client(net_.a());
+  std::optional<TcpSocket> server;
+  connect_pair(client, server);
+  client.set_nodelay(true);
+  const std::size_t gathered_before = net_.a_gathering_link()->gathered();
+  const Bytes small = pattern(500, 5), large = pattern(100000, 6);
+  ASSERT_EQ(client.send(small).value(), small.size());
+  EXPECT_EQ(read_exactly(*server, small.size()), small);
+  EXPECT_EQ(net_.a_gathering_link()->gathered() - gathered_before, 1u);
+  ASSERT_EQ(client.send(large).value(), large.size());
+  EXPECT_EQ(read_exactly(*server, large.size()), large);
+  EXPECT_EQ(net_.b().counters().tcp.bad_checksum, 0u);
+}
+
+// A stream of writes that each fit the send buffer (64 KiB writes into 1
+// MiB): each write takes in the ACKs that came meanwhile, so what the
+// congestion window held back goes on without the program ever waiting.
+// Before, the ACKs waited until the buffer filled and a write blocked: the
+// link stood idle while the program filled the buffer.
+TEST_F(TcpSockets, WritesThatFitTheBufferTakeInAcksAndKeepSending) {
+  TcpSocket client(net_.a());
+  std::optional<TcpSocket> server;
+  connect_pair(client, server);
+  client.set_nonblocking(true);  // a write that had to wait would fail instead
+  const Bytes chunk = pattern(65536, 7);
+  const std::uint64_t first_window = client.info()->congestion_window;
+  std::size_t written = 0;
+  for (int i = 0; i < 8; ++i) {
+    ASSERT_EQ(client.send(chunk).value(), chunk.size()) << i;
+    written += chunk.size();
+  }
+  const utcp::TcpInfo info = *client.info();
+  // More left than the first window allowed: ACKs were taken and answered.
+  EXPECT_GT(written - info.bytes_unsent, first_window);
+  EXPECT_GT(info.congestion_window, first_window);
+  EXPECT_EQ(read_exactly(*server, written).size(), written);
+}
+
+// A reader blocked in receive() lends its buffer: the data that arrives
+// while it waits is copied straight into it, not into the receive buffer
+// and out again; what does not fit waits in the receive buffer for the next
+// call, in order.
+TEST_F(TcpSockets, AWaitingReaderGetsDataStraightIntoItsBuffer) {
+  TcpSocket client(net_.a());
+  std::optional<TcpSocket> server;
+  connect_pair(client, server);
+  const Bytes data = pattern(30000, 8);
+  ASSERT_EQ(client.send(data).value(), data.size());
+  // Waits (nothing has crossed yet): the first window's segments fill part of it.
+  Bytes first(20000);
+  const std::size_t got = server->receive(first).value();
+  ASSERT_GT(got, 0u);
+  EXPECT_EQ(Bytes(first.begin(), first.begin() + static_cast<std::ptrdiff_t>(got)),
+            Bytes(data.begin(), data.begin() + static_cast<std::ptrdiff_t>(got)));
+  EXPECT_EQ(server->counters()->bytes_in_directly, got);
+  // The rest, arrived before the next receive: through the receive buffer.
+  net_.run_for(10ms);
+  EXPECT_EQ(read_exactly(*server, data.size() - got), Bytes(data.begin() + static_cast<std::ptrdiff_t>(got), data.end()));
+  EXPECT_EQ(server->counters()->bytes_in_directly, got);
+  EXPECT_EQ(server->counters()->bytes_in, data.size());
+
+  // A lent buffer smaller than what comes: it fills, the rest waits in order.
+  ASSERT_EQ(client.send(data).value(), data.size());
+  Bytes small(1000);
+  ASSERT_EQ(server->receive(small).value(), small.size());
+  EXPECT_EQ(small, Bytes(data.begin(), data.begin() + 1000));
+  EXPECT_EQ(server->counters()->bytes_in_directly, got + 1000);
+  EXPECT_EQ(read_exactly(*server, data.size() - 1000), Bytes(data.begin() + 1000, data.end()));
 }
 
 TEST_F(TcpSockets, ClosedPortRefusesWithReset) {

@@ -207,14 +207,16 @@ int main(int argc, char** argv) {
         static_cast<unsigned long long>(counters.timeouts), static_cast<unsigned long long>(counters.fast_retransmits),
         static_cast<unsigned long long>(counters.out_of_order_segments),
         static_cast<unsigned long long>(host.nic().counters().faults_dropped));
-    // Data segments are built in the link's registered send buffers and
-    // leave from there; a copy through the mesh's bounce buffers is the
-    // exception (no descriptor free, or the peer's backlog not empty).
+    // Data segments leave inline, the VI gathering their headers and the
+    // payload from the send ring into the link, or (while sends wait in a
+    // VI's queue) built in the link's registered send buffers and sent from
+    // there; a copy through the mesh's bounce buffers is the exception (no
+    // descriptor free, or the peer's backlog not empty).
     const via::Mesh::Counters& link = host.link().counters();
     std::printf("rank %d: link sends from its buffers %llu, through bounce buffers %llu, inline %llu\n", rank,
                 static_cast<unsigned long long>(link.registered_sends),
                 static_cast<unsigned long long>(link.bounce_sends), static_cast<unsigned long long>(link.inline_sends));
-    if (link.registered_sends <= link.bounce_sends) fail(rank, "data segments were copied into bounce buffers");
+    if (link.registered_sends + link.inline_sends <= link.bounce_sends) fail(rank, "data segments were copied into bounce buffers");
     if (faults && host.nic().counters().faults_dropped == 0) fail(rank, "VIASTACK_FAULTS dropped nothing");
     if (faults && counters.retransmitted_segments == 0) fail(rank, "frames were dropped but nothing was retransmitted");
   } catch (const std::exception& e) {

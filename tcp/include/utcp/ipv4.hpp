@@ -52,5 +52,8 @@ Result<Ipv4Packet> parse_ipv4(std::span<const std::uint8_t> packet);
 // Throws std::length_error if out is too small or the packet would exceed
 // 65535 bytes, std::invalid_argument for a fragment offset not a multiple of 8.
 std::size_t emit_ipv4(const Ipv4Header& header, std::span<const std::uint8_t> payload, std::span<std::uint8_t> out);
+// The 20-byte header alone, for a payload of payload_length bytes that lies
+// elsewhere; returns the total length. Throws as emit_ipv4.
+std::size_t emit_ipv4_header(const Ipv4Header& header, std::size_t payload_length, std::span<std::uint8_t> out);
 
 }  // namespace utcp::wire

@@ -37,6 +37,15 @@ class Link {
   // copy. Valid until that transmit(). Empty when the link has none to lend
   // (the default, or all in flight): the caller builds the packet elsewhere.
   virtual std::span<std::uint8_t> packet_buffer() { return {}; }
+  // The longest packet for next_hop that transmit_gathered() would copy
+  // straight from its two pieces into the link now, with no copy before
+  // (0, the default: none; the caller builds whole packets).
+  virtual std::size_t max_gathered(wire::Ipv4Address) const { return 0; }
+  // As transmit(), for the packet `head` then `body`, which may lie apart:
+  // a segment's headers and its payload where the connection keeps it. The
+  // default joins them and transmits the whole.
+  virtual bool transmit_gathered(wire::Ipv4Address next_hop, std::span<const std::uint8_t> head,
+                                 std::span<const std::uint8_t> body);
   // Passes each packet that has arrived, at most `budget` of them, to
   // deliver; the bytes are valid only during that call. Returns how many.
   virtual std::size_t receive(const PacketSink& deliver, std::size_t budget) = 0;
@@ -83,8 +92,11 @@ class TracingLink final : public Link {
   std::size_t mtu() const override { return inner_.mtu(); }
   bool reaches(wire::Ipv4Address next_hop) const override { return inner_.reaches(next_hop); }
   std::span<std::uint8_t> packet_buffer() override { return inner_.packet_buffer(); }
+  std::size_t max_gathered(wire::Ipv4Address next_hop) const override { return inner_.max_gathered(next_hop); }
   // Records the packets that left; one the inner link refused is not on the wire.
   bool transmit(wire::Ipv4Address next_hop, std::span<const std::uint8_t> packet) override;
+  bool transmit_gathered(wire::Ipv4Address next_hop, std::span<const std::uint8_t> head,
+                         std::span<const std::uint8_t> body) override;
   std::size_t receive(const PacketSink& deliver, std::size_t budget) override;
 
   static std::chrono::microseconds system_time();

@@ -279,9 +279,11 @@ class Stack {
   TcpConfig tcp_connection_config(TcpConfig config) const;
   wire::SeqNumber tcp_initial_sequence(const TcpQuad& quad) const;
   TcpConnection::Transmit tcp_transmitter(const TcpQuad& quad);
-  // Emits a segment from our address to `to` and sends it: built in the
-  // link's own send buffer when the link lends one and it fits the MTU (no
-  // copy on the way out), else in packet_.
+  // Emits a segment from our address to `to` and sends it: its headers
+  // alone when the link gathers them with the payload where it lies (the
+  // link's copy the only one), else built in the link's own send buffer when
+  // the link lends one and it fits the MTU (no copy on the way out), else in
+  // packet_.
   void tcp_send_segment(const wire::TcpHeader& header, std::span<const std::uint8_t> payload, wire::Ipv4Address to);
   // Runs due connection timers, forgets finished connections no one holds,
   // and drops listeners' queued connections that died before ESTABLISHED.
@@ -293,6 +295,10 @@ class Stack {
                           std::span<std::uint8_t> packet);
   std::error_code route(wire::Ipv4Address destination) const;
   bool transmit(wire::Ipv4Address next_hop, std::span<const std::uint8_t> packet);
+  bool transmit_gathered(wire::Ipv4Address next_hop, std::span<const std::uint8_t> head,
+                         std::span<const std::uint8_t> body);
+  // The header of our next datagram to destination (its identification taken).
+  wire::Ipv4Header ipv4_header_to(std::uint8_t protocol, wire::Ipv4Address destination);
 
   void input(std::span<const std::uint8_t> packet, Instant now);
   void deliver(const wire::Ipv4Header& header, std::span<const std::uint8_t> payload);

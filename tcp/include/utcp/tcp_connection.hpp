@@ -110,6 +110,7 @@ struct TcpCounters {
   std::uint64_t segments_in = 0;
   std::uint64_t segments_out = 0;
   std::uint64_t bytes_in = 0;               // payload delivered in order
+  std::uint64_t bytes_in_directly = 0;      // of those, copied straight into a waiting reader's buffer
   std::uint64_t bytes_out = 0;              // payload sent for the first time
   std::uint64_t retransmitted_segments = 0;
   std::uint64_t timeouts = 0;               // retransmission timer expiries
@@ -218,6 +219,15 @@ class TcpConnection {
   // is there yet; the connection's error if it has one and nothing is left.
   Result<std::size_t> receive(std::span<std::uint8_t> buffer, Instant now);
 
+  // A reader about to wait lends its buffer: in-order data that arrives
+  // while the receive buffer is empty is copied straight into it, up to its
+  // size (readable() then holds), instead of into the receive buffer and
+  // out again. take_read_buffer() ends the loan and returns how many bytes
+  // the buffer got; the reader reads what followed with receive(). The
+  // buffer must stay valid until then.
+  void lend_read_buffer(std::span<std::uint8_t> buffer);
+  std::size_t take_read_buffer();
+
   // Sends a FIN after the data already queued (SHUT_WR).
   void shutdown_write(Instant now);
   // The application is done with the connection: as shutdown_write, except
@@ -246,6 +256,8 @@ class TcpConnection {
   bool readable() const;
   // Room in the send buffer, 0 once sending is over.
   std::size_t send_space() const;
+  // Bytes in the send buffer wait for the windows (or Nagle) to go.
+  bool has_unsent() const;
   // Everything sent has been acknowledged (and the buffer is empty).
   bool all_acknowledged() const;
 

@@ -97,5 +97,12 @@ std::size_t tcp_header_length(const TcpHeader& header);
 // segment could not fit in an IPv4 packet.
 std::size_t emit_tcp(const TcpHeader& header, Ipv4Address source, Ipv4Address destination,
                      std::span<const std::uint8_t> payload, std::span<std::uint8_t> out);
+// The header and options alone, into out, with the checksum of the segment
+// whose payload stays where it is (read, not copied): for a link that
+// gathers a packet's pieces itself. Returns the header length. Throws
+// std::length_error as emit_tcp for out too small for the header or a
+// segment too long for an IPv4 packet.
+std::size_t emit_tcp_header(const TcpHeader& header, Ipv4Address source, Ipv4Address destination,
+                            std::span<const std::uint8_t> payload, std::span<std::uint8_t> out);
 
 }  // namespace utcp::wire

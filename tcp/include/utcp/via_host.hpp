@@ -27,7 +27,8 @@ struct ViaHostConfig {
   std::optional<std::filesystem::path> trace;  // pcap of every packet on the link
 
   // VIASTACK_RANK and VIASTACK_SIZE (set by viarun), VIASTACK_UTCP_MTU
-  // (default 9000), VIASTACK_UTCP_NETWORK (default 10.0.0.0/16) and
+  // (default 9000), VIASTACK_UTCP_RECEIVE_BUFFERS (the link's receive
+  // buffers per peer, default 32), VIASTACK_UTCP_NETWORK (default 10.0.0.0/16) and
   // VIASTACK_TRACE. A bad value stops the program with one line naming it
   // (via/config.hpp).
   static ViaHostConfig from_environment();

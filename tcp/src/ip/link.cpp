@@ -2,6 +2,21 @@
 
 namespace utcp {
 
+namespace {
+
+std::vector<std::uint8_t> joined(std::span<const std::uint8_t> head, std::span<const std::uint8_t> body) {
+  std::vector<std::uint8_t> packet(head.begin(), head.end());
+  packet.insert(packet.end(), body.begin(), body.end());
+  return packet;
+}
+
+}  // namespace
+
+bool Link::transmit_gathered(wire::Ipv4Address next_hop, std::span<const std::uint8_t> head,
+                             std::span<const std::uint8_t> body) {
+  return transmit(next_hop, joined(head, body));
+}
+
 std::pair<std::unique_ptr<MemoryLink>, std::unique_ptr<MemoryLink>> MemoryLink::make_pair(std::size_t mtu) {
   auto wire = std::make_shared<Wire>();
   return {std::unique_ptr<MemoryLink>(new MemoryLink(wire, 0, mtu)),
@@ -38,6 +53,13 @@ TracingLink::TracingLink(Link& inner, wire::PcapWriter& writer, Clock clock)
 bool TracingLink::transmit(wire::Ipv4Address next_hop, std::span<const std::uint8_t> packet) {
   if (!inner_.transmit(next_hop, packet)) return false;
   writer_.write(clock_(), packet);
+  return true;
+}
+
+bool TracingLink::transmit_gathered(wire::Ipv4Address next_hop, std::span<const std::uint8_t> head,
+                                    std::span<const std::uint8_t> body) {
+  if (!inner_.transmit_gathered(next_hop, head, body)) return false;
+  writer_.write(clock_(), joined(head, body));
   return true;
 }
 

@@ -129,15 +129,30 @@ bool Stack::transmit(Ipv4Address next_hop, std::span<const std::uint8_t> packet)
   return true;
 }
 
-std::error_code Stack::send_ip(std::uint8_t protocol, Ipv4Address destination, std::size_t transport_length,
-                               std::span<std::uint8_t> packet) {
-  if (const std::error_code routing = route(destination)) return routing;
+bool Stack::transmit_gathered(Ipv4Address next_hop, std::span<const std::uint8_t> head,
+                              std::span<const std::uint8_t> body) {
+  if (!link_.transmit_gathered(next_hop, head, body)) {
+    ++counters_.ip.link_refused;
+    return false;
+  }
+  ++counters_.ip.packets_out;
+  return true;
+}
+
+Ipv4Header Stack::ipv4_header_to(std::uint8_t protocol, Ipv4Address destination) {
   Ipv4Header header;
   header.identification = next_identification_++;
   header.time_to_live = config_.time_to_live;
   header.protocol = protocol;
   header.source = config_.address;
   header.destination = destination;
+  return header;
+}
+
+std::error_code Stack::send_ip(std::uint8_t protocol, Ipv4Address destination, std::size_t transport_length,
+                               std::span<std::uint8_t> packet) {
+  if (const std::error_code routing = route(destination)) return routing;
+  Ipv4Header header = ipv4_header_to(protocol, destination);
   const std::span<const std::uint8_t> transport(packet.data() + header_room, transport_length);
 
   // To ourselves the datagram goes whole: there is no link MTU in between.
@@ -456,6 +471,17 @@ void Stack::tcp_send_reset_for(const wire::TcpSegment& segment, Ipv4Address to) 
 
 void Stack::tcp_send_segment(const wire::TcpHeader& header, std::span<const std::uint8_t> payload, Ipv4Address to) {
   const std::size_t transport_length = wire::tcp_header_length(header) + payload.size();
+  if (to != config_.address && !payload.empty() && header_room + transport_length <= link_.max_gathered(to) &&
+      !route(to)) {
+    // The link copies the payload from where the connection keeps it: only
+    // the headers are built here, the payload is read once for its sum.
+    const std::span<std::uint8_t> headers(packet_);
+    const std::size_t tcp_length =
+        wire::emit_tcp_header(header, config_.address, to, payload, headers.subspan(header_room));
+    wire::emit_ipv4_header(ipv4_header_to(wire::ip_protocol::tcp, to), transport_length, headers);
+    if (transmit_gathered(to, headers.first(header_room + tcp_length), payload)) ++counters_.tcp.segments_out;
+    return;
+  }
   std::span<std::uint8_t> packet;
   if (to != config_.address && header_room + transport_length <= link_.mtu()) packet = link_.packet_buffer();
   if (packet.empty()) packet = packet_;

@@ -92,7 +92,14 @@ Result<std::size_t> TcpSocket::send(std::span<const std::uint8_t> data) {
       return taken.error();
     }
     queued += *taken;
-    if (queued == data.size()) return queued;
+    if (queued == data.size()) {
+      // What the windows held back goes on as the ACKs that arrived meanwhile
+      // open them, not only once the program next waits: one poll of the
+      // stack, no wait (a stream of writes that fit the buffer would
+      // otherwise leave the link idle between the windows' fills).
+      if (connection->has_unsent() && stack_->waiter()) stack_->waiter()->wait_until([] { return true; }, {});
+      return queued;
+    }
     std::optional<std::chrono::milliseconds> left;
     if (deadline)
       left = std::max(std::chrono::milliseconds(0),
@@ -114,9 +121,21 @@ Result<std::size_t> TcpSocket::receive(std::span<std::uint8_t> buffer) {
     return std::size_t{0};
   }
   if (buffer.empty()) return std::size_t{0};
-  if (const std::error_code not_ready = stack_->wait_for([connection] { return connection->readable(); },
-                                                         socket->nonblocking, socket->receive_timeout))
-    return not_ready;
+  // A reader that waits lends its buffer: what arrives meanwhile is copied
+  // into it at once, not through the receive buffer.
+  const bool lends = !connection->readable() && !socket->nonblocking;
+  if (lends) connection->lend_read_buffer(buffer);
+  const std::error_code not_ready = stack_->wait_for([connection] { return connection->readable(); },
+                                                     socket->nonblocking, socket->receive_timeout);
+  const std::size_t lent = lends ? connection->take_read_buffer() : 0;
+  if (lent > 0) {
+    if (lent == buffer.size()) return lent;
+    // What came after, into the rest of the buffer (an error or the end of
+    // the stream waits for the next call).
+    const Result<std::size_t> more = connection->receive(buffer.subspan(lent), stack_->now_);
+    return lent + (more ? *more : 0);
+  }
+  if (not_ready) return not_ready;
   Result<std::size_t> received = connection->receive(buffer, stack_->now_);
   if (!received && received.error() == connection->error()) socket->error_reported = true;
   return received;

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <utility>
 #include <vector>
 
@@ -243,6 +244,10 @@ struct TcpConnection::Impl {
   SeqNumber receive_next;            // RCV.NXT
   SeqNumber receive_advertised_edge;  // RCV.NXT + RCV.WND as last advertised; never moves left
   tcp::ByteRing receive_buffer;
+  // A blocked reader's buffer (lend_read_buffer): in-order data that finds
+  // the receive buffer empty goes straight into it, one copy less.
+  std::span<std::uint8_t> read_loan;
+  std::size_t read_loan_filled = 0;
   tcp::OutOfOrderQueue out_of_order;
   // Where the latest out-of-order segments began, newest first: the SACK
   // blocks we send report the data around them (RFC 2018 §4).
@@ -933,7 +938,15 @@ void TcpConnection::Impl::receive_data(const InWindow& part) {
 
 void TcpConnection::Impl::deliver_in_order(std::span<const std::uint8_t> bytes, bool fin) {
   if (fin_received) return;
-  const std::size_t taken = receive_buffer.push(bytes);
+  std::size_t lent = 0;
+  if (receive_buffer.empty() && read_loan_filled < read_loan.size()) {
+    // Read at once: the window stays as open as if the reader had taken it.
+    lent = std::min(bytes.size(), read_loan.size() - read_loan_filled);
+    std::memcpy(read_loan.data() + read_loan_filled, bytes.data(), lent);
+    read_loan_filled += lent;
+    counters.bytes_in_directly += lent;
+  }
+  const std::size_t taken = lent + receive_buffer.push(bytes.subspan(lent));
   receive_next += static_cast<std::uint32_t>(taken);
   bytes_unacknowledged += static_cast<std::uint32_t>(taken);
   counters.bytes_in += taken;
@@ -1400,12 +1413,25 @@ bool TcpConnection::was_established() const { return impl_->established_once; }
 
 bool TcpConnection::readable() const {
   const Impl& c = *impl_;
-  return !c.receive_buffer.empty() || c.fin_received || c.error || c.state == TcpState::closed;
+  return c.read_loan_filled > 0 || !c.receive_buffer.empty() || c.fin_received || c.error ||
+         c.state == TcpState::closed;
+}
+
+void TcpConnection::lend_read_buffer(std::span<std::uint8_t> buffer) {
+  impl_->read_loan = buffer;
+  impl_->read_loan_filled = 0;
+}
+
+std::size_t TcpConnection::take_read_buffer() {
+  impl_->read_loan = {};
+  return std::exchange(impl_->read_loan_filled, 0);
 }
 
 std::size_t TcpConnection::send_space() const {
   return impl_->accepts_writes() ? impl_->send_buffer.free() : 0;
 }
+
+bool TcpConnection::has_unsent() const { return impl_->unsent_bytes() > 0; }
 
 bool TcpConnection::all_acknowledged() const {
   return impl_->send_buffer.empty() && impl_->send_unacknowledged == impl_->send_max;

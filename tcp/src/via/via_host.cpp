@@ -15,6 +15,8 @@ ViaHostConfig ViaHostConfig::from_environment() {
   config.size = static_cast<int>(via::config::integer("VIASTACK_SIZE"));
   config.rank = static_cast<int>(via::config::integer("VIASTACK_RANK"));
   config.link.mtu = static_cast<std::size_t>(via::config::integer("VIASTACK_UTCP_MTU"));
+  config.link.receive_buffers_per_peer =
+      static_cast<std::size_t>(via::config::integer("VIASTACK_UTCP_RECEIVE_BUFFERS"));
   // The table checks the network's form (AddressPlan's rules); its default is AddressPlan's.
   if (const auto network = via::config::text_if_set("VIASTACK_UTCP_NETWORK"))
     config.link.addresses = AddressPlan::parse(*network).value();

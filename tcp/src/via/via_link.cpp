@@ -106,6 +106,7 @@ bool ViaLink::reaches(wire::Ipv4Address next_hop) const {
 }
 
 bool ViaLink::transmit(wire::Ipv4Address next_hop, std::span<const std::uint8_t> packet) {
+  if (packets_before_gathering_ > 0) --packets_before_gathering_;
   // Taken first: a send that completes while this one waits returns its buffer to the list.
   const std::optional<std::uint32_t> buffer = take_send_buffer(packet);
   const auto send = [&] {
@@ -125,6 +126,29 @@ bool ViaLink::transmit(wire::Ipv4Address next_hop, std::span<const std::uint8_t>
   const via::Mesh::Sent sent = send();
   // Posted from the buffer: it is the VI's until on_sent. Copied or dropped: free now.
   if (buffer && sent != via::Mesh::Sent::posted) free_send_buffers_.push_back(*buffer);
+  return sent != via::Mesh::Sent::dropped;
+}
+
+std::size_t ViaLink::max_gathered(wire::Ipv4Address next_hop) const {
+  const std::optional<int> peer = config_.addresses.rank_of(next_hop, size_);
+  // Only while no send waits in a VI's queue: an inline send cannot pass
+  // one, and the mesh would copy the packet into a bounce buffer instead.
+  if (!peer || packets_before_gathering_ > 0 || !mesh_->idle()) return 0;
+  return std::min(config_.mtu, mesh_->max_inline_send(*peer));
+}
+
+bool ViaLink::transmit_gathered(wire::Ipv4Address next_hop, std::span<const std::uint8_t> head,
+                                std::span<const std::uint8_t> body) {
+  const std::optional<int> peer = config_.addresses.rank_of(next_hop, size_);
+  if (head.size() + body.size() > config_.mtu || !peer || !mesh_->reachable(*peer)) return false;
+  const std::uint64_t inline_before = mesh_->counters().inline_sends;
+  const via::Mesh::Sent sent = mesh_->send(*peer, std::as_bytes(head), std::as_bytes(body));
+  // The link had no room: the mesh copied the packet into a bounce buffer
+  // or its backlog. The next send_buffers packets are built in the
+  // registered buffers again, which wait for room without a copy: a link
+  // that was full once is likely to be full again soon, and each gathered
+  // packet that finds it so costs a copy.
+  if (mesh_->counters().inline_sends == inline_before) packets_before_gathering_ = config_.send_buffers;
   return sent != via::Mesh::Sent::dropped;
 }
 

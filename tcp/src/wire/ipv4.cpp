@@ -62,9 +62,17 @@ Result<Ipv4Packet> parse_ipv4(std::span<const std::uint8_t> packet) {
 }
 
 std::size_t emit_ipv4(const Ipv4Header& header, std::span<const std::uint8_t> payload, std::span<std::uint8_t> out) {
-  if (header.fragment_offset % 8 != 0) throw std::invalid_argument("emit_ipv4: fragment offset must be a multiple of 8");
   const std::size_t total_length =
       detail::place_payload(ipv4_min_header_length, payload, out, ipv4_max_total_length, "emit_ipv4");
+  emit_ipv4_header(header, payload.size(), out);
+  return total_length;
+}
+
+std::size_t emit_ipv4_header(const Ipv4Header& header, std::size_t payload_length, std::span<std::uint8_t> out) {
+  if (header.fragment_offset % 8 != 0) throw std::invalid_argument("emit_ipv4: fragment offset must be a multiple of 8");
+  const std::size_t total_length = ipv4_min_header_length + payload_length;
+  if (total_length > ipv4_max_total_length) throw std::length_error("emit_ipv4: longer than its length field can say");
+  if (out.size() < ipv4_min_header_length) throw std::length_error("emit_ipv4: output buffer too small");
   std::uint8_t* bytes = out.data();
   bytes[0] = 0x45;  // version 4, IHL 5
   bytes[1] = header.type_of_service;

@@ -1,6 +1,7 @@
 #include "utcp/tcp_header.hpp"
 
 #include <algorithm>
+#include <stdexcept>
 
 #include "utcp/checksum.hpp"
 #include "utcp/ipv4.hpp"
@@ -146,6 +147,31 @@ std::size_t tcp_header_length(const TcpHeader& header) {
   return tcp_min_header_length + write_options(header.options, scratch);
 }
 
+namespace {
+
+// The header and options at `bytes`, with the checksum of the segment whose
+// payload of payload_length bytes sums to payload_sum.
+void write_tcp_header(const TcpHeader& header, Ipv4Address source, Ipv4Address destination, std::size_t header_length,
+                      std::size_t payload_length, const Checksum& payload_sum, std::uint8_t* bytes) {
+  detail::store16(bytes, header.source_port);
+  detail::store16(bytes + 2, header.destination_port);
+  detail::store32(bytes + 4, header.sequence.value());
+  detail::store32(bytes + 8, header.acknowledgment.value());
+  bytes[12] = static_cast<std::uint8_t>(header_length / 4 << 4);
+  bytes[13] = header.flags;
+  detail::store16(bytes + 14, header.window);
+  detail::store16(bytes + 16, 0);
+  detail::store16(bytes + 18, header.urgent_pointer);
+  write_options(header.options, bytes + tcp_min_header_length);
+  Checksum checksum = pseudo_header_checksum(source, destination, ip_protocol::tcp,
+                                             static_cast<std::uint16_t>(header_length + payload_length));
+  checksum.add({bytes, header_length});
+  checksum.add_u16(payload_sum.folded_sum());
+  detail::store16(bytes + 16, checksum.finish());
+}
+
+}  // namespace
+
 std::size_t emit_tcp(const TcpHeader& header, Ipv4Address source, Ipv4Address destination,
                      std::span<const std::uint8_t> payload, std::span<std::uint8_t> out) {
   const std::size_t header_length = tcp_header_length(header);
@@ -158,22 +184,20 @@ std::size_t emit_tcp(const TcpHeader& header, Ipv4Address source, Ipv4Address de
     payload_sum.add(payload);  // the caller wrote it in place
   else
     payload_sum.add_copy(payload, bytes + header_length);
-  detail::store16(bytes, header.source_port);
-  detail::store16(bytes + 2, header.destination_port);
-  detail::store32(bytes + 4, header.sequence.value());
-  detail::store32(bytes + 8, header.acknowledgment.value());
-  bytes[12] = static_cast<std::uint8_t>(header_length / 4 << 4);
-  bytes[13] = header.flags;
-  detail::store16(bytes + 14, header.window);
-  detail::store16(bytes + 16, 0);
-  detail::store16(bytes + 18, header.urgent_pointer);
-  write_options(header.options, bytes + tcp_min_header_length);
-  Checksum checksum =
-      pseudo_header_checksum(source, destination, ip_protocol::tcp, static_cast<std::uint16_t>(length));
-  checksum.add(out.first(header_length));
-  checksum.add_u16(payload_sum.folded_sum());
-  detail::store16(bytes + 16, checksum.finish());
+  write_tcp_header(header, source, destination, header_length, payload.size(), payload_sum, bytes);
   return length;
+}
+
+std::size_t emit_tcp_header(const TcpHeader& header, Ipv4Address source, Ipv4Address destination,
+                            std::span<const std::uint8_t> payload, std::span<std::uint8_t> out) {
+  const std::size_t header_length = tcp_header_length(header);
+  if (header_length + payload.size() > ipv4_max_total_length - ipv4_min_header_length)
+    throw std::length_error("emit_tcp_header: longer than its length field can say");
+  if (out.size() < header_length) throw std::length_error("emit_tcp_header: output buffer too small");
+  Checksum payload_sum;
+  payload_sum.add(payload);
+  write_tcp_header(header, source, destination, header_length, payload.size(), payload_sum, out.data());
+  return header_length;
 }
 
 }  // namespace utcp::wire

@@ -118,6 +118,8 @@ const std::vector<Variable>& declarations() {
                        "alltoall(v) with blocks of at least this size exchanges pairwise, below it all at once"),
       // The user-level TCP/IP stack.
       integer_variable("VIASTACK_UTCP_MTU", 68, 65535, "bytes", "9000", "utcp", "the MTU of utcp's links over VIA"),
+      integer_variable("VIASTACK_UTCP_RECEIVE_BUFFERS", 2, 4096, "", "32", "utcp",
+                       "receive buffers of one MTU utcp's VIA link posts per peer: the packets in flight to a rank"),
       typed("VIASTACK_UTCP_NETWORK", Type::network, "10.0.0.0/16", "utcp",
             "the network utcp's ranks take their addresses from; rank r is the network's host r + 1"),
       word_variable("VIASTACK_UTCP_CC", "newreno|cubic", "newreno", "utcp",
