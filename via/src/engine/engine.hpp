@@ -88,6 +88,13 @@ class ViImpl final : public Vi {
   CqImpl* recv_cq() const { return recv_cq_; }
   Result post_send(VIP_DESCRIPTOR* desc, MemHandle desc_handle);
   Result post_recv(VIP_DESCRIPTOR* desc, MemHandle desc_handle);
+  // Posts again a receive descriptor that post_recv accepted before, as it
+  // was then: the mesh's re-post of its own descriptors, in memory it keeps
+  // registered with this VI's tag for as long as the VI lives. post_recv's
+  // checks of the descriptor and its memory are not made again; neither VIPL
+  // nor the public Vi reaches this, so every descriptor a program posts is
+  // still checked.
+  Result repost_recv(VIP_DESCRIPTOR* desc);
   Result send_inline(const iovec* iov, std::size_t iovcnt);
   std::size_t max_inline_send() const;
   Result send_done(VIP_DESCRIPTOR*& out);
@@ -125,6 +132,9 @@ class ViImpl final : public Vi {
   };
 
   Result validate_post(VIP_DESCRIPTOR* desc, MemHandle desc_handle) const;
+  // post_recv and repost_recv after their checks: queues the descriptor; with
+  // check_segments, fails the VI if its memory is not registered.
+  Result enqueue_recv(VIP_DESCRIPTOR* desc, bool check_segments);
   std::uint32_t check_local_segments(const VIP_DESCRIPTOR* desc, std::uint32_t first_data,
                                      std::uint64_t& total) const;
   void finish(WorkQueue& q, WorkRequest& wr, std::uint32_t status);

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "engine/clock.hpp"
+#include "engine/copy.hpp"
 #include "engine/engine.hpp"
 #include "engine/errors.hpp"
 #include "via/config.hpp"
@@ -65,12 +66,19 @@ std::size_t slice_segments(const VIP_DESCRIPTOR* d, std::uint64_t offset, std::u
   return n;
 }
 
+// Copies len bytes from src to [offset, offset+len) of the descriptor's data segments.
 void scatter(const VIP_DESCRIPTOR* d, std::uint64_t offset, const std::byte* src, std::uint64_t len) {
-  iovec iov[kMaxSegments];
-  std::size_t n = slice_segments(d, offset, len, iov, kMaxSegments);
-  for (std::size_t i = 0; i < n; ++i) {
-    std::memcpy(iov[i].iov_base, src, iov[i].iov_len);
-    src += iov[i].iov_len;
+  for (std::uint32_t i = first_data_segment(d); i < d->CS.SegCount && len > 0; ++i) {
+    const VIP_DATA_SEGMENT& seg = data_segment(d, i);
+    if (offset >= seg.Length) {
+      offset -= seg.Length;
+      continue;
+    }
+    const std::uint64_t take = std::min<std::uint64_t>(seg.Length - offset, len);
+    copy_bytes(static_cast<std::byte*>(seg.Data.Address) + offset, src, std::size_t(take));
+    src += take;
+    len -= take;
+    offset = 0;
   }
 }
 
@@ -157,6 +165,12 @@ Result ViImpl::post_send(VIP_DESCRIPTOR* desc, MemHandle desc_handle) {
 
 Result ViImpl::post_recv(VIP_DESCRIPTOR* desc, MemHandle desc_handle) {
   if (Result r = validate_post(desc, desc_handle); r != Result::success) return r;
+  return enqueue_recv(desc, true);
+}
+
+Result ViImpl::repost_recv(VIP_DESCRIPTOR* desc) { return enqueue_recv(desc, false); }
+
+Result ViImpl::enqueue_recv(VIP_DESCRIPTOR* desc, bool check_segments) {
   if (recvq_.full()) return Result::error_resource;
   std::atomic_ref<VIP_UINT32>(desc->CS.Status).store(0, std::memory_order_relaxed);
   // The receive a message is arriving into, by index: the push may move the queue.
@@ -165,6 +179,10 @@ Result ViImpl::post_recv(VIP_DESCRIPTOR* desc, MemHandle desc_handle) {
   if (receiving_) receiving_ = &recvq_.at(receiving);
   if (state_ == ViState::error) {
     finish(recvq_, wr, VIP_STATUS_DESC_FLUSHED_ERROR | VIP_STATUS_OP_RECEIVE);
+    return Result::success;
+  }
+  if (!check_segments) {
+    for (std::uint32_t i = 0; i < desc->CS.SegCount; ++i) wr.total += data_segment(desc, i).Length;
     return Result::success;
   }
   std::uint32_t error = 0;
