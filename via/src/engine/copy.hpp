@@ -9,11 +9,14 @@
 
 namespace via {
 
-// Like memcpy (the ranges must not overlap); up to 32 bytes without a call:
+// Like memcpy (the ranges must not overlap); up to 64 bytes without a call:
 // two fixed-size moves that overlap in the middle.
 inline void copy_bytes(std::byte* dst, const std::byte* src, std::size_t n) {
-  if (n > 32) {
+  if (n > 64) {
     std::memcpy(dst, src, n);
+  } else if (n >= 32) {
+    std::memcpy(dst, src, 32);
+    std::memcpy(dst + n - 32, src + n - 32, 32);
   } else if (n >= 16) {
     std::memcpy(dst, src, 16);
     std::memcpy(dst + n - 16, src + n - 16, 16);
