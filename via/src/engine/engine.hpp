@@ -116,7 +116,9 @@ class ViImpl final : public Vi {
   bool has_link() const { return link_ != nullptr; }
   // Closes the link (the NIC going away); the VI is not used afterwards.
   void close_link();
-  // Moves frames in and out; returns true if anything happened.
+  // Moves frames in and out; returns true if anything happened. Defined in
+  // nic.cpp, inline in the NIC's loop: most polls find nothing to do, and
+  // should cost no more than a look at the link.
   bool progress();
   // Peer death / close noticed by the NIC's slow path.
   void check_link();
@@ -131,6 +133,10 @@ class ViImpl final : public Vi {
     std::uint64_t sent = 0;
   };
 
+  // progress() once it found something to do: the frame h (if not null)
+  // and those behind it, then what waits to be sent.
+  bool receive_and_transmit(const FrameHeader* h, const std::byte* payload);
+  bool transmit_waiting() const { return tx_next_ != sendq_.tail() || acks_owed_ || !read_responses_.empty(); }
   Result validate_post(VIP_DESCRIPTOR* desc, MemHandle desc_handle) const;
   // post_recv and repost_recv after their checks: queues the descriptor; with
   // check_segments, fails the VI if its memory is not registered.

@@ -384,6 +384,16 @@ void NicImpl::report(const AsyncError& error) {
 
 void Nic::progress() { impl(*this).advance(); }
 
+// ViImpl's, here for the loop below, its one caller.
+inline bool ViImpl::progress() {
+  if (state_ != ViState::connected) return false;
+  const FrameHeader* h;
+  const std::byte* payload;
+  if (link_->peek(h, payload)) return receive_and_transmit(h, payload);
+  if (!faults_ && !transmit_waiting()) return false;
+  return receive_and_transmit(nullptr, nullptr);
+}
+
 bool NicImpl::advance() {
   bool moved = false;
   for (auto& vi : vis_)

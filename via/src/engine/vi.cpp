@@ -202,7 +202,7 @@ Result ViImpl::send_inline(const iovec* iov, std::size_t iovcnt) {
   for (std::size_t i = 0; i < iovcnt; ++i) len += iov[i].iov_len;
   if (len > max_inline_send()) return Result::invalid_parameter;
   // Behind earlier work it would overtake it.
-  if (tx_next_ != sendq_.tail() || acks_owed_ || !read_responses_.empty()) return Result::not_done;
+  if (transmit_waiting()) return Result::not_done;
   const FrameHeader h{kFrameSend, kFlagLast, tx_message_, std::uint32_t(len), len, 0, 0, 0, 0};
   if (!send_frame(h, iov, iovcnt)) return Result::not_done;
   ++tx_message_;
@@ -422,21 +422,20 @@ Result ViImpl::wait_connected() {
 
 // ---- transmitting ----
 
-bool ViImpl::progress() {
-  if (state_ != ViState::connected) return false;
+bool ViImpl::receive_and_transmit(const FrameHeader* h, const std::byte* payload) {
   bool moved = false;
-  const FrameHeader* h;
-  const std::byte* payload;
-  for (int n = 0; n < 64 && link_ && link_->peek(h, payload); ++n) {
+  // Up to 64 frames a call, so that one busy VI does not hold up the others.
+  for (int n = 1; h != nullptr; ++n) {
     ++nic_.counters().frames_received;
     ++counters_.frames_received;
     moved = true;
     trace::frame_received(*this, *h, payload);
     if (!handle_frame(*h, payload) || !link_) return true;  // the VI failed; its link is gone
     link_->pop();
+    if (n == 64 || !link_->peek(h, payload)) h = nullptr;
   }
   if (faults_ && link_ && faults_->holding()) faults_->flush(*link_, now_ns());
-  if (link_ && (tx_next_ != sendq_.tail() || acks_owed_ || !read_responses_.empty())) moved |= transmit_pending();
+  if (link_ && transmit_waiting()) moved |= transmit_pending();
   return moved;
 }
 
