@@ -11,6 +11,7 @@
 
 #include "support/endpoint.hpp"
 #include "support/job_directory.hpp"
+#include "engine/copy.hpp"
 #include "engine/engine.hpp"
 
 using namespace testing_support;
@@ -590,6 +591,40 @@ TEST_P(Engine, MessageLongerThanTheReceiveOnUnreliableViIsALengthError) {
   EXPECT_EQ(vb->state(), via::ViState::connected);
 }
 
+// The mesh's re-post (ViImpl::repost_recv) queues a descriptor post_recv
+// accepted before without checking it again: its capacity is still the sum of
+// its segments, no more and no less, and the messages land in them.
+TEST_P(Engine, AReceivePostedAgainTakesMessagesUpToItsSegmentsAndNoMore) {
+  auto [va, vb] = connect(VIP_SERVICE_UNRELIABLE);
+  const std::size_t capacity = 300;
+  VIP_DESCRIPTOR* recv = b.message(0, capacity, 2);
+  expect_ok(vb->post_recv(recv, b.arena.handle), "post recv");
+  a.fill(0, capacity, 21);
+  expect_ok(va->post_send(a.message(0, 40), a.arena.handle), "first send");
+  VIP_DESCRIPTOR* r = wait_done(vb, true);
+  ASSERT_EQ(r, recv);
+  EXPECT_EQ(status_err(r), 0u);
+  EXPECT_EQ(b.mismatch(0, 40, 21), -1);
+
+  // One byte more than its segments hold: a length error, the VI stays up.
+  expect_ok(via::impl(*vb).repost_recv(recv), "post again");
+  expect_ok(va->post_send(a.message(0, capacity + 1), a.arena.handle), "too long");
+  r = wait_done(vb, true);
+  ASSERT_EQ(r, recv);
+  EXPECT_EQ(status_err(r), std::uint32_t(VIP_STATUS_LENGTH_ERROR));
+  EXPECT_EQ(vb->state(), via::ViState::connected);
+
+  // Exactly what they hold, across both segments.
+  std::memset(b.arena.data(), 0, capacity);
+  expect_ok(via::impl(*vb).repost_recv(recv), "post again");
+  expect_ok(va->post_send(a.message(0, capacity), a.arena.handle), "fits");
+  r = wait_done(vb, true);
+  ASSERT_EQ(r, recv);
+  EXPECT_EQ(status_err(r), 0u);
+  EXPECT_EQ(r->CS.Length, capacity);
+  EXPECT_EQ(b.mismatch(0, capacity, 21), -1);
+}
+
 TEST_P(Engine, MessageLongerThanTheReceiveOnReliableViBreaksIt) {
   auto [va, vb] = connect(VIP_SERVICE_RELIABLE_DELIVERY);
   expect_ok(vb->post_recv(b.message(0, 10), b.arena.handle), "post recv");
@@ -1085,4 +1120,24 @@ TEST(WorkQueue, FullOnlyAtItsCapacity) {
   }
   EXPECT_TRUE(q.full());
   EXPECT_EQ(q.allocated(), 8u);
+}
+
+// ---- the engine's copy of small pieces ----
+
+// Every length on both sides of each of copy_bytes's cases, at every
+// alignment: the bytes land, and not one byte before or after them.
+TEST(CopyBytes, EveryLengthUpTo130AtEveryAlignment) {
+  std::vector<std::byte> src(160), dst(160);
+  for (std::size_t i = 0; i < src.size(); ++i) src[i] = std::byte(i * 7 + 1);
+  for (std::size_t n = 0; n <= 130; ++n)
+    for (std::size_t src_at = 0; src_at < 8; ++src_at)
+      for (std::size_t dst_at = 1; dst_at < 9; ++dst_at) {
+        std::fill(dst.begin(), dst.end(), std::byte{0xEE});
+        via::copy_bytes(dst.data() + dst_at, src.data() + src_at, n);
+        for (std::size_t i = 0; i < dst.size(); ++i) {
+          const bool copied = i >= dst_at && i < dst_at + n;
+          ASSERT_EQ(dst[i], copied ? src[src_at + i - dst_at] : std::byte{0xEE})
+              << "length " << n << ", byte " << i << " (source at " << src_at << ", destination at " << dst_at << ")";
+        }
+      }
 }

@@ -88,6 +88,13 @@ class ViImpl final : public Vi {
   CqImpl* recv_cq() const { return recv_cq_; }
   Result post_send(VIP_DESCRIPTOR* desc, MemHandle desc_handle);
   Result post_recv(VIP_DESCRIPTOR* desc, MemHandle desc_handle);
+  // Posts again a receive descriptor that post_recv accepted before, as it
+  // was then: the mesh's re-post of its own descriptors, in memory it keeps
+  // registered with this VI's tag for as long as the VI lives. post_recv's
+  // checks of the descriptor and its memory are not made again; neither VIPL
+  // nor the public Vi reaches this, so every descriptor a program posts is
+  // still checked.
+  Result repost_recv(VIP_DESCRIPTOR* desc);
   Result send_inline(const iovec* iov, std::size_t iovcnt);
   std::size_t max_inline_send() const;
   Result send_done(VIP_DESCRIPTOR*& out);
@@ -109,7 +116,9 @@ class ViImpl final : public Vi {
   bool has_link() const { return link_ != nullptr; }
   // Closes the link (the NIC going away); the VI is not used afterwards.
   void close_link();
-  // Moves frames in and out; returns true if anything happened.
+  // Moves frames in and out; returns true if anything happened. Defined in
+  // nic.cpp, inline in the NIC's loop: most polls find nothing to do, and
+  // should cost no more than a look at the link.
   bool progress();
   // Peer death / close noticed by the NIC's slow path.
   void check_link();
@@ -124,7 +133,14 @@ class ViImpl final : public Vi {
     std::uint64_t sent = 0;
   };
 
+  // progress() once it found something to do: the frame h (if not null)
+  // and those behind it, then what waits to be sent.
+  bool receive_and_transmit(const FrameHeader* h, const std::byte* payload);
+  bool transmit_waiting() const { return tx_next_ != sendq_.tail() || acks_owed_ || !read_responses_.empty(); }
   Result validate_post(VIP_DESCRIPTOR* desc, MemHandle desc_handle) const;
+  // post_recv and repost_recv after their checks: queues the descriptor; with
+  // check_segments, fails the VI if its memory is not registered.
+  Result enqueue_recv(VIP_DESCRIPTOR* desc, bool check_segments);
   std::uint32_t check_local_segments(const VIP_DESCRIPTOR* desc, std::uint32_t first_data,
                                      std::uint64_t& total) const;
   void finish(WorkQueue& q, WorkRequest& wr, std::uint32_t status);

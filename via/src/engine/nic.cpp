@@ -384,6 +384,16 @@ void NicImpl::report(const AsyncError& error) {
 
 void Nic::progress() { impl(*this).advance(); }
 
+// ViImpl's, here for the loop below, its one caller.
+inline bool ViImpl::progress() {
+  if (state_ != ViState::connected) return false;
+  const FrameHeader* h;
+  const std::byte* payload;
+  if (link_->peek(h, payload)) return receive_and_transmit(h, payload);
+  if (!faults_ && !transmit_waiting()) return false;
+  return receive_and_transmit(nullptr, nullptr);
+}
+
 bool NicImpl::advance() {
   bool moved = false;
   for (auto& vi : vis_)
@@ -414,6 +424,10 @@ void NicImpl::slow_progress(bool check_peers) {
 Result Nic::wait_impl(const std::function<bool()>& done, std::uint32_t timeout_ms) {
   NicImpl& self = impl(*this);
   Provider& provider = *self.provider_;
+  // Most waits end at the first look (the message was on its way): the
+  // clock is read only for those that go on.
+  self.advance();
+  if (done()) return Result::success;
   const std::uint64_t start = now_ns();
   const std::uint64_t deadline =
       timeout_ms == kInfinite ? UINT64_MAX : start + std::uint64_t(timeout_ms) * 1000000ull;
@@ -425,8 +439,8 @@ Result Nic::wait_impl(const std::function<bool()>& done, std::uint32_t timeout_m
   // may be what it waits for): a step that finds nothing is then as short as
   // a poll of the links, and a message is seen that much sooner.
   bool yielding = false;
-  for (unsigned i = 1;; ++i) {
-    if ((self.advance() || yielding || i == 1 || (i & 15) == 0) && done()) return Result::success;
+  for (unsigned i = 2;; ++i) {
+    if ((self.advance() || yielding || (i & 15) == 0) && done()) return Result::success;
     if (yielding) sched_yield();
     if (yielding || (i & 255) == 0) {
       const std::uint64_t now = now_ns();

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "engine/clock.hpp"
+#include "engine/copy.hpp"
 #include "engine/engine.hpp"
 #include "engine/errors.hpp"
 #include "via/config.hpp"
@@ -65,12 +66,19 @@ std::size_t slice_segments(const VIP_DESCRIPTOR* d, std::uint64_t offset, std::u
   return n;
 }
 
+// Copies len bytes from src to [offset, offset+len) of the descriptor's data segments.
 void scatter(const VIP_DESCRIPTOR* d, std::uint64_t offset, const std::byte* src, std::uint64_t len) {
-  iovec iov[kMaxSegments];
-  std::size_t n = slice_segments(d, offset, len, iov, kMaxSegments);
-  for (std::size_t i = 0; i < n; ++i) {
-    std::memcpy(iov[i].iov_base, src, iov[i].iov_len);
-    src += iov[i].iov_len;
+  for (std::uint32_t i = first_data_segment(d); i < d->CS.SegCount && len > 0; ++i) {
+    const VIP_DATA_SEGMENT& seg = data_segment(d, i);
+    if (offset >= seg.Length) {
+      offset -= seg.Length;
+      continue;
+    }
+    const std::uint64_t take = std::min<std::uint64_t>(seg.Length - offset, len);
+    copy_bytes(static_cast<std::byte*>(seg.Data.Address) + offset, src, std::size_t(take));
+    src += take;
+    len -= take;
+    offset = 0;
   }
 }
 
@@ -157,6 +165,12 @@ Result ViImpl::post_send(VIP_DESCRIPTOR* desc, MemHandle desc_handle) {
 
 Result ViImpl::post_recv(VIP_DESCRIPTOR* desc, MemHandle desc_handle) {
   if (Result r = validate_post(desc, desc_handle); r != Result::success) return r;
+  return enqueue_recv(desc, true);
+}
+
+Result ViImpl::repost_recv(VIP_DESCRIPTOR* desc) { return enqueue_recv(desc, false); }
+
+Result ViImpl::enqueue_recv(VIP_DESCRIPTOR* desc, bool check_segments) {
   if (recvq_.full()) return Result::error_resource;
   std::atomic_ref<VIP_UINT32>(desc->CS.Status).store(0, std::memory_order_relaxed);
   // The receive a message is arriving into, by index: the push may move the queue.
@@ -165,6 +179,10 @@ Result ViImpl::post_recv(VIP_DESCRIPTOR* desc, MemHandle desc_handle) {
   if (receiving_) receiving_ = &recvq_.at(receiving);
   if (state_ == ViState::error) {
     finish(recvq_, wr, VIP_STATUS_DESC_FLUSHED_ERROR | VIP_STATUS_OP_RECEIVE);
+    return Result::success;
+  }
+  if (!check_segments) {
+    for (std::uint32_t i = 0; i < desc->CS.SegCount; ++i) wr.total += data_segment(desc, i).Length;
     return Result::success;
   }
   std::uint32_t error = 0;
@@ -184,7 +202,7 @@ Result ViImpl::send_inline(const iovec* iov, std::size_t iovcnt) {
   for (std::size_t i = 0; i < iovcnt; ++i) len += iov[i].iov_len;
   if (len > max_inline_send()) return Result::invalid_parameter;
   // Behind earlier work it would overtake it.
-  if (tx_next_ != sendq_.tail() || acks_owed_ || !read_responses_.empty()) return Result::not_done;
+  if (transmit_waiting()) return Result::not_done;
   const FrameHeader h{kFrameSend, kFlagLast, tx_message_, std::uint32_t(len), len, 0, 0, 0, 0};
   if (!send_frame(h, iov, iovcnt)) return Result::not_done;
   ++tx_message_;
@@ -404,21 +422,20 @@ Result ViImpl::wait_connected() {
 
 // ---- transmitting ----
 
-bool ViImpl::progress() {
-  if (state_ != ViState::connected) return false;
+bool ViImpl::receive_and_transmit(const FrameHeader* h, const std::byte* payload) {
   bool moved = false;
-  const FrameHeader* h;
-  const std::byte* payload;
-  for (int n = 0; n < 64 && link_ && link_->peek(h, payload); ++n) {
+  // Up to 64 frames a call, so that one busy VI does not hold up the others.
+  for (int n = 1; h != nullptr; ++n) {
     ++nic_.counters().frames_received;
     ++counters_.frames_received;
     moved = true;
     trace::frame_received(*this, *h, payload);
     if (!handle_frame(*h, payload) || !link_) return true;  // the VI failed; its link is gone
     link_->pop();
+    if (n == 64 || !link_->peek(h, payload)) h = nullptr;
   }
   if (faults_ && link_ && faults_->holding()) faults_->flush(*link_, now_ns());
-  if (link_ && (tx_next_ != sendq_.tail() || acks_owed_ || !read_responses_.empty())) moved |= transmit_pending();
+  if (link_ && transmit_waiting()) moved |= transmit_pending();
   return moved;
 }
 

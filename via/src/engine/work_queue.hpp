@@ -40,7 +40,7 @@ class WorkQueue {
   // Moves every request when the queue grows: a pointer or reference into it
   // is then stale (keep an index across a push, see index_of).
   WorkRequest& push(VIP_DESCRIPTOR* desc) {
-    if (tail_ - head_ == slots_.size()) grow();
+    if (tail_ - head_ > mask_) grow();  // every slot taken (mask_ + 1 of them)
     WorkRequest& wr = at(tail_++);
     wr = WorkRequest{};
     wr.desc = desc;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "engine/engine.hpp"
 #include "mesh_peer.hpp"
 #include "via/log.hpp"
 
@@ -298,9 +299,14 @@ void Mesh::repost_receives(Peer& p) {
 }
 
 void Mesh::repost(Peer& p, std::uint32_t slot) {
+  ViImpl& vi = impl(*p.vi);
   VIP_DESCRIPTOR* done;
-  p.vi->recv_done(done);  // the VI's oldest, not necessarily this slot's: one leaves per re-post
-  if (!p.failed && !p.closed) post_receive(p, slot);
+  vi.recv_done(done);  // the VI's oldest, not necessarily this slot's: one leaves per re-post
+  if (p.failed || p.closed) return;
+  // The descriptor is as post_receive left it (the VI writes only its status,
+  // length and immediate data), over the receive block registered until the
+  // VI is destroyed: the engine's trusted re-post, without post_recv's checks.
+  if (vi.repost_recv(receive_descriptor(p, slot)) == Result::success) p.receives.push(slot);
 }
 
 void Mesh::reap_sends(Peer& p) {

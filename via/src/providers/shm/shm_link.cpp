@@ -9,6 +9,8 @@
 #include <cstring>
 #include <optional>
 
+#include "engine/copy.hpp"
+
 namespace via::shm {
 
 namespace {
@@ -21,8 +23,8 @@ std::uint64_t total_length(const iovec* iov, std::size_t n) {
 
 void gather(std::byte* dst, const iovec* iov, std::size_t n) {
   for (std::size_t i = 0; i < n; ++i) {
-    if (iov[i].iov_len == 0) continue;  // its base may be null
-    std::memcpy(dst, iov[i].iov_base, iov[i].iov_len);
+    // An empty piece copies nothing (its base may be null).
+    copy_bytes(dst, static_cast<const std::byte*>(iov[i].iov_base), iov[i].iov_len);
     dst += iov[i].iov_len;
   }
 }
