@@ -145,7 +145,7 @@ for name in ${runs//,/ }; do
   [ -f "$traces/$name.json" ] && goodput[$name]=$(field goodput_Mbps "$(cat "$traces/$name.json")")
 done
 if [ -n "${goodput[kernel]:-}" ]; then
-  ratio() { [ -n "${goodput[$1]:-}" ] && awk -v a="${goodput[$1]}" -v b="${goodput[kernel]}" 'BEGIN { printf "%.3f", b > 0 ? a / b : 0 }' || echo null; }
+  ratio() { [ -n "${goodput[$1]:-}" ] && awk -v a="${goodput[$1]}" -v b="${goodput[kernel]}" 'BEGIN { printf "%.3f", (b > 0 ? a / b : 0) }' || echo null; }
   printf '{"bench":"impairment_summary","kernel_goodput_Mbps":%s,"utcp_send_ratio":%s,"utcp_receive_ratio":%s}\n' \
     "${goodput[kernel]}" "$(ratio utcp_send)" "$(ratio utcp_receive)"
 fi
