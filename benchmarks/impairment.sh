@@ -42,6 +42,12 @@ skip() { echo "impairment: skipped: $*" >&2; exit 77; }
 [ -c /dev/net/tun ] || skip "no /dev/net/tun"
 command -v tshark > /dev/null || skip "no tshark"
 command -v ip > /dev/null || skip "no ip(8)"
+# A container may have the device and root but not the right to use them.
+probe=impprobe$$
+ip netns add "$probe" 2> /dev/null || skip "cannot create network namespaces here"
+ip netns del "$probe"
+ip tuntap add dev "$probe" mode tun 2> /dev/null || skip "cannot create TUN devices here"
+ip tuntap del dev "$probe" mode tun
 BIN=$(cd "$build" 2> /dev/null && pwd)/bin
 for program in impair_relay impair_endpoint; do
   [ -x "$BIN/$program" ] || { echo "impairment: no $BIN/$program (build it)" >&2; exit 2; }
