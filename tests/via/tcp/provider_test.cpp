@@ -240,6 +240,21 @@ class TcpProviderTest : public ::testing::Test {
     return r;
   }
 
+  // A raw client accepted on `server` (opened here as tcp:1, with the link
+  // timeout `timeout`) whose socket then drops everything that arrives (a
+  // socket filter): its kernel acknowledges nothing, as a host that is down.
+  std::unique_ptr<RawPeer> silenced_raw_client(Endpoint& server, via::Vi*& vi, std::chrono::milliseconds timeout) {
+    setenv("VIASTACK_TCP_TIMEOUT_MS", std::to_string(timeout.count()).c_str(), 1);
+    server.open("tcp:1", 4096);
+    std::unique_ptr<RawPeer> peer = accepted_raw_client(server, vi);
+    unsetenv("VIASTACK_TCP_TIMEOUT_MS");
+    if (!peer) return nullptr;
+    sock_filter drop_all{BPF_RET | BPF_K, 0, 0, 0};
+    sock_fprog program{1, &drop_all};
+    EXPECT_EQ(setsockopt(peer->fd(), SOL_SOCKET, SO_ATTACH_FILTER, &program, sizeof program), 0);
+    return peer;
+  }
+
   // A raw client that proved the job key and asked for "srv" on `server`,
   // which accepted it onto a new VI (returned in `vi`).
   std::unique_ptr<RawPeer> accepted_raw_client(Endpoint& server, via::Vi*& vi) {
@@ -1243,20 +1258,13 @@ TEST_F(TcpProviderTest, APeerThatReadsNothingForLongerThanTheTimeoutKeepsItsConn
 }
 
 // A peer whose host stops answering is still found dead within about the
-// timeout: here its socket drops everything that arrives (a socket filter),
-// so its kernel acknowledges nothing, as a host that is down.
+// timeout.
 TEST_F(TcpProviderTest, APeerThatAcknowledgesNothingIsFoundDeadWithinTheTimeout) {
   constexpr auto kTimeout = 400ms;
-  setenv("VIASTACK_TCP_TIMEOUT_MS", std::to_string(kTimeout.count()).c_str(), 1);
   Endpoint b;
-  b.open("tcp:1", 4096);
   via::Vi* vi = nullptr;
-  std::unique_ptr<RawPeer> peer = accepted_raw_client(b, vi);
-  unsetenv("VIASTACK_TCP_TIMEOUT_MS");
+  std::unique_ptr<RawPeer> peer = silenced_raw_client(b, vi, kTimeout);
   ASSERT_NE(peer, nullptr);
-  sock_filter drop_all{BPF_RET | BPF_K, 0, 0, 0};
-  sock_fprog program{1, &drop_all};
-  ASSERT_EQ(setsockopt(peer->fd(), SOL_SOCKET, SO_ATTACH_FILTER, &program, sizeof program), 0);
 
   expect_ok(vi->post_send(b.message(0, 64), b.arena.handle), "post send");
   const auto start = Clock::now();
@@ -1272,16 +1280,10 @@ TEST_F(TcpProviderTest, APeerThatAcknowledgesNothingIsFoundDeadWithinTheTimeout)
 // the timeout, past the first probe, then answers again.
 TEST_F(TcpProviderTest, AnIdleLinkWhosePeerMissesAKeepaliveProbeStaysUp) {
   constexpr auto kTimeout = 400ms;
-  setenv("VIASTACK_TCP_TIMEOUT_MS", std::to_string(kTimeout.count()).c_str(), 1);
   Endpoint b;
-  b.open("tcp:1", 4096);
   via::Vi* vi = nullptr;
-  std::unique_ptr<RawPeer> peer = accepted_raw_client(b, vi);
-  unsetenv("VIASTACK_TCP_TIMEOUT_MS");
+  std::unique_ptr<RawPeer> peer = silenced_raw_client(b, vi, kTimeout);
   ASSERT_NE(peer, nullptr);
-  sock_filter drop_all{BPF_RET | BPF_K, 0, 0, 0};
-  sock_fprog program{1, &drop_all};
-  ASSERT_EQ(setsockopt(peer->fd(), SOL_SOCKET, SO_ATTACH_FILTER, &program, sizeof program), 0);
   b.nic->wait([] { return false; }, 2000);  // keepalive's first probe goes after 1 s of silence
   int unused = 0;
   ASSERT_EQ(setsockopt(peer->fd(), SOL_SOCKET, SO_DETACH_FILTER, &unused, sizeof unused), 0);
