@@ -159,6 +159,7 @@ struct TcpConnection::Impl {
   void transmit_in_sack_recovery();
   std::uint32_t retransmit_range(SeqNumber start, std::uint32_t length);
   void add_sack_blocks(wire::TcpOptions& options) const;
+  void remember_out_of_order(SeqNumber sequence);
   std::uint32_t sack_option_bytes() const;
   void update_probe_timer(bool restart);
   void emit(SeqNumber sequence, std::uint8_t flags, std::span<const std::uint8_t> payload);
@@ -879,6 +880,21 @@ void TcpConnection::Impl::add_sack_blocks(wire::TcpOptions& options) const {
   }
 }
 
+// RFC 2018 §4: the blocks after the first are the most recent other
+// blocks. An arrival stands for the whole run it joined: the points of
+// earlier arrivals in that run go, so that a run growing segment by segment
+// does not fill the list (and the ACK) with copies of itself, or with
+// overlapping parts of itself once it is longer than run_around looks.
+void TcpConnection::Impl::remember_out_of_order(SeqNumber sequence) {
+  constexpr std::size_t remembered = 2 * wire::TcpOptions::max_sack_blocks;
+  if (const auto run = out_of_order.run_around(sequence)) {
+    std::erase_if(recent_out_of_order,
+                  [&](SeqNumber point) { return run->first <= point && point < run->second; });
+  }
+  recent_out_of_order.insert(recent_out_of_order.begin(), sequence);
+  if (recent_out_of_order.size() > remembered) recent_out_of_order.pop_back();
+}
+
 // The bytes the SACK option adds to the next segment's header, with what
 // is held out of order now (0 when nothing is).
 std::uint32_t TcpConnection::Impl::sack_option_bytes() const {
@@ -912,11 +928,7 @@ void TcpConnection::Impl::receive_data(const InWindow& part) {
   if (part.sequence != receive_next) {
     counters.out_of_order_dropped += out_of_order.insert(part.sequence, part.payload, part.fin);
     ++counters.out_of_order_segments;
-    if (sack) {
-      constexpr std::size_t remembered = 2 * wire::TcpOptions::max_sack_blocks;  // room for repeats among them
-      recent_out_of_order.insert(recent_out_of_order.begin(), part.sequence);
-      if (recent_out_of_order.size() > remembered) recent_out_of_order.pop_back();
-    }
+    if (sack) remember_out_of_order(part.sequence);
     ack_now = true;  // a duplicate ACK at once, for the sender's fast retransmit (RFC 5681 §4.2)
     return;
   }
