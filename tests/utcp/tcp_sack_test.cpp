@@ -403,6 +403,37 @@ TEST_F(SackTest, ReceiverReportsADuplicateSegmentInTheFirstBlock) {
   EXPECT_EQ(blocks(next_sent().header.options), (Blocks{block(5000, 6000), block(3000, 4000)}));
 }
 
+// RFC 2883 §4.2: data held out of order that arrives again is a duplicate
+// too, reported in the first block, the block holding it second (so the
+// sender tells the D-SACK from a SACK: RFC 2883 §4, Linux's
+// tcp_check_dsack). Without it a sender never learns that its retransmission
+// of data we had was spurious, and can neither undo its reduction nor widen
+// its reordering window.
+TEST_F(SackTest, ReceiverReportsADuplicateOfDataHeldOutOfOrder) {
+  open_offering_sack();
+  const auto data = pattern(1000);
+  auto block = [](std::uint32_t left, std::uint32_t right) {
+    return wire::SackBlock{SeqNumber(peer_iss + 1 + left), SeqNumber(peer_iss + 1 + right)};
+  };
+  using Blocks = std::vector<wire::SackBlock>;
+  auto blocks = [](const wire::TcpOptions& options) { return Blocks(options.sack().begin(), options.sack().end()); };
+  feed(from_peer(peer_iss + 1 + 3000, iss + 1, flag::ack), data);
+  feed(from_peer(peer_iss + 1 + 6000, iss + 1, flag::ack), data);
+  feed(from_peer(peer_iss + 1 + 7000, iss + 1, flag::ack), data);
+  sent.clear();
+  feed(from_peer(peer_iss + 1 + 3000, iss + 1, flag::ack), data);  // held already
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(blocks(next_sent().header.options), (Blocks{block(3000, 4000), block(3000, 4000), block(6000, 8000)}));
+  // Overlapping the end of a run: only the part held is the duplicate.
+  feed(from_peer(peer_iss + 1 + 7500, iss + 1, flag::ack), data);
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(blocks(next_sent().header.options), (Blocks{block(7500, 8000), block(6000, 8500), block(3000, 4000)}));
+  // Reported once: the next ACK carries only the SACK blocks.
+  feed(from_peer(peer_iss + 1 + 10000, iss + 1, flag::ack), data);
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(blocks(next_sent().header.options), (Blocks{block(10000, 11000), block(6000, 8500), block(3000, 4000)}));
+}
+
 // Two segments reordered, not lost, and retransmitted by a recovery that
 // halved the window; their originals arrive, and then the peer reports
 // each retransmission as a duplicate. Once every retransmission of the

@@ -143,6 +143,7 @@ struct TcpConnection::Impl {
   void take_sack_blocks(const TcpHeader& header);
   bool is_duplicate_report(std::span<const wire::SackBlock> blocks) const;
   void note_duplicate(const TcpSegment& segment);
+  void note_duplicate_held(const InWindow& part);
   void detect_lost_segments();
   void start_fast_retransmit();
   void trace_congestion();
@@ -822,6 +823,14 @@ void TcpConnection::Impl::note_duplicate(const TcpSegment& segment) {
   duplicate_to_report = wire::SackBlock{start, end};
 }
 
+// RFC 2883 §4.2: data of this out-of-order segment held already arrived
+// before; the next ACK reports it first, then the block holding it.
+void TcpConnection::Impl::note_duplicate_held(const InWindow& part) {
+  const SeqNumber end = part.sequence + static_cast<std::uint32_t>(part.payload.size());
+  if (const auto held = out_of_order.held_within(part.sequence, end))
+    duplicate_to_report = wire::SackBlock{held->first, held->second};
+}
+
 // RACK (RFC 8985 §6.2) after an ACK or the reordering timer: segments whose
 // time is up are lost, and the first loss begins recovery (RFC 6675 §5,
 // with RACK in place of DupThresh); a segment still within the window sets
@@ -874,7 +883,9 @@ void TcpConnection::Impl::add_sack_blocks(wire::TcpOptions& options) const {
     const auto run = out_of_order.run_around(point);
     if (!run) continue;
     const wire::SackBlock block{run->first, run->second};
-    const auto taken = options.sack();
+    // A block equal to the D-SACK still goes: RFC 2883 §4 wants the block
+    // holding the duplicate second, which tells the D-SACK from a SACK.
+    const auto taken = options.sack().subspan(duplicate_to_report ? 1 : 0);
     if (std::find(taken.begin(), taken.end(), block) != taken.end()) continue;
     options.sack_blocks[options.sack_block_count++] = block;
   }
@@ -926,6 +937,7 @@ void TcpConnection::Impl::receive_data(const InWindow& part) {
     return;
   }
   if (part.sequence != receive_next) {
+    if (sack && !part.payload.empty()) note_duplicate_held(part);
     counters.out_of_order_dropped += out_of_order.insert(part.sequence, part.payload, part.fin);
     ++counters.out_of_order_segments;
     if (sack) remember_out_of_order(part.sequence);
