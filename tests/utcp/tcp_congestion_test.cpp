@@ -108,6 +108,28 @@ TEST(NewRenoTest, SpuriousRecoveryIsUndone) {
   EXPECT_EQ(reno.ssthresh(), 1u << 30);  // slow start's "arbitrarily high" again
 }
 
+// RFC 5681 §3.1: in congestion avoidance cwnd grows by one SMSS per window
+// of bytes acknowledged (the recommended byte counting), however many ACKs
+// carry them. A receiver that acknowledges every second segment (RFC 5681
+// §4.2, as Linux does) must not halve the growth, as counting ACKs did.
+TEST(NewRenoTest, CongestionAvoidanceCountsBytesNotAcks) {
+  NewRenoController reno;
+  Instant now = Instant{} + std::chrono::hours(1);
+  reno.start(mss, now);
+  reno.on_enter_recovery(40 * mss, now);
+  reno.on_recovery_exit(20 * mss, now);
+  ASSERT_EQ(reno.cwnd(), 20 * mss);
+  ASSERT_EQ(reno.ssthresh(), 20 * mss);
+  for (int round = 1; round <= 3; ++round) {
+    const std::uint32_t window = reno.cwnd();
+    for (std::uint32_t acked = 0; acked < window; acked += 2 * mss) {
+      reno.on_ack({2 * mss, window, std::chrono::microseconds(rtt), std::chrono::microseconds(rtt), now});
+      now += rtt / (window / (2 * mss));
+    }
+    EXPECT_EQ(reno.cwnd(), window + mss) << "round " << round;
+  }
+}
+
 TEST(CubicTest, WindowFollowsWCubicAfterALoss) {
   CubicController cubic;
   AckClock clock(cubic);

@@ -260,10 +260,13 @@ TEST_F(CongestionTest, CongestionAvoidanceGrowsAboutOneSegmentPerWindow) {
   ack_next();
   ack_next();
   EXPECT_EQ(connection->info().congestion_window, 4000u);  // reached ssthresh
+  // Byte counting (RFC 5681 §3.1): one MSS once a window's bytes are acknowledged.
+  for (int i = 0; i < 3; ++i) {
+    ack_next();
+    EXPECT_EQ(connection->info().congestion_window, 4000u);
+  }
   ack_next();
-  EXPECT_EQ(connection->info().congestion_window, 4250u);  // + MSS * MSS / cwnd
-  ack_next();
-  EXPECT_EQ(connection->info().congestion_window, 4250u + 1000000u / 4250u);
+  EXPECT_EQ(connection->info().congestion_window, 5000u);
 }
 
 TEST_F(CongestionTest, FastRetransmitAndNewRenoPartialAck) {

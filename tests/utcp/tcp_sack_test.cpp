@@ -113,6 +113,38 @@ TEST_F(SackTest, ReceiverReportsTheMostRecentBlocksFirst) {
             (Blocks{block(3000, 4000), block(9000, 9500), block(7000, 7500), block(5000, 5500)}));
 }
 
+// RFC 2018 §4: the blocks after the first repeat the most recent *other*
+// blocks, never a part of the first again. A run of consecutive segments
+// arriving out of order is one block, however many segments (and however
+// many more than a block's walk looks at) it took: an older run must still
+// be reported beside it, and no two blocks of one ACK may overlap.
+TEST_F(SackTest, AGrowingBlockDoesNotCrowdOutTheOlderOnes) {
+  open_offering_sack();
+  const auto data = pattern(500);
+  auto from_offset = [&](std::uint32_t offset) {
+    feed(from_peer(peer_iss + 1 + offset, iss + 1, flag::ack), data);
+    return next_sent().header.options;
+  };
+  auto block = [](std::uint32_t left, std::uint32_t right) {
+    return wire::SackBlock{SeqNumber(peer_iss + 1 + left), SeqNumber(peer_iss + 1 + right)};
+  };
+  from_offset(1000);
+  wire::TcpOptions options;
+  constexpr std::uint32_t run_segments = 100;  // more than the 64 segments a block's walk looks at each way, within the queue's bound
+  for (std::uint32_t i = 0; i < run_segments; ++i) {
+    options = from_offset(3000 + 500 * i);
+    const auto blocks = options.sack();
+    ASSERT_GE(blocks.size(), 2u) << "after segment " << i;
+    EXPECT_EQ(blocks[0].right, SeqNumber(peer_iss + 1 + 3000 + 500 * (i + 1))) << "after segment " << i;
+    EXPECT_EQ(blocks[1], block(1000, 1500)) << "after segment " << i;
+    for (std::size_t a = 0; a < blocks.size(); ++a)
+      for (std::size_t b = a + 1; b < blocks.size(); ++b)
+        EXPECT_TRUE(blocks[a].right < blocks[b].left || blocks[b].right < blocks[a].left)
+            << "blocks " << a << " and " << b << " overlap after segment " << i;
+    if (HasFailure()) return;
+  }
+}
+
 TEST_F(SackTest, ThreeBlocksBesideTimestamps) {
   config.timestamps = true;
   open_offering_sack(true, true);
@@ -369,6 +401,37 @@ TEST_F(SackTest, ReceiverReportsADuplicateSegmentInTheFirstBlock) {
   feed(from_peer(peer_iss + 1 + 5000, iss + 1, flag::ack), data);
   ASSERT_EQ(sent.size(), 1u);
   EXPECT_EQ(blocks(next_sent().header.options), (Blocks{block(5000, 6000), block(3000, 4000)}));
+}
+
+// RFC 2883 §4.2: data held out of order that arrives again is a duplicate
+// too, reported in the first block, the block holding it second (so the
+// sender tells the D-SACK from a SACK: RFC 2883 §4, Linux's
+// tcp_check_dsack). Without it a sender never learns that its retransmission
+// of data we had was spurious, and can neither undo its reduction nor widen
+// its reordering window.
+TEST_F(SackTest, ReceiverReportsADuplicateOfDataHeldOutOfOrder) {
+  open_offering_sack();
+  const auto data = pattern(1000);
+  auto block = [](std::uint32_t left, std::uint32_t right) {
+    return wire::SackBlock{SeqNumber(peer_iss + 1 + left), SeqNumber(peer_iss + 1 + right)};
+  };
+  using Blocks = std::vector<wire::SackBlock>;
+  auto blocks = [](const wire::TcpOptions& options) { return Blocks(options.sack().begin(), options.sack().end()); };
+  feed(from_peer(peer_iss + 1 + 3000, iss + 1, flag::ack), data);
+  feed(from_peer(peer_iss + 1 + 6000, iss + 1, flag::ack), data);
+  feed(from_peer(peer_iss + 1 + 7000, iss + 1, flag::ack), data);
+  sent.clear();
+  feed(from_peer(peer_iss + 1 + 3000, iss + 1, flag::ack), data);  // held already
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(blocks(next_sent().header.options), (Blocks{block(3000, 4000), block(3000, 4000), block(6000, 8000)}));
+  // Overlapping the end of a run: only the part held is the duplicate.
+  feed(from_peer(peer_iss + 1 + 7500, iss + 1, flag::ack), data);
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(blocks(next_sent().header.options), (Blocks{block(7500, 8000), block(6000, 8500), block(3000, 4000)}));
+  // Reported once: the next ACK carries only the SACK blocks.
+  feed(from_peer(peer_iss + 1 + 10000, iss + 1, flag::ack), data);
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(blocks(next_sent().header.options), (Blocks{block(10000, 11000), block(6000, 8500), block(3000, 4000)}));
 }
 
 // Two segments reordered, not lost, and retransmitted by a recovery that

@@ -98,6 +98,7 @@ class NewRenoController final : public CongestionController {
   std::uint32_t threshold_ = 1u << 30;
   std::uint32_t window_before_recovery_ = 0;
   std::uint32_t threshold_before_recovery_ = 1u << 30;
+  std::uint32_t bytes_acknowledged_in_window_ = 0;  // toward the next SMSS in congestion avoidance
 };
 
 // CUBIC (RFC 9438), in segments as the RFC writes it: after a loss the

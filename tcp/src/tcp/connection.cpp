@@ -143,6 +143,7 @@ struct TcpConnection::Impl {
   void take_sack_blocks(const TcpHeader& header);
   bool is_duplicate_report(std::span<const wire::SackBlock> blocks) const;
   void note_duplicate(const TcpSegment& segment);
+  void note_duplicate_held(const InWindow& part);
   void detect_lost_segments();
   void start_fast_retransmit();
   void trace_congestion();
@@ -159,6 +160,7 @@ struct TcpConnection::Impl {
   void transmit_in_sack_recovery();
   std::uint32_t retransmit_range(SeqNumber start, std::uint32_t length);
   void add_sack_blocks(wire::TcpOptions& options) const;
+  void remember_out_of_order(SeqNumber sequence);
   std::uint32_t sack_option_bytes() const;
   void update_probe_timer(bool restart);
   void emit(SeqNumber sequence, std::uint8_t flags, std::span<const std::uint8_t> payload);
@@ -821,6 +823,14 @@ void TcpConnection::Impl::note_duplicate(const TcpSegment& segment) {
   duplicate_to_report = wire::SackBlock{start, end};
 }
 
+// RFC 2883 §4.2: data of this out-of-order segment held already arrived
+// before; the next ACK reports it first, then the block holding it.
+void TcpConnection::Impl::note_duplicate_held(const InWindow& part) {
+  const SeqNumber end = part.sequence + static_cast<std::uint32_t>(part.payload.size());
+  if (const auto held = out_of_order.held_within(part.sequence, end))
+    duplicate_to_report = wire::SackBlock{held->first, held->second};
+}
+
 // RACK (RFC 8985 §6.2) after an ACK or the reordering timer: segments whose
 // time is up are lost, and the first loss begins recovery (RFC 6675 §5,
 // with RACK in place of DupThresh); a segment still within the window sets
@@ -873,10 +883,27 @@ void TcpConnection::Impl::add_sack_blocks(wire::TcpOptions& options) const {
     const auto run = out_of_order.run_around(point);
     if (!run) continue;
     const wire::SackBlock block{run->first, run->second};
-    const auto taken = options.sack();
+    // A block equal to the D-SACK still goes: RFC 2883 §4 wants the block
+    // holding the duplicate second, which tells the D-SACK from a SACK.
+    const auto taken = options.sack().subspan(duplicate_to_report ? 1 : 0);
     if (std::find(taken.begin(), taken.end(), block) != taken.end()) continue;
     options.sack_blocks[options.sack_block_count++] = block;
   }
+}
+
+// RFC 2018 §4: the blocks after the first are the most recent other
+// blocks. An arrival stands for the whole run it joined: the points of
+// earlier arrivals in that run go, so that a run growing segment by segment
+// does not fill the list (and the ACK) with copies of itself, or with
+// overlapping parts of itself once it is longer than run_around looks.
+void TcpConnection::Impl::remember_out_of_order(SeqNumber sequence) {
+  constexpr std::size_t remembered = 2 * wire::TcpOptions::max_sack_blocks;
+  if (const auto run = out_of_order.run_around(sequence)) {
+    std::erase_if(recent_out_of_order,
+                  [&](SeqNumber point) { return run->first <= point && point < run->second; });
+  }
+  recent_out_of_order.insert(recent_out_of_order.begin(), sequence);
+  if (recent_out_of_order.size() > remembered) recent_out_of_order.pop_back();
 }
 
 // The bytes the SACK option adds to the next segment's header, with what
@@ -910,13 +937,10 @@ void TcpConnection::Impl::receive_data(const InWindow& part) {
     return;
   }
   if (part.sequence != receive_next) {
+    if (sack && !part.payload.empty()) note_duplicate_held(part);
     counters.out_of_order_dropped += out_of_order.insert(part.sequence, part.payload, part.fin);
     ++counters.out_of_order_segments;
-    if (sack) {
-      constexpr std::size_t remembered = 2 * wire::TcpOptions::max_sack_blocks;  // room for repeats among them
-      recent_out_of_order.insert(recent_out_of_order.begin(), part.sequence);
-      if (recent_out_of_order.size() > remembered) recent_out_of_order.pop_back();
-    }
+    if (sack) remember_out_of_order(part.sequence);
     ack_now = true;  // a duplicate ACK at once, for the sender's fast retransmit (RFC 5681 §4.2)
     return;
   }

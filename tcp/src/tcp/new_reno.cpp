@@ -9,20 +9,29 @@ namespace utcp {
 void NewRenoController::start(std::uint32_t mss, Instant) {
   mss_ = mss;
   window_ = initial_window(mss);
+  bytes_acknowledged_in_window_ = 0;
   threshold_ = 1u << 30;  // "arbitrarily high" (RFC 5681 §3.1)
 }
 
 void NewRenoController::on_ack(const AckSample& ack) {
   if (window_ < threshold_) {
     window_ += std::min(ack.bytes_acknowledged, mss_);  // slow start, RFC 5681 eq. 2
-  } else {
-    window_ += std::max(1u, mss_ * mss_ / window_);  // congestion avoidance, eq. 3
+    return;
+  }
+  // Congestion avoidance by byte counting, RFC 5681 §3.1's recommended way:
+  // one SMSS per window of bytes acknowledged. Eq. 3 (per ACK) grew half as
+  // fast against a receiver that acknowledges every second segment.
+  bytes_acknowledged_in_window_ += ack.bytes_acknowledged;
+  if (bytes_acknowledged_in_window_ >= window_) {
+    bytes_acknowledged_in_window_ -= window_;
+    window_ += mss_;
   }
 }
 
 // RFC 5681 eq. 4; the connection inflates the window by three segments
 // (and one per further duplicate ACK) while recovery lasts.
 void NewRenoController::on_enter_recovery(std::uint32_t bytes_in_flight, Instant) {
+  bytes_acknowledged_in_window_ = 0;
   window_before_recovery_ = window_;
   threshold_before_recovery_ = threshold_;
   threshold_ = std::max(bytes_in_flight / 2, 2 * mss_);
@@ -43,6 +52,7 @@ void NewRenoController::on_spurious_recovery(Instant) {
 
 // One segment, and ssthresh halved (RFC 5681 §3.1 eq. 4).
 void NewRenoController::on_rto(std::uint32_t bytes_in_flight, Instant) {
+  bytes_acknowledged_in_window_ = 0;
   threshold_ = std::max(bytes_in_flight / 2, 2 * mss_);
   window_ = mss_;
 }

@@ -94,6 +94,16 @@ class OutOfOrderQueue {
     return std::nullopt;
   }
 
+  // The first part of [start, end) held already (a segment that overlaps
+  // it), if any: what a segment covering [start, end) would bring twice.
+  std::optional<std::pair<wire::SeqNumber, wire::SeqNumber>> held_within(wire::SeqNumber start,
+                                                                         wire::SeqNumber end) const {
+    auto it = segments_.upper_bound(start);
+    if (it != segments_.begin() && start < std::prev(it)->second.end()) --it;
+    if (it == segments_.end() || !(it->first < end)) return std::nullopt;
+    return std::pair{std::max(start, it->first), std::min(end, it->second.end())};
+  }
+
   // The contiguous data held around `sequence` (a SACK block, RFC 2018),
   // looking at most max_run_segments segments each way from the one that
   // holds it (a block may report less than all that is contiguous; the
