@@ -647,6 +647,36 @@ TEST_P(Engine, APostWhoseDescriptorRegionWasDeregisteredAfterAnEarlierPostIsRefu
   EXPECT_EQ(va->recv_done(d), via::Result::not_done);
 }
 
+TEST_P(Engine, AReceivePostedAfterTheViMovedToAnotherTagIsCheckedUnderTheNewTag) {
+  via::Vi* vi = a.create_vi();  // idle: receives may be posted, attributes changed
+  expect_ok(vi->post_recv(a.message(0, 64), a.arena.handle), "post recv under the arena's tag");
+  via::Ptag other;
+  expect_ok(a.nic->create_ptag(other), "ptag");
+  via::ViAttributes attrs = vi->attributes();
+  attrs.ptag = other;
+  expect_ok(vi->set_attributes(attrs), "set attributes");
+  // The descriptor in the arena is no longer under the VI's tag.
+  EXPECT_EQ(vi->post_recv(a.message(0, 64), a.arena.handle), via::Result::invalid_parameter);
+  // A descriptor under the new tag whose data is still in the arena is refused for its data.
+  std::vector<VIP_DESCRIPTOR> descs(2);
+  via::MemHandle dh;
+  expect_ok(a.nic->register_memory(descs.data(), descs.size() * sizeof(VIP_DESCRIPTOR),
+                                   via::MemAttributes{other, false, false}, dh),
+            "reg");
+  auto base = reinterpret_cast<std::uintptr_t>(descs.data());
+  auto* desc = reinterpret_cast<VIP_DESCRIPTOR*>((base + VIP_DESCRIPTOR_ALIGNMENT - 1) &
+                                                 ~std::uintptr_t(VIP_DESCRIPTOR_ALIGNMENT - 1));
+  *desc = *a.message(0, 64);
+  expect_ok(vi->post_recv(desc, dh), "post recv");
+  EXPECT_EQ(vi->state(), via::ViState::error);
+  VIP_DESCRIPTOR* d = nullptr;
+  ASSERT_EQ(vi->recv_done(d), via::Result::success);
+  EXPECT_EQ(status_err(d), std::uint32_t(VIP_STATUS_DESC_FLUSHED_ERROR));
+  ASSERT_EQ(vi->recv_done(d), via::Result::success);
+  EXPECT_EQ(d, desc);
+  EXPECT_EQ(status_err(d), std::uint32_t(VIP_STATUS_PROTECTION_ERROR));
+}
+
 // ---- receive-side errors, by reliability level ----
 
 TEST_P(Engine, MessageLongerThanTheReceiveOnUnreliableViIsALengthError) {
