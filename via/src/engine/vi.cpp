@@ -124,6 +124,9 @@ bool ViImpl::look_up_region(CheckedRegion& last, MemHandle h, std::uint64_t addr
   return true;
 }
 
+// The checks stay out of line (each a leaf in its remembered form): inlined
+// into the post, the table lookup of the rare path made the compiler save and
+// restore registers on the common one.
 template <ViImpl::Lookup where>
 [[gnu::noinline]] Result ViImpl::check_descriptor(VIP_DESCRIPTOR* desc, MemHandle desc_handle) {
   if (desc == nullptr || std::uintptr_t(desc) % VIP_DESCRIPTOR_ALIGNMENT != 0) return Result::invalid_parameter;
