@@ -571,6 +571,112 @@ TEST_P(Engine, RdmaWithAStaleHandleIsRefused) {
   for (std::byte x : target) ASSERT_EQ(std::to_integer<int>(x), 0x21);
 }
 
+// A VI remembers the regions its last posts were checked against (a post
+// usually names them again); deregistering a region or changing its tag must
+// take it out of that memory, or a later post would pass on a dead handle.
+TEST_P(Engine, APostNamingADataRegionDeregisteredAfterAnEarlierPostIsRefused) {
+  auto [va, vb] = connect();
+  std::vector<std::byte> buffer(4096, std::byte{0x17});
+  via::MemHandle bh;
+  expect_ok(a.nic->register_memory(buffer.data(), buffer.size(), via::MemAttributes{a.ptag, false, false}, bh), "reg");
+  auto send_from_buffer = [&, va = va] {
+    VIP_DESCRIPTOR* send = a.message(0, 64);
+    send->DS[0].Local.Data.Address = buffer.data();
+    send->DS[0].Local.Handle = bh;
+    expect_ok(va->post_send(send, a.arena.handle), "post send");
+    return wait_done(va, false);
+  };
+  expect_ok(vb->post_recv(b.message(0, 256), b.arena.handle), "post recv");
+  VIP_DESCRIPTOR* first = send_from_buffer();
+  ASSERT_NE(first, nullptr);
+  EXPECT_EQ(status_err(first), 0u);
+  expect_ok(a.nic->deregister_memory(buffer.data(), bh), "dereg");
+  VIP_DESCRIPTOR* second = send_from_buffer();
+  ASSERT_NE(second, nullptr);
+  EXPECT_EQ(status_err(second), std::uint32_t(VIP_STATUS_PROTECTION_ERROR));
+  EXPECT_EQ(va->state(), via::ViState::error);
+}
+
+TEST_P(Engine, APostNamingADataRegionMovedToAnotherTagAfterAnEarlierPostIsRefused) {
+  auto [va, vb] = connect();
+  via::Ptag other;
+  expect_ok(a.nic->create_ptag(other), "ptag");
+  std::vector<std::byte> buffer(4096);
+  via::MemHandle bh;
+  expect_ok(a.nic->register_memory(buffer.data(), buffer.size(), via::MemAttributes{a.ptag, false, false}, bh), "reg");
+  auto post_recv_into_buffer = [&, va = va] {
+    VIP_DESCRIPTOR* recv = a.message(0, 64);
+    recv->DS[0].Local.Data.Address = buffer.data();
+    recv->DS[0].Local.Handle = bh;
+    expect_ok(va->post_recv(recv, a.arena.handle), "post recv");
+  };
+  post_recv_into_buffer();
+  EXPECT_EQ(va->state(), via::ViState::connected);
+  expect_ok(a.nic->set_memory_attributes(buffer.data(), bh, via::MemAttributes{other, false, false}), "set attrs");
+  post_recv_into_buffer();
+  EXPECT_EQ(va->state(), via::ViState::error);
+  VIP_DESCRIPTOR* flushed = wait_done(va, true);
+  ASSERT_NE(flushed, nullptr);
+  EXPECT_EQ(status_err(flushed), std::uint32_t(VIP_STATUS_DESC_FLUSHED_ERROR));
+  VIP_DESCRIPTOR* refused = wait_done(va, true);
+  ASSERT_NE(refused, nullptr);
+  EXPECT_EQ(status_err(refused), std::uint32_t(VIP_STATUS_PROTECTION_ERROR));
+}
+
+TEST_P(Engine, APostWhoseDescriptorRegionWasDeregisteredAfterAnEarlierPostIsRefused) {
+  auto [va, vb] = connect();
+  // Descriptors in a region of their own, apart from the arena holding the data.
+  std::vector<VIP_DESCRIPTOR> descs(4);
+  const std::size_t region_bytes = descs.size() * sizeof(VIP_DESCRIPTOR);
+  via::MemHandle dh;
+  expect_ok(a.nic->register_memory(descs.data(), region_bytes, via::MemAttributes{a.ptag, false, false}, dh), "reg");
+  auto base = reinterpret_cast<std::uintptr_t>(descs.data());
+  auto* desc = reinterpret_cast<VIP_DESCRIPTOR*>((base + VIP_DESCRIPTOR_ALIGNMENT - 1) &
+                                                 ~std::uintptr_t(VIP_DESCRIPTOR_ALIGNMENT - 1));
+  auto post_recv_with_own_descriptor = [&, va = va](int i) {
+    desc[i] = *a.message(0, 64);
+    return va->post_recv(&desc[i], dh);
+  };
+  expect_ok(post_recv_with_own_descriptor(0), "post recv");
+  EXPECT_EQ(va->state(), via::ViState::connected);
+  VIP_DESCRIPTOR* d = nullptr;
+  expect_ok(a.nic->deregister_memory(descs.data(), dh), "dereg");
+  EXPECT_EQ(post_recv_with_own_descriptor(1), via::Result::invalid_parameter);
+  // Refused before it was queued: nothing completes, the VI stays usable.
+  EXPECT_EQ(va->state(), via::ViState::connected);
+  EXPECT_EQ(va->recv_done(d), via::Result::not_done);
+}
+
+TEST_P(Engine, AReceivePostedAfterTheViMovedToAnotherTagIsCheckedUnderTheNewTag) {
+  via::Vi* vi = a.create_vi();  // idle: receives may be posted, attributes changed
+  expect_ok(vi->post_recv(a.message(0, 64), a.arena.handle), "post recv under the arena's tag");
+  via::Ptag other;
+  expect_ok(a.nic->create_ptag(other), "ptag");
+  via::ViAttributes attrs = vi->attributes();
+  attrs.ptag = other;
+  expect_ok(vi->set_attributes(attrs), "set attributes");
+  // The descriptor in the arena is no longer under the VI's tag.
+  EXPECT_EQ(vi->post_recv(a.message(0, 64), a.arena.handle), via::Result::invalid_parameter);
+  // A descriptor under the new tag whose data is still in the arena is refused for its data.
+  std::vector<VIP_DESCRIPTOR> descs(2);
+  via::MemHandle dh;
+  expect_ok(a.nic->register_memory(descs.data(), descs.size() * sizeof(VIP_DESCRIPTOR),
+                                   via::MemAttributes{other, false, false}, dh),
+            "reg");
+  auto base = reinterpret_cast<std::uintptr_t>(descs.data());
+  auto* desc = reinterpret_cast<VIP_DESCRIPTOR*>((base + VIP_DESCRIPTOR_ALIGNMENT - 1) &
+                                                 ~std::uintptr_t(VIP_DESCRIPTOR_ALIGNMENT - 1));
+  *desc = *a.message(0, 64);
+  expect_ok(vi->post_recv(desc, dh), "post recv");
+  EXPECT_EQ(vi->state(), via::ViState::error);
+  VIP_DESCRIPTOR* d = nullptr;
+  ASSERT_EQ(vi->recv_done(d), via::Result::success);
+  EXPECT_EQ(status_err(d), std::uint32_t(VIP_STATUS_DESC_FLUSHED_ERROR));
+  ASSERT_EQ(vi->recv_done(d), via::Result::success);
+  EXPECT_EQ(d, desc);
+  EXPECT_EQ(status_err(d), std::uint32_t(VIP_STATUS_PROTECTION_ERROR));
+}
+
 // ---- receive-side errors, by reliability level ----
 
 TEST_P(Engine, MessageLongerThanTheReceiveOnUnreliableViIsALengthError) {

@@ -123,6 +123,9 @@ class ViImpl final : public Vi {
   // Peer death / close noticed by the NIC's slow path.
   void check_link();
   std::uint32_t provider_slot = 0;  // the provider's id for this VI
+  // Region `handle` was deregistered or its attributes changed: the post
+  // checks must look it up again.
+  void forget_region(MemHandle handle);
 
  private:
   struct ReadResponse {
@@ -137,12 +140,31 @@ class ViImpl final : public Vi {
   // and those behind it, then what waits to be sent.
   bool receive_and_transmit(const FrameHeader* h, const std::byte* payload);
   bool transmit_waiting() const { return tx_next_ != sendq_.tail() || acks_owed_ || !read_responses_.empty(); }
-  Result validate_post(VIP_DESCRIPTOR* desc, MemHandle desc_handle) const;
+  // A region a post's check found registered with this VI's tag. Posts
+  // mostly name the regions the previous post did, and a check that hits
+  // the remembered one needs no look at the NIC's table (shared with peers,
+  // and read under its sequence lock). handle 0: nothing remembered.
+  struct CheckedRegion {
+    MemHandle handle = 0;
+    std::uint64_t addr = 0, len = 0;
+  };
+  // Where a post's checks look: only at the remembered regions (a few
+  // compares and no call, so the common case saves no registers), or also
+  // in the NIC's table, remembering what passes there.
+  enum class Lookup { remembered, table };
+  // Whether [addr, addr+len), len > 0, lies in region h registered with this VI's tag.
+  template <Lookup where>
+  bool registered(CheckedRegion& last, MemHandle h, std::uint64_t addr, std::uint64_t len);
+  bool look_up_region(CheckedRegion& last, MemHandle h, std::uint64_t addr, std::uint64_t len);
+  Result validate_post(VIP_DESCRIPTOR* desc, MemHandle desc_handle);
+  template <Lookup where>
+  Result check_descriptor(VIP_DESCRIPTOR* desc, MemHandle desc_handle);
   // post_recv and repost_recv after their checks: queues the descriptor; with
   // check_segments, fails the VI if its memory is not registered.
   Result enqueue_recv(VIP_DESCRIPTOR* desc, bool check_segments);
-  std::uint32_t check_local_segments(const VIP_DESCRIPTOR* desc, std::uint32_t first_data,
-                                     std::uint64_t& total) const;
+  std::uint32_t check_local_segments(const VIP_DESCRIPTOR* desc, std::uint32_t first_data, std::uint64_t& total);
+  template <Lookup where>
+  std::uint32_t check_segments(const VIP_DESCRIPTOR* desc, std::uint32_t first_data, std::uint64_t& total);
   void finish(WorkQueue& q, WorkRequest& wr, std::uint32_t status);
   void publish(WorkQueue& q, bool recv);
   bool send_frame(const FrameHeader& h, const iovec* iov, std::size_t iovcnt);
@@ -189,6 +211,9 @@ class ViImpl final : public Vi {
   std::uint64_t direct_min_ = UINT64_MAX;  // sends/RDMA this large use it
   std::unique_ptr<FaultInjector> faults_;  // unreliable VIs under VIASTACK_FAULTS
   DescriptorNotify send_notify_, recv_notify_;
+  // The regions the last posts' descriptor and data segments were found in
+  // (two: a program's descriptors and buffers are often registered apart).
+  CheckedRegion desc_region_, data_region_;
 };
 
 class NicImpl final : public Nic {

@@ -237,6 +237,7 @@ Result Nic::deregister_memory(const void* addr, MemHandle handle) {
   RegionEntry e;
   if (!table.lookup(handle, e) || e.addr != std::uintptr_t(addr)) return Result::invalid_parameter;
   table.entries[RegionTable::index_of(handle)].handle.store(0, std::memory_order_release);
+  for (auto& vi : impl(*this).vis_) vi->forget_region(handle);
   return Result::success;
 }
 
@@ -262,6 +263,7 @@ Result Nic::set_memory_attributes(const void* addr, MemHandle handle, const MemA
   live.rdma_write = attrs.rdma_write;
   live.rdma_read = attrs.rdma_read;
   live.version.store(version + 2, std::memory_order_release);
+  for (auto& vi : impl(*this).vis_) vi->forget_region(handle);
   return Result::success;
 }
 

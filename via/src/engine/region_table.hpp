@@ -31,6 +31,11 @@ struct RegionTable {
 
   static std::uint32_t index_of(MemHandle h) { return h & 0xFFFFu; }
 
+  // Whether [addr, addr+len) lies in [base, base+size), without overflow.
+  static bool within(std::uint64_t base, std::uint64_t size, std::uint64_t addr, std::uint64_t len) {
+    return addr >= base && len <= size && addr - base <= size - len;
+  }
+
   enum Access : unsigned { kLocal = 0, kRdmaWrite = 1, kRdmaRead = 2 };
 
   // Whether [addr, addr+len) lies in live region h registered with ptag and,
@@ -45,7 +50,7 @@ struct RegionTable {
     const RegionEntry& e = entries[i];
     const std::uint32_t version = e.version.load(std::memory_order_acquire);
     if ((version & 1) || e.handle.load(std::memory_order_acquire) != h) return false;
-    const bool ok = e.ptag == ptag && addr >= e.addr && len <= e.len && addr - e.addr <= e.len - len &&
+    const bool ok = e.ptag == ptag && within(e.addr, e.len, addr, len) &&
                     (!(access & kRdmaWrite) || e.rdma_write) && (!(access & kRdmaRead) || e.rdma_read);
     std::atomic_thread_fence(std::memory_order_acquire);
     return ok && e.handle.load(std::memory_order_relaxed) == h && e.version.load(std::memory_order_relaxed) == version;

@@ -95,6 +95,8 @@ Result ViImpl::set_attributes(const ViAttributes& attrs) {
   VIP_NIC_ATTRIBUTES nic_attrs;
   nic_.query(nic_attrs);
   attrs_ = attrs;
+  // The remembered regions were checked against the old tag.
+  desc_region_ = data_region_ = CheckedRegion{};
   if (attrs_.max_transfer == 0) attrs_.max_transfer = std::uint32_t(nic_attrs.MaxTransferSize);
   nic_.provider().publish_vi_attributes(*this);
   return Result::success;
@@ -102,35 +104,73 @@ Result ViImpl::set_attributes(const ViAttributes& attrs) {
 
 // ---- posting ----
 
-Result ViImpl::validate_post(VIP_DESCRIPTOR* desc, MemHandle desc_handle) const {
+void ViImpl::forget_region(MemHandle handle) {
+  for (CheckedRegion* region : {&desc_region_, &data_region_})
+    if (region->handle == handle) *region = CheckedRegion{};
+}
+
+template <ViImpl::Lookup where>
+inline bool ViImpl::registered(CheckedRegion& last, MemHandle h, std::uint64_t addr, std::uint64_t len) {
+  if (h == last.handle && RegionTable::within(last.addr, last.len, addr, len)) return true;
+  return where == Lookup::table && look_up_region(last, h, addr, len);
+}
+
+bool ViImpl::look_up_region(CheckedRegion& last, MemHandle h, std::uint64_t addr, std::uint64_t len) {
+  RegionEntry entry;
+  if (!nic_.regions().lookup(h, entry) || entry.ptag != attrs_.ptag ||
+      !RegionTable::within(entry.addr, entry.len, addr, len))
+    return false;
+  last = CheckedRegion{h, entry.addr, entry.len};
+  return true;
+}
+
+// The checks stay out of line (each a leaf in its remembered form): inlined
+// into the post, the table lookup of the rare path made the compiler save and
+// restore registers on the common one.
+template <ViImpl::Lookup where>
+[[gnu::noinline]] Result ViImpl::check_descriptor(VIP_DESCRIPTOR* desc, MemHandle desc_handle) {
   if (desc == nullptr || std::uintptr_t(desc) % VIP_DESCRIPTOR_ALIGNMENT != 0) return Result::invalid_parameter;
   // The descriptor itself must lie in memory registered with this VI's tag:
-  // first its control segment, then (knowing SegCount) all of it. Most
-  // descriptors have one or two segments: one check covers those.
-  const RegionTable& table = nic_.regions();
-  constexpr std::uint64_t kCommonSize = sizeof(VIP_CONTROL_SEGMENT) + 2 * sizeof(VIP_DESCRIPTOR_SEGMENT);
-  if (table.covers(desc_handle, std::uintptr_t(desc), kCommonSize, attrs_.ptag) && desc->CS.SegCount <= 2)
-    return Result::success;
-  if (!table.covers(desc_handle, std::uintptr_t(desc), sizeof(VIP_CONTROL_SEGMENT), attrs_.ptag))
-    return Result::invalid_parameter;
-  std::uint64_t size = sizeof(VIP_CONTROL_SEGMENT) + std::uint64_t(desc->CS.SegCount) * sizeof(VIP_DESCRIPTOR_SEGMENT);
-  if (!table.covers(desc_handle, std::uintptr_t(desc), size, attrs_.ptag)) return Result::invalid_parameter;
+  // first its control segment, then (knowing SegCount) all of it.
+  const std::uint64_t at = std::uintptr_t(desc);
+  if (!registered<where>(desc_region_, desc_handle, at, sizeof(VIP_CONTROL_SEGMENT))) return Result::invalid_parameter;
+  const std::uint64_t size = sizeof(VIP_CONTROL_SEGMENT) + std::uint64_t(desc->CS.SegCount) * sizeof(VIP_DESCRIPTOR_SEGMENT);
+  if (!registered<where>(desc_region_, desc_handle, at, size)) return Result::invalid_parameter;
   return Result::success;
+}
+
+// As check_local_segments; total changes only if every segment passes.
+template <ViImpl::Lookup where>
+[[gnu::noinline]] std::uint32_t ViImpl::check_segments(const VIP_DESCRIPTOR* desc, std::uint32_t first_data,
+                                                       std::uint64_t& total) {
+  // Read once: the stores below could alias the descriptor for the compiler.
+  const std::uint32_t count = desc->CS.SegCount;
+  std::uint64_t sum = 0;
+  for (std::uint32_t i = first_data; i < count; ++i) {
+    const VIP_DATA_SEGMENT& seg = data_segment(desc, i);
+    const std::uint32_t len = seg.Length;
+    if (len == 0) continue;
+    if (!registered<where>(data_region_, seg.Handle, seg.Data.AddressBits, len)) return VIP_STATUS_PROTECTION_ERROR;
+    sum += len;
+  }
+  total += sum;
+  return 0;
+}
+
+// Most posts pass on the regions remembered from the previous ones; any
+// other, failing ones included, is checked again against the NIC's table,
+// out of line.
+Result ViImpl::validate_post(VIP_DESCRIPTOR* desc, MemHandle desc_handle) {
+  if (check_descriptor<Lookup::remembered>(desc, desc_handle) == Result::success) return Result::success;
+  return check_descriptor<Lookup::table>(desc, desc_handle);
 }
 
 // Returns 0 if every local data segment lies in a region registered with this
 // VI's tag, else the error status bits; adds the segment lengths to total.
 std::uint32_t ViImpl::check_local_segments(const VIP_DESCRIPTOR* desc, std::uint32_t first_data,
-                                       std::uint64_t& total) const {
-  const RegionTable& table = nic_.regions();
-  for (std::uint32_t i = first_data; i < desc->CS.SegCount; ++i) {
-    const VIP_DATA_SEGMENT& seg = data_segment(desc, i);
-    if (seg.Length == 0) continue;
-    if (!table.covers(seg.Handle, seg.Data.AddressBits, seg.Length, attrs_.ptag))
-      return VIP_STATUS_PROTECTION_ERROR;
-    total += seg.Length;
-  }
-  return 0;
+                                           std::uint64_t& total) {
+  if (check_segments<Lookup::remembered>(desc, first_data, total) == 0) return 0;
+  return check_segments<Lookup::table>(desc, first_data, total);
 }
 
 Result ViImpl::post_send(VIP_DESCRIPTOR* desc, MemHandle desc_handle) {
