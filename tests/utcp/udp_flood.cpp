@@ -10,8 +10,9 @@
 // and that the datagrams missing are no more than the losses counted (faults
 // injected by the senders' NICs, receive buffers or queues that overflowed,
 // reassemblies given up). With "faults", faults must have happened; without,
-// nothing may be missing. Barriers and the final tallies go over reliable VIs
-// of their own, which VIASTACK_FAULTS leaves alone.
+// nothing may be missing but what a receiver that fell behind dropped for
+// want of a posted buffer (counted). Barriers and the final tallies go over
+// reliable VIs of their own, which VIASTACK_FAULTS leaves alone.
 //
 // Rank 0 also pings every peer and sends to a closed port of rank 1, which
 // must come back as ECONNREFUSED.
@@ -342,9 +343,16 @@ int main(int argc, char** argv) {
     if (faults) {
       require(peer_drops > 0, rank, "VIASTACK_FAULTS dropped nothing: the faults were not applied");
     } else {
-      require(missing == 0 && duplicated == 0, rank, "datagrams lost or duplicated with no faults injected");
-      require(counted_losses == 0 && counters.reassembly.timeouts == 0 && counters.reassembly.duplicates == 0, rank,
-              "losses counted with no faults injected");
+      // Without faults the only loss UDP may see is its own: a receiver that
+      // fell behind (descheduled on a busy machine) finds no buffer posted on
+      // its unreliable VI, and fragments of a datagram it dropped leave a
+      // reassembly to time out. Anything else is a defect.
+      const std::uint64_t behind = nic_counters.dropped_no_receive;
+      require(duplicated == 0 && counters.reassembly.duplicates == 0, rank,
+              "datagrams or fragments duplicated with no faults injected");
+      require(counted_losses == behind, rank, "losses other than a receiver falling behind, with no faults injected");
+      require(behind > 0 || (missing == 0 && counters.reassembly.timeouts == 0), rank,
+              "datagrams lost with no faults injected and no receive found without a buffer");
     }
 
     // Nobody tears down its VIs while a peer may still be sending.
