@@ -30,6 +30,13 @@ class SackTest : public ConnectionTest {
     next_sent();  // the ACK
   }
 
+  using Blocks = std::vector<wire::SackBlock>;
+  // A block of the peer's data, [left, right) in offsets from its first byte.
+  static wire::SackBlock peer_block(std::uint32_t left, std::uint32_t right) {
+    return wire::SackBlock{SeqNumber(peer_iss + 1 + left), SeqNumber(peer_iss + 1 + right)};
+  }
+  static Blocks blocks_of(const wire::TcpOptions& options) { return Blocks(options.sack().begin(), options.sack().end()); }
+
   // An ACK from the peer of everything before `ack` (offsets from our first
   // data byte) reporting `blocks`, each [left, right) in the same offsets.
   void ack_with_sack(std::uint32_t ack, std::initializer_list<std::pair<std::uint32_t, std::uint32_t>> blocks) {
@@ -91,26 +98,21 @@ TEST_F(SackTest, ReceiverReportsTheMostRecentBlocksFirst) {
     feed(from_peer(peer_iss + 1 + offset, iss + 1, flag::ack), data);
     return next_sent().header.options;
   };
-  using Blocks = std::vector<wire::SackBlock>;
-  auto block = [](std::uint32_t left, std::uint32_t right) {
-    return wire::SackBlock{SeqNumber(peer_iss + 1 + left), SeqNumber(peer_iss + 1 + right)};
-  };
-  auto blocks = [](const wire::TcpOptions& options) { return Blocks(options.sack().begin(), options.sack().end()); };
-  EXPECT_EQ(blocks(from_offset(1000)), (Blocks{block(1000, 1500)}));
-  EXPECT_EQ(blocks(from_offset(3000)), (Blocks{block(3000, 3500), block(1000, 1500)}));
+  EXPECT_EQ(blocks_of(from_offset(1000)), (Blocks{peer_block(1000, 1500)}));
+  EXPECT_EQ(blocks_of(from_offset(3000)), (Blocks{peer_block(3000, 3500), peer_block(1000, 1500)}));
   from_offset(5000);
   from_offset(7000);
-  EXPECT_EQ(blocks(from_offset(9000)),
-            (Blocks{block(9000, 9500), block(7000, 7500), block(5000, 5500), block(3000, 3500)}));
+  EXPECT_EQ(blocks_of(from_offset(9000)),
+            (Blocks{peer_block(9000, 9500), peer_block(7000, 7500), peer_block(5000, 5500), peer_block(3000, 3500)}));
   // A segment joining a block reports the whole block first.
-  EXPECT_EQ(blocks(from_offset(3500)),
-            (Blocks{block(3000, 4000), block(9000, 9500), block(7000, 7500), block(5000, 5500)}));
+  EXPECT_EQ(blocks_of(from_offset(3500)),
+            (Blocks{peer_block(3000, 4000), peer_block(9000, 9500), peer_block(7000, 7500), peer_block(5000, 5500)}));
   // The hole at the front fills: what is delivered is no longer reported.
   feed(from_peer(peer_iss + 1, iss + 1, flag::ack), pattern(1000));
   const SentSegment ack = next_sent();
   EXPECT_EQ(ack.header.acknowledgment, SeqNumber(peer_iss + 1 + 1500));
-  EXPECT_EQ(blocks(ack.header.options),
-            (Blocks{block(3000, 4000), block(9000, 9500), block(7000, 7500), block(5000, 5500)}));
+  EXPECT_EQ(blocks_of(ack.header.options),
+            (Blocks{peer_block(3000, 4000), peer_block(9000, 9500), peer_block(7000, 7500), peer_block(5000, 5500)}));
 }
 
 // RFC 2018 §4: the blocks after the first repeat the most recent *other*
@@ -125,9 +127,6 @@ TEST_F(SackTest, AGrowingBlockDoesNotCrowdOutTheOlderOnes) {
     feed(from_peer(peer_iss + 1 + offset, iss + 1, flag::ack), data);
     return next_sent().header.options;
   };
-  auto block = [](std::uint32_t left, std::uint32_t right) {
-    return wire::SackBlock{SeqNumber(peer_iss + 1 + left), SeqNumber(peer_iss + 1 + right)};
-  };
   from_offset(1000);
   wire::TcpOptions options;
   constexpr std::uint32_t run_segments = 100;  // more than the 64 segments a block's walk looks at each way, within the queue's bound
@@ -136,7 +135,7 @@ TEST_F(SackTest, AGrowingBlockDoesNotCrowdOutTheOlderOnes) {
     const auto blocks = options.sack();
     ASSERT_GE(blocks.size(), 2u) << "after segment " << i;
     EXPECT_EQ(blocks[0].right, SeqNumber(peer_iss + 1 + 3000 + 500 * (i + 1))) << "after segment " << i;
-    EXPECT_EQ(blocks[1], block(1000, 1500)) << "after segment " << i;
+    EXPECT_EQ(blocks[1], peer_block(1000, 1500)) << "after segment " << i;
     for (std::size_t a = 0; a < blocks.size(); ++a)
       for (std::size_t b = a + 1; b < blocks.size(); ++b)
         EXPECT_TRUE(blocks[a].right < blocks[b].left || blocks[b].right < blocks[a].left)
@@ -381,26 +380,21 @@ TEST_F(RackTest, ALostRetransmissionIsDetectedWithoutTimeout) {
 TEST_F(SackTest, ReceiverReportsADuplicateSegmentInTheFirstBlock) {
   open_offering_sack();
   const auto data = pattern(1000);
-  auto block = [](std::uint32_t left, std::uint32_t right) {
-    return wire::SackBlock{SeqNumber(peer_iss + 1 + left), SeqNumber(peer_iss + 1 + right)};
-  };
-  using Blocks = std::vector<wire::SackBlock>;
-  auto blocks = [](const wire::TcpOptions& options) { return Blocks(options.sack().begin(), options.sack().end()); };
   feed(from_peer(peer_iss + 1, iss + 1, flag::ack), data);
   feed(from_peer(peer_iss + 1 + 3000, iss + 1, flag::ack), data);  // out of order
   sent.clear();
   feed(from_peer(peer_iss + 1, iss + 1, flag::ack), data);  // the first again
   ASSERT_EQ(sent.size(), 1u);
-  EXPECT_EQ(blocks(next_sent().header.options), (Blocks{block(0, 1000), block(3000, 4000)}));
+  EXPECT_EQ(blocks_of(next_sent().header.options), (Blocks{peer_block(0, 1000), peer_block(3000, 4000)}));
   // Half of it again with the next 500 bytes: the old half is the duplicate.
   feed(from_peer(peer_iss + 1 + 500, iss + 1, flag::ack), data);
   ASSERT_FALSE(sent.empty());
-  EXPECT_EQ(blocks(sent.back().header.options), (Blocks{block(500, 1000), block(3000, 4000)}));
+  EXPECT_EQ(blocks_of(sent.back().header.options), (Blocks{peer_block(500, 1000), peer_block(3000, 4000)}));
   sent.clear();
   // The next ACK reports only what is held.
   feed(from_peer(peer_iss + 1 + 5000, iss + 1, flag::ack), data);
   ASSERT_EQ(sent.size(), 1u);
-  EXPECT_EQ(blocks(next_sent().header.options), (Blocks{block(5000, 6000), block(3000, 4000)}));
+  EXPECT_EQ(blocks_of(next_sent().header.options), (Blocks{peer_block(5000, 6000), peer_block(3000, 4000)}));
 }
 
 // RFC 2883 §4.2: data held out of order that arrives again is a duplicate
@@ -412,26 +406,21 @@ TEST_F(SackTest, ReceiverReportsADuplicateSegmentInTheFirstBlock) {
 TEST_F(SackTest, ReceiverReportsADuplicateOfDataHeldOutOfOrder) {
   open_offering_sack();
   const auto data = pattern(1000);
-  auto block = [](std::uint32_t left, std::uint32_t right) {
-    return wire::SackBlock{SeqNumber(peer_iss + 1 + left), SeqNumber(peer_iss + 1 + right)};
-  };
-  using Blocks = std::vector<wire::SackBlock>;
-  auto blocks = [](const wire::TcpOptions& options) { return Blocks(options.sack().begin(), options.sack().end()); };
   feed(from_peer(peer_iss + 1 + 3000, iss + 1, flag::ack), data);
   feed(from_peer(peer_iss + 1 + 6000, iss + 1, flag::ack), data);
   feed(from_peer(peer_iss + 1 + 7000, iss + 1, flag::ack), data);
   sent.clear();
   feed(from_peer(peer_iss + 1 + 3000, iss + 1, flag::ack), data);  // held already
   ASSERT_EQ(sent.size(), 1u);
-  EXPECT_EQ(blocks(next_sent().header.options), (Blocks{block(3000, 4000), block(3000, 4000), block(6000, 8000)}));
+  EXPECT_EQ(blocks_of(next_sent().header.options), (Blocks{peer_block(3000, 4000), peer_block(3000, 4000), peer_block(6000, 8000)}));
   // Overlapping the end of a run: only the part held is the duplicate.
   feed(from_peer(peer_iss + 1 + 7500, iss + 1, flag::ack), data);
   ASSERT_EQ(sent.size(), 1u);
-  EXPECT_EQ(blocks(next_sent().header.options), (Blocks{block(7500, 8000), block(6000, 8500), block(3000, 4000)}));
+  EXPECT_EQ(blocks_of(next_sent().header.options), (Blocks{peer_block(7500, 8000), peer_block(6000, 8500), peer_block(3000, 4000)}));
   // Reported once: the next ACK carries only the SACK blocks.
   feed(from_peer(peer_iss + 1 + 10000, iss + 1, flag::ack), data);
   ASSERT_EQ(sent.size(), 1u);
-  EXPECT_EQ(blocks(next_sent().header.options), (Blocks{block(10000, 11000), block(6000, 8500), block(3000, 4000)}));
+  EXPECT_EQ(blocks_of(next_sent().header.options), (Blocks{peer_block(10000, 11000), peer_block(6000, 8500), peer_block(3000, 4000)}));
 }
 
 // Two segments reordered, not lost, and retransmitted by a recovery that
