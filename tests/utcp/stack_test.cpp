@@ -452,6 +452,69 @@ TEST_F(TwoStacks, UdpBothWays) {
   EXPECT_EQ(b_->counters().udp.datagrams_in, 1u);
 }
 
+TEST_F(TwoStacks, ATruncatedDatagramTellsItsWholeLengthAndTheNextOneIsSizedBeforeItIsTaken) {
+  UdpSocket server(*b_), client(*a_);
+  ASSERT_FALSE(server.bind({{}, 7}));
+  server.set_nonblocking(true);
+  EXPECT_EQ(server.next_datagram_size(), std::nullopt);
+  const Bytes long_one = pattern(300, 2);
+  ASSERT_TRUE(client.send_to(long_one, {address_b, 7}));
+  ASSERT_TRUE(client.send_to(pattern(40, 3), {address_b, 7}));
+  settle();
+  EXPECT_EQ(server.next_datagram_size(), 300u);
+  Bytes small(100);
+  const auto first = server.receive_from(small);
+  ASSERT_TRUE(first);
+  EXPECT_EQ(first->size, 100u);
+  EXPECT_TRUE(first->truncated);
+  EXPECT_EQ(first->datagram_size, 300u);
+  EXPECT_EQ(small, Bytes(long_one.begin(), long_one.begin() + 100));
+  EXPECT_EQ(server.next_datagram_size(), 40u);
+  const auto second = server.receive_from(small);
+  ASSERT_TRUE(second);
+  EXPECT_EQ(second->datagram_size, 40u);
+  EXPECT_FALSE(second->truncated);
+  EXPECT_EQ(server.next_datagram_size(), std::nullopt);
+}
+
+// iperf3's UDP server: the socket that heard a client connects to it, and a
+// new socket is bound to the same port for the next client (both with
+// SO_REUSEADDR). The connected socket gets its peer's datagrams, the other
+// socket everyone else's.
+TEST_F(TwoStacks, SocketsThatAllowReuseShareAPortAndAConnectedOneGetsItsPeersDatagrams) {
+  UdpSocket first(*b_), second(*b_), without_reuse(*b_), client(*a_), stranger(*a_);
+  first.set_reuse_address(true);
+  second.set_reuse_address(true);
+  ASSERT_FALSE(first.bind({{}, 5201}));
+  EXPECT_EQ(without_reuse.bind({{}, 5201}), std::errc::address_in_use);
+  ASSERT_FALSE(client.bind({{}, 4000}));
+  ASSERT_FALSE(stranger.bind({{}, 4001}));
+  ASSERT_FALSE(first.connect({address_a, 4000}));
+  ASSERT_FALSE(second.bind({{}, 5201}));
+  for (UdpSocket* socket : {&first, &second}) socket->set_nonblocking(true);
+  ASSERT_TRUE(client.send_to(pattern(10, 1), {address_b, 5201}));
+  ASSERT_TRUE(stranger.send_to(pattern(20, 2), {address_b, 5201}));
+  settle();
+  Bytes buffer(100);
+  const auto to_first = first.receive_from(buffer);
+  ASSERT_TRUE(to_first);
+  EXPECT_EQ(to_first->size, 10u);
+  EXPECT_FALSE(first.readable());
+  const auto to_second = second.receive_from(buffer);
+  ASSERT_TRUE(to_second);
+  EXPECT_EQ(to_second->size, 20u);
+  EXPECT_EQ(to_second->from, (Endpoint{address_a, 4001}));
+  // Closing one leaves the port to the other.
+  first.close();
+  ASSERT_TRUE(client.send_to(pattern(30, 3), {address_b, 5201}));
+  settle();
+  const auto after_close = second.receive_from(buffer);
+  ASSERT_TRUE(after_close);
+  EXPECT_EQ(after_close->size, 30u);
+  second.close();
+  EXPECT_FALSE(without_reuse.bind({{}, 5201}));
+}
+
 TEST_F(TwoStacks, LargestDatagramFragmentsAndReassembles) {
   UdpSocket server(*b_), client(*a_);
   ASSERT_FALSE(server.bind({{}, 7}));

@@ -185,6 +185,7 @@ class Stack {
     std::uint64_t drops = 0;
     std::error_code pending_error;  // from an ICMP error, reported once by the next call
     bool nonblocking = false;
+    bool reuse_address = false;  // SO_REUSEADDR: may share its port with sockets that allow it too
     std::optional<std::chrono::milliseconds> receive_timeout;
   };
   using SocketId = std::uint32_t;  // UDP sockets, TCP sockets and listeners share the numbering
@@ -254,6 +255,9 @@ class Stack {
   void udp_close(SocketId id);
   UdpSocketState* udp_state(SocketId id);
   std::error_code udp_bind(UdpSocketState& socket, SocketId id, Endpoint local);
+  // The socket on `port` a datagram from `from` goes to: one connected to
+  // `from`, else the last bound of those connected to nobody.
+  UdpSocketState* udp_receiver(std::uint16_t port, Endpoint from);
   std::error_code udp_send(UdpSocketState& socket, SocketId id, std::span<const std::uint8_t> data, Endpoint to);
 
   // Socket calls, for TcpSocket, TcpListener and poll.
@@ -326,7 +330,8 @@ class Stack {
   std::deque<std::vector<std::uint8_t>> loopback_;  // packets to ourselves, taken in by poll
   std::deque<EchoReply> echo_replies_;
   std::unordered_map<SocketId, UdpSocketState> udp_sockets_;
-  std::unordered_map<std::uint16_t, SocketId> udp_ports_;
+  // Sockets sharing a port (SO_REUSEADDR) are listed in the order they bound it.
+  std::unordered_map<std::uint16_t, std::vector<SocketId>> udp_ports_;
   SocketId next_socket_id_ = 1;
   std::uint16_t next_ephemeral_port_ = 49152;
   TcpOutOfOrderBudget tcp_out_of_order_;  // before the connections, which give back to it

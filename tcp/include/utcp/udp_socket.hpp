@@ -21,6 +21,7 @@ struct Received {
   std::size_t size = 0;     // bytes copied into the buffer
   Endpoint from;
   bool truncated = false;   // the datagram was longer than the buffer; the rest is gone (as recvfrom)
+  std::size_t datagram_size = 0;  // the whole datagram's length (what recv's MSG_TRUNC returns)
 };
 
 class UdpSocket {
@@ -56,6 +57,10 @@ class UdpSocket {
   bool is_open() const { return stack_ != nullptr; }
 
   void set_nonblocking(bool nonblocking);
+  // SO_REUSEADDR, before bind: sockets that all allow it share a port; a
+  // datagram goes to the one connected to its sender, else to the last bound
+  // of the unconnected ones (as Linux).
+  void set_reuse_address(bool reuse);
   void set_receive_timeout(std::optional<std::chrono::milliseconds> timeout);
   void set_receive_queue_limits(std::size_t datagrams, std::size_t bytes);
 
@@ -64,6 +69,8 @@ class UdpSocket {
   std::optional<Endpoint> local_endpoint() const;
   std::optional<Endpoint> remote_endpoint() const;
   std::size_t queued_datagrams() const;
+  // The length of the datagram the next receive takes (FIONREAD's answer), if one waits.
+  std::optional<std::size_t> next_datagram_size() const;
   // Datagrams dropped because the receive queue was full.
   std::uint64_t receive_queue_drops() const;
 

@@ -96,11 +96,6 @@ bool sets_hold_utcp(int nfds, const fd_set* readfds, const fd_set* writefds, con
   return false;
 }
 
-// recvfrom on a stream socket: the peer's address, as the kernel gives none for TCP.
-void no_source_address(socklen_t* length) {
-  if (length) *length = 0;
-}
-
 }  // namespace
 
 extern "C" {
@@ -147,21 +142,31 @@ VIASTACK_EXPORT ssize_t send(int fd, const void* data, size_t length, int flags)
   return preload::send(fd, {&buffer, 1}, flags);
 }
 
-// A stream socket ignores the address (as Linux's TCP).
+// A stream socket ignores the address (as Linux's TCP); an unbound datagram
+// socket whose destination is in utcp's network becomes utcp's here.
 VIASTACK_EXPORT ssize_t sendto(int fd, const void* data, size_t length, int flags, const sockaddr* address,
                                socklen_t address_length) {
-  if (!preload::is_utcp(fd)) return calls().sendto(fd, data, length, flags, address, address_length);
+  if (!preload::is_utcp(fd)) {
+    const std::optional<int> adopted = preload::adopt_by_destination(fd, address, address_length);
+    if (!adopted) return calls().sendto(fd, data, length, flags, address, address_length);
+    if (*adopted < 0) return -1;
+  }
   const iovec buffer = one_buffer(data, length);
-  return preload::send(fd, {&buffer, 1}, flags);
+  return preload::send(fd, {&buffer, 1}, flags, address, address_length);
 }
 
 VIASTACK_EXPORT ssize_t sendmsg(int fd, const msghdr* message, int flags) {
-  if (!preload::is_utcp(fd)) return calls().sendmsg(fd, message, flags);
+  const auto* address = static_cast<const sockaddr*>(message->msg_name);
+  if (!preload::is_utcp(fd)) {
+    const std::optional<int> adopted = preload::adopt_by_destination(fd, address, message->msg_namelen);
+    if (!adopted) return calls().sendmsg(fd, message, flags);
+    if (*adopted < 0) return -1;
+  }
   if (message->msg_controllen > 0) {
     errno = EOPNOTSUPP;  // no ancillary data on utcp
     return -1;
   }
-  return preload::send(fd, {message->msg_iov, message->msg_iovlen}, flags);
+  return preload::send(fd, {message->msg_iov, message->msg_iovlen}, flags, address, message->msg_namelen);
 }
 
 VIASTACK_EXPORT ssize_t write(int fd, const void* data, size_t length) {
@@ -189,18 +194,19 @@ VIASTACK_EXPORT ssize_t recvfrom(int fd, void* buffer, size_t length, int flags,
                                  socklen_t* address_length) {
   if (!preload::is_utcp(fd)) return calls().recvfrom(fd, buffer, length, flags, address, address_length);
   const iovec one = one_buffer(buffer, length);
-  const ssize_t got = preload::receive(fd, {&one, 1}, flags);
-  if (got >= 0) no_source_address(address_length);
-  return got;
+  return preload::receive(fd, {&one, 1}, flags, address, address_length);
 }
 
 VIASTACK_EXPORT ssize_t recvmsg(int fd, msghdr* message, int flags) {
   if (!preload::is_utcp(fd)) return calls().recvmsg(fd, message, flags);
-  const ssize_t got = preload::receive(fd, {message->msg_iov, message->msg_iovlen}, flags);
+  socklen_t name_length = message->msg_name ? message->msg_namelen : 0;
+  int message_flags = 0;
+  const ssize_t got = preload::receive(fd, {message->msg_iov, message->msg_iovlen}, flags,
+                                       static_cast<sockaddr*>(message->msg_name), &name_length, &message_flags);
   if (got >= 0) {
-    message->msg_namelen = 0;
+    message->msg_namelen = name_length;
     message->msg_controllen = 0;
-    message->msg_flags = 0;
+    message->msg_flags = message_flags;
   }
   return got;
 }

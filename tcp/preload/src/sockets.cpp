@@ -3,6 +3,7 @@
 #include "kernel.hpp"
 
 #include <utcp/tcp_socket.hpp>
+#include <utcp/udp_socket.hpp>
 #include <utcp/via_host.hpp>
 #include <via/config.hpp>
 
@@ -48,10 +49,12 @@ constexpr int kMixedSliceMs = 1;
 // At exit, how long closed connections may take to deliver what they hold.
 constexpr milliseconds kDefaultLinger{2000};
 
-// One utcp socket; dup'd descriptors share it.
+// One utcp socket; dup'd descriptors share it. A stream socket has a stream
+// or a listener, a datagram socket its datagram socket.
 struct Socket {
   std::optional<utcp::TcpSocket> stream;      // before listen(): bound or connected
   std::optional<utcp::TcpListener> listener;  // after listen()
+  std::optional<utcp::UdpSocket> datagram;    // SOCK_DGRAM
   std::error_code pending_error;              // taken from utcp by poll, reported by SO_ERROR or the next call
   bool nonblocking = false;
   bool nodelay = false;
@@ -315,25 +318,30 @@ bool flag_option(int fd, int level, int name) {
   return kernel::calls().getsockopt(fd, level, name, &value, &length) == 0 && value != 0;
 }
 
-// Whether fd is a kernel AF_INET stream socket not yet bound: the sockets
-// that may still become utcp's.
-bool adoptable(int fd) {
-  if (fd < 0 || fd >= kMaxFd) return false;
+// The type (SOCK_STREAM or SOCK_DGRAM) of fd if it is a kernel AF_INET
+// socket of that type not yet bound: the sockets that may still become utcp's.
+std::optional<int> adoptable_type(int fd) {
+  if (fd < 0 || fd >= kMaxFd) return std::nullopt;
   int domain = 0, type = 0;
   socklen_t length = sizeof domain;
-  if (kernel::calls().getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &length) != 0 || domain != AF_INET) return false;
+  if (kernel::calls().getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &length) != 0 || domain != AF_INET)
+    return std::nullopt;
   length = sizeof type;
-  if (kernel::calls().getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &length) != 0 || type != SOCK_STREAM) return false;
+  if (kernel::calls().getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &length) != 0 ||
+      (type != SOCK_STREAM && type != SOCK_DGRAM))
+    return std::nullopt;
   sockaddr_in local{};
   length = sizeof local;
-  return kernel::calls().getsockname(fd, reinterpret_cast<sockaddr*>(&local), &length) == 0 && local.sin_port == 0;
+  if (kernel::calls().getsockname(fd, reinterpret_cast<sockaddr*>(&local), &length) != 0 || local.sin_port != 0)
+    return std::nullopt;
+  return type;
 }
 
 // Replaces the kernel socket at fd with a utcp socket under the same number:
 // an eventfd holds the number (close-on-exec, see README.md), and the options
 // the program set on the kernel socket carry over. Null (errno set) if utcp
 // cannot start.
-Socket* adopt(int fd) {
+Socket* adopt(int fd, int type) {
   utcp::ViaHost* via_host = the_host();
   if (!via_host) {
     errno = ENETDOWN;
@@ -352,12 +360,21 @@ Socket* adopt(int fd) {
   const int send_buffer = requested_send_buffer[fd].exchange(0);
   socket->receive_buffer = receive_buffer > 0 ? receive_buffer : static_cast<int>(defaults.receive_buffer);
   socket->send_buffer = send_buffer > 0 ? send_buffer : static_cast<int>(defaults.send_buffer);
-  socket->stream.emplace(via_host->stack());
-  socket->stream->set_nonblocking(true);  // blocking calls wait here, in slices
-  socket->stream->set_nodelay(socket->nodelay);
-  socket->stream->set_keepalive(socket->keepalive);
-  (void)socket->stream->set_buffer_sizes(static_cast<std::size_t>(socket->send_buffer),
-                                         static_cast<std::size_t>(socket->receive_buffer));
+  if (type == SOCK_DGRAM) {
+    socket->datagram.emplace(via_host->stack());
+    socket->datagram->set_nonblocking(true);  // blocking calls wait here, in slices
+    socket->datagram->set_reuse_address(socket->reuse_address || flag_option(fd, SOL_SOCKET, SO_REUSEPORT));
+    if (receive_buffer > 0)
+      socket->datagram->set_receive_queue_limits(via_host->stack().config().udp_receive_queue_datagrams,
+                                                 static_cast<std::size_t>(receive_buffer));
+  } else {
+    socket->stream.emplace(via_host->stack());
+    socket->stream->set_nonblocking(true);
+    socket->stream->set_nodelay(socket->nodelay);
+    socket->stream->set_keepalive(socket->keepalive);
+    (void)socket->stream->set_buffer_sizes(static_cast<std::size_t>(socket->send_buffer),
+                                           static_cast<std::size_t>(socket->receive_buffer));
+  }
 
   const int placeholder = eventfd(0, EFD_CLOEXEC);
   if (placeholder < 0) return nullptr;
@@ -413,6 +430,14 @@ void release(Socket* socket) {
 // kept for SO_ERROR or the next call.
 short events_of(Socket& socket) {
   if (socket.listener) return socket.listener->readable() ? POLLIN : 0;
+  // A datagram socket can always send (a datagram the link refuses is lost, as UDP's).
+  if (socket.datagram) {
+    short events = POLLOUT | POLLWRNORM;
+    // Readable with no datagram waiting: an ICMP error waits for the next call.
+    if (socket.datagram->readable())
+      events |= socket.datagram->next_datagram_size() ? POLLIN | POLLRDNORM : POLLIN | POLLERR;
+    return events;
+  }
   utcp::TcpSocket& stream = *socket.stream;
   if (!socket.pending_error) socket.pending_error = stream.take_error();
   short events = 0;
@@ -504,14 +529,16 @@ std::optional<int> bind(int fd, const sockaddr* address, socklen_t length) {
     const bool any = local->address.value == INADDR_ANY;
     if (any ? !net.any_goes_to_utcp : !net.contains(local->address.value)) return std::nullopt;
     StackLock lock;
-    if (forked_child || !adoptable(fd)) return std::nullopt;
-    if (!adopt(fd)) return -1;
+    const std::optional<int> type = forked_child ? std::nullopt : adoptable_type(fd);
+    if (!type) return std::nullopt;
+    if (!adopt(fd, *type)) return -1;
   }
   if (!local) return fail(address && address->sa_family != AF_INET ? EAFNOSUPPORT : EINVAL);
   return with_socket(fd, [&](StackLock&, Socket& socket) -> int {
-    if (!socket.stream) return fail(EINVAL);
-    if (const std::error_code error = socket.stream->bind(*local)) return fail(error);
-    return 0;
+    const std::error_code error = socket.datagram ? socket.datagram->bind(*local)
+                                  : socket.stream ? socket.stream->bind(*local)
+                                                  : std::make_error_code(std::errc::invalid_argument);
+    return error ? fail(error) : 0;
   });
 }
 
@@ -521,11 +548,16 @@ std::optional<int> connect(int fd, const sockaddr* address, socklen_t length) {
   if (!socket_at(fd)) {
     if (!net.enabled || !remote || !net.contains(remote->address.value)) return std::nullopt;
     StackLock lock;
-    if (forked_child || !adoptable(fd)) return std::nullopt;
-    if (!adopt(fd)) return -1;
+    const std::optional<int> type = forked_child ? std::nullopt : adoptable_type(fd);
+    if (!type) return std::nullopt;
+    if (!adopt(fd, *type)) return -1;
   }
   if (!remote) return fail(address && address->sa_family != AF_INET ? EAFNOSUPPORT : EINVAL);
   return with_socket(fd, [&](StackLock& lock, Socket& socket) -> int {
+    if (socket.datagram) {
+      const std::error_code error = socket.datagram->connect(*remote);
+      return error ? fail(error) : 0;
+    }
     if (!socket.stream) return fail(EISCONN);
     utcp::TcpSocket& stream = *socket.stream;
     const std::error_code error = stream.connect(*remote);
@@ -541,8 +573,19 @@ std::optional<int> connect(int fd, const sockaddr* address, socklen_t length) {
   });
 }
 
+std::optional<int> adopt_by_destination(int fd, const sockaddr* address, socklen_t length) {
+  const Network& net = network();
+  const std::optional<utcp::Endpoint> remote = endpoint_of(address, length);
+  if (!net.enabled || !remote || !net.contains(remote->address.value)) return std::nullopt;
+  StackLock lock;
+  if (socket_at(fd)) return 0;  // another thread was first
+  if (forked_child || adoptable_type(fd) != SOCK_DGRAM) return std::nullopt;
+  return adopt(fd, SOCK_DGRAM) ? 0 : -1;
+}
+
 int listen(int fd, int backlog) {
   return with_socket(fd, [&](StackLock&, Socket& socket) -> int {
+    if (socket.datagram) return fail(EOPNOTSUPP);
     if (socket.listener) return 0;  // the kernel lets a listener change its backlog
     if (socket.stream->state() != utcp::TcpState::closed) return fail(EINVAL);
     // utcp listens on a port of its own: the bound socket gives its port to the listener.
@@ -571,6 +614,7 @@ int listen(int fd, int backlog) {
 int accept(int fd, sockaddr* address, socklen_t* length, int flags) {
   if (flags & ~(SOCK_NONBLOCK | SOCK_CLOEXEC)) return fail(EINVAL);
   return with_socket(fd, [&](StackLock& lock, Socket& socket) -> int {
+    if (socket.datagram) return fail(EOPNOTSUPP);
     if (!socket.listener) return fail(EINVAL);
     for (;;) {
       utcp::Result<utcp::TcpSocket> accepted = socket.listener->accept();
@@ -597,8 +641,84 @@ int accept(int fd, sockaddr* address, socklen_t* length, int flags) {
   });
 }
 
-ssize_t send(int fd, std::span<const iovec> data, int flags) {
+namespace {
+
+// How long a blocking datagram send waits for a link that refuses packets
+// before it reports ENOBUFS (the kernel's UDP may too).
+constexpr milliseconds kLongestDatagramWait{1000};
+
+// A datagram's bytes in one piece: its one buffer, or its buffers gathered in scratch.
+std::span<const std::uint8_t> gathered(std::span<const iovec> data, std::vector<std::uint8_t>& scratch) {
+  if (data.size() == 1) return {static_cast<const std::uint8_t*>(data[0].iov_base), data[0].iov_len};
+  scratch.clear();
+  for (const iovec& buffer : data) {
+    const auto* bytes = static_cast<const std::uint8_t*>(buffer.iov_base);
+    scratch.insert(scratch.end(), bytes, bytes + buffer.iov_len);
+  }
+  return scratch;
+}
+
+ssize_t send_datagram(StackLock& lock, int fd, Socket& socket, std::span<const iovec> data, int flags,
+                      const sockaddr* to, socklen_t to_length) {
+  std::optional<utcp::Endpoint> destination;
+  if (to) {
+    destination = endpoint_of(to, to_length);
+    if (!destination) return fail(to->sa_family != AF_INET ? EAFNOSUPPORT : EINVAL);
+  }
+  thread_local std::vector<std::uint8_t> scratch;
+  const std::span<const std::uint8_t> bytes = gathered(data, scratch);
+  const bool nonblocking = socket.nonblocking || (flags & MSG_DONTWAIT);
+  const Clock::time_point deadline = Clock::now() + std::min(socket.send_timeout.value_or(kLongestDatagramWait),
+                                                             kLongestDatagramWait);
+  for (;;) {
+    const utcp::Result<std::size_t> sent =
+        destination ? socket.datagram->send_to(bytes, *destination) : socket.datagram->send(bytes);
+    if (sent) return static_cast<ssize_t>(*sent);
+    // The link refused the packet for now: a blocking socket lets the stack
+    // drain it and tries again, as the kernel's waits for its send buffer.
+    if (sent.error() != std::errc::no_buffer_space || nonblocking || Clock::now() >= deadline)
+      return fail(sent.error());
+    if (!wait_for(lock, fd, socket, [] { return true; }, std::nullopt)) return -1;
+  }
+}
+
+ssize_t receive_datagram(StackLock& lock, int fd, Socket& socket, std::span<const iovec> buffers, int flags,
+                         sockaddr* from, socklen_t* from_length, int* message_flags) {
+  if (!socket.datagram->readable()) {
+    if (socket.nonblocking || (flags & MSG_DONTWAIT)) return fail(EAGAIN);
+    if (!wait_for(lock, fd, socket, [&] { return socket.datagram->readable(); }, socket.receive_timeout)) return -1;
+  }
+  thread_local std::vector<std::uint8_t> scratch;
+  std::span<std::uint8_t> into;
+  if (buffers.size() == 1) {
+    into = {static_cast<std::uint8_t*>(buffers[0].iov_base), buffers[0].iov_len};
+  } else {
+    std::size_t total = 0;
+    for (const iovec& buffer : buffers) total += buffer.iov_len;
+    scratch.resize(std::min(total, utcp::udp_max_payload));
+    into = scratch;
+  }
+  const utcp::Result<utcp::Received> got = socket.datagram->receive_from(into);
+  if (!got) return fail(got.error());
+  if (buffers.size() != 1) {
+    std::size_t offset = 0;
+    for (const iovec& buffer : buffers) {
+      const std::size_t n = std::min(buffer.iov_len, got->size - offset);
+      if (n != 0) std::memcpy(buffer.iov_base, scratch.data() + offset, n);
+      offset += n;
+    }
+  }
+  fill_address(got->from, from, from_length);
+  if (message_flags) *message_flags = got->truncated ? MSG_TRUNC : 0;
+  // MSG_TRUNC asks for the datagram's real length, as Linux's UDP answers it.
+  return static_cast<ssize_t>((flags & MSG_TRUNC) ? got->datagram_size : got->size);
+}
+
+}  // namespace
+
+ssize_t send(int fd, std::span<const iovec> data, int flags, const sockaddr* to, socklen_t to_length) {
   return with_socket(fd, [&](StackLock& lock, Socket& socket) -> ssize_t {
+    if (socket.datagram) return send_datagram(lock, fd, socket, data, flags, to, to_length);
     if (!socket.stream) return fail(ENOTCONN);
     if (const std::error_code error = std::exchange(socket.pending_error, {})) return fail(error);
     utcp::TcpSocket& stream = *socket.stream;
@@ -629,9 +749,14 @@ ssize_t send(int fd, std::span<const iovec> data, int flags) {
   });
 }
 
-ssize_t receive(int fd, std::span<const iovec> buffers, int flags) {
+ssize_t receive(int fd, std::span<const iovec> buffers, int flags, sockaddr* from, socklen_t* from_length,
+                int* message_flags) {
   if (flags & (MSG_PEEK | MSG_OOB)) return fail(EOPNOTSUPP);
   return with_socket(fd, [&](StackLock& lock, Socket& socket) -> ssize_t {
+    if (socket.datagram) return receive_datagram(lock, fd, socket, buffers, flags, from, from_length, message_flags);
+    // A stream socket gives no source address (as the kernel's TCP) and no flags.
+    if (from_length) *from_length = 0;
+    if (message_flags) *message_flags = 0;
     if (!socket.stream) return fail(ENOTCONN);
     if (const std::error_code error = std::exchange(socket.pending_error, {})) return fail(error);
     utcp::TcpSocket& stream = *socket.stream;
@@ -671,6 +796,8 @@ int close(int fd) {
 
 int shutdown(int fd, int how) {
   return with_socket(fd, [&](StackLock&, Socket& socket) -> int {
+    // A datagram socket has no connection to end; Linux accepts it on a connected one.
+    if (socket.datagram) return socket.datagram->remote_endpoint() ? 0 : fail(ENOTCONN);
     if (!socket.stream) return fail(ENOTCONN);
     utcp::Shutdown which;
     switch (how) {
@@ -773,6 +900,8 @@ int setsockopt(int fd, int level, int name, const void* value, socklen_t length)
         case SO_REUSEPORT:  // utcp refuses no port for TIME-WAIT: nothing to allow
           if (!read_option(value, length, flag)) return fail(EINVAL);
           if (name == SO_REUSEADDR) socket.reuse_address = flag != 0;
+          // Datagram sockets that allow it share a port (iperf3's UDP server binds its port twice).
+          if (socket.datagram && flag != 0) socket.datagram->set_reuse_address(true);
           return 0;
         case SO_KEEPALIVE:
           if (!read_option(value, length, flag)) return fail(EINVAL);
@@ -786,6 +915,9 @@ int setsockopt(int fd, int level, int name, const void* value, socklen_t length)
           // from listen() on. An open connection keeps its buffers.
           if (!read_option(value, length, flag)) return fail(EINVAL);
           (name == SO_RCVBUF ? socket.receive_buffer : socket.send_buffer) = std::max(flag, 2048);
+          if (socket.datagram && name == SO_RCVBUF)
+            socket.datagram->set_receive_queue_limits(host->stack().config().udp_receive_queue_datagrams,
+                                                      static_cast<std::size_t>(socket.receive_buffer));
           if (socket.stream)
             (void)socket.stream->set_buffer_sizes(static_cast<std::size_t>(socket.send_buffer),
                                                   static_cast<std::size_t>(socket.receive_buffer));
@@ -810,6 +942,7 @@ int setsockopt(int fd, int level, int name, const void* value, socklen_t length)
           return fail(ENOPROTOOPT);
       }
     }
+    if (level == IPPROTO_TCP && socket.datagram) return fail(EOPNOTSUPP);  // as Linux's UDP
     if (level == IPPROTO_TCP && name == TCP_NODELAY) {
       if (!read_option(value, length, flag)) return fail(EINVAL);
       socket.nodelay = flag != 0;
@@ -826,9 +959,9 @@ int getsockopt(int fd, int level, int name, void* value, socklen_t* length) {
     if (level == SOL_SOCKET) {
       switch (name) {
         case SO_ERROR: return write_option(take_pending_error(socket).value(), value, length);
-        case SO_TYPE: return write_option(int{SOCK_STREAM}, value, length);
+        case SO_TYPE: return write_option(int{socket.datagram ? SOCK_DGRAM : SOCK_STREAM}, value, length);
         case SO_DOMAIN: return write_option(int{AF_INET}, value, length);
-        case SO_PROTOCOL: return write_option(int{IPPROTO_TCP}, value, length);
+        case SO_PROTOCOL: return write_option(int{socket.datagram ? IPPROTO_UDP : IPPROTO_TCP}, value, length);
         case SO_ACCEPTCONN: return write_option(int{socket.listener.has_value()}, value, length);
         case SO_REUSEADDR: return write_option(int{socket.reuse_address}, value, length);
         case SO_KEEPALIVE: return write_option(int{socket.keepalive}, value, length);
@@ -840,6 +973,7 @@ int getsockopt(int fd, int level, int name, void* value, socklen_t* length) {
         default: return fail(ENOPROTOOPT);
       }
     }
+    if (level == IPPROTO_TCP && socket.datagram) return fail(EOPNOTSUPP);
     if (level == IPPROTO_TCP) {
       switch (name) {
         case TCP_NODELAY: return write_option(int{socket.nodelay}, value, length);
@@ -859,8 +993,9 @@ int getsockopt(int fd, int level, int name, void* value, socklen_t* length) {
 int getsockname(int fd, sockaddr* address, socklen_t* length) {
   return with_socket(fd, [&](StackLock&, Socket& socket) -> int {
     if (!address || !length) return fail(EFAULT);
-    std::optional<utcp::Endpoint> local =
-        socket.listener ? socket.listener->local_endpoint() : socket.stream->local_endpoint();
+    const std::optional<utcp::Endpoint> local = socket.listener   ? socket.listener->local_endpoint()
+                                                : socket.datagram ? socket.datagram->local_endpoint()
+                                                                  : socket.stream->local_endpoint();
     fill_address(local.value_or(utcp::Endpoint{}), address, length);
     return 0;
   });
@@ -869,7 +1004,9 @@ int getsockname(int fd, sockaddr* address, socklen_t* length) {
 int getpeername(int fd, sockaddr* address, socklen_t* length) {
   return with_socket(fd, [&](StackLock&, Socket& socket) -> int {
     if (!address || !length) return fail(EFAULT);
-    const std::optional<utcp::Endpoint> remote = socket.stream ? socket.stream->remote_endpoint() : std::nullopt;
+    const std::optional<utcp::Endpoint> remote = socket.datagram ? socket.datagram->remote_endpoint()
+                                                 : socket.stream ? socket.stream->remote_endpoint()
+                                                                 : std::nullopt;
     if (!remote) return fail(ENOTCONN);
     fill_address(*remote, address, length);
     return 0;
@@ -913,6 +1050,11 @@ int ioctl(int fd, unsigned long request, void* argument) {
       int on = 0;
       std::memcpy(&on, argument, sizeof on);
       socket.nonblocking = on != 0;
+      return 0;
+    }
+    if (request == FIONREAD && socket.datagram) {  // the next datagram's length, as Linux's UDP
+      const int next = static_cast<int>(socket.datagram->next_datagram_size().value_or(0));
+      std::memcpy(argument, &next, sizeof next);
       return 0;
     }
     if (request == FIONREAD) {

@@ -24,16 +24,25 @@ void forget_stale(int fd);
 // carry over if the socket becomes utcp's.
 void note_kernel_option(int fd, int level, int name, const void* value, socklen_t length);
 
-// bind and connect decide: an AF_INET stream socket whose address is in
-// utcp's network becomes a utcp socket (same descriptor number); none: the
-// call is the kernel's.
+// bind and connect decide: an AF_INET stream or datagram socket whose
+// address is in utcp's network becomes a utcp socket (same descriptor
+// number); none: the call is the kernel's.
 std::optional<int> bind(int fd, const sockaddr* address, socklen_t length);
 std::optional<int> connect(int fd, const sockaddr* address, socklen_t length);
+// sendto and sendmsg on an unbound datagram socket decide the same way by the
+// destination: 0 when fd is utcp's now, -1 (errno set) when utcp cannot
+// start, none: the kernel's.
+std::optional<int> adopt_by_destination(int fd, const sockaddr* address, socklen_t length);
 
 int listen(int fd, int backlog);
 int accept(int fd, sockaddr* address, socklen_t* length, int flags);
-ssize_t send(int fd, std::span<const iovec> data, int flags);
-ssize_t receive(int fd, std::span<const iovec> buffers, int flags);
+// `to` is a datagram's destination (null: the connected peer); a stream
+// socket ignores it, as Linux's TCP.
+ssize_t send(int fd, std::span<const iovec> data, int flags, const sockaddr* to = nullptr, socklen_t to_length = 0);
+// `from` gets a datagram's source (a stream socket's length becomes 0, as the
+// kernel's); `message_flags` (if given) MSG_TRUNC for a truncated datagram.
+ssize_t receive(int fd, std::span<const iovec> buffers, int flags, sockaddr* from = nullptr,
+                socklen_t* from_length = nullptr, int* message_flags = nullptr);
 int close(int fd);
 int shutdown(int fd, int how);
 int setsockopt(int fd, int level, int name, const void* value, socklen_t length);

@@ -303,11 +303,25 @@ void Stack::input_icmp(const Ipv4Header& header, std::span<const std::uint8_t> m
   if (quoted->header.protocol != wire::ip_protocol::udp) return;
   const auto port = udp_ports_.find(source_port);
   if (port == udp_ports_.end()) return;
-  UdpSocketState& socket = udp_sockets_.at(port->second);
   // Like BSD and Linux, only a connected socket hears of errors: an
   // unconnected one could not tell which of its sends failed.
-  if (socket.remote == Endpoint{quoted->header.destination, destination_port})
-    socket.pending_error = unreachable_error(unreachable.code);
+  for (const SocketId id : port->second) {
+    UdpSocketState& socket = udp_sockets_.at(id);
+    if (socket.remote == Endpoint{quoted->header.destination, destination_port})
+      socket.pending_error = unreachable_error(unreachable.code);
+  }
+}
+
+Stack::UdpSocketState* Stack::udp_receiver(std::uint16_t port, Endpoint from) {
+  const auto bound = udp_ports_.find(port);
+  if (bound == udp_ports_.end()) return nullptr;
+  UdpSocketState* unconnected = nullptr;
+  for (const SocketId id : bound->second) {
+    UdpSocketState& socket = udp_sockets_.at(id);
+    if (socket.remote == from) return &socket;
+    if (!socket.remote) unconnected = &socket;
+  }
+  return unconnected;
 }
 
 void Stack::input_udp(const Ipv4Header& header, std::span<const std::uint8_t> bytes) {
@@ -317,9 +331,8 @@ void Stack::input_udp(const Ipv4Header& header, std::span<const std::uint8_t> by
     return;
   }
   const Endpoint from{header.source, datagram->header.source_port};
-  const auto port = udp_ports_.find(datagram->header.destination_port);
-  UdpSocketState* socket = port == udp_ports_.end() ? nullptr : &udp_sockets_.at(port->second);
-  if (!socket || (socket->remote && *socket->remote != from)) {
+  UdpSocketState* socket = udp_receiver(datagram->header.destination_port, from);
+  if (!socket) {
     ++counters_.udp.no_port;
     return send_unreachable(wire::unreachable_code::port, header, bytes);
   }
@@ -347,7 +360,10 @@ Stack::SocketId Stack::udp_open() {
 void Stack::udp_close(SocketId id) {
   const auto it = udp_sockets_.find(id);
   if (it == udp_sockets_.end()) return;
-  if (it->second.local_port != 0) udp_ports_.erase(it->second.local_port);
+  if (const auto port = udp_ports_.find(it->second.local_port); port != udp_ports_.end()) {
+    std::erase(port->second, id);
+    if (port->second.empty()) udp_ports_.erase(port);
+  }
   udp_sockets_.erase(it);
 }
 
@@ -361,10 +377,13 @@ std::error_code Stack::udp_bind(UdpSocketState& socket, SocketId id, Endpoint lo
     const auto free = ephemeral_port([this](std::uint16_t candidate) { return udp_ports_.contains(candidate); });
     if (!free) return error(std::errc::address_in_use);
     port = *free;
-  } else if (udp_ports_.contains(port)) {
-    return error(std::errc::address_in_use);
+  } else if (const auto bound = udp_ports_.find(port); bound != udp_ports_.end()) {
+    const bool all_allow = socket.reuse_address && std::ranges::all_of(bound->second, [this](SocketId other) {
+                             return udp_sockets_.at(other).reuse_address;
+                           });
+    if (!all_allow) return error(std::errc::address_in_use);
   }
-  udp_ports_[port] = id;
+  udp_ports_[port].push_back(id);
   socket.local_port = port;
   return {};
 }

@@ -81,12 +81,17 @@ Result<Received> UdpSocket::receive_from(std::span<std::uint8_t> buffer) {
   received.size = std::min(buffer.size(), datagram.payload.size());
   received.from = datagram.from;
   received.truncated = received.size < datagram.payload.size();
+  received.datagram_size = datagram.payload.size();
   if (received.size != 0) std::memcpy(buffer.data(), datagram.payload.data(), received.size);
   return received;
 }
 
 void UdpSocket::set_nonblocking(bool nonblocking) {
   if (Stack::UdpSocketState* socket = state()) socket->nonblocking = nonblocking;
+}
+
+void UdpSocket::set_reuse_address(bool reuse) {
+  if (Stack::UdpSocketState* socket = state()) socket->reuse_address = reuse;
 }
 
 void UdpSocket::set_receive_timeout(std::optional<std::chrono::milliseconds> timeout) {
@@ -119,6 +124,12 @@ std::optional<Endpoint> UdpSocket::remote_endpoint() const {
 std::size_t UdpSocket::queued_datagrams() const {
   const Stack::UdpSocketState* socket = state();
   return socket ? socket->queue.size() : 0;
+}
+
+std::optional<std::size_t> UdpSocket::next_datagram_size() const {
+  const Stack::UdpSocketState* socket = state();
+  if (!socket || socket->queue.empty()) return std::nullopt;
+  return socket->queue.front().payload.size();
 }
 
 std::uint64_t UdpSocket::receive_queue_drops() const {

@@ -1,6 +1,9 @@
 #!/bin/sh
 # One rank of a preload test of an unmodified Debian tool, under viarun -n 2:
-#   preload_tool.sh iperf3|sockperf_pingpong|sockperf_throughput LIBVIASTACK-PRELOAD.SO DIRECTORY
+#   preload_tool.sh TOOL LIBVIASTACK-PRELOAD.SO DIRECTORY
+# TOOL: iperf3, sockperf_pingpong, sockperf_throughput (TCP), or
+# iperf3_udp, sockperf_udp_pingpong, sockperf_udp_throughput (UDP; iperf3's
+# control connection is TCP, its data UDP).
 # Rank 0 runs the server on 10.0.0.1 (utcp's address for rank 0), rank 1 the
 # client against it, both with LD_PRELOAD set. The runs are short (one or
 # two seconds). Exit 77 (skipped) when the tool is not installed. DIRECTORY (the
@@ -14,7 +17,7 @@ rank=${VIASTACK_RANK:?run me under viarun}
 server=10.0.0.1
 port=5201
 case $tool in
-  iperf3) program=iperf3 ;;
+  iperf3*) program=iperf3 ;;
   sockperf_*) program=sockperf ;;
   *) echo "preload_tool.sh: unknown tool $tool" >&2; exit 2 ;;
 esac
@@ -27,12 +30,16 @@ export LD_PRELOAD=$preload
 if [ "$rank" -eq 0 ]; then
   case $tool in
     # -1: serve one test, then exit.
-    iperf3) exec iperf3 --server --one-off --bind $server --port $port ;;
+    iperf3*) exec iperf3 --server --one-off --bind $server --port $port ;;
     # Stopped by rank 1 once its client is done (SIGKILL: a signal does not
     # interrupt a blocking wait on utcp, README.md), or by viarun --timeout.
     sockperf_*)
       mkdir -p "$directory" && rm -f "$directory/server.pid" "$directory/client.done"
-      sockperf server --tcp --ip $server --port $port &
+      case $tool in
+        sockperf_udp_*) protocol= ;;
+        *) protocol=--tcp ;;
+      esac
+      sockperf server $protocol --ip $server --port $port &
       echo $! > "$directory/server.pid"
       wait $!
       status=$?
@@ -49,6 +56,9 @@ while :; do
     iperf3) output=$(iperf3 --client $server --port $port --bytes 10M --format m 2>&1) ;;
     sockperf_pingpong) output=$(sockperf ping-pong --tcp --ip $server --port $port --time 2 2>&1) ;;
     sockperf_throughput) output=$(sockperf throughput --tcp --ip $server --port $port --time 1 --msg-size 1400 2>&1) ;;
+    iperf3_udp) output=$(iperf3 --client $server --port $port --udp --bitrate 100M --time 1 --format m 2>&1) ;;
+    sockperf_udp_pingpong) output=$(sockperf ping-pong --ip $server --port $port --time 2 2>&1) ;;
+    sockperf_udp_throughput) output=$(sockperf throughput --ip $server --port $port --time 1 --msg-size 1400 2>&1) ;;
   esac
   status=$?
   printf '%s\n' "$output" | grep -q -i "refused" || break
@@ -60,8 +70,9 @@ printf '%s\n' "$output"
 # A run that ended without its summary did not measure anything.
 case $tool in
   iperf3) summary='sender$' ;;
-  sockperf_pingpong) summary='Summary: Latency is' ;;
-  sockperf_throughput) summary='Summary: Message Rate is' ;;
+  iperf3_udp) summary='receiver$' ;;
+  sockperf_pingpong | sockperf_udp_pingpong) summary='Summary: Latency is' ;;
+  sockperf_throughput | sockperf_udp_throughput) summary='Summary: Message Rate is' ;;
 esac
 if [ $status -eq 0 ] && ! printf '%s\n' "$output" | grep -q "$summary"; then
   echo "$tool: no line matching '$summary' in the client's output" >&2
