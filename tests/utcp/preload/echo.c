@@ -34,41 +34,18 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "test_program.h"
+
 enum { kPort = 7070, kChunk = 16384 };
 /* The client's SO_RCVBUF, set before connect: the window it offers stays within it. */
 static const int kReceiveBuffer = 32768;
 enum mode { BLOCKING, POLL, EPOLL, SELECT, FORK };
 
-static int rank;
+const char* const program_name = "echo";
 static int waits(enum mode mode) { return mode == POLL || mode == EPOLL || mode == SELECT; }
 static int kernel_byte_seen;  /* the kernel socket's byte woke a mixed wait */
 
-static void fail(const char* format, ...) {
-  va_list arguments;
-  va_start(arguments, format);
-  fprintf(stderr, "echo rank %d: ", rank);
-  vfprintf(stderr, format, arguments);
-  fprintf(stderr, " (errno %d: %s)\n", errno, strerror(errno));
-  va_end(arguments);
-  exit(1);
-}
-
 static unsigned char pattern(size_t i) { return (unsigned char)(i * 7 + (i >> 11) * 13 + 1); }
-
-static void set_nonblocking(int fd) {
-  const int flags = fcntl(fd, F_GETFL);
-  if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) != 0) fail("fcntl O_NONBLOCK");
-  if (!(fcntl(fd, F_GETFL) & O_NONBLOCK)) fail("F_GETFL does not show O_NONBLOCK");
-}
-
-static struct sockaddr_in address_of(const char* text, int port) {
-  struct sockaddr_in address;
-  memset(&address, 0, sizeof address);
-  address.sin_family = AF_INET;
-  address.sin_port = htons(port);
-  if (inet_pton(AF_INET, text, &address.sin_addr) != 1) fail("bad address %s", text);
-  return address;
-}
 
 /* A kernel TCP connection over loopback: a[0] and a[1] its two ends. */
 static void kernel_pair(int ends[2]) {

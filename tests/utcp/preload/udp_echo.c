@@ -33,32 +33,15 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "test_program.h"
+
 enum { kPort = 7071, kLargest = 65507, kTries = 25, kReplyWaitMs = 200 };
 static const size_t kSizes[] = {1, 8, 100, 1400, 1473, 4000, 8972, 30000, kLargest};
 enum { kSizeCount = sizeof kSizes / sizeof kSizes[0] };
 
-static int rank;
+const char* const program_name = "udp_echo";
 static int use_poll;
 static unsigned char request[kLargest], reply[kLargest];
-
-static void fail(const char* format, ...) {
-  va_list arguments;
-  va_start(arguments, format);
-  fprintf(stderr, "udp_echo rank %d: ", rank);
-  vfprintf(stderr, format, arguments);
-  fprintf(stderr, " (errno %d: %s)\n", errno, strerror(errno));
-  va_end(arguments);
-  exit(1);
-}
-
-static struct sockaddr_in address_of(const char* text, int port) {
-  struct sockaddr_in address;
-  memset(&address, 0, sizeof address);
-  address.sin_family = AF_INET;
-  address.sin_port = htons(port);
-  if (inet_pton(AF_INET, text, &address.sin_addr) != 1) fail("bad address %s", text);
-  return address;
-}
 
 static void check_type(int fd) {
   int type = 0, protocol = 0;
@@ -88,7 +71,7 @@ static void serve(const char* server) {
   if (getsockname(fd, (struct sockaddr*)&local, &length) != 0 || local.sin_addr.s_addr != address.sin_addr.s_addr ||
       ntohs(local.sin_port) != kPort)
     fail("getsockname does not give %s:%d", server, kPort);
-  if (use_poll && fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) != 0) fail("O_NONBLOCK");
+  if (use_poll) set_nonblocking(fd);
   for (;;) {
     if (use_poll) (void)readable_within(fd, -1);
     struct sockaddr_in from;
@@ -194,7 +177,7 @@ static void run_client(const char* server_text, uint32_t count) {
   const struct sockaddr_in server = address_of(server_text, kPort);
   const int fd = socket(AF_INET, SOCK_DGRAM, 0);
   if (fd < 0) fail("socket");
-  if (use_poll && fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) != 0) fail("O_NONBLOCK");
+  if (use_poll) set_nonblocking(fd);
   uint32_t number = 1;
   /* The server may not be bound yet: its stack answers "port unreachable",
    * which a later call may report; the first exchange is tried until it works. */
