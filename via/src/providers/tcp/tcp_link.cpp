@@ -263,7 +263,9 @@ int TcpLink::read_direct_payload() {
       direct_.abandoned = true;
       direct_.header.rhandle = 0;
     } else {
-      return EFAULT;  // only a VI that left the connected state has no receive to fill
+      // A posted receive stays until it is filled or flushed: only a VI no longer connected lost it.
+      break_link("the receive a payload was being read into is gone");
+      return 0;
     }
   }
   if (direct_.abandoned) iov[n++] = iovec{rx_ + rx_end_, std::min(remaining, kRxBytes - rx_end_)};  // read, dropped
