@@ -1039,6 +1039,181 @@ TEST_F(TcpProviderTest, APeerDyingInTheMiddleOfALargeFrameWakesTheSleepingNic) {
   EXPECT_NE(errors[0].cause.find("connection closed in the middle of a frame"), std::string::npos) << errors[0].cause;
 }
 
+// ---- large payloads read straight into the memory they go to ----
+
+// Whether the first `n` bytes at `at` hold pattern `seed` (the part of a
+// payload that has arrived so far).
+bool landed(const std::uint8_t* at, std::size_t n, std::uint64_t seed) {
+  for (std::size_t i = 0; i < n; ++i)
+    if (at[i] != pattern(seed, i)) return false;
+  return true;
+}
+
+// When the receive is posted: before the frame's header arrives, or only
+// after the NIC has read the header and part of the payload.
+enum class PostReceive { before_header, after_header };
+
+class TcpDirectPayloadTest : public TcpProviderTest, public ::testing::WithParamInterface<PostReceive> {};
+
+// A large frame's payload lands in the posted receive buffer while the rest
+// is still on its way (the link reads it from the socket into the buffer, not
+// into its own and then copies it), across many progress calls, and the
+// message completes byte-exact with nothing written past it. A receive posted
+// after the header came takes the rest of the payload the same way.
+TEST_P(TcpDirectPayloadTest, ALargePayloadLandsInThePostedBufferAsItArrives) {
+  constexpr std::size_t kPayload = 256 * 1024, kFirst = 96 * 1024, kTail = 4096;
+  Endpoint b;
+  b.open("tcp:1", kPayload + kTail);
+  std::vector<via::AsyncError> errors;
+  b.nic->set_error_handler([&](const via::AsyncError& e) { errors.push_back(e); });
+  via::Vi* vi = nullptr;
+  std::unique_ptr<RawPeer> peer = accepted_raw_client(b, vi);
+  ASSERT_NE(peer, nullptr);
+  std::memset(b.arena.data(), 0x77, kPayload + kTail);
+  VIP_DESCRIPTOR* posted = b.message(0, kPayload, 3);
+  if (GetParam() == PostReceive::before_header) expect_ok(vi->post_recv(posted, b.arena.handle), "post recv");
+
+  const Bytes whole = frame(send_header(std::uint32_t(kPayload)), patterned(kPayload, 51));
+  const std::size_t first = sizeof(via::FrameHeader) + kFirst;
+  ASSERT_TRUE(peer->send_all(Bytes(whole.begin(), whole.begin() + long(first))));
+  const auto* buffer = reinterpret_cast<const std::uint8_t*>(b.arena.data());
+  if (GetParam() == PostReceive::after_header) {
+    // The header and part of the payload are read; nothing has anywhere to go yet.
+    drive({b.nic.get()}, [] { return false; }, 200);
+    EXPECT_EQ(vi->state(), via::ViState::connected);
+    EXPECT_EQ(buffer[0], 0x77);
+    expect_ok(vi->post_recv(posted, b.arena.handle), "post recv");
+  }
+  EXPECT_TRUE(drive({b.nic.get()}, [&] { return landed(buffer, kFirst, 51); }, 2000))
+      << "the first " << kFirst << " bytes of the payload did not reach the posted buffer before the rest was sent";
+  VIP_DESCRIPTOR* d = nullptr;
+  EXPECT_NE(vi->recv_done(d), via::Result::success) << "the message completed before its payload was all there";
+
+  std::thread sender([&] { EXPECT_TRUE(send_slowly(*peer, Bytes(whole.begin() + long(first), whole.end()), 8192, 100us)); });
+  const bool received = drive({b.nic.get()}, [&] { return vi->recv_done(d) == via::Result::success; });
+  sender.join();
+  ASSERT_TRUE(received);
+  EXPECT_EQ(d, posted);
+  EXPECT_EQ(d->CS.Status, std::uint32_t(VIP_STATUS_DONE | VIP_STATUS_OP_RECEIVE));
+  EXPECT_EQ(d->CS.Length, kPayload);
+  EXPECT_EQ(b.mismatch(0, kPayload, 51), -1);
+  for (std::size_t i = 0; i < kTail; ++i) ASSERT_EQ(std::to_integer<int>(b.arena.data(kPayload)[i]), 0x77) << i;
+
+  // The stream goes on after the directly read frame: a small message, then a large one.
+  VIP_DESCRIPTOR* small = b.message(0, 100);
+  VIP_DESCRIPTOR* large = b.message(4096, kPayload - 4096);
+  expect_ok(vi->post_recv(small, b.arena.handle), "post recv");
+  expect_ok(vi->post_recv(large, b.arena.handle), "post recv");
+  Bytes next = frame(send_header(100), patterned(100, 52));
+  const Bytes second = frame(send_header(std::uint32_t(kPayload - 4096)), patterned(kPayload - 4096, 53));
+  next.insert(next.end(), second.begin(), second.end());
+  std::thread sender2([&] { EXPECT_TRUE(send_slowly(*peer, next, 32 * 1024, 100us)); });
+  std::vector<VIP_DESCRIPTOR*> done;
+  const bool both = drive({b.nic.get()}, [&] {
+    while (vi->recv_done(d) == via::Result::success) done.push_back(d);
+    return done.size() == 2;
+  });
+  sender2.join();
+  ASSERT_TRUE(both);
+  EXPECT_EQ(done, (std::vector<VIP_DESCRIPTOR*>{small, large}));
+  EXPECT_EQ(b.mismatch(0, 100, 52), -1);
+  EXPECT_EQ(b.mismatch(4096, kPayload - 4096, 53), -1);
+  EXPECT_EQ(vi->state(), via::ViState::connected);
+  EXPECT_TRUE(errors.empty());
+}
+
+INSTANTIATE_TEST_SUITE_P(Receive, TcpDirectPayloadTest,
+                         ::testing::Values(PostReceive::before_header, PostReceive::after_header),
+                         [](const auto& info) {
+                           return std::string(info.param == PostReceive::before_header ? "PostedBeforeTheHeader"
+                                                                                       : "PostedAfterTheHeader");
+                         });
+
+// Memory on the server NIC registered for RDMA write, with a guard area after it.
+struct RdmaTarget {
+  static constexpr std::size_t kBytes = 256 * 1024, kGuard = 4096;
+  std::unique_ptr<std::uint64_t[]> words{new std::uint64_t[(kBytes + kGuard) / 8]};
+  std::uint8_t* bytes = reinterpret_cast<std::uint8_t*>(words.get());
+  via::MemHandle handle = 0;
+  explicit RdmaTarget(Endpoint& e) {
+    std::memset(bytes, 0x3C, kBytes + kGuard);
+    expect_ok(e.nic->register_memory(bytes, kBytes, via::MemAttributes{e.ptag, true, false}, handle), "register target");
+  }
+};
+
+// A large RDMA write lands in its target while the rest is on its way. Its
+// target deregistered in the middle of the payload: not a byte more lands,
+// the rest of the frame is read and dropped, and the VI breaks with the
+// error of a write to memory that is not registered.
+TEST_F(TcpProviderTest, AnRdmaWriteTargetDeregisteredInTheMiddleOfThePayloadGetsNoMoreBytes) {
+  constexpr std::size_t kFirst = 96 * 1024;
+  Endpoint b;
+  b.open("tcp:1", 4096);
+  RdmaTarget target(b);
+  std::vector<via::AsyncError> errors;
+  b.nic->set_error_handler([&](const via::AsyncError& e) { errors.push_back(e); });
+  via::Vi* vi = nullptr;
+  std::unique_ptr<RawPeer> peer = accepted_raw_client(b, vi);
+  ASSERT_NE(peer, nullptr);
+
+  const Bytes whole = frame(rdma_write_header(std::uintptr_t(target.bytes), target.handle, RdmaTarget::kBytes),
+                            patterned(RdmaTarget::kBytes, 61));
+  const std::size_t first = sizeof(via::FrameHeader) + kFirst;
+  ASSERT_TRUE(peer->send_all(Bytes(whole.begin(), whole.begin() + long(first))));
+  EXPECT_TRUE(drive({b.nic.get()}, [&] { return landed(target.bytes, kFirst, 61); }, 2000))
+      << "the first " << kFirst << " bytes of the write did not reach the target before the rest was sent";
+  expect_ok(b.nic->deregister_memory(target.bytes, target.handle), "deregister target");
+  std::memset(target.bytes, 0x55, RdmaTarget::kBytes);
+
+  StderrCapture stderr_log;
+  std::thread sender([&] { send_slowly(*peer, Bytes(whole.begin() + long(first), whole.end()), 16 * 1024, 100us); });
+  const bool broke = drive({b.nic.get()}, [&] { return vi->state() == via::ViState::error; });
+  sender.join();
+  stderr_log.take();
+  ASSERT_TRUE(broke);
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_EQ(errors[0].code, VIP_ERROR_RDMAW_PROT);
+  EXPECT_NE(errors[0].cause.find("not registered for RDMA write"), std::string::npos) << errors[0].cause;
+  for (std::size_t i = 0; i < RdmaTarget::kBytes; ++i) ASSERT_EQ(target.bytes[i], 0x55) << "byte " << i;
+  for (std::size_t i = 0; i < RdmaTarget::kGuard; ++i) ASSERT_EQ(target.bytes[RdmaTarget::kBytes + i], 0x3C) << i;
+}
+
+// A peer that dies in the middle of a large payload being read into the
+// posted buffer: the VI breaks with the defined error, the receive completes
+// flushed, and nothing lands past the part that arrived.
+TEST_F(TcpProviderTest, APeerDyingInTheMiddleOfAPayloadReadIntoThePostedBufferBreaksTheVi) {
+  constexpr std::size_t kPayload = 256 * 1024, kFirst = 96 * 1024;
+  Endpoint b;
+  b.open("tcp:1", kPayload);
+  std::vector<via::AsyncError> errors;
+  b.nic->set_error_handler([&](const via::AsyncError& e) { errors.push_back(e); });
+  via::Vi* vi = nullptr;
+  std::unique_ptr<RawPeer> peer = accepted_raw_client(b, vi);
+  ASSERT_NE(peer, nullptr);
+  std::memset(b.arena.data(), 0x77, kPayload);
+  VIP_DESCRIPTOR* posted = b.message(0, kPayload);
+  expect_ok(vi->post_recv(posted, b.arena.handle), "post recv");
+  const Bytes whole = frame(send_header(std::uint32_t(kPayload)), patterned(kPayload, 71));
+  ASSERT_TRUE(peer->send_all(Bytes(whole.begin(), whole.begin() + long(sizeof(via::FrameHeader) + kFirst))));
+  const auto* buffer = reinterpret_cast<const std::uint8_t*>(b.arena.data());
+  EXPECT_TRUE(drive({b.nic.get()}, [&] { return landed(buffer, kFirst, 71); }, 2000));
+  peer.reset();
+  StderrCapture stderr_log;
+  VIP_DESCRIPTOR* d = nullptr;
+  const bool broke = drive({b.nic.get()}, [&] {
+    if (!d) vi->recv_done(d);
+    return vi->state() == via::ViState::error && d;
+  });
+  stderr_log.take();
+  ASSERT_TRUE(broke);
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_EQ(errors[0].code, VIP_ERROR_CONN_LOST);
+  EXPECT_NE(errors[0].cause.find("connection closed in the middle of a frame"), std::string::npos) << errors[0].cause;
+  EXPECT_EQ(d, posted);
+  EXPECT_EQ(d->CS.Status, std::uint32_t(VIP_STATUS_DONE | VIP_STATUS_OP_RECEIVE | VIP_STATUS_DESC_FLUSHED_ERROR));
+  for (std::size_t i = kFirst; i < kPayload; ++i) ASSERT_EQ(buffer[i], 0x77) << "byte " << i;
+}
+
 // A large hostile frame, arriving in small pieces: the VI breaks with the
 // defined error and not a byte lands in memory, neither in the receive
 // buffer it is too long for nor past the RDMA region it starts in.

@@ -122,6 +122,15 @@ class ViImpl final : public Vi {
   bool progress();
   // Peer death / close noticed by the NIC's slow path.
   void check_link();
+  // Where the payload of data frame h, the next frame this VI is to handle,
+  // would land if it were handled now: the slices of the receive it fills or
+  // the RDMA write's target, after the checks handle_frame makes. Nothing (0)
+  // when that is not known yet (no receive posted) or the frame would not be
+  // placed (a check fails: handle_frame then decides as for any frame), or
+  // when more than max_out slices would be needed. A link that reads the
+  // payload there itself asks before every read, and hands the frame over
+  // with a null payload once it is all there.
+  std::size_t payload_destination(const FrameHeader& h, iovec* out, std::size_t max_out);
   std::uint32_t provider_slot = 0;  // the provider's id for this VI
   // Region `handle` was deregistered or its attributes changed: the post
   // checks must look it up again.

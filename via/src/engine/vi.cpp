@@ -665,7 +665,36 @@ WorkRequest* ViImpl::take_receive() {
   return &recvq_.at(fill_next_++);
 }
 
-// Handles one incoming frame; false if it broke the VI.
+std::size_t ViImpl::payload_destination(const FrameHeader& h, iovec* out, std::size_t max_out) {
+  if (state_ != ViState::connected || h.length == 0 || !frame_well_formed(h, frame_payload_)) return 0;
+  if (h.type == kFrameRdmaWrite) {
+    const std::uint64_t addr = h.raddr + h.offset;
+    if ((h.flags & kFlagNoData) || max_out == 0 || !attrs_.rdma_write || addr < h.raddr ||
+        !nic_.regions().covers(h.rhandle, addr, h.length, attrs_.ptag, RegionTable::kRdmaWrite))
+      return 0;
+    out[0] = iovec{reinterpret_cast<void*>(addr), h.length};
+    return 1;
+  }
+  if (h.type != kFrameSend) return 0;
+  // The receive handle_frame would fill, as it would choose it.
+  const WorkRequest* wr = nullptr;
+  if (h.offset == 0) {
+    if (receiving_ && attrs_.reliability != VIP_SERVICE_UNRELIABLE) return 0;
+    wr = receiving_ ? receiving_ : fill_next_ != recvq_.tail() ? &recvq_.at(fill_next_) : nullptr;
+    if (!wr || h.total > wr->total) return 0;
+  } else {
+    if (discarding_ || !receiving_ || h.message != rx_message_ || h.offset != receiving_->progress) return 0;
+    wr = receiving_;
+  }
+  const std::size_t n = slice_segments(wr->desc, h.offset, h.length, out, max_out);
+  std::uint64_t covered = 0;
+  for (std::size_t i = 0; i < n; ++i) covered += out[i].iov_len;
+  return covered == h.length ? n : 0;
+}
+
+// Handles one incoming frame; false if it broke the VI. A null payload of a
+// send or RDMA write frame is one the link already read into the memory
+// payload_destination() named.
 bool ViImpl::handle_frame(const FrameHeader& h, const std::byte* payload) {
   if (!frame_well_formed(h, frame_payload_)) {
     fail(VIP_ERROR_CATASTROPHIC, "malformed frame from the peer", nullptr, nullptr, 0);
@@ -736,7 +765,7 @@ bool ViImpl::handle_frame(const FrameHeader& h, const std::byte* payload) {
                                          ", not registered for RDMA write here");
           return false;
         }
-        std::memcpy(reinterpret_cast<void*>(addr), payload, h.length);
+        if (payload) std::memcpy(reinterpret_cast<void*>(addr), payload, h.length);
       }
       if (!last) return true;
       if (h.flags & kFlagImmediate) {
@@ -797,7 +826,7 @@ bool ViImpl::deliver(WorkRequest& wr, const FrameHeader& h, const std::byte* pay
     }
     ++nic_.counters().direct_reads;
   } else {
-    scatter(wr.desc, h.offset, payload, h.length);
+    if (payload) scatter(wr.desc, h.offset, payload, h.length);
     wr.progress += h.length;
     if (attrs_.reliability == VIP_SERVICE_RELIABLE_RECEPTION && (h.flags & kFlagLast)) ++acks_owed_;
   }

@@ -95,7 +95,7 @@ inline void frame_sent(const ViImpl& vi, const FrameHeader& h, const iovec* iov,
 inline void frame_received(const ViImpl& vi, const FrameHeader& h, const std::byte* payload) {
   if (active) [[unlikely]] {
     const iovec iov{const_cast<std::byte*>(payload), h.length};
-    record_frame(Event::frame_received, vi, h, &iov, h.length ? 1 : 0);
+    record_frame(Event::frame_received, vi, h, &iov, h.length && payload ? 1 : 0);  // null: placed by the link
   }
 }
 inline void direct_transfer(const ViImpl& vi, bool write, std::uint64_t remote_address, std::uint64_t length,

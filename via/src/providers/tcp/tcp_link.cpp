@@ -25,6 +25,24 @@ constexpr std::size_t kRxBytes = 1280 * 1024;
 static_assert(kRxBytes >= 2 * (sizeof(FrameHeader) + kMaxFramePayload + 8));
 constexpr std::uint8_t kPadding[8] = {};
 constexpr std::size_t kMaxWakeBytes = 256 * 1024;  // the largest SO_RCVLOWAT asked for
+// A payload whose memory is in more pieces than this goes through the buffer.
+constexpr std::size_t kMaxDirectSlices = 64;
+
+std::size_t padding_after(std::size_t payload) { return padded_frame_bytes(payload) - sizeof(FrameHeader) - payload; }
+
+// The slices of `in` (n of them) that come after its first `skip` bytes, into `out` (room for n).
+std::size_t slices_after(const iovec* in, std::size_t n, std::size_t skip, iovec* out) {
+  std::size_t m = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (skip >= in[i].iov_len) {
+      skip -= in[i].iov_len;
+      continue;
+    }
+    out[m++] = iovec{static_cast<std::byte*>(in[i].iov_base) + skip, in[i].iov_len - skip};
+    skip = 0;
+  }
+  return m;
+}
 
 // A connection whose peer stops acknowledging (host down, cable cut) is given
 // up after this long: VIASTACK_TCP_TIMEOUT_MS, default 10 s.
@@ -37,13 +55,15 @@ void set_int_option(int fd, int level, int name, int value) { setsockopt(fd, lev
 
 }  // namespace
 
-TcpLink::TcpLink(asio::ip::tcp::socket socket, std::string peer, std::function<void(TcpLink*)> on_destroy)
+TcpLink::TcpLink(asio::ip::tcp::socket socket, std::string peer, std::function<void(TcpLink*)> on_destroy,
+                 PayloadDestination destination)
     : socket_(std::move(socket)),
       peer_(std::move(peer)),
       timeout_ms_(connection_timeout_ms()),
       on_destroy_(std::move(on_destroy)),
       rx_words_(new std::uint64_t[kRxBytes / 8]),
-      rx_(reinterpret_cast<std::byte*>(rx_words_.get())) {
+      rx_(reinterpret_cast<std::byte*>(rx_words_.get())),
+      destination_(std::move(destination)) {
   const int fd = socket_.native_handle();
   set_int_option(fd, IPPROTO_TCP, TCP_NODELAY, 1);
   // A silent peer is noticed by keepalive probes while the link is idle, and
@@ -151,6 +171,7 @@ void TcpLink::flush_backlog() {
 }
 
 bool TcpLink::frame_buffered() const {
+  if (direct_.active) return direct_frame_complete();
   const std::size_t have = rx_end_ - rx_begin_;
   if (have < sizeof(FrameHeader)) return false;
   const auto* h = reinterpret_cast<const FrameHeader*>(rx_ + rx_begin_);
@@ -166,8 +187,8 @@ void TcpLink::send_failed(int error) {
   if (error == EPIPE || error == ECONNRESET) {
     // Bounded by the buffer: room for the largest frame is kept free for each read.
     while (!rx_eof_ && !close_frame_buffered() && rx_end_ - rx_begin_ <= kRxBytes - (sizeof(FrameHeader) + kMaxFramePayload + 8)) {
-      const std::size_t held = rx_end_ - rx_begin_;
-      if (read_into_buffer() != 0 || rx_end_ - rx_begin_ == held) break;
+      const std::size_t held = rx_end_ - rx_begin_ + direct_.placed;
+      if (read_more() != 0 || rx_end_ - rx_begin_ + direct_.placed == held) break;
     }
     if (close_frame_buffered()) {
       peer_left_ = true;
@@ -178,7 +199,9 @@ void TcpLink::send_failed(int error) {
 }
 
 bool TcpLink::close_frame_buffered() const {
-  for (std::size_t at = rx_begin_; at + sizeof(FrameHeader) <= rx_end_;) {
+  // While a payload is read directly, the buffer holds what follows it: its padding first.
+  const std::size_t first = rx_begin_ + (direct_.active ? padding_after(direct_.header.length) : 0);
+  for (std::size_t at = first; at + sizeof(FrameHeader) <= rx_end_;) {
     const auto* h = reinterpret_cast<const FrameHeader*>(rx_ + at);
     if (h->type == kFrameLinkClose) return true;
     if (h->length > kMaxFramePayload) return false;
@@ -189,8 +212,81 @@ bool TcpLink::close_frame_buffered() const {
 
 void TcpLink::receive() {
   if (rx_eof_ || state_ != State::up) return;  // nothing is read after a close frame or a failure
-  if (const int error = read_into_buffer(); error != 0)
+  if (const int error = read_more(); error != 0)
     break_link(std::string("receiving failed: ") + std::strerror(error));
+}
+
+int TcpLink::read_more() {
+  if (direct_.active && direct_.placed < direct_.header.length) return read_direct_payload();
+  return read_into_buffer();
+}
+
+bool TcpLink::start_direct_payload() {
+  const std::size_t have = rx_end_ - rx_begin_;
+  if (!destination_ || direct_.active || have < sizeof(FrameHeader)) return false;
+  const auto* h = reinterpret_cast<const FrameHeader*>(rx_ + rx_begin_);
+  const std::size_t arrived = have - sizeof(FrameHeader);
+  if ((h->type != kFrameSend && h->type != kFrameRdmaWrite) || h->length < kDirectPayloadMin ||
+      h->length > kMaxFramePayload || arrived >= h->length)
+    return false;
+  iovec to[kMaxDirectSlices];
+  const std::size_t n = destination_(*h, to, kMaxDirectSlices);
+  if (n == 0) return false;
+  // What arrived of the payload is copied there; the rest is read there.
+  const std::byte* from = rx_ + rx_begin_ + sizeof(FrameHeader);
+  for (std::size_t i = 0, left = arrived; i < n && left > 0; ++i) {
+    const std::size_t take = std::min(left, to[i].iov_len);
+    std::memcpy(to[i].iov_base, from, take);
+    from += take;
+    left -= take;
+  }
+  direct_ = DirectPayload{true, false, *h, arrived};
+  rx_begin_ = rx_end_ = 0;
+  return true;
+}
+
+int TcpLink::read_direct_payload() {
+  const std::size_t remaining = direct_.header.length - direct_.placed;
+  iovec iov[kMaxDirectSlices + 1];
+  std::size_t n = 0;
+  if (!direct_.abandoned) {
+    iovec whole[kMaxDirectSlices];
+    if (const std::size_t m = destination_(direct_.header, whole, kMaxDirectSlices); m > 0) {
+      n = slices_after(whole, m, direct_.placed, iov);
+      // With the payload's end come its padding and the next frame's header
+      // (not more: a large next frame is then read directly from its start).
+      iov[n++] = iovec{rx_ + rx_end_, padding_after(direct_.header.length) + sizeof(FrameHeader)};
+    } else if (direct_.header.type == kFrameRdmaWrite) {
+      // The target was deregistered (or lost its RDMA write right) since
+      // the last read. The frame then names no region (handle 0), so that
+      // the engine refuses it as a write to memory not registered.
+      direct_.abandoned = true;
+      direct_.header.rhandle = 0;
+    } else {
+      // A posted receive stays until it is filled or flushed: only a VI no longer connected lost it.
+      break_link("the receive a payload was being read into is gone");
+      return 0;
+    }
+  }
+  if (direct_.abandoned) iov[n++] = iovec{rx_ + rx_end_, std::min(remaining, kRxBytes - rx_end_)};  // read, dropped
+  msghdr msg{};
+  msg.msg_iov = iov;
+  msg.msg_iovlen = n;
+  const ssize_t got = recvmsg(fd(), &msg, MSG_DONTWAIT);
+  if (got > 0) {
+    const std::size_t payload = std::min(std::size_t(got), remaining);
+    direct_.placed += payload;
+    if (!direct_.abandoned) rx_end_ += std::size_t(got) - payload;
+  } else if (got == 0) {
+    rx_eof_ = true;
+  } else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+    return errno;
+  }
+  return 0;
+}
+
+bool TcpLink::direct_frame_complete() const {
+  return direct_.placed == direct_.header.length && rx_end_ - rx_begin_ >= padding_after(direct_.header.length);
 }
 
 int TcpLink::read_into_buffer() {
@@ -219,27 +315,45 @@ int TcpLink::read_into_buffer() {
 // begins while its tail is still on the way, and the kernel, which grows the
 // receive buffer to hold the mark, is never asked for much.
 void TcpLink::wake_when_frame_complete() {
-  const std::size_t have = rx_end_ - rx_begin_;
-  std::size_t missing = 1;
-  if (have > 0 && have < sizeof(FrameHeader)) {
-    missing = sizeof(FrameHeader) - have;
-  } else if (have >= sizeof(FrameHeader)) {
-    const auto* h = reinterpret_cast<const FrameHeader*>(rx_ + rx_begin_);
-    // An impossible length is the engine's to refuse (peek() shows it): nothing to wait for.
-    const std::size_t whole = padded_frame_bytes(h->length);
-    if (h->length <= kMaxFramePayload && have < whole) missing = whole - have;
-  }
-  const int lowat = int(std::min(missing, kMaxWakeBytes));
+  const int lowat = int(std::min(bytes_missing(), kMaxWakeBytes));
   if (lowat == rcvlowat_) return;
   rcvlowat_ = lowat;
   set_int_option(fd(), SOL_SOCKET, SO_RCVLOWAT, lowat);
 }
 
+std::size_t TcpLink::bytes_missing() const {
+  const std::size_t have = rx_end_ - rx_begin_;
+  if (direct_.active) {
+    const std::size_t padding = padding_after(direct_.header.length);
+    const std::size_t missing = direct_.header.length - direct_.placed + (have < padding ? padding - have : 0);
+    return std::max<std::size_t>(missing, 1);
+  }
+  if (have > 0 && have < sizeof(FrameHeader)) return sizeof(FrameHeader) - have;
+  if (have >= sizeof(FrameHeader)) {
+    const auto* h = reinterpret_cast<const FrameHeader*>(rx_ + rx_begin_);
+    // An impossible length is the engine's to refuse (peek() shows it): nothing to wait for.
+    const std::size_t whole = padded_frame_bytes(h->length);
+    if (h->length <= kMaxFramePayload && have < whole) return whole - have;
+  }
+  return 1;
+}
+
+// A frame whose payload was read directly is shown with a null payload: the
+// bytes are where the engine said they go.
 bool TcpLink::peek(const FrameHeader*& header, const std::byte*& payload) {
   if (backlog()) flush_backlog();
   for (int attempt = 0; attempt < 2; ++attempt) {
+    // A large frame still arriving goes on where it goes once the engine
+    // knows where that is (a receive may have been posted since its header came).
+    if (!direct_.active) start_direct_payload();
     const std::size_t have = rx_end_ - rx_begin_;
-    if (have >= sizeof(FrameHeader)) {
+    if (direct_.active) {
+      if (direct_frame_complete()) {
+        header = &direct_.header;
+        payload = nullptr;
+        return true;
+      }
+    } else if (have >= sizeof(FrameHeader)) {
       const auto* h = reinterpret_cast<const FrameHeader*>(rx_ + rx_begin_);
       if (h->type == kFrameLinkClose) {
         if (state_ == State::up) state_ = (h->flags & kFlagError) ? State::failed : State::closed;
@@ -267,6 +381,11 @@ bool TcpLink::peek(const FrameHeader*& header, const std::byte*& payload) {
 }
 
 void TcpLink::pop() {
+  if (direct_.active) {
+    rx_begin_ += padding_after(direct_.header.length);
+    direct_ = DirectPayload{};
+    return;
+  }
   const auto* h = reinterpret_cast<const FrameHeader*>(rx_ + rx_begin_);
   rx_begin_ += padded_frame_bytes(h->length);
 }
@@ -275,7 +394,7 @@ Link::PeerState TcpLink::peer_state() {
   if (state_ == State::up && !rx_eof_ && !peer_alive())
     break_link("the peer acknowledged nothing for " + std::to_string(timeout_ms_) + " ms (VIASTACK_TCP_TIMEOUT_MS)");
   if (state_ == State::up && rx_eof_) {
-    if (rx_end_ != rx_begin_)
+    if (rx_end_ != rx_begin_ || direct_.active)
       break_link("connection closed in the middle of a frame");
     else
       state_ = State::dead;  // gone without closing: the process died or its host dropped the connection

@@ -25,6 +25,18 @@ inline constexpr std::uint8_t kFrameLinkClose = 0xC0;
 inline constexpr std::size_t kMaxFramePayload = 512 * 1024;
 
 inline std::size_t padded_frame_bytes(std::size_t payload) { return sizeof(FrameHeader) + ((payload + 7) & ~std::size_t(7)); }
+// A send or RDMA write payload at least this long whose end has not arrived
+// is read from the socket straight into the memory it goes to, when the
+// engine already knows where that is (ViImpl::payload_destination), instead
+// of into the link's buffer and then copied. Measured on loopback, 2 cores,
+// against the copy (streaming, interleaved rounds): 16 and 32 KiB gained
+// nothing (0.94x, 0.99x), 64 KiB 1.07x with buffers in cache and 1.1-1.45x
+// with cold ones.
+inline constexpr std::size_t kDirectPayloadMin = 64 * 1024;
+
+// Where the engine would put the payload of the frame with header h (see
+// ViImpl::payload_destination): the number of slices written to `out`.
+using PayloadDestination = std::function<std::size_t(const FrameHeader& h, iovec* out, std::size_t max_out)>;
 
 // The frame that closes a link in order (with `error`, because of an error).
 inline FrameHeader link_close_frame(bool error) {
@@ -34,7 +46,9 @@ inline FrameHeader link_close_frame(bool error) {
 class TcpLink final : public Link {
  public:
   // `on_destroy` lets the provider forget the link.
-  TcpLink(asio::ip::tcp::socket socket, std::string peer, std::function<void(TcpLink*)> on_destroy);
+  // `destination` (may be empty: every payload goes through the buffer) names where large payloads go.
+  TcpLink(asio::ip::tcp::socket socket, std::string peer, std::function<void(TcpLink*)> on_destroy,
+          PayloadDestination destination = {});
   ~TcpLink() override;
   const char* transport() const override { return "tcp"; }
   std::size_t max_payload() const override { return kMaxFramePayload; }
@@ -60,8 +74,21 @@ class TcpLink final : public Link {
  private:
   enum class State { up, closed, failed, broken, dead };
   void receive();
+  // Reads what the socket holds: the rest of a payload being read directly,
+  // then the buffer; 0, or the errno of a failed read.
+  int read_more();
   // Reads what the socket holds into the buffer; 0, or the errno of a failed read.
   int read_into_buffer();
+  // Starts reading the payload of the incomplete frame at the head of the
+  // buffer into the memory it goes to, if it is large and the engine knows
+  // where; whether it did.
+  bool start_direct_payload();
+  // Reads more of the direct payload (and what follows it into the buffer); 0 or errno.
+  int read_direct_payload();
+  // The frame being read directly, once its payload and padding are all there.
+  bool direct_frame_complete() const;
+  // Bytes still to come before the frame at the head is complete (at least 1).
+  std::size_t bytes_missing() const;
   void flush_backlog();
   void send_failed(int error);
   // Whether the peer's close frame is among the frames received but not yet shown.
@@ -88,6 +115,18 @@ class TcpLink final : public Link {
   bool refused_for_room_ = false;  // the last frame offered found the socket full
   bool peer_left_ = false;  // a send failed after the peer's close frame came: nothing more is sent
   std::vector<iovec> iov_scratch_;
+  // A payload being read straight into the memory `destination_` names. Its
+  // header has left the buffer, which holds only what follows the payload
+  // (padding first). Before each read the destination is asked again, so a
+  // target deregistered meanwhile gets no more bytes: the rest is read and
+  // dropped ("abandoned"), and the engine refuses the frame.
+  PayloadDestination destination_;
+  struct DirectPayload {
+    bool active = false;
+    bool abandoned = false;
+    FrameHeader header{};
+    std::size_t placed = 0;  // payload bytes read so far
+  } direct_;
 };
 
 }  // namespace via::tcp

@@ -267,7 +267,7 @@ class TcpProvider final : public Provider {
     pending_.erase(it);
     switch (response.status) {
       case ConnectStatus::accepted:
-        vi.attach(make_link(*conn), attributes_of(response));
+        vi.attach(make_link(*conn, vi), attributes_of(response));
         return Result::success;
       case ConnectStatus::rejected: return Result::reject;
       case ConnectStatus::reliability_mismatch: return Result::invalid_reliability_level;
@@ -314,7 +314,7 @@ class TcpProvider final : public Provider {
     Incoming in = std::move(it->second);
     accepted_.erase(it);
     if (!answer(*in.conn, ConnectStatus::accepted, vi.attributes())) return Result::timeout;  // the client gave up
-    vi.attach(make_link(*in.conn), attributes_of(in.request));
+    vi.attach(make_link(*in.conn, vi), attributes_of(in.request));
     return Result::success;
   }
 
@@ -383,10 +383,12 @@ class TcpProvider final : public Provider {
   }
   void unwatch(int fd) { epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr); }
 
-  std::unique_ptr<Link> make_link(Handshake& conn) {
-    auto link = std::make_unique<TcpLink>(std::move(conn.socket), conn.peer, [this](TcpLink* gone) {
-      links_.erase(std::find(links_.begin(), links_.end(), gone));
-    });
+  // The link for `vi`, which it belongs to and asks where large payloads go.
+  std::unique_ptr<Link> make_link(Handshake& conn, ViImpl& vi) {
+    auto link = std::make_unique<TcpLink>(
+        std::move(conn.socket), conn.peer,
+        [this](TcpLink* gone) { links_.erase(std::find(links_.begin(), links_.end(), gone)); },
+        [&vi](const FrameHeader& h, iovec* out, std::size_t max_out) { return vi.payload_destination(h, out, max_out); });
     link->epoll_events = EPOLLIN;
     watch(link->fd(), EPOLLIN);
     links_.push_back(link.get());
@@ -559,7 +561,7 @@ class TcpProvider final : public Provider {
     if (outcome == Result::not_done) return outcome;
     std::optional<Incoming> matched = std::move(it->second.matched);
     pending_.erase(it);
-    if (outcome == Result::success) vi.attach(make_link(*matched->conn), attributes_of(matched->request));
+    if (outcome == Result::success) vi.attach(make_link(*matched->conn, vi), attributes_of(matched->request));
     return outcome;
   }
 
