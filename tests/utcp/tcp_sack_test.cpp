@@ -294,6 +294,33 @@ TEST_F(RackTest, LimitedTransmitSendsOneNewSegmentOnEachOfTheFirstTwoDuplicates)
   EXPECT_EQ(connection->counters().retransmitted_segments, 0u);
 }
 
+// RFC 6675 §5 step (3): with SACK, what may go before recovery is cwnd less
+// the pipe, not less all that is outstanding: each segment the peer SACKs
+// has left the network, so a new one takes its place. Once the path has
+// shown it reorders, RACK waits a quarter of the minimum RTT before it
+// calls the hole lost; the ACK clock must not stop meanwhile, whatever the
+// peer's window does (Linux's ACKs open it as its reader drains the data,
+// which makes none of them a duplicate by RFC 5681's definition).
+TEST_F(RackTest, EachSegmentSackedWhileRackWaitsLetsANewOneGo) {
+  open_and_fill_the_window();
+  ack_with_sack(1000, {{2000, 3000}});
+  ack_with_sack(3000, {});  // segment 2 came late: reordering seen, RACK waits from now on
+  new_segments();
+  const std::uint32_t first_new = highest_sent;
+  std::uint16_t window = 60000;
+  for (std::uint32_t edge = 5000; edge <= 9000; edge += 1000) {
+    TcpHeader header = from_peer(peer_iss + 1, iss + 1 + 3000, flag::ack, window += 1000);
+    header.options.sack_blocks[header.options.sack_block_count++] =
+        wire::SackBlock{SeqNumber(iss + 1 + 4000), SeqNumber(iss + 1 + edge)};
+    feed(header);
+  }
+  // Five SACKed, five new segments; nothing retransmitted within the window.
+  EXPECT_EQ(new_segments(), (std::set<std::uint32_t>{first_new, first_new + 1000, first_new + 2000,
+                                                     first_new + 3000, first_new + 4000}));
+  EXPECT_FALSE(connection->info().in_recovery);
+  EXPECT_EQ(connection->counters().retransmitted_segments, 0u);
+}
+
 // A tail loss: the last two segments of a write are lost, so no duplicate
 // ACK will ever come. The probe timeout (two smoothed RTTs) sends the last
 // segment again; the peer's SACK of it lets RACK find the other lost, all

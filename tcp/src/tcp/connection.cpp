@@ -205,6 +205,7 @@ struct TcpConnection::Impl {
   std::uint32_t unsent_bytes() const { return data_end() > send_next ? data_end() - send_next : 0; }
   std::uint32_t bytes_in_flight() const { return send_next - send_unacknowledged; }
   std::uint32_t usable_window() const;
+  std::uint32_t congestion_room() const;
   std::uint32_t receive_window() const { return std::max(0, receive_advertised_edge - receive_next); }
   // The payload of a full segment: the MSS less the options every segment carries (RFC 9293 §3.7.1).
   std::uint32_t max_payload() const { return max_segment_size - (timestamps ? timestamp_option_bytes : 0); }
@@ -1017,8 +1018,25 @@ void TcpConnection::Impl::send_window_update_if_grown() {
 // ============================================================================
 
 std::uint32_t TcpConnection::Impl::usable_window() const {
-  const std::uint32_t window = std::min(congestion.window() + congestion.limited_transmit(), send_window);
-  return window > bytes_in_flight() ? window - bytes_in_flight() : 0;
+  const std::uint32_t in_flight = bytes_in_flight();
+  const std::uint32_t peer_room = send_window > in_flight ? send_window - in_flight : 0;
+  return std::min(congestion_room(), peer_room);
+}
+
+// What cwnd lets go now. With SACK (outside the go-back-N that follows a
+// timeout, whose marks are gone) cwnd less the pipe, RFC 6675 §5 step (3):
+// a segment the peer SACKed has left the network, so while RACK waits out
+// its reordering window a new one takes its place (as Linux's in_flight);
+// this covers limited transmit. Without SACK, cwnd less all outstanding
+// plus limited transmit (RFC 3042).
+std::uint32_t TcpConnection::Impl::congestion_room() const {
+  if (sack && congestion.phase() != CongestionPhase::timeout_recovery) {
+    const std::uint64_t pipe = rack.pipe();
+    return congestion.window() > pipe ? static_cast<std::uint32_t>(congestion.window() - pipe) : 0;
+  }
+  const std::uint32_t window = congestion.window() + congestion.limited_transmit();
+  const std::uint32_t in_flight = bytes_in_flight();
+  return window > in_flight ? window - in_flight : 0;
 }
 
 // Sends what the state, the windows, Nagle and SWS avoidance allow.

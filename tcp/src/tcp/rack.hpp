@@ -32,7 +32,11 @@ class Rack {
     wire::SeqNumber end;
   };
 
-  void clear() { segments_ = {}; }
+  void clear() {
+    segments_ = {};
+    sacked_segments_ = 0;
+    pipe_ = 0;
+  }
   bool empty() const { return segments_.empty(); }
 
   // [start, end) went out at `now`: the first time, or again (then any
@@ -44,10 +48,11 @@ class Rack {
     bool again = false;
     for (auto it = segments_.lower_bound(start); it != segments_.end() && it->first < end;) {
       again = true;
-      if (it->second.sacked) --sacked_segments_;
+      forget(it);
       it = segments_.erase(it);
     }
     segments_.emplace(start, Segment{end, now, ++transmissions_, again});
+    pipe_ += static_cast<std::uint32_t>(end - start);
   }
 
   // SND.UNA moved to `ack`: what lies below is delivered and forgotten.
@@ -55,11 +60,8 @@ class Rack {
     split_at(ack);
     while (!segments_.empty() && segments_.begin()->second.end <= ack) {
       Segment& segment = segments_.begin()->second;
-      if (segment.sacked) {
-        --sacked_segments_;
-      } else {
-        on_delivered(segment, now);
-      }
+      if (!segment.sacked) on_delivered(segment, now);
+      forget(segments_.begin());
       segments_.erase(segments_.begin());
     }
   }
@@ -74,6 +76,7 @@ class Rack {
     for (; it != segments_.end() && it->second.end <= right; ++it) {
       Segment& segment = it->second;
       if (segment.sacked) continue;
+      if (!segment.lost) pipe_ -= static_cast<std::uint32_t>(segment.end - it->first);
       segment.sacked = true;
       segment.lost = false;
       ++sacked_segments_;
@@ -94,6 +97,7 @@ class Rack {
       const auto remaining = std::chrono::duration_cast<Duration>(segment.sent_at + rtt_ + window - now);
       if (remaining <= Duration::zero()) {
         segment.lost = true;
+        pipe_ -= static_cast<std::uint32_t>(segment.end - start);
       } else {
         wait = std::max(wait.value_or(Duration::zero()), remaining);
       }
@@ -118,7 +122,11 @@ class Rack {
   // again; as RFC 2018 §8 allows the receiver to discard what it SACKed,
   // those marks go too.
   void on_timeout() {
-    for (auto& [start, segment] : segments_) segment.sacked = segment.lost = false;
+    pipe_ = 0;
+    for (auto& [start, segment] : segments_) {
+      segment.sacked = segment.lost = false;
+      pipe_ += static_cast<std::uint32_t>(segment.end - start);
+    }
     sacked_segments_ = 0;
   }
 
@@ -127,13 +135,9 @@ class Rack {
     return entry.second.lost;
   }); }
 
-  // RFC 6675's pipe: the bytes sent and neither SACKed nor deemed lost.
-  std::uint64_t pipe() const {
-    std::uint64_t bytes = 0;
-    for (const auto& [start, segment] : segments_)
-      if (!segment.sacked && !segment.lost) bytes += static_cast<std::uint32_t>(segment.end - start);
-    return bytes;
-  }
+  // RFC 6675's pipe: the bytes sent and neither SACKed nor deemed lost
+  // (kept as the marks change: the sender asks for it per segment it sends).
+  std::uint64_t pipe() const { return pipe_; }
 
   // The first segment deemed lost and not sent again since.
   std::optional<Range> first_lost() const {
@@ -164,6 +168,12 @@ class Rack {
     bool sacked = false;
     bool lost = false;
   };
+
+  // What a segment about to be erased counted for.
+  void forget(std::map<wire::SeqNumber, Segment>::const_iterator it) {
+    if (it->second.sacked) --sacked_segments_;
+    if (!it->second.sacked && !it->second.lost) pipe_ -= static_cast<std::uint32_t>(it->second.end - it->first);
+  }
 
   // RFC 8985 §6.2 steps 2 and 3 for a segment just delivered.
   void on_delivered(const Segment& segment, Instant now) {
@@ -203,6 +213,7 @@ class Rack {
 
   std::map<wire::SeqNumber, Segment> segments_;  // start -> segment, disjoint, SND.UNA to SND.MAX
   std::size_t sacked_segments_ = 0;
+  std::uint64_t pipe_ = 0;  // the bytes of the segments neither SACKed nor lost
   std::uint64_t transmissions_ = 0;
   // RACK.xmit_ts and RACK.rtt: of the most recently sent segment delivered
   // (by its sent_order, the segments sent no later are the ones it judges).
