@@ -259,11 +259,14 @@ class RackTest : public SackTest {
     retransmissions();
     ASSERT_EQ(highest_sent, 12000u);
   }
-  // Segments 2 and 3 (offsets 1000, 2000) missing, the next seven SACKed:
-  // with DupThresh SACKed and no reordering seen both are lost at once, and
-  // both go again as the pipe drains.
+  // Segments 2 and 3 (offsets 1000, 2000) missing, the next nine SACKed
+  // (the last two, sent a round trip later, a millisecond later): with
+  // DupThresh SACKed and no reordering seen both are lost at once, and both
+  // go again as the pipe drains below the halved cwnd.
   void lose_segments_2_and_3() {
     for (std::uint32_t edge = 4000; edge <= 10000; edge += 1000) ack_with_sack(1000, {{3000, edge}});
+    now += 1ms;
+    for (std::uint32_t edge = 11000; edge <= 12000; edge += 1000) ack_with_sack(1000, {{3000, edge}});
     EXPECT_EQ(retransmissions(), (std::set<std::uint32_t>{1000, 2000}));
     EXPECT_TRUE(connection->info().in_recovery);
   }
@@ -319,6 +322,24 @@ TEST_F(RackTest, EachSegmentSackedWhileRackWaitsLetsANewOneGo) {
                                                      first_new + 3000, first_new + 4000}));
   EXPECT_FALSE(connection->info().in_recovery);
   EXPECT_EQ(connection->counters().retransmitted_segments, 0u);
+}
+
+// RFC 5681 §3.2 step 2: what limited transmit sent does not count in the
+// FlightSize that recovery halves. With SACK that is all that went past
+// cwnd while RACK waited, which may be as much again as cwnd: counted, the
+// "reduction" would raise ssthresh above the cwnd the loss happened at.
+TEST_F(RackTest, WhatWentPastCwndWhileRackWaitedDoesNotCountInTheReduction) {
+  open_and_fill_the_window();
+  ack_with_sack(1000, {{2000, 3000}});
+  ack_with_sack(3000, {});  // reordering seen
+  const std::uint32_t cwnd = connection->info().congestion_window;
+  for (std::uint32_t edge = 5000; edge <= 10000; edge += 1000) ack_with_sack(3000, {{4000, edge}});
+  new_segments();
+  ASSERT_GT(highest_sent - 3000, cwnd + 5000);  // six SACKed, six more sent
+  ASSERT_FALSE(connection->info().in_recovery);
+  run_for(5ms);  // segment 4 (offset 3000) is lost
+  ASSERT_TRUE(connection->info().in_recovery);
+  EXPECT_EQ(connection->info().slow_start_threshold, cwnd / 2);
 }
 
 // A tail loss: the last two segments of a write are lost, so no duplicate
@@ -462,11 +483,12 @@ TEST_F(RackTest, ASpuriousRecoveryIsUndoneOnceEachRetransmissionIsReportedDuplic
   lose_segments_2_and_3();
   ASSERT_LT(connection->info().congestion_window, cwnd_before);
   now += 1ms;
-  ack_with_sack(10000, {});  // the originals arrive
+  new_segments();
+  ack_with_sack(highest_sent, {});  // the originals arrive, and all sent since
   now += 9ms;
-  ack_with_sack(10000, {{1000, 2000}});  // D-SACK: the retransmission of 1000 arrived twice
+  ack_with_sack(highest_sent, {{1000, 2000}});  // D-SACK: the retransmission of 1000 arrived twice
   EXPECT_LT(connection->info().congestion_window, cwnd_before);  // one retransmission not known spurious yet
-  ack_with_sack(10000, {{2000, 3000}});
+  ack_with_sack(highest_sent, {{2000, 3000}});
   EXPECT_GE(connection->info().congestion_window, cwnd_before);
   EXPECT_EQ(connection->info().slow_start_threshold, ssthresh_before);
   EXPECT_FALSE(connection->info().in_recovery);
@@ -478,8 +500,8 @@ TEST_F(RackTest, ADuplicateOfDataNotRetransmittedUndoesNothing) {
   open_and_fill_the_window();
   lose_segments_2_and_3();
   const std::uint32_t reduced = connection->info().congestion_window;
-  ack_with_sack(1000, {{3000, 4000}, {3000, 10000}});  // 3000 twice: inside the second block
-  ack_with_sack(1000, {{4000, 5000}, {3000, 10000}});
+  ack_with_sack(1000, {{3000, 4000}, {3000, 12000}});  // 3000 twice: inside the second block
+  ack_with_sack(1000, {{4000, 5000}, {3000, 12000}});
   EXPECT_EQ(connection->info().congestion_window, reduced);
   EXPECT_TRUE(connection->info().in_recovery);
 }
