@@ -420,6 +420,43 @@ TEST_F(RackTest, ALostRetransmissionIsDetectedWithoutTimeout) {
   EXPECT_EQ(connection->counters().timeouts, 0u);
 }
 
+// RFC 8985 §6.2 step 2: the ACK of a segment sent again may answer the
+// original (reordered, not lost). Its timestamp echo tells: older than the
+// retransmission's TSval, it says nothing of when the retransmission went,
+// so RACK does not take the retransmission as the latest segment delivered
+// (which would make every segment sent before it overdue). The minimum
+// RTT cannot tell here: the retransmission is a millisecond old and the path's
+// shortest round trip is as short.
+TEST_F(RackTest, AnAckEchoingTheOriginalDoesNotMakeEarlierSegmentsLost) {
+  config.timestamps = true;
+  open_offering_sack(true, true);
+  std::uint32_t peer_clock = 2;
+  auto ack_echoing = [&](std::uint32_t ack, std::optional<std::pair<std::uint32_t, std::uint32_t>> block,
+                         std::uint32_t echoed) {
+    TcpHeader header = from_peer(peer_iss + 1, iss + 1 + ack, flag::ack);
+    header.options.timestamps = wire::TcpTimestamps{++peer_clock, echoed};
+    if (block)
+      header.options.sack_blocks[header.options.sack_block_count++] =
+          wire::SackBlock{SeqNumber(iss + 1 + block->first), SeqNumber(iss + 1 + block->second)};
+    feed(header);
+  };
+  send(pattern(30000));
+  const std::uint32_t first_sent = sent.front().header.options.timestamps->value;
+  retransmissions();
+  const std::uint32_t segment = 1000 - 12;  // the peer's MSS less the timestamps
+  now += 1ms;
+  ack_echoing(segment, {}, first_sent);  // a 1 ms round trip
+  now += 200us;
+  ack_echoing(segment, std::pair{2 * segment, 3 * segment}, first_sent);  // the second segment overtaken
+  retransmissions();
+  run_for(1ms);  // RACK's window passes: the second segment goes again
+  ASSERT_EQ(retransmissions(), (std::set<std::uint32_t>{segment}));
+  now += 1200us;
+  ack_echoing(3 * segment, {}, first_sent);  // its original arrives, late
+  run_for(100us);
+  EXPECT_EQ(retransmissions(), (std::set<std::uint32_t>{}));
+}
+
 // ---- D-SACK (RFC 2883) ----
 
 // A segment that arrives again (all of it, or part of it, below RCV.NXT) is

@@ -138,7 +138,12 @@ struct TcpConnection::Impl {
   bool process_acknowledgment(const TcpSegment& segment);
   void measure_echoed_timestamp(const TcpHeader& header);
   void add_rtt_sample(microseconds sample);
-  void on_new_acknowledgment(SeqNumber ack);
+  void on_new_acknowledgment(SeqNumber ack, std::optional<std::uint32_t> echoed);
+  // The TSecr of `header`, when timestamps are in use and it carries them.
+  std::optional<std::uint32_t> echo_of(const TcpHeader& header) const {
+    if (!timestamps || !header.options.timestamps) return std::nullopt;
+    return header.options.timestamps->echo_reply;
+  }
   void on_duplicate_ack();
   void take_sack_blocks(const TcpHeader& header);
   bool is_duplicate_report(std::span<const wire::SackBlock> blocks) const;
@@ -380,7 +385,7 @@ void TcpConnection::Impl::on_segment_in_syn_sent(const TcpSegment& segment) {
   take_peer_syn(header);
   if (ack_acceptable) {
     become_established();
-    on_new_acknowledgment(header.acknowledgment);
+    on_new_acknowledgment(header.acknowledgment, echo_of(header));
     ack_now = true;
   } else {
     // Simultaneous open (§3.5, figure 8): our SYN goes again, now with an ACK.
@@ -675,7 +680,7 @@ bool TcpConnection::Impl::process_acknowledgment(const TcpSegment& segment) {
                          window == send_window && send_max != send_unacknowledged;
   if (ack > send_unacknowledged) {
     measure_echoed_timestamp(header);
-    on_new_acknowledgment(ack);
+    on_new_acknowledgment(ack, echo_of(header));
   }
   if (sack) take_sack_blocks(header);
   if (duplicate) on_duplicate_ack();
@@ -747,13 +752,13 @@ int TcpConnection::Impl::retries_to_give_up() const {
   return std::max(configured, static_cast<int>(std::min(needed, 64.0)));
 }
 
-void TcpConnection::Impl::on_new_acknowledgment(SeqNumber ack) {
+void TcpConnection::Impl::on_new_acknowledgment(SeqNumber ack, std::optional<std::uint32_t> echoed) {
   const std::uint32_t acked_data = ack > send_buffer_start ? std::min(ack, data_end()) - send_buffer_start : 0;
   send_buffer.pop(acked_data);
   send_buffer_start += acked_data;
   send_unacknowledged = ack;
   send_next = std::max(send_next, ack);
-  if (sack) rack.on_cumulative_ack(ack, now);
+  if (sack) rack.on_cumulative_ack(ack, now, echoed);
   retries = 0;
   probe_outstanding = false;
   if (timed_ack && ack >= *timed_ack) {
@@ -1111,7 +1116,8 @@ std::uint32_t TcpConnection::Impl::transmit_at(SeqNumber sequence, std::uint32_t
   }
   if (length > 0 && length < full_segment) short_segment_end = std::max(short_segment_end, end);
   if (!retransmission_deadline) retransmission_deadline = now + rtt.rto();  // RFC 6298 §5.1
-  if (sack && synchronized()) rack.on_transmit(sequence, end, now);
+  if (sack && synchronized())
+    rack.on_transmit(sequence, end, now, timestamps ? std::optional(timestamp_now()) : std::nullopt);
   emit(sequence, flags, payload);
   return covered;
 }

@@ -39,9 +39,10 @@ class Rack {
   }
   bool empty() const { return segments_.empty(); }
 
-  // [start, end) went out at `now`: the first time, or again (then any
-  // mark of loss or SACK on it is gone: it is in the network once more).
-  void on_transmit(wire::SeqNumber start, wire::SeqNumber end, Instant now) {
+  // [start, end) went out at `now` (with `timestamp` as its TSval, when
+  // timestamps are in use): the first time, or again (then any mark of
+  // loss or SACK on it is gone: it is in the network once more).
+  void on_transmit(wire::SeqNumber start, wire::SeqNumber end, Instant now, std::optional<std::uint32_t> timestamp) {
     if (!(start < end)) return;
     split_at(start);
     split_at(end);
@@ -51,16 +52,20 @@ class Rack {
       forget(it);
       it = segments_.erase(it);
     }
-    segments_.emplace(start, Segment{end, now, ++transmissions_, again});
+    segments_.emplace(start, Segment{end, now, timestamp, ++transmissions_, again});
     pipe_ += static_cast<std::uint32_t>(end - start);
   }
 
-  // SND.UNA moved to `ack`: what lies below is delivered and forgotten.
-  void on_cumulative_ack(wire::SeqNumber ack, Instant now) {
+  // SND.UNA moved to `ack`, by an ACK echoing `echoed` (its TSecr, when
+  // timestamps are in use): what lies below is delivered and forgotten.
+  // (RFC 7323 §4.3 makes the echo that of the segment that moved the
+  // peer's RCV.NXT: of the original or of the retransmission, whichever
+  // filled the hole.)
+  void on_cumulative_ack(wire::SeqNumber ack, Instant now, std::optional<std::uint32_t> echoed) {
     split_at(ack);
     while (!segments_.empty() && segments_.begin()->second.end <= ack) {
       Segment& segment = segments_.begin()->second;
-      if (!segment.sacked) on_delivered(segment, now);
+      if (!segment.sacked) on_delivered(segment, now, echoed);
       forget(segments_.begin());
       segments_.erase(segments_.begin());
     }
@@ -69,6 +74,8 @@ class Rack {
   // A SACK block: the segments wholly inside it are delivered. (Not split
   // at its edges: a receiver SACKs whole segments, and splitting at edges a
   // forger chose would let it grow the map byte by byte.)
+  // (The ACK's echo is of the last segment that arrived in order, not of
+  // the ones it SACKs: it tells nothing about them.)
   void on_sack_block(wire::SeqNumber left, wire::SeqNumber right, Instant now) {
     if (!(left < right) || segments_.empty()) return;
     auto it = segments_.upper_bound(left);
@@ -80,7 +87,7 @@ class Rack {
       segment.sacked = true;
       segment.lost = false;
       ++sacked_segments_;
-      on_delivered(segment, now);
+      on_delivered(segment, now, std::nullopt);
     }
   }
 
@@ -160,6 +167,7 @@ class Rack {
   struct Segment {
     wire::SeqNumber end;
     Instant sent_at;
+    std::optional<std::uint32_t> timestamp;  // the TSval it last went with
     // Transmissions so far when it went: orders segments sent at the same
     // instant (RFC 8985 breaks such ties by sequence number, which puts a
     // retransmission before the originals sent after it the first time).
@@ -175,16 +183,22 @@ class Rack {
     if (!it->second.sacked && !it->second.lost) pipe_ -= static_cast<std::uint32_t>(it->second.end - it->first);
   }
 
-  // RFC 8985 §6.2 steps 2 and 3 for a segment just delivered.
-  void on_delivered(const Segment& segment, Instant now) {
+  // RFC 8985 §6.2 steps 2 and 3 for a segment just delivered, by an ACK
+  // whose echo is that of the segment's last transmission or of its
+  // original (`echoed`; none when unknown).
+  void on_delivered(const Segment& segment, Instant now, std::optional<std::uint32_t> echoed) {
     const auto rtt = std::chrono::duration_cast<Duration>(now - segment.sent_at);
     // Delivered before the one after it in sequence, though sent once: the path reorders.
     if (!segment.retransmitted && highest_delivered_ && segment.end < *highest_delivered_) reordering_seen_ = true;
     if (!highest_delivered_ || *highest_delivered_ < segment.end) highest_delivered_ = segment.end;
     if (!segment.retransmitted) min_rtt_ = std::min(min_rtt_.value_or(rtt), rtt);
-    // A retransmission acknowledged sooner than any round trip can be: the
-    // original's delivery, which says nothing of when the retransmission went.
+    // A retransmission acknowledged sooner than any round trip can be, or by
+    // an ACK echoing a TSval older than its own: the original's delivery,
+    // which says nothing of when the retransmission went (step 2's two tests).
     if (segment.retransmitted && min_rtt_ && rtt < *min_rtt_) return;
+    if (segment.retransmitted && echoed && segment.timestamp &&
+        static_cast<std::int32_t>(*echoed - *segment.timestamp) < 0)
+      return;
     if (segment.sent_order <= delivered_order_) return;  // 0: none delivered yet
     delivered_order_ = segment.sent_order;
     rtt_ = rtt;
