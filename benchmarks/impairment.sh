@@ -14,7 +14,8 @@
 # Prints a JSON line per transfer (the receiver's goodput, the relay's
 # counters, tshark's expert-info counts of the relay's trace: what each
 # stack sent, before impairment) and one with utcp's goodput as a fraction
-# of the kernel's. Exit status: 0 when every transfer was byte-exact, 1 when
+# of the kernel's. utcp's congestion window goes to NAME.cwnd.csv beside the
+# traces. Exit status: 0 when every transfer was byte-exact, 1 when
 # one was not or failed, 2 for a bad command line, 77 when it cannot run here
 # (not root, no /dev/net/tun, no tshark).
 #
@@ -105,7 +106,7 @@ run_transfer() {
 
   local sender receiver receiver_ns sender_ns receiver_address
   local common=(--bytes "$bytes" --port "$port" --label "$name" --timeout-s 30)
-  local utcp=(--stack utcp --utcp-address 10.77.3.2/16 --kernel-address 10.77.3.1/24)
+  local utcp=(--stack utcp --utcp-address 10.77.3.2/16 --kernel-address 10.77.3.1/24 --cwnd-trace "$traces/$name.cwnd.csv")
   case $name in
     kernel) receiver=(--stack kernel --local 10.77.2.1) receiver_ns=$B sender=(--stack kernel --peer 10.77.2.1) sender_ns=$A ;;
     utcp_send) receiver=(--stack kernel --local 10.77.1.1) receiver_ns=$A sender=("${utcp[@]}" --peer 10.77.1.1) sender_ns=$B ;;

@@ -45,7 +45,8 @@ constexpr const char* usage =
     "                       [--local A.B.C.D] (receive: the address to listen on)\n"
     "                       [--peer A.B.C.D] (send: the receiver)\n"
     "                       [--utcp-address A.B.C.D/N --kernel-address A.B.C.D/N] (utcp: its TUN device)\n"
-    "                       [--trace FILE] (utcp: pcap of its device) [--label TEXT] [--timeout-s N]\n";
+    "                       [--trace FILE] (utcp: pcap of its device) [--cwnd-trace FILE] (utcp: CSV of cwnd)\n"
+    "                       [--label TEXT] [--timeout-s N]\n";
 
 struct Options {
   bool utcp = false;
@@ -60,6 +61,7 @@ struct Options {
   Ipv4Address kernel_address = Ipv4Address::from_octets(10, 77, 3, 1);
   int kernel_prefix = 24;
   std::optional<std::string> trace;
+  std::optional<std::string> cwnd_trace;
   std::string label;
   std::chrono::seconds timeout = 120s;  // no progress for this long: give up
 };
@@ -120,7 +122,9 @@ Options parse_options(int argc, char** argv) {
     else if (option == "--local") options.local = parse_address(option, value);
     else if (option == "--peer") options.peer = parse_address(option, value);
     else if (option == "--kernel-address") parse_prefixed(option, value, options.kernel_address, options.kernel_prefix);
-    else if (option == "--utcp-address") parse_prefixed(option, value, options.utcp_address, options.utcp_prefix); else if (option == "--trace") options.trace = std::string(value);
+    else if (option == "--utcp-address") parse_prefixed(option, value, options.utcp_address, options.utcp_prefix);
+    else if (option == "--trace") options.trace = std::string(value);
+    else if (option == "--cwnd-trace") options.cwnd_trace = std::string(value);
     else if (option == "--label") options.label = value;
     else if (option == "--timeout-s") options.timeout = std::chrono::seconds(parse_count(option, value));
     else bad_usage("unknown option " + std::string(option));
@@ -232,6 +236,11 @@ class UtcpStream final : public Stream {
     }
     socket_.set_receive_timeout(options.timeout);
     socket_.set_send_timeout(options.timeout);
+    if (options.cwnd_trace) {
+      utcp::Result<utcp::CongestionTrace> trace = utcp::csv_congestion_trace(*options.cwnd_trace);
+      if (!trace) check(trace.error(), "utcp cwnd trace");
+      socket_.set_congestion_trace(std::move(*trace));
+    }
   }
   std::size_t send(std::span<const std::uint8_t> data) override { return value(socket_.send(data), "utcp send"); }
   std::size_t receive(std::span<std::uint8_t> buffer) override { return value(socket_.receive(buffer), "utcp receive"); }

@@ -259,11 +259,14 @@ class RackTest : public SackTest {
     retransmissions();
     ASSERT_EQ(highest_sent, 12000u);
   }
-  // Segments 2 and 3 (offsets 1000, 2000) missing, the next seven SACKed:
-  // with DupThresh SACKed and no reordering seen both are lost at once, and
-  // both go again as the pipe drains.
+  // Segments 2 and 3 (offsets 1000, 2000) missing, the next nine SACKed
+  // (the last two, sent a round trip later, a millisecond later): with
+  // DupThresh SACKed and no reordering seen both are lost at once, and both
+  // go again as the pipe drains below the halved cwnd.
   void lose_segments_2_and_3() {
     for (std::uint32_t edge = 4000; edge <= 10000; edge += 1000) ack_with_sack(1000, {{3000, edge}});
+    now += 1ms;
+    for (std::uint32_t edge = 11000; edge <= 12000; edge += 1000) ack_with_sack(1000, {{3000, edge}});
     EXPECT_EQ(retransmissions(), (std::set<std::uint32_t>{1000, 2000}));
     EXPECT_TRUE(connection->info().in_recovery);
   }
@@ -292,6 +295,51 @@ TEST_F(RackTest, LimitedTransmitSendsOneNewSegmentOnEachOfTheFirstTwoDuplicates)
   ack_with_sack(1000, {{2000, 4000}});
   EXPECT_EQ(new_segments(), (std::set<std::uint32_t>{13000}));
   EXPECT_EQ(connection->counters().retransmitted_segments, 0u);
+}
+
+// RFC 6675 §5 step (3): with SACK, what may go before recovery is cwnd less
+// the pipe, not less all that is outstanding: each segment the peer SACKs
+// has left the network, so a new one takes its place. Once the path has
+// shown it reorders, RACK waits a quarter of the minimum RTT before it
+// calls the hole lost; the ACK clock must not stop meanwhile, whatever the
+// peer's window does (Linux's ACKs open it as its reader drains the data,
+// which makes none of them a duplicate by RFC 5681's definition).
+TEST_F(RackTest, EachSegmentSackedWhileRackWaitsLetsANewOneGo) {
+  open_and_fill_the_window();
+  ack_with_sack(1000, {{2000, 3000}});
+  ack_with_sack(3000, {});  // segment 2 came late: reordering seen, RACK waits from now on
+  new_segments();
+  const std::uint32_t first_new = highest_sent;
+  std::uint16_t window = 60000;
+  for (std::uint32_t edge = 5000; edge <= 9000; edge += 1000) {
+    TcpHeader header = from_peer(peer_iss + 1, iss + 1 + 3000, flag::ack, window += 1000);
+    header.options.sack_blocks[header.options.sack_block_count++] =
+        wire::SackBlock{SeqNumber(iss + 1 + 4000), SeqNumber(iss + 1 + edge)};
+    feed(header);
+  }
+  // Five SACKed, five new segments; nothing retransmitted within the window.
+  EXPECT_EQ(new_segments(), (std::set<std::uint32_t>{first_new, first_new + 1000, first_new + 2000,
+                                                     first_new + 3000, first_new + 4000}));
+  EXPECT_FALSE(connection->info().in_recovery);
+  EXPECT_EQ(connection->counters().retransmitted_segments, 0u);
+}
+
+// RFC 5681 §3.2 step 2: what limited transmit sent does not count in the
+// FlightSize that recovery halves. With SACK that is all that went past
+// cwnd while RACK waited, which may be as much again as cwnd: counted, the
+// "reduction" would raise ssthresh above the cwnd the loss happened at.
+TEST_F(RackTest, WhatWentPastCwndWhileRackWaitedDoesNotCountInTheReduction) {
+  open_and_fill_the_window();
+  ack_with_sack(1000, {{2000, 3000}});
+  ack_with_sack(3000, {});  // reordering seen
+  const std::uint32_t cwnd = connection->info().congestion_window;
+  for (std::uint32_t edge = 5000; edge <= 10000; edge += 1000) ack_with_sack(3000, {{4000, edge}});
+  new_segments();
+  ASSERT_GT(highest_sent - 3000, cwnd + 5000);  // six SACKed, six more sent
+  ASSERT_FALSE(connection->info().in_recovery);
+  run_for(5ms);  // segment 4 (offset 3000) is lost
+  ASSERT_TRUE(connection->info().in_recovery);
+  EXPECT_EQ(connection->info().slow_start_threshold, cwnd / 2);
 }
 
 // A tail loss: the last two segments of a write are lost, so no duplicate
@@ -372,6 +420,43 @@ TEST_F(RackTest, ALostRetransmissionIsDetectedWithoutTimeout) {
   EXPECT_EQ(connection->counters().timeouts, 0u);
 }
 
+// RFC 8985 §6.2 step 2: the ACK of a segment sent again may answer the
+// original (reordered, not lost). Its timestamp echo tells: older than the
+// retransmission's TSval, it says nothing of when the retransmission went,
+// so RACK does not take the retransmission as the latest segment delivered
+// (which would make every segment sent before it overdue). The minimum
+// RTT cannot tell here: the retransmission is a millisecond old and the path's
+// shortest round trip is as short.
+TEST_F(RackTest, AnAckEchoingTheOriginalDoesNotMakeEarlierSegmentsLost) {
+  config.timestamps = true;
+  open_offering_sack(true, true);
+  std::uint32_t peer_clock = 2;
+  auto ack_echoing = [&](std::uint32_t ack, std::optional<std::pair<std::uint32_t, std::uint32_t>> block,
+                         std::uint32_t echoed) {
+    TcpHeader header = from_peer(peer_iss + 1, iss + 1 + ack, flag::ack);
+    header.options.timestamps = wire::TcpTimestamps{++peer_clock, echoed};
+    if (block)
+      header.options.sack_blocks[header.options.sack_block_count++] =
+          wire::SackBlock{SeqNumber(iss + 1 + block->first), SeqNumber(iss + 1 + block->second)};
+    feed(header);
+  };
+  send(pattern(30000));
+  const std::uint32_t first_sent = sent.front().header.options.timestamps->value;
+  retransmissions();
+  const std::uint32_t segment = 1000 - 12;  // the peer's MSS less the timestamps
+  now += 1ms;
+  ack_echoing(segment, {}, first_sent);  // a 1 ms round trip
+  now += 200us;
+  ack_echoing(segment, std::pair{2 * segment, 3 * segment}, first_sent);  // the second segment overtaken
+  retransmissions();
+  run_for(1ms);  // RACK's window passes: the second segment goes again
+  ASSERT_EQ(retransmissions(), (std::set<std::uint32_t>{segment}));
+  now += 1200us;
+  ack_echoing(3 * segment, {}, first_sent);  // its original arrives, late
+  run_for(100us);
+  EXPECT_EQ(retransmissions(), (std::set<std::uint32_t>{}));
+}
+
 // ---- D-SACK (RFC 2883) ----
 
 // A segment that arrives again (all of it, or part of it, below RCV.NXT) is
@@ -435,11 +520,12 @@ TEST_F(RackTest, ASpuriousRecoveryIsUndoneOnceEachRetransmissionIsReportedDuplic
   lose_segments_2_and_3();
   ASSERT_LT(connection->info().congestion_window, cwnd_before);
   now += 1ms;
-  ack_with_sack(10000, {});  // the originals arrive
+  new_segments();
+  ack_with_sack(highest_sent, {});  // the originals arrive, and all sent since
   now += 9ms;
-  ack_with_sack(10000, {{1000, 2000}});  // D-SACK: the retransmission of 1000 arrived twice
+  ack_with_sack(highest_sent, {{1000, 2000}});  // D-SACK: the retransmission of 1000 arrived twice
   EXPECT_LT(connection->info().congestion_window, cwnd_before);  // one retransmission not known spurious yet
-  ack_with_sack(10000, {{2000, 3000}});
+  ack_with_sack(highest_sent, {{2000, 3000}});
   EXPECT_GE(connection->info().congestion_window, cwnd_before);
   EXPECT_EQ(connection->info().slow_start_threshold, ssthresh_before);
   EXPECT_FALSE(connection->info().in_recovery);
@@ -451,8 +537,8 @@ TEST_F(RackTest, ADuplicateOfDataNotRetransmittedUndoesNothing) {
   open_and_fill_the_window();
   lose_segments_2_and_3();
   const std::uint32_t reduced = connection->info().congestion_window;
-  ack_with_sack(1000, {{3000, 4000}, {3000, 10000}});  // 3000 twice: inside the second block
-  ack_with_sack(1000, {{4000, 5000}, {3000, 10000}});
+  ack_with_sack(1000, {{3000, 4000}, {3000, 12000}});  // 3000 twice: inside the second block
+  ack_with_sack(1000, {{4000, 5000}, {3000, 12000}});
   EXPECT_EQ(connection->info().congestion_window, reduced);
   EXPECT_TRUE(connection->info().in_recovery);
 }

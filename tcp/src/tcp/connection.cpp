@@ -138,7 +138,12 @@ struct TcpConnection::Impl {
   bool process_acknowledgment(const TcpSegment& segment);
   void measure_echoed_timestamp(const TcpHeader& header);
   void add_rtt_sample(microseconds sample);
-  void on_new_acknowledgment(SeqNumber ack);
+  void on_new_acknowledgment(SeqNumber ack, std::optional<std::uint32_t> echoed);
+  // The TSecr of `header`, when timestamps are in use and it carries them.
+  std::optional<std::uint32_t> echo_of(const TcpHeader& header) const {
+    if (!timestamps || !header.options.timestamps) return std::nullopt;
+    return header.options.timestamps->echo_reply;
+  }
   void on_duplicate_ack();
   void take_sack_blocks(const TcpHeader& header);
   bool is_duplicate_report(std::span<const wire::SackBlock> blocks) const;
@@ -205,6 +210,7 @@ struct TcpConnection::Impl {
   std::uint32_t unsent_bytes() const { return data_end() > send_next ? data_end() - send_next : 0; }
   std::uint32_t bytes_in_flight() const { return send_next - send_unacknowledged; }
   std::uint32_t usable_window() const;
+  std::uint32_t congestion_room() const;
   std::uint32_t receive_window() const { return std::max(0, receive_advertised_edge - receive_next); }
   // The payload of a full segment: the MSS less the options every segment carries (RFC 9293 §3.7.1).
   std::uint32_t max_payload() const { return max_segment_size - (timestamps ? timestamp_option_bytes : 0); }
@@ -379,7 +385,7 @@ void TcpConnection::Impl::on_segment_in_syn_sent(const TcpSegment& segment) {
   take_peer_syn(header);
   if (ack_acceptable) {
     become_established();
-    on_new_acknowledgment(header.acknowledgment);
+    on_new_acknowledgment(header.acknowledgment, echo_of(header));
     ack_now = true;
   } else {
     // Simultaneous open (§3.5, figure 8): our SYN goes again, now with an ACK.
@@ -674,7 +680,7 @@ bool TcpConnection::Impl::process_acknowledgment(const TcpSegment& segment) {
                          window == send_window && send_max != send_unacknowledged;
   if (ack > send_unacknowledged) {
     measure_echoed_timestamp(header);
-    on_new_acknowledgment(ack);
+    on_new_acknowledgment(ack, echo_of(header));
   }
   if (sack) take_sack_blocks(header);
   if (duplicate) on_duplicate_ack();
@@ -746,13 +752,13 @@ int TcpConnection::Impl::retries_to_give_up() const {
   return std::max(configured, static_cast<int>(std::min(needed, 64.0)));
 }
 
-void TcpConnection::Impl::on_new_acknowledgment(SeqNumber ack) {
+void TcpConnection::Impl::on_new_acknowledgment(SeqNumber ack, std::optional<std::uint32_t> echoed) {
   const std::uint32_t acked_data = ack > send_buffer_start ? std::min(ack, data_end()) - send_buffer_start : 0;
   send_buffer.pop(acked_data);
   send_buffer_start += acked_data;
   send_unacknowledged = ack;
   send_next = std::max(send_next, ack);
-  if (sack) rack.on_cumulative_ack(ack, now);
+  if (sack) rack.on_cumulative_ack(ack, now, echoed);
   retries = 0;
   probe_outstanding = false;
   if (timed_ack && ack >= *timed_ack) {
@@ -1017,8 +1023,25 @@ void TcpConnection::Impl::send_window_update_if_grown() {
 // ============================================================================
 
 std::uint32_t TcpConnection::Impl::usable_window() const {
-  const std::uint32_t window = std::min(congestion.window() + congestion.limited_transmit(), send_window);
-  return window > bytes_in_flight() ? window - bytes_in_flight() : 0;
+  const std::uint32_t in_flight = bytes_in_flight();
+  const std::uint32_t peer_room = send_window > in_flight ? send_window - in_flight : 0;
+  return std::min(congestion_room(), peer_room);
+}
+
+// What cwnd lets go now. With SACK (outside the go-back-N that follows a
+// timeout, whose marks are gone) cwnd less the pipe, RFC 6675 §5 step (3):
+// a segment the peer SACKed has left the network, so while RACK waits out
+// its reordering window a new one takes its place (as Linux's in_flight);
+// this covers limited transmit. Without SACK, cwnd less all outstanding
+// plus limited transmit (RFC 3042).
+std::uint32_t TcpConnection::Impl::congestion_room() const {
+  if (sack && congestion.phase() != CongestionPhase::timeout_recovery) {
+    const std::uint64_t pipe = rack.pipe();
+    return congestion.window() > pipe ? static_cast<std::uint32_t>(congestion.window() - pipe) : 0;
+  }
+  const std::uint32_t window = congestion.window() + congestion.limited_transmit();
+  const std::uint32_t in_flight = bytes_in_flight();
+  return window > in_flight ? window - in_flight : 0;
 }
 
 // Sends what the state, the windows, Nagle and SWS avoidance allow.
@@ -1093,7 +1116,8 @@ std::uint32_t TcpConnection::Impl::transmit_at(SeqNumber sequence, std::uint32_t
   }
   if (length > 0 && length < full_segment) short_segment_end = std::max(short_segment_end, end);
   if (!retransmission_deadline) retransmission_deadline = now + rtt.rto();  // RFC 6298 §5.1
-  if (sack && synchronized()) rack.on_transmit(sequence, end, now);
+  if (sack && synchronized())
+    rack.on_transmit(sequence, end, now, timestamps ? std::optional(timestamp_now()) : std::nullopt);
   emit(sequence, flags, payload);
   return covered;
 }

@@ -104,7 +104,11 @@ class LossRecovery {
     // ACKs are still about data sent before the last one began (or before
     // the last timeout).
     if (in_fast_recovery_ || send_unacknowledged < recover_) return false;
-    controller_->on_enter_recovery(flight, now);
+    // RFC 5681 §3.2 step 2: what limited transmit sent past cwnd is no part
+    // of the FlightSize reduced. With SACK that is all the pipe let go while
+    // RACK waited, up to as much again as cwnd: counted, the reduction could
+    // leave ssthresh above the cwnd the loss happened at.
+    controller_->on_enter_recovery(std::min(flight, controller_->cwnd()), now);
     recovery_window_ = controller_->cwnd() + 3 * mss_;  // the three segments the duplicates stand for (step 3)
     recover_ = send_max;
     in_fast_recovery_ = true;

@@ -32,34 +32,41 @@ class Rack {
     wire::SeqNumber end;
   };
 
-  void clear() { segments_ = {}; }
+  void clear() {
+    segments_ = {};
+    sacked_segments_ = 0;
+    pipe_ = 0;
+  }
   bool empty() const { return segments_.empty(); }
 
-  // [start, end) went out at `now`: the first time, or again (then any
-  // mark of loss or SACK on it is gone: it is in the network once more).
-  void on_transmit(wire::SeqNumber start, wire::SeqNumber end, Instant now) {
+  // [start, end) went out at `now` (with `timestamp` as its TSval, when
+  // timestamps are in use): the first time, or again (then any mark of
+  // loss or SACK on it is gone: it is in the network once more).
+  void on_transmit(wire::SeqNumber start, wire::SeqNumber end, Instant now, std::optional<std::uint32_t> timestamp) {
     if (!(start < end)) return;
     split_at(start);
     split_at(end);
     bool again = false;
     for (auto it = segments_.lower_bound(start); it != segments_.end() && it->first < end;) {
       again = true;
-      if (it->second.sacked) --sacked_segments_;
+      forget(it);
       it = segments_.erase(it);
     }
-    segments_.emplace(start, Segment{end, now, ++transmissions_, again});
+    segments_.emplace(start, Segment{end, now, timestamp, ++transmissions_, again});
+    pipe_ += static_cast<std::uint32_t>(end - start);
   }
 
-  // SND.UNA moved to `ack`: what lies below is delivered and forgotten.
-  void on_cumulative_ack(wire::SeqNumber ack, Instant now) {
+  // SND.UNA moved to `ack`, by an ACK echoing `echoed` (its TSecr, when
+  // timestamps are in use): what lies below is delivered and forgotten.
+  // (RFC 7323 §4.3 makes the echo that of the segment that moved the
+  // peer's RCV.NXT: of the original or of the retransmission, whichever
+  // filled the hole.)
+  void on_cumulative_ack(wire::SeqNumber ack, Instant now, std::optional<std::uint32_t> echoed) {
     split_at(ack);
     while (!segments_.empty() && segments_.begin()->second.end <= ack) {
       Segment& segment = segments_.begin()->second;
-      if (segment.sacked) {
-        --sacked_segments_;
-      } else {
-        on_delivered(segment, now);
-      }
+      if (!segment.sacked) on_delivered(segment, now, echoed);
+      forget(segments_.begin());
       segments_.erase(segments_.begin());
     }
   }
@@ -67,6 +74,8 @@ class Rack {
   // A SACK block: the segments wholly inside it are delivered. (Not split
   // at its edges: a receiver SACKs whole segments, and splitting at edges a
   // forger chose would let it grow the map byte by byte.)
+  // (The ACK's echo is of the last segment that arrived in order, not of
+  // the ones it SACKs: it tells nothing about them.)
   void on_sack_block(wire::SeqNumber left, wire::SeqNumber right, Instant now) {
     if (!(left < right) || segments_.empty()) return;
     auto it = segments_.upper_bound(left);
@@ -74,10 +83,11 @@ class Rack {
     for (; it != segments_.end() && it->second.end <= right; ++it) {
       Segment& segment = it->second;
       if (segment.sacked) continue;
+      if (!segment.lost) pipe_ -= static_cast<std::uint32_t>(segment.end - it->first);
       segment.sacked = true;
       segment.lost = false;
       ++sacked_segments_;
-      on_delivered(segment, now);
+      on_delivered(segment, now, std::nullopt);
     }
   }
 
@@ -94,6 +104,7 @@ class Rack {
       const auto remaining = std::chrono::duration_cast<Duration>(segment.sent_at + rtt_ + window - now);
       if (remaining <= Duration::zero()) {
         segment.lost = true;
+        pipe_ -= static_cast<std::uint32_t>(segment.end - start);
       } else {
         wait = std::max(wait.value_or(Duration::zero()), remaining);
       }
@@ -118,7 +129,11 @@ class Rack {
   // again; as RFC 2018 §8 allows the receiver to discard what it SACKed,
   // those marks go too.
   void on_timeout() {
-    for (auto& [start, segment] : segments_) segment.sacked = segment.lost = false;
+    pipe_ = 0;
+    for (auto& [start, segment] : segments_) {
+      segment.sacked = segment.lost = false;
+      pipe_ += static_cast<std::uint32_t>(segment.end - start);
+    }
     sacked_segments_ = 0;
   }
 
@@ -127,13 +142,9 @@ class Rack {
     return entry.second.lost;
   }); }
 
-  // RFC 6675's pipe: the bytes sent and neither SACKed nor deemed lost.
-  std::uint64_t pipe() const {
-    std::uint64_t bytes = 0;
-    for (const auto& [start, segment] : segments_)
-      if (!segment.sacked && !segment.lost) bytes += static_cast<std::uint32_t>(segment.end - start);
-    return bytes;
-  }
+  // RFC 6675's pipe: the bytes sent and neither SACKed nor deemed lost
+  // (kept as the marks change: the sender asks for it per segment it sends).
+  std::uint64_t pipe() const { return pipe_; }
 
   // The first segment deemed lost and not sent again since.
   std::optional<Range> first_lost() const {
@@ -156,6 +167,7 @@ class Rack {
   struct Segment {
     wire::SeqNumber end;
     Instant sent_at;
+    std::optional<std::uint32_t> timestamp;  // the TSval it last went with
     // Transmissions so far when it went: orders segments sent at the same
     // instant (RFC 8985 breaks such ties by sequence number, which puts a
     // retransmission before the originals sent after it the first time).
@@ -165,16 +177,28 @@ class Rack {
     bool lost = false;
   };
 
-  // RFC 8985 §6.2 steps 2 and 3 for a segment just delivered.
-  void on_delivered(const Segment& segment, Instant now) {
+  // What a segment about to be erased counted for.
+  void forget(std::map<wire::SeqNumber, Segment>::const_iterator it) {
+    if (it->second.sacked) --sacked_segments_;
+    if (!it->second.sacked && !it->second.lost) pipe_ -= static_cast<std::uint32_t>(it->second.end - it->first);
+  }
+
+  // RFC 8985 §6.2 steps 2 and 3 for a segment just delivered, by an ACK
+  // whose echo is that of the segment's last transmission or of its
+  // original (`echoed`; none when unknown).
+  void on_delivered(const Segment& segment, Instant now, std::optional<std::uint32_t> echoed) {
     const auto rtt = std::chrono::duration_cast<Duration>(now - segment.sent_at);
     // Delivered before the one after it in sequence, though sent once: the path reorders.
     if (!segment.retransmitted && highest_delivered_ && segment.end < *highest_delivered_) reordering_seen_ = true;
     if (!highest_delivered_ || *highest_delivered_ < segment.end) highest_delivered_ = segment.end;
     if (!segment.retransmitted) min_rtt_ = std::min(min_rtt_.value_or(rtt), rtt);
-    // A retransmission acknowledged sooner than any round trip can be: the
-    // original's delivery, which says nothing of when the retransmission went.
+    // A retransmission acknowledged sooner than any round trip can be, or by
+    // an ACK echoing a TSval older than its own: the original's delivery,
+    // which says nothing of when the retransmission went (step 2's two tests).
     if (segment.retransmitted && min_rtt_ && rtt < *min_rtt_) return;
+    if (segment.retransmitted && echoed && segment.timestamp &&
+        static_cast<std::int32_t>(*echoed - *segment.timestamp) < 0)
+      return;
     if (segment.sent_order <= delivered_order_) return;  // 0: none delivered yet
     delivered_order_ = segment.sent_order;
     rtt_ = rtt;
@@ -203,6 +227,7 @@ class Rack {
 
   std::map<wire::SeqNumber, Segment> segments_;  // start -> segment, disjoint, SND.UNA to SND.MAX
   std::size_t sacked_segments_ = 0;
+  std::uint64_t pipe_ = 0;  // the bytes of the segments neither SACKed nor lost
   std::uint64_t transmissions_ = 0;
   // RACK.xmit_ts and RACK.rtt: of the most recently sent segment delivered
   // (by its sent_order, the segments sent no later are the ones it judges).
