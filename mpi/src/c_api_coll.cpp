@@ -82,9 +82,13 @@ int allreduce_common(const char* function, decltype(&tasks::allreduce) reduction
       return intercomm_allreduce(sendbuf, recvbuf, count, *b.type, op_of(op), c, request);
     }
     const void* input = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
-    if (!nonblocking && reduction == &tasks::allreduce &&
-        node_collectives::allreduce(input, recvbuf, std::size_t(count), *b.type, op_of(op), c))
-      return;
+    if (!nonblocking) {
+      const std::size_t n = std::size_t(count);
+      const bool done = reduction == &tasks::allreduce
+                            ? node_collectives::allreduce(input, recvbuf, n, *b.type, op_of(op), c)
+                            : node_collectives::scan(input, recvbuf, n, *b.type, op_of(op), reduction == &tasks::scan, c);
+      if (done) return;
+    }
     launch(c, reduction(Call(c), input, recvbuf, std::size_t(count), *b.type, op_of(op)), request);
   });
 }
@@ -112,6 +116,7 @@ int reduce_scatter_common(const char* function, const void* sendbuf, void* recvb
     if (c.is_inter()) return intercomm_reduce_scatter(sendbuf, recvbuf, counts, *b.type, op_of(op), c, request);
     // In place, the input is the whole of recvbuf: it is read before the result lands at its start.
     const void* input = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
+    if (!nonblocking && node_collectives::reduce_scatter(input, recvbuf, *counts, *b.type, op_of(op), c)) return;
     launch(c, tasks::reduce_scatter(Call(c), input, recvbuf, *counts, *b.type, op_of(op)), request, counts);
   });
 }
@@ -319,6 +324,9 @@ int alltoall_common(const char* function, const void* sendbuf, const PerRank* se
     Blocks recv{recvbuf, layouts->recv.counts, layouts->recv.displs, &rtype};
     if (in_place) return launch(c, tasks::alltoallv_in_place(Call(c), recv), request, layouts);
     Blocks send{sendbuf, layouts->send.counts, layouts->send.displs, stype};
+    // The v variant's sizes are each rank's own to know: not for shared memory.
+    const bool uniform = !nonblocking && send_per_rank == nullptr && recv_per_rank == nullptr;
+    if (uniform && node_collectives::alltoall(send, recv, c)) return;
     launch(c, tasks::alltoallv(Call(c), send, recv), request, layouts);
   });
 }

@@ -464,6 +464,100 @@ bool allgatherv(const void* send, std::size_t send_count, const Datatype& send_t
   return true;
 }
 
+bool alltoall(const Blocks& send, const Blocks& recv, const Communicator& comm) {
+  const int n = comm.size(), me = comm.rank();
+  const std::size_t block = block_bytes(recv, 0);  // every rank's, on every rank
+  if (block * std::size_t(n) > kSlotBytes) return false;
+  NodeCollectives* node = NodeCollectives::of(comm);
+  if (!node) return false;
+  if (block == 0) return true;
+  const std::uint64_t call = node->begin();
+  // This rank's block for rank r at r * sent in its buffer. More than the
+  // receive blocks (an erroneous call) may not fit: as in allgatherv, the
+  // others then see the size alone and fail with MPI_ERR_TRUNCATE.
+  const std::size_t sent_here = block_bytes(send, 0);
+  node->wait_buffers_free(call);
+  if (sent_here * std::size_t(n) <= kSlotBytes)
+    for (int r = 0; r < n; ++r)
+      if (r != me)
+        to_slot(block_address(send, r), block_count(send, r), block_type(send, r),
+                node->buffer(me, call) + std::size_t(r) * sent_here);
+  node->post(call, sent_here, false);
+  copy_typed(block_address(send, me), block_count(send, me), block_type(send, me), writable_block(recv, me),
+             block_count(recv, me), block_type(recv, me));
+  node->wait_all_posted(call);
+  bool truncated = false;
+  for (int r = 0; r < n; ++r) {
+    if (r == me) continue;
+    const std::uint64_t sent = node->posted_bytes(r, call);
+    truncated |= sent > block;
+    if (sent * std::uint64_t(n) > kSlotBytes) continue;
+    from_slot(node->buffer(r, call) + std::size_t(me) * sent, std::min<std::uint64_t>(sent, block),
+              block_type(recv, r), writable_block(recv, r));
+  }
+  node->finish(call);
+  require(!truncated && sent_here <= block, MPI_ERR_TRUNCATE, "a rank sent more data than its block holds");
+  return true;
+}
+
+bool reduce_scatter(const void* send, void* recv, std::span<const int> counts, const Datatype& type, const Op& op,
+                    const Communicator& comm) {
+  const int me = comm.rank();
+  std::size_t total = 0, before_mine = 0;  // elements, the same on every rank: all know every count
+  for (int r = 0; r < comm.size(); ++r) {
+    if (r == me) before_mine = total;
+    total += std::size_t(counts[std::size_t(r)]);
+  }
+  if (!reduces_here(total * type.size(), type, op)) return false;
+  NodeCollectives* node = NodeCollectives::of(comm);
+  if (!node) return false;
+  op.check_applies_to(type);
+  if (total == 0) return true;
+  const std::uint64_t call = node->begin();
+  // The whole vector into the slot (in place, recv is the input: read before the result lands).
+  node->wait_buffers_free(call);
+  std::memcpy(node->buffer(me, call), send, total * type.size());
+  node->post(call, total * type.size(), false);
+  node->wait_all_posted(call);
+  const std::size_t offset = before_mine * type.size();
+  fold_in_rank_order(
+      node->size(), [&](int r) -> const void* { return node->buffer(r, call) + offset; }, recv,
+      std::size_t(counts[std::size_t(me)]), type, op);
+  node->finish(call);
+  return true;
+}
+
+// Rank r folds in rank order as allreduce does; the non-blocking calls' chain
+// and recursive doubling bracket otherwise, which a commutative op allows.
+bool scan(const void* send, void* recv, std::size_t count, const Datatype& type, const Op& op, bool inclusive,
+          const Communicator& comm) {
+  const std::size_t bytes = count * type.size();
+  if (!reduces_here(bytes, type, op)) return false;
+  NodeCollectives* node = NodeCollectives::of(comm);
+  if (!node) return false;
+  op.check_applies_to(type);
+  if (bytes == 0) return true;
+  const std::uint64_t call = node->begin();
+  const int me = node->rank();
+  // Each rank's vector into its slot for the ranks after it (in place, before the result overwrites it).
+  if (me < node->size() - 1) {
+    node->wait_buffers_free(call);
+    std::memcpy(node->buffer(me, call), send, bytes);
+  }
+  node->post(call, bytes, me == 0);
+  const int folded = inclusive ? me + 1 : me;  // ranks 0..folded-1 make this rank's result
+  if (me == 0) {
+    if (inclusive) std::memmove(recv, send, bytes);
+    return true;  // exscan's rank 0: recv is left alone
+  }
+  for (int r = 0; r < me; ++r) node->wait_posted(r, call);
+  // This rank's own vector, when folded in, is read first (fold_in_rank_order starts from the last): in place too.
+  fold_in_rank_order(
+      folded, [&](int r) -> const void* { return r == me ? send : node->buffer(r, call); }, recv, count, type, op);
+  node->finish(call);
+  return true;
+}
+
 }  // namespace node_collectives
 
 }  // namespace viastack::mpi

@@ -38,6 +38,7 @@
 #pragma once
 
 #include <cstddef>
+#include <span>
 
 namespace viastack::mpi {
 
@@ -70,6 +71,18 @@ bool scatter(const Blocks& send, void* recv, std::size_t recv_count, const Datat
 // MPI_Allgather(v): every rank knows every block's size.
 bool allgatherv(const void* send, std::size_t send_count, const Datatype& send_type, const Blocks& recv,
                 const Communicator& comm);
+// MPI_Alltoall, not in place: every block the same size (not the v and w
+// variants, whose sizes a rank knows only for its own blocks); at most
+// kSlotBytes of data per rank in all.
+bool alltoall(const Blocks& send, const Blocks& recv, const Communicator& comm);
+// MPI_Scan (inclusive) and MPI_Exscan: rank r folds the vectors of ranks 0..r
+// (0..r-1) in rank order.
+bool scan(const void* send, void* recv, std::size_t count, const Datatype& type, const Op& op, bool inclusive,
+          const Communicator& comm);
+// MPI_Reduce_scatter(_block): every rank knows every count; at most kSlotBytes
+// of input per rank.
+bool reduce_scatter(const void* send, void* recv, std::span<const int> counts, const Datatype& type, const Op& op,
+                    const Communicator& comm);
 
 }  // namespace node_collectives
 
