@@ -226,16 +226,15 @@ int gather_common(const char* function, const void* sendbuf, int sendcount, MPI_
     const Datatype* rtype = is_root ? &datatype_of(recvtype) : nullptr;
     const LayoutRef layout = call_layout(c.size(), is_root ? per_rank : nullptr, recvcount, nonblocking);
     Blocks recv{recvbuf, layout.counts, layout.displs, rtype};
-    const bool uniform = !nonblocking && per_rank == nullptr;  // the v variant's sizes are the root's to know
     if (sendbuf == MPI_IN_PLACE && is_root) {
       const std::byte* own = static_cast<const std::byte*>(recvbuf) + layout.displs[std::size_t(root)] * rtype->extent();
-      if (uniform && node_collectives::gather(own, std::size_t(layout.counts[std::size_t(root)]), *rtype, recv, root, c))
+      if (!nonblocking && node_collectives::gather(own, std::size_t(layout.counts[std::size_t(root)]), *rtype, recv, root, c))
         return;
       return launch(c, tasks::gatherv(Call(c), own, std::size_t(layout.counts[std::size_t(root)]), *rtype, recv, root),
                     request, layout.keep);
     }
     Buffer s = checked_buffer(sendbuf, sendcount, sendtype);
-    if (uniform && node_collectives::gather(sendbuf, std::size_t(sendcount), *s.type, recv, root, c)) return;
+    if (!nonblocking && node_collectives::gather(sendbuf, std::size_t(sendcount), *s.type, recv, root, c)) return;
     launch(c, tasks::gatherv(Call(c), sendbuf, std::size_t(sendcount), *s.type, recv, root), request, layout.keep);
   });
 }
@@ -255,18 +254,17 @@ int scatter_common(const char* function, const void* sendbuf, const PerRank* per
     const Datatype* stype = is_root ? &datatype_of(sendtype) : nullptr;
     const LayoutRef layout = call_layout(c.size(), is_root ? per_rank : nullptr, sendcount, nonblocking);
     Blocks send{sendbuf, layout.counts, layout.displs, stype};
-    const bool uniform = !nonblocking && per_rank == nullptr;  // the v variant's sizes are the root's to know
     if (recvbuf == MPI_IN_PLACE && is_root) {
       // The root's own block stays where it is: scatter it onto itself.
       auto* own = const_cast<std::byte*>(static_cast<const std::byte*>(sendbuf)) +
                   layout.displs[std::size_t(root)] * stype->extent();
-      if (uniform && node_collectives::scatter(send, own, std::size_t(layout.counts[std::size_t(root)]), *stype, root, c))
+      if (!nonblocking && node_collectives::scatter(send, own, std::size_t(layout.counts[std::size_t(root)]), *stype, root, c))
         return;
       return launch(c, tasks::scatterv(Call(c), send, own, std::size_t(layout.counts[std::size_t(root)]), *stype, root),
                     request, layout.keep);
     }
     Buffer r = checked_buffer(recvbuf, recvcount, recvtype);
-    if (uniform && node_collectives::scatter(send, recvbuf, std::size_t(recvcount), *r.type, root, c)) return;
+    if (!nonblocking && node_collectives::scatter(send, recvbuf, std::size_t(recvcount), *r.type, root, c)) return;
     launch(c, tasks::scatterv(Call(c), send, recvbuf, std::size_t(recvcount), *r.type, root), request, layout.keep);
   });
 }

@@ -8,7 +8,8 @@
 // of them know: an intracommunicator of 2 to kMaxRanks ranks, all on one node,
 // over the shm or mixed provider (tcp is kept for what it is tested for), and
 // at most kSlotBytes of data per rank (the switch point; larger calls keep the
-// point-to-point algorithms of collectives.hpp). Reductions need a contiguous
+// point-to-point algorithms of collectives.hpp), but for gather(v) and
+// scatter(v), which send a larger block as a message. Reductions need a contiguous
 // datatype (the op works on the slots in place) and a commutative op (a
 // non-commutative one keeps the bracketing of the point-to-point algorithms,
 // which the non-blocking calls share); the other calls pack and unpack any
@@ -62,8 +63,9 @@ bool reduce(const void* send, void* recv, std::size_t count, const Datatype& typ
             const Communicator& comm);
 bool allreduce(const void* send, void* recv, std::size_t count, const Datatype& type, const Op& op,
                const Communicator& comm);
-// MPI_Gather and MPI_Scatter: every rank's block the same size (not the v variants,
-// whose sizes a rank other than the root does not know, so it could not decide alike).
+// MPI_Gather(v) and MPI_Scatter(v), at any size: a block above kSlotBytes goes
+// as a message of its own, which the side that knows its size (the sender of
+// a gather, the root of a scatter) says in the size it posts.
 bool gather(const void* send, std::size_t send_count, const Datatype& send_type, const Blocks& recv, int root,
             const Communicator& comm);
 bool scatter(const Blocks& send, void* recv, std::size_t recv_count, const Datatype& recv_type, int root,

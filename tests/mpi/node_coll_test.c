@@ -11,6 +11,8 @@
  *     likewise for every predefined op on every type, in place and not;
  *   - bcast, gather, scatter, allgather, allgatherv and alltoall of contiguous
  *     and non-contiguous types at sizes below, at and above the switch point;
+ *     gatherv and scatterv with blocks small on some ranks and large (sent as
+ *     messages) on others;
  *   - thousands of calls back to back with rotating roots and stragglers
  *     (a flag or buffer reused too early shows as a wrong answer);
  *   - sub-communicators (split by parity, and a duplicate) used in turn with
@@ -503,6 +505,44 @@ static void data_movement(MPI_Comm comm, int* round) {
       free(mine);
       free(all);
     }
+    /* Gatherv and scatterv, the blocks in reverse order: all small, all large,
+     * and large on odd ranks only (those go as messages, the others through
+     * the slots); in place at the root half the time. */
+    const size_t slot_count = kSlotBytes / l->data_bytes;
+    for (int c = 0; c < 3; ++c, ++*round) {
+      const int root = *round % n, in_place = *round % 2;
+      int* counts_v = malloc(sizeof(int) * (size_t)n);
+      int* displs = malloc(sizeof(int) * (size_t)n);
+      size_t total = 0;
+      for (int r = n - 1; r >= 0; --r) {
+        const int large = c == 1 || (c == 2 && r % 2);
+        counts_v[r] = (int)((large ? slot_count + 1 : 2) + (size_t)r);
+        displs[r] = (int)total;
+        total += (size_t)counts_v[r];
+      }
+      const size_t own = (size_t)counts_v[rank] * l->extent;
+      unsigned char* mine = malloc(own);
+      unsigned char* all = malloc(total * l->extent);
+      unsigned char* at_root = all + (size_t)displs[root] * l->extent;
+      fill(l, mine, (size_t)counts_v[rank], *round, rank);
+      memset(all, 0xee, total * l->extent);
+      if (rank == root && in_place) fill(l, at_root, (size_t)counts_v[root], *round, root);
+      MPI_Gatherv(rank == root && in_place ? MPI_IN_PLACE : mine, counts_v[rank], l->type, all, counts_v, displs,
+                  l->type, root, comm);
+      if (rank == root)
+        for (int r = 0; r < n; ++r)
+          CHECK(matches(l, all + (size_t)displs[r] * l->extent, (size_t)counts_v[r], *round, r));
+      if (rank == root)
+        for (int r = 0; r < n; ++r) fill(l, all + (size_t)displs[r] * l->extent, (size_t)counts_v[r], *round + 1, r);
+      memset(mine, 0xee, own);
+      MPI_Scatterv(all, counts_v, displs, l->type, rank == root && in_place ? MPI_IN_PLACE : mine, counts_v[rank],
+                   l->type, root, comm);
+      CHECK(matches(l, rank == root && in_place ? at_root : mine, (size_t)counts_v[rank], *round + 1, rank));
+      free(mine);
+      free(all);
+      free(counts_v);
+      free(displs);
+    }
     /* Alltoall: rank r's block for s is pattern(round, r * n + s); n blocks of
      * each size of below, at and above the switch point in all. */
     const size_t per_block = kSlotBytes / l->data_bytes / (size_t)n;
@@ -557,8 +597,8 @@ static void back_to_back(MPI_Comm comm, int rounds) {
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &n);
   enum { kInts = kSlotBytes / sizeof(int) };
-  int* buf = malloc(sizeof(int) * kInts);
-  int* all = malloc(sizeof(int) * kInts * (size_t)n);
+  int* buf = malloc(sizeof(int) * (kInts + (size_t)n));
+  int* all = malloc(sizeof(int) * (kInts + (size_t)n) * (size_t)n);
   for (int round = 0; round < rounds; ++round) {
     const int root = round % n, count = round % 3 ? 1 + round % 17 : kInts;
     if (round % 97 == 0 && rank == (round / 97) % n) usleep(200);
@@ -600,6 +640,28 @@ static void back_to_back(MPI_Comm comm, int rounds) {
     MPI_Exscan(MPI_IN_PLACE, buf, count, MPI_INT, MPI_SUM, comm);
     if (rank > 0)
       for (int i = 0; i < count; ++i) wrong += buf[i] != rank * (rank - 1) / 2 + rank * (round + i);
+    /* Gatherv and scatterv of count + r ints from rank r, every fourth round:
+     * past the slot on all but rank 0 with the largest count. */
+    if (round % 4 == 0) {
+    int* counts_v = malloc(sizeof(int) * (size_t)n);
+    int* displs = malloc(sizeof(int) * (size_t)n);
+    for (int r = 0; r < n; ++r) {
+      counts_v[r] = count + r;
+      displs[r] = r * (kInts + n);
+    }
+    for (int i = 0; i < count + rank; ++i) buf[i] = ((rank * 64) * 4096 + i) ^ round;
+    MPI_Gatherv(buf, count + rank, MPI_INT, all, counts_v, displs, MPI_INT, root, comm);
+    if (rank == root)
+      for (int r = 0; r < n; ++r)
+        for (int i = 0; i < count + r; ++i) wrong += all[displs[r] + i] != (((r * 64) * 4096 + i) ^ round);
+    if (rank == root)
+      for (int r = 0; r < n; ++r)
+        for (int i = 0; i < count + r; ++i) all[displs[r] + i] = r * 3 + round + i;
+    MPI_Scatterv(all, counts_v, displs, MPI_INT, buf, count + rank, MPI_INT, root, comm);
+    for (int i = 0; i < count + rank; ++i) wrong += buf[i] != rank * 3 + round + i;
+    free(counts_v);
+    free(displs);
+    }
     if (round % 5 == 0) MPI_Barrier(comm);
     if (wrong) fprintf(stderr, "rank %d: round %d: %d wrong\n", rank, round, wrong);
     CHECK(wrong == 0);
