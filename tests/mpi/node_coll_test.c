@@ -11,8 +11,8 @@
  *     likewise for every predefined op on every type, in place and not;
  *   - bcast, gather, scatter, allgather, allgatherv and alltoall of contiguous
  *     and non-contiguous types at sizes below, at and above the switch point;
- *     gatherv and scatterv with blocks small on some ranks and large (sent as
- *     messages) on others;
+ *     gatherv, scatterv and alltoallv with blocks small on some ranks (or
+ *     pairs) and large (sent as messages) on others;
  *   - thousands of calls back to back with rotating roots and stragglers
  *     (a flag or buffer reused too early shows as a wrong answer);
  *   - sub-communicators (split by parity, and a duplicate) used in turn with
@@ -542,6 +542,37 @@ static void data_movement(MPI_Comm comm, int* round) {
       free(all);
       free(counts_v);
       free(displs);
+    }
+    /* Alltoallv: rank r's block for s has (r + s) % 4 + 1 elements, or past
+     * a slot's worth for some pairs (sent as messages; the others through the
+     * slots), the blocks in reverse order on both sides. */
+    for (int c = 0; c < 2; ++c, ++*round) {
+      int *send_counts = malloc(sizeof(int) * (size_t)n), *send_displs = malloc(sizeof(int) * (size_t)n);
+      int *recv_counts = malloc(sizeof(int) * (size_t)n), *recv_displs = malloc(sizeof(int) * (size_t)n);
+      size_t send_total = 0, recv_total = 0;
+      for (int r = n - 1; r >= 0; --r) {
+        const int to = (rank + r) % 4 + 1, from = (r + rank) % 4 + 1;
+        send_counts[r] = c == 1 && (rank + 2 * r) % 3 == 0 ? (int)slot_count / 2 + to : to;
+        recv_counts[r] = c == 1 && (r + 2 * rank) % 3 == 0 ? (int)slot_count / 2 + from : from;
+        send_displs[r] = (int)send_total;
+        recv_displs[r] = (int)recv_total;
+        send_total += (size_t)send_counts[r];
+        recv_total += (size_t)recv_counts[r];
+      }
+      unsigned char* out = malloc(send_total * l->extent);
+      unsigned char* in = malloc(recv_total * l->extent);
+      for (int s = 0; s < n; ++s)
+        fill(l, out + (size_t)send_displs[s] * l->extent, (size_t)send_counts[s], *round, rank * n + s);
+      memset(in, 0xee, recv_total * l->extent);
+      MPI_Alltoallv(out, send_counts, send_displs, l->type, in, recv_counts, recv_displs, l->type, comm);
+      for (int r = 0; r < n; ++r)
+        CHECK(matches(l, in + (size_t)recv_displs[r] * l->extent, (size_t)recv_counts[r], *round, r * n + rank));
+      free(out);
+      free(in);
+      free(send_counts);
+      free(send_displs);
+      free(recv_counts);
+      free(recv_displs);
     }
     /* Alltoall: rank r's block for s is pattern(round, r * n + s); n blocks of
      * each size of below, at and above the switch point in all. */
