@@ -82,9 +82,13 @@ int allreduce_common(const char* function, decltype(&tasks::allreduce) reduction
       return intercomm_allreduce(sendbuf, recvbuf, count, *b.type, op_of(op), c, request);
     }
     const void* input = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
-    if (!nonblocking && reduction == &tasks::allreduce &&
-        node_collectives::allreduce(input, recvbuf, std::size_t(count), *b.type, op_of(op), c))
-      return;
+    if (!nonblocking) {
+      const std::size_t n = std::size_t(count);
+      const bool done = reduction == &tasks::allreduce
+                            ? node_collectives::allreduce(input, recvbuf, n, *b.type, op_of(op), c)
+                            : node_collectives::scan(input, recvbuf, n, *b.type, op_of(op), reduction == &tasks::scan, c);
+      if (done) return;
+    }
     launch(c, reduction(Call(c), input, recvbuf, std::size_t(count), *b.type, op_of(op)), request);
   });
 }
@@ -112,6 +116,7 @@ int reduce_scatter_common(const char* function, const void* sendbuf, void* recvb
     if (c.is_inter()) return intercomm_reduce_scatter(sendbuf, recvbuf, counts, *b.type, op_of(op), c, request);
     // In place, the input is the whole of recvbuf: it is read before the result lands at its start.
     const void* input = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
+    if (!nonblocking && node_collectives::reduce_scatter(input, recvbuf, *counts, *b.type, op_of(op), c)) return;
     launch(c, tasks::reduce_scatter(Call(c), input, recvbuf, *counts, *b.type, op_of(op)), request, counts);
   });
 }
@@ -219,20 +224,18 @@ int gather_common(const char* function, const void* sendbuf, int sendcount, MPI_
     check_root(c, root);
     const bool is_root = c.rank() == root;
     const Datatype* rtype = is_root ? &datatype_of(recvtype) : nullptr;
-    auto layout = std::make_shared<const RankLayout>(is_root ? layout_of(c.size(), per_rank, recvcount)
-                                                             : RankLayout(c.size(), recvcount));
-    Blocks recv{recvbuf, layout->counts, layout->displs, rtype};
-    const bool uniform = !nonblocking && per_rank == nullptr;  // the v variant's sizes are the root's to know
+    const LayoutRef layout = call_layout(c.size(), is_root ? per_rank : nullptr, recvcount, nonblocking);
+    Blocks recv{recvbuf, layout.counts, layout.displs, rtype};
     if (sendbuf == MPI_IN_PLACE && is_root) {
-      const std::byte* own = static_cast<const std::byte*>(recvbuf) + layout->displs[std::size_t(root)] * rtype->extent();
-      if (uniform && node_collectives::gather(own, std::size_t(layout->counts[std::size_t(root)]), *rtype, recv, root, c))
+      const std::byte* own = static_cast<const std::byte*>(recvbuf) + layout.displs[std::size_t(root)] * rtype->extent();
+      if (!nonblocking && node_collectives::gather(own, std::size_t(layout.counts[std::size_t(root)]), *rtype, recv, root, c))
         return;
-      return launch(c, tasks::gatherv(Call(c), own, std::size_t(layout->counts[std::size_t(root)]), *rtype, recv, root),
-                    request, layout);
+      return launch(c, tasks::gatherv(Call(c), own, std::size_t(layout.counts[std::size_t(root)]), *rtype, recv, root),
+                    request, layout.keep);
     }
     Buffer s = checked_buffer(sendbuf, sendcount, sendtype);
-    if (uniform && node_collectives::gather(sendbuf, std::size_t(sendcount), *s.type, recv, root, c)) return;
-    launch(c, tasks::gatherv(Call(c), sendbuf, std::size_t(sendcount), *s.type, recv, root), request, layout);
+    if (!nonblocking && node_collectives::gather(sendbuf, std::size_t(sendcount), *s.type, recv, root, c)) return;
+    launch(c, tasks::gatherv(Call(c), sendbuf, std::size_t(sendcount), *s.type, recv, root), request, layout.keep);
   });
 }
 
@@ -249,22 +252,20 @@ int scatter_common(const char* function, const void* sendbuf, const PerRank* per
     check_root(c, root);
     const bool is_root = c.rank() == root;
     const Datatype* stype = is_root ? &datatype_of(sendtype) : nullptr;
-    auto layout = std::make_shared<const RankLayout>(is_root ? layout_of(c.size(), per_rank, sendcount)
-                                                             : RankLayout(c.size(), sendcount));
-    Blocks send{sendbuf, layout->counts, layout->displs, stype};
-    const bool uniform = !nonblocking && per_rank == nullptr;  // the v variant's sizes are the root's to know
+    const LayoutRef layout = call_layout(c.size(), is_root ? per_rank : nullptr, sendcount, nonblocking);
+    Blocks send{sendbuf, layout.counts, layout.displs, stype};
     if (recvbuf == MPI_IN_PLACE && is_root) {
       // The root's own block stays where it is: scatter it onto itself.
       auto* own = const_cast<std::byte*>(static_cast<const std::byte*>(sendbuf)) +
-                  layout->displs[std::size_t(root)] * stype->extent();
-      if (uniform && node_collectives::scatter(send, own, std::size_t(layout->counts[std::size_t(root)]), *stype, root, c))
+                  layout.displs[std::size_t(root)] * stype->extent();
+      if (!nonblocking && node_collectives::scatter(send, own, std::size_t(layout.counts[std::size_t(root)]), *stype, root, c))
         return;
-      return launch(c, tasks::scatterv(Call(c), send, own, std::size_t(layout->counts[std::size_t(root)]), *stype, root),
-                    request, layout);
+      return launch(c, tasks::scatterv(Call(c), send, own, std::size_t(layout.counts[std::size_t(root)]), *stype, root),
+                    request, layout.keep);
     }
     Buffer r = checked_buffer(recvbuf, recvcount, recvtype);
-    if (uniform && node_collectives::scatter(send, recvbuf, std::size_t(recvcount), *r.type, root, c)) return;
-    launch(c, tasks::scatterv(Call(c), send, recvbuf, std::size_t(recvcount), *r.type, root), request, layout);
+    if (!nonblocking && node_collectives::scatter(send, recvbuf, std::size_t(recvcount), *r.type, root, c)) return;
+    launch(c, tasks::scatterv(Call(c), send, recvbuf, std::size_t(recvcount), *r.type, root), request, layout.keep);
   });
 }
 
@@ -278,26 +279,21 @@ int allgather_common(const char* function, const void* sendbuf, int sendcount, M
     if (c.is_inter())
       return intercomm_allgather(sendbuf, sendcount, sendtype, recvbuf, per_rank, recvcount, recvtype, c, request);
     const Datatype& rtype = datatype_of(recvtype);
-    auto layout = std::make_shared<const RankLayout>(layout_of(c.size(), per_rank, recvcount));
-    Blocks recv{recvbuf, layout->counts, layout->displs, &rtype};
+    const LayoutRef layout = call_layout(c.size(), per_rank, recvcount, nonblocking);
+    Blocks recv{recvbuf, layout.counts, layout.displs, &rtype};
     if (sendbuf == MPI_IN_PLACE) {
       const std::byte* own =
-          static_cast<const std::byte*>(recvbuf) + layout->displs[std::size_t(c.rank())] * rtype.extent();
-      const std::size_t own_count = std::size_t(layout->counts[std::size_t(c.rank())]);
+          static_cast<const std::byte*>(recvbuf) + layout.displs[std::size_t(c.rank())] * rtype.extent();
+      const std::size_t own_count = std::size_t(layout.counts[std::size_t(c.rank())]);
       if (!nonblocking && node_collectives::allgatherv(own, own_count, rtype, recv, c)) return;
-      return launch(c, tasks::allgatherv(Call(c), own, std::size_t(layout->counts[std::size_t(c.rank())]), rtype, recv),
-                    request, layout);
+      return launch(c, tasks::allgatherv(Call(c), own, std::size_t(layout.counts[std::size_t(c.rank())]), rtype, recv),
+                    request, layout.keep);
     }
     Buffer s = checked_buffer(sendbuf, sendcount, sendtype);
     if (!nonblocking && node_collectives::allgatherv(sendbuf, std::size_t(sendcount), *s.type, recv, c)) return;
-    launch(c, tasks::allgatherv(Call(c), sendbuf, std::size_t(sendcount), *s.type, recv), request, layout);
+    launch(c, tasks::allgatherv(Call(c), sendbuf, std::size_t(sendcount), *s.type, recv), request, layout.keep);
   });
 }
-
-// The send and receive layouts of an alltoall(v), kept together for a non-blocking call.
-struct AlltoallLayouts {
-  RankLayout send, recv;
-};
 
 // In place, the send arrays are not read.
 int alltoall_common(const char* function, const void* sendbuf, const PerRank* send_per_rank, int sendcount,
@@ -313,12 +309,16 @@ int alltoall_common(const char* function, const void* sendbuf, const PerRank* se
     const Datatype& rtype = datatype_of(recvtype);
     const bool in_place = sendbuf == MPI_IN_PLACE;
     const Datatype* stype = in_place ? nullptr : &datatype_of(sendtype);
-    auto layouts = std::make_shared<const AlltoallLayouts>(
-        AlltoallLayouts{in_place ? RankLayout(c.size(), 0) : layout_of(c.size(), send_per_rank, sendcount),
-                        layout_of(c.size(), recv_per_rank, recvcount)});
-    Blocks recv{recvbuf, layouts->recv.counts, layouts->recv.displs, &rtype};
-    if (in_place) return launch(c, tasks::alltoallv_in_place(Call(c), recv), request, layouts);
-    Blocks send{sendbuf, layouts->send.counts, layouts->send.displs, stype};
+    const LayoutRef send_layout = in_place ? LayoutRef{} : call_layout(c.size(), send_per_rank, sendcount, nonblocking);
+    const LayoutRef recv_layout = call_layout(c.size(), recv_per_rank, recvcount, nonblocking);
+    Blocks recv{recvbuf, recv_layout.counts, recv_layout.displs, &rtype};
+    if (in_place) return launch(c, tasks::alltoallv_in_place(Call(c), recv), request, recv_layout.keep);
+    Blocks send{sendbuf, send_layout.counts, send_layout.displs, stype};
+    // The v variant's sizes are each rank's own to know: not for shared memory.
+    const bool uniform = !nonblocking && send_per_rank == nullptr && recv_per_rank == nullptr;
+    if (uniform && node_collectives::alltoall(send, recv, c)) return;
+    using Keeps = std::pair<std::shared_ptr<const void>, std::shared_ptr<const void>>;
+    const auto layouts = nonblocking ? std::make_shared<const Keeps>(send_layout.keep, recv_layout.keep) : nullptr;
     launch(c, tasks::alltoallv(Call(c), send, recv), request, layouts);
   });
 }

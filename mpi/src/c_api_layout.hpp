@@ -4,6 +4,8 @@
 #pragma once
 
 #include <climits>
+#include <memory>
+#include <span>
 #include <vector>
 
 #include "c_api.hpp"
@@ -39,17 +41,45 @@ struct RankLayout {
     for (int r = 0; r < n; ++r) displs[std::size_t(r)] = r * count;
   }
   RankLayout(int n, const PerRank& given) {
-    require(given.displs != nullptr, given.null_displs_error, "null displacement array");
-    require(given.counts != nullptr, given.null_counts_error, "null count array");
+    check(n, given);
     counts.assign(given.counts, given.counts + n);
     displs.assign(given.displs, given.displs + n);
-    for (int x : counts) check_count(x);
+  }
+  static void check(int n, const PerRank& given) {
+    require(given.displs != nullptr, given.null_displs_error, "null displacement array");
+    require(given.counts != nullptr, given.null_counts_error, "null count array");
+    for (int r = 0; r < n; ++r) check_count(given.counts[r]);
   }
 };
 
 // The v variants' layout (per_rank given), or the uniform one of `count`.
 inline RankLayout layout_of(int n, const PerRank* per_rank, int count) {
   return per_rank ? RankLayout(n, *per_rank) : RankLayout(n, count);
+}
+
+// The per-rank counts and displacements a collective call's algorithm reads,
+// and what keeps them alive while a non-blocking call runs. Without an
+// allocation where it can (a small blocking collective is otherwise mostly
+// malloc and free): a blocking call reads the v variants' arrays where the
+// user gave them, and the uniform layout of a thread's last (n, count) is
+// shared by its calls.
+struct LayoutRef {
+  std::span<const int> counts, displs;
+  std::shared_ptr<const void> keep;  // null when nothing needs keeping
+};
+inline LayoutRef call_layout(int n, const PerRank* per_rank, int count, bool nonblocking) {
+  if (per_rank && !nonblocking) {
+    RankLayout::check(n, *per_rank);
+    return {{per_rank->counts, std::size_t(n)}, {per_rank->displs, std::size_t(n)}, nullptr};
+  }
+  if (per_rank) {
+    auto copied = std::make_shared<const RankLayout>(n, *per_rank);
+    return {copied->counts, copied->displs, copied};
+  }
+  thread_local std::shared_ptr<const RankLayout> last_uniform;
+  if (!last_uniform || last_uniform->counts.size() != std::size_t(n) || last_uniform->counts[0] != count)
+    last_uniform = std::make_shared<const RankLayout>(n, count);
+  return {last_uniform->counts, last_uniform->displs, last_uniform};
 }
 
 // The w variants' arrays: a count, a displacement in bytes and a datatype per

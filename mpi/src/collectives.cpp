@@ -426,6 +426,42 @@ CollectiveTask exscan(Call call, const void* send_buf, void* recv_buf, std::size
       call, send_buf, recv_buf, count, type, op, false);
 }
 
+namespace {
+
+// Every rank sends each other rank that rank's block of its input, in one
+// round, and folds the n blocks of its own in rank order (from the last, as
+// flat_allreduce does), for any op: for little data on few ranks, where the
+// ring's n-1 rounds each cost a wait (a context switch with more ranks than cores).
+CollectiveTask flat_reduce_scatter(Call call, const void* send_buf, void* recv_buf, std::span<const int> counts,
+                                   std::span<const int> displs, const Datatype& type, const Op& op) {
+  const Communicator& comm = call.comm();
+  const int n = comm.size(), me = comm.rank();
+  const auto count = [&](int b) { return std::size_t(counts[std::size_t(b)]); };
+  const auto* input = static_cast<const std::byte*>(send_buf);
+  const auto block = [&](int b) { return input + std::ptrdiff_t(displs[std::size_t(b)]) * type.extent(); };
+  const std::ptrdiff_t slot_bytes = std::ptrdiff_t(count(me)) * type.extent();
+  auto* result = static_cast<std::byte*>(recv_buf);
+  // In place, the input is all of recv_buf, whose start the fold overwrites
+  // first: this rank's block gets a slot too, unless it is the one copied first.
+  const bool keep_mine = send_buf == recv_buf && me != n - 1;
+  TempBuffer slots(count(me) * std::size_t(n - 1 + (keep_mine ? 1 : 0)), type);
+  const auto part = [&](int r) -> const std::byte* {
+    if (r == me) return keep_mine ? slots.data() + (n - 1) * slot_bytes : block(me);
+    return slots.data() + (r < me ? r : r - 1) * slot_bytes;
+  };
+  Batch all(call);
+  for (int r = 0; r < n; ++r)
+    if (r != me) all.recv(const_cast<std::byte*>(part(r)), count(me), type, r, allreduce_tag);
+  for (int r = 0; r < n; ++r)
+    if (r != me) all.send(block(r), count(r), type, r, allreduce_tag);
+  co_await all;
+  if (keep_mine) copy_typed(block(me), count(me), type, const_cast<std::byte*>(part(me)), count(me), type);
+  copy_typed(part(n - 1), count(me), type, result, count(me), type);
+  for (int r = n - 2; r >= 0; --r) op.apply(part(r), result, count(me), type);
+}
+
+}  // namespace
+
 CollectiveTask reduce_scatter(Call call, const void* send_buf, void* recv_buf, std::span<const int> counts,
                               const Datatype& type, const Op& op) {
   std::vector<int> displs(counts.size());
@@ -436,6 +472,11 @@ CollectiveTask reduce_scatter(Call call, const void* send_buf, void* recv_buf, s
     total += std::size_t(counts[r]);
   }
   const int n = call.comm().size();
+  if (n <= kFlatRanks && total * type.size() <= kFlatBytes) {
+    op.check_applies_to(type);
+    co_await flat_reduce_scatter(call, send_buf, recv_buf, counts, displs, type, op);
+    co_return;
+  }
   // The ring takes one step per rank but sends each block only once: on few
   // ranks, or much data, it beats reducing everything to one rank and scattering.
   if (op.commutative() && (n <= 4 || total * type.size() >= runtime().collective_tuning().allreduce_ring_bytes)) {

@@ -7,6 +7,7 @@
 #include <via/bootstrap.hpp>
 #include <via/config.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -21,6 +22,7 @@
 #include "comm.hpp"
 #include "datatype.hpp"
 #include "errors.hpp"
+#include "internal_p2p.hpp"
 #include "ops.hpp"
 #include "runtime.hpp"
 #include "window_memory.hpp"
@@ -55,6 +57,7 @@ struct alignas(kLineBytes) MemberControl {
   std::uint64_t start_time;     // with pid: this process, not a later one of the same pid
   std::uint64_t pid_namespace;  // pids mean something only within one namespace
   std::uint64_t bytes[kBuffers];  // how many bytes (per block) the data in each buffer has
+  std::uint64_t scattered_bytes[kBuffers];  // written by a scatter's root: its block for this member, in bytes
 };
 struct Member {
   MemberControl control;
@@ -67,6 +70,12 @@ static_assert(std::atomic<std::uint64_t>::is_always_lock_free);
 // collective context with a tag the point-to-point algorithms' step tags
 // (collective_task.hpp's Call::tag) leave alone.
 constexpr int kWakeTag = 0x7ffc0000;
+
+// Gather(v) and scatter(v): a block above kSlotBytes goes as a message of its
+// own (tag kBlockTag), and the size posted for it says so; only the side that
+// knows a block's size (a gatherv's sender, a scatterv's root) decides.
+constexpr std::uint64_t kByMessage = ~std::uint64_t{0};
+constexpr int kBlockTag = kWakeTag + 1;
 
 // How often a long wait checks that every member's process still lives.
 constexpr auto kLivenessInterval = std::chrono::milliseconds(100);
@@ -163,6 +172,10 @@ class NodeCollectives {
   std::byte* buffer(int rank, std::uint64_t call) const { return members_[std::size_t(rank)]->buffers[call % kBuffers]; }
   // How many bytes (per block) member `rank` posted for `call`.
   std::uint64_t posted_bytes(int rank, std::uint64_t call) const { return control(rank).bytes[call % kBuffers]; }
+  // A scatter's block for member `rank` in `call`: set by the root before it posts.
+  std::uint64_t& scattered_bytes(int rank, std::uint64_t call) const {
+    return control(rank).scattered_bytes[call % kBuffers];
+  }
 
   // Before this member writes a buffer of `call` (its own, or a scatter's
   // into others'): every member is done with the call that used it last.
@@ -264,18 +277,33 @@ class NodeCollectives {
 
 namespace {
 
-// A member's side of a call whose root posted `slot`'s buffer: at most
-// `bytes` of it into buf, then the buffer is free again; more than that is
-// MPI_ERR_TRUNCATE (`what` says from which call), after the member is done
-// with the call, so the root is not held up by the error.
-void receive_from_root(NodeCollectives& node, int root, int slot, std::uint64_t call, std::size_t bytes,
-                       const Datatype& type, void* buf, const char* what) {
-  node.wait_posted(root, call);
-  const std::uint64_t sent = node.posted_bytes(root, call);
-  from_slot(node.buffer(slot, call), std::min<std::uint64_t>(sent, bytes), type, buf);
-  node.finish(call);
-  require(sent <= bytes, MPI_ERR_TRUNCATE, what);
-}
+// The blocks of a gather(v) or scatter(v) that go as messages (kByMessage),
+// all in flight at once; nothing allocated, nothing polled when there are none.
+class BlockMessages {
+ public:
+  explicit BlockMessages(const Communicator& comm) : comm_(comm) {}
+  void send(const void* buf, std::size_t count, const Datatype& type, int dest) {
+    runtime().p2p().post_send(posted(Request::Type::send), buf, count, type, dest, kBlockTag,
+                              comm_.collective_context(), SendMode::standard);
+  }
+  void recv(void* buf, std::size_t count, const Datatype& type, int source) {
+    runtime().p2p().post_recv(posted(Request::Type::recv), buf, count, type, source, kBlockTag,
+                              comm_.collective_context());
+  }
+  // Waits for every one; false when a received one did not fit its block.
+  bool wait_all() {
+    if (requests_.empty()) return true;
+    runtime().p2p().wait_until([&] {
+      return std::all_of(requests_.begin(), requests_.end(), [](const auto& r) { return r->complete; });
+    });
+    return std::all_of(requests_.begin(), requests_.end(), [](const auto& r) { return r->error == MPI_SUCCESS; });
+  }
+
+ private:
+  Request& posted(Request::Type type) { return *requests_.emplace_back(std::make_unique<Request>(type, &comm_)); }
+  const Communicator& comm_;
+  std::vector<std::unique_ptr<Request>> requests_;
+};
 
 }  // namespace
 
@@ -303,8 +331,11 @@ bool bcast(void* buf, std::size_t count, const Datatype& type, int root, const C
     node->post(call, bytes, true);
     return true;
   }
-  receive_from_root(*node, root, root, call, bytes, type, buf,
-                    "the root broadcast more data than this rank's buffer holds");
+  node->wait_posted(root, call);
+  const std::uint64_t sent = node->posted_bytes(root, call);
+  from_slot(node->buffer(root, call), std::min<std::uint64_t>(sent, bytes), type, buf);
+  node->finish(call);  // before the error, so that the root is not held up by it
+  require(sent <= bytes, MPI_ERR_TRUNCATE, "the root broadcast more data than this rank's buffer holds");
   return true;
 }
 
@@ -378,54 +409,75 @@ bool allreduce(const void* send, void* recv, std::size_t count, const Datatype& 
 
 bool gather(const void* send, std::size_t send_count, const Datatype& send_type, const Blocks& recv, int root,
             const Communicator& comm) {
-  const std::size_t bytes = send_count * send_type.size();
-  if (bytes > kSlotBytes) return false;
   NodeCollectives* node = NodeCollectives::of(comm);
   if (!node) return false;
-  if (bytes == 0) return true;
   const std::uint64_t call = node->begin();
   const int me = node->rank();
   if (me != root) {
+    const std::size_t bytes = send_count * send_type.size();
+    const bool by_message = bytes > kSlotBytes;
     node->wait_buffers_free(call);
-    to_slot(send, send_count, send_type, node->buffer(me, call));
-    node->post(call, bytes, true);
+    if (!by_message) to_slot(send, send_count, send_type, node->buffer(me, call));
+    node->post(call, by_message ? kByMessage : bytes, true);
+    if (by_message) send_typed(send, send_count, send_type, root, kBlockTag, comm, comm.collective_context());
     return true;
   }
   copy_typed(send, send_count, send_type, writable_block(recv, me), block_count(recv, me), block_type(recv, me));
   node->wait_all_posted(call);
   bool truncated = false;
+  BlockMessages messages(comm);
   for (int r = 0; r < node->size(); ++r) {
     if (r == me) continue;
     const std::uint64_t sent = node->posted_bytes(r, call);
+    if (sent == kByMessage) {
+      messages.recv(writable_block(recv, r), block_count(recv, r), block_type(recv, r), r);
+      continue;
+    }
     truncated |= sent > block_bytes(recv, r);
     from_slot(node->buffer(r, call), std::min<std::uint64_t>(sent, block_bytes(recv, r)), block_type(recv, r),
               writable_block(recv, r));
   }
   node->finish(call);
+  truncated |= !messages.wait_all();
   require(!truncated, MPI_ERR_TRUNCATE, "a rank sent more data than the root's block for it holds");
   return true;
 }
 
 bool scatter(const Blocks& send, void* recv, std::size_t recv_count, const Datatype& recv_type, int root,
              const Communicator& comm) {
-  const std::size_t bytes = recv_count * recv_type.size();
-  if (bytes > kSlotBytes) return false;
   NodeCollectives* node = NodeCollectives::of(comm);
   if (!node) return false;
-  if (bytes == 0) return true;
   const std::uint64_t call = node->begin();
   const int me = node->rank();
   if (me == root) {
-    // Each block straight into its member's own buffer of this call.
+    // Each block straight into its member's own buffer of this call, or as a message.
     node->wait_buffers_free(call);
+    BlockMessages messages(comm);
+    for (int r = 0; r < node->size(); ++r) {
+      if (r == me) continue;
+      const std::size_t bytes = block_bytes(send, r);
+      if (bytes <= kSlotBytes)
+        to_slot(block_address(send, r), block_count(send, r), block_type(send, r), node->buffer(r, call));
+      node->scattered_bytes(r, call) = bytes <= kSlotBytes ? bytes : kByMessage;
+    }
+    node->post(call, 0, true);
     for (int r = 0; r < node->size(); ++r)
-      if (r != me) to_slot(block_address(send, r), block_count(send, r), block_type(send, r), node->buffer(r, call));
-    node->post(call, block_bytes(send, me), true);
+      if (r != me && block_bytes(send, r) > kSlotBytes)
+        messages.send(block_address(send, r), block_count(send, r), block_type(send, r), r);
     copy_typed(block_address(send, me), block_count(send, me), block_type(send, me), recv, recv_count, recv_type);
+    messages.wait_all();
     return true;
   }
-  receive_from_root(*node, root, me, call, bytes, recv_type, recv,
-                    "the root sent more data than this rank's buffer holds");
+  node->wait_posted(root, call);
+  const std::uint64_t sent = node->scattered_bytes(me, call);
+  const std::size_t bytes = recv_count * recv_type.size();
+  if (sent != kByMessage) from_slot(node->buffer(me, call), std::min<std::uint64_t>(sent, bytes), recv_type, recv);
+  node->finish(call);
+  if (sent == kByMessage) {
+    recv_typed(recv, recv_count, recv_type, root, kBlockTag, comm, comm.collective_context());
+    return true;
+  }
+  require(sent <= bytes, MPI_ERR_TRUNCATE, "the root sent more data than this rank's buffer holds");
   return true;
 }
 
@@ -461,6 +513,100 @@ bool allgatherv(const void* send, std::size_t send_count, const Datatype& send_t
   node->finish(call);
   require(!truncated && bytes <= block_bytes(recv, me), MPI_ERR_TRUNCATE,
           "a rank sent more data than its block holds");
+  return true;
+}
+
+bool alltoall(const Blocks& send, const Blocks& recv, const Communicator& comm) {
+  const int n = comm.size(), me = comm.rank();
+  const std::size_t block = block_bytes(recv, 0);  // every rank's, on every rank
+  if (block * std::size_t(n) > kSlotBytes) return false;
+  NodeCollectives* node = NodeCollectives::of(comm);
+  if (!node) return false;
+  if (block == 0) return true;
+  const std::uint64_t call = node->begin();
+  // This rank's block for rank r at r * sent in its buffer. More than the
+  // receive blocks (an erroneous call) may not fit: as in allgatherv, the
+  // others then see the size alone and fail with MPI_ERR_TRUNCATE.
+  const std::size_t sent_here = block_bytes(send, 0);
+  node->wait_buffers_free(call);
+  if (sent_here * std::size_t(n) <= kSlotBytes)
+    for (int r = 0; r < n; ++r)
+      if (r != me)
+        to_slot(block_address(send, r), block_count(send, r), block_type(send, r),
+                node->buffer(me, call) + std::size_t(r) * sent_here);
+  node->post(call, sent_here, false);
+  copy_typed(block_address(send, me), block_count(send, me), block_type(send, me), writable_block(recv, me),
+             block_count(recv, me), block_type(recv, me));
+  node->wait_all_posted(call);
+  bool truncated = false;
+  for (int r = 0; r < n; ++r) {
+    if (r == me) continue;
+    const std::uint64_t sent = node->posted_bytes(r, call);
+    truncated |= sent > block;
+    if (sent * std::uint64_t(n) > kSlotBytes) continue;
+    from_slot(node->buffer(r, call) + std::size_t(me) * sent, std::min<std::uint64_t>(sent, block),
+              block_type(recv, r), writable_block(recv, r));
+  }
+  node->finish(call);
+  require(!truncated && sent_here <= block, MPI_ERR_TRUNCATE, "a rank sent more data than its block holds");
+  return true;
+}
+
+bool reduce_scatter(const void* send, void* recv, std::span<const int> counts, const Datatype& type, const Op& op,
+                    const Communicator& comm) {
+  const int me = comm.rank();
+  std::size_t total = 0, before_mine = 0;  // elements, the same on every rank: all know every count
+  for (int r = 0; r < comm.size(); ++r) {
+    if (r == me) before_mine = total;
+    total += std::size_t(counts[std::size_t(r)]);
+  }
+  if (!reduces_here(total * type.size(), type, op)) return false;
+  NodeCollectives* node = NodeCollectives::of(comm);
+  if (!node) return false;
+  op.check_applies_to(type);
+  if (total == 0) return true;
+  const std::uint64_t call = node->begin();
+  // The whole vector into the slot (in place, recv is the input: read before the result lands).
+  node->wait_buffers_free(call);
+  std::memcpy(node->buffer(me, call), send, total * type.size());
+  node->post(call, total * type.size(), false);
+  node->wait_all_posted(call);
+  const std::size_t offset = before_mine * type.size();
+  fold_in_rank_order(
+      node->size(), [&](int r) -> const void* { return node->buffer(r, call) + offset; }, recv,
+      std::size_t(counts[std::size_t(me)]), type, op);
+  node->finish(call);
+  return true;
+}
+
+// Rank r folds in rank order as allreduce does; the non-blocking calls' chain
+// and recursive doubling bracket otherwise, which a commutative op allows.
+bool scan(const void* send, void* recv, std::size_t count, const Datatype& type, const Op& op, bool inclusive,
+          const Communicator& comm) {
+  const std::size_t bytes = count * type.size();
+  if (!reduces_here(bytes, type, op)) return false;
+  NodeCollectives* node = NodeCollectives::of(comm);
+  if (!node) return false;
+  op.check_applies_to(type);
+  if (bytes == 0) return true;
+  const std::uint64_t call = node->begin();
+  const int me = node->rank();
+  // Each rank's vector into its slot for the ranks after it (in place, before the result overwrites it).
+  if (me < node->size() - 1) {
+    node->wait_buffers_free(call);
+    std::memcpy(node->buffer(me, call), send, bytes);
+  }
+  node->post(call, bytes, me == 0);
+  const int folded = inclusive ? me + 1 : me;  // ranks 0..folded-1 make this rank's result
+  if (me == 0) {
+    if (inclusive) std::memmove(recv, send, bytes);
+    return true;  // exscan's rank 0: recv is left alone
+  }
+  for (int r = 0; r < me; ++r) node->wait_posted(r, call);
+  // This rank's own vector, when folded in, is read first (fold_in_rank_order starts from the last): in place too.
+  fold_in_rank_order(
+      folded, [&](int r) -> const void* { return r == me ? send : node->buffer(r, call); }, recv, count, type, op);
+  node->finish(call);
   return true;
 }
 

@@ -8,7 +8,8 @@
 // of them know: an intracommunicator of 2 to kMaxRanks ranks, all on one node,
 // over the shm or mixed provider (tcp is kept for what it is tested for), and
 // at most kSlotBytes of data per rank (the switch point; larger calls keep the
-// point-to-point algorithms of collectives.hpp). Reductions need a contiguous
+// point-to-point algorithms of collectives.hpp), but for gather(v) and
+// scatter(v), which send a larger block as a message. Reductions need a contiguous
 // datatype (the op works on the slots in place) and a commutative op (a
 // non-commutative one keeps the bracketing of the point-to-point algorithms,
 // which the non-blocking calls share); the other calls pack and unpack any
@@ -38,6 +39,7 @@
 #pragma once
 
 #include <cstddef>
+#include <span>
 
 namespace viastack::mpi {
 
@@ -61,8 +63,9 @@ bool reduce(const void* send, void* recv, std::size_t count, const Datatype& typ
             const Communicator& comm);
 bool allreduce(const void* send, void* recv, std::size_t count, const Datatype& type, const Op& op,
                const Communicator& comm);
-// MPI_Gather and MPI_Scatter: every rank's block the same size (not the v variants,
-// whose sizes a rank other than the root does not know, so it could not decide alike).
+// MPI_Gather(v) and MPI_Scatter(v), at any size: a block above kSlotBytes goes
+// as a message of its own, which the side that knows its size (the sender of
+// a gather, the root of a scatter) says in the size it posts.
 bool gather(const void* send, std::size_t send_count, const Datatype& send_type, const Blocks& recv, int root,
             const Communicator& comm);
 bool scatter(const Blocks& send, void* recv, std::size_t recv_count, const Datatype& recv_type, int root,
@@ -70,6 +73,18 @@ bool scatter(const Blocks& send, void* recv, std::size_t recv_count, const Datat
 // MPI_Allgather(v): every rank knows every block's size.
 bool allgatherv(const void* send, std::size_t send_count, const Datatype& send_type, const Blocks& recv,
                 const Communicator& comm);
+// MPI_Alltoall, not in place: every block the same size (not the v and w
+// variants, whose sizes a rank knows only for its own blocks); at most
+// kSlotBytes of data per rank in all.
+bool alltoall(const Blocks& send, const Blocks& recv, const Communicator& comm);
+// MPI_Scan (inclusive) and MPI_Exscan: rank r folds the vectors of ranks 0..r
+// (0..r-1) in rank order.
+bool scan(const void* send, void* recv, std::size_t count, const Datatype& type, const Op& op, bool inclusive,
+          const Communicator& comm);
+// MPI_Reduce_scatter(_block): every rank knows every count; at most kSlotBytes
+// of input per rank.
+bool reduce_scatter(const void* send, void* recv, std::span<const int> counts, const Datatype& type, const Op& op,
+                    const Communicator& comm);
 
 }  // namespace node_collectives
 

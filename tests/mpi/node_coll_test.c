@@ -7,8 +7,12 @@
  *   - MPI_Reduce and MPI_Allreduce for every predefined op on every type it
  *     applies to, MAXLOC/MINLOC on pairs, user ops (one not commutative), a
  *     non-contiguous type; below, at and above the switch point; in place and not;
- *   - bcast, gather, scatter, allgather and allgatherv of contiguous and
- *     non-contiguous types at sizes below, at and above the switch point;
+ *   - MPI_Scan, MPI_Exscan, MPI_Reduce_scatter_block and MPI_Reduce_scatter
+ *     likewise for every predefined op on every type, in place and not;
+ *   - bcast, gather, scatter, allgather, allgatherv and alltoall of contiguous
+ *     and non-contiguous types at sizes below, at and above the switch point;
+ *     gatherv, scatterv and alltoallv with blocks small on some ranks (or
+ *     pairs) and large (sent as messages) on others;
  *   - thousands of calls back to back with rotating roots and stragglers
  *     (a flag or buffer reused too early shows as a wrong answer);
  *   - sub-communicators (split by parity, and a duplicate) used in turn with
@@ -210,6 +214,82 @@ static void reductions_predefined(MPI_Comm comm, int* round) {
         }
       }
     }
+  free(send);
+  free(recv);
+}
+
+/* Element i of every rank's vector reduced over ranks 0..upto-1, as the reference does for all n. */
+static int prefix_wrong(const struct TypeCase* tc, int o, const void* buf, size_t first, size_t count, int upto) {
+  int wrong = 0;
+  for (size_t i = 0; i < count; ++i) wrong += get(tc, buf, i) != reference(o, upto, first + i);
+  return wrong;
+}
+
+/* Scan, exscan and reduce-scatter (uniform and with a count of its own per
+ * rank) over the whole vector of counts_for's sizes: rank r's block of
+ * reduce-scatter is the elements after those of ranks 0..r-1. */
+static void reductions_prefix_and_scatter(MPI_Comm comm, int* round) {
+  int rank, n;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &n);
+  void* send = malloc(kSlotBytes + 64);
+  void* recv = malloc(kSlotBytes + 64);
+  int* counts_v = malloc(sizeof(int) * (size_t)n);
+  for (int o = 0; o < kOpCases; ++o)
+    for (int t = 0; t < kTypeCases; ++t) {
+      const struct TypeCase* tc = &type_cases[t];
+      if (!(op_cases[o].families & F(tc->family))) continue;
+      size_t counts[4];
+      counts_for(tc->size, counts);
+      for (int c = 0; c < 4; ++c, ++*round) {
+        const size_t count = counts[c];
+        const int in_place = *round % 2;
+        const char* name = op_cases[o].name;
+        for (size_t i = 0; i < count; ++i) put(tc, send, i, contribution(o, rank, i));
+        /* Scan */
+        memset(recv, 0x5a, count * tc->size);
+        if (in_place) memcpy(recv, send, count * tc->size);
+        MPI_Scan(in_place ? MPI_IN_PLACE : send, recv, (int)count, tc->type, op_cases[o].op, comm);
+        int wrong = prefix_wrong(tc, o, recv, 0, count, rank + 1);
+        if (wrong) fprintf(stderr, "rank %d: MPI_Scan %s %s count %zu: %d wrong\n", rank, name, tc->name, count, wrong);
+        CHECK(wrong == 0);
+        /* Exscan: rank 0's recv is left alone */
+        memset(recv, 0x5a, count * tc->size);
+        if (in_place) memcpy(recv, send, count * tc->size);
+        MPI_Exscan(in_place ? MPI_IN_PLACE : send, recv, (int)count, tc->type, op_cases[o].op, comm);
+        if (rank > 0) {
+          wrong = prefix_wrong(tc, o, recv, 0, count, rank);
+          if (wrong) fprintf(stderr, "rank %d: MPI_Exscan %s %s count %zu: %d wrong\n", rank, name, tc->name, count, wrong);
+          CHECK(wrong == 0);
+        }
+        /* Reduce_scatter_block: count / n elements each (at least one) */
+        const size_t block = count / (size_t)n ? count / (size_t)n : 1;
+        for (size_t i = 0; i < block * (size_t)n; ++i) put(tc, send, i, contribution(o, rank, i));
+        memset(recv, 0x5a, block * (size_t)n * tc->size);
+        if (in_place) memcpy(recv, send, block * (size_t)n * tc->size);
+        MPI_Reduce_scatter_block(in_place ? MPI_IN_PLACE : send, recv, (int)block, tc->type, op_cases[o].op, comm);
+        wrong = prefix_wrong(tc, o, recv, (size_t)rank * block, block, n);
+        if (wrong) fprintf(stderr, "rank %d: MPI_Reduce_scatter_block %s %s block %zu: %d wrong\n", rank, name, tc->name, block, wrong);
+        CHECK(wrong == 0);
+        /* Reduce_scatter: count elements in all, rank r's count a little more than r-1's (rank 0's the rest; 0 for some) */
+        size_t given = 0;
+        for (int r = n - 1; r > 0; --r) {
+          counts_v[r] = (int)(given + (size_t)r <= count ? (size_t)r : 0);
+          given += (size_t)counts_v[r];
+        }
+        counts_v[0] = (int)(count - given);
+        size_t first = 0;
+        for (int r = 0; r < rank; ++r) first += (size_t)counts_v[r];
+        for (size_t i = 0; i < count; ++i) put(tc, send, i, contribution(o, rank, i));
+        memset(recv, 0x5a, count * tc->size);
+        if (in_place) memcpy(recv, send, count * tc->size);
+        MPI_Reduce_scatter(in_place ? MPI_IN_PLACE : send, recv, counts_v, tc->type, op_cases[o].op, comm);
+        wrong = prefix_wrong(tc, o, recv, first, (size_t)counts_v[rank], n);
+        if (wrong) fprintf(stderr, "rank %d: MPI_Reduce_scatter %s %s count %zu: %d wrong\n", rank, name, tc->name, count, wrong);
+        CHECK(wrong == 0);
+      }
+    }
+  free(counts_v);
   free(send);
   free(recv);
 }
@@ -425,6 +505,90 @@ static void data_movement(MPI_Comm comm, int* round) {
       free(mine);
       free(all);
     }
+    /* Gatherv and scatterv, the blocks in reverse order: all small, all large,
+     * and large on odd ranks only (those go as messages, the others through
+     * the slots); in place at the root half the time. */
+    const size_t slot_count = kSlotBytes / l->data_bytes;
+    for (int c = 0; c < 3; ++c, ++*round) {
+      const int root = *round % n, in_place = *round % 2;
+      int* counts_v = malloc(sizeof(int) * (size_t)n);
+      int* displs = malloc(sizeof(int) * (size_t)n);
+      size_t total = 0;
+      for (int r = n - 1; r >= 0; --r) {
+        const int large = c == 1 || (c == 2 && r % 2);
+        counts_v[r] = (int)((large ? slot_count + 1 : 2) + (size_t)r);
+        displs[r] = (int)total;
+        total += (size_t)counts_v[r];
+      }
+      const size_t own = (size_t)counts_v[rank] * l->extent;
+      unsigned char* mine = malloc(own);
+      unsigned char* all = malloc(total * l->extent);
+      unsigned char* at_root = all + (size_t)displs[root] * l->extent;
+      fill(l, mine, (size_t)counts_v[rank], *round, rank);
+      memset(all, 0xee, total * l->extent);
+      if (rank == root && in_place) fill(l, at_root, (size_t)counts_v[root], *round, root);
+      MPI_Gatherv(rank == root && in_place ? MPI_IN_PLACE : mine, counts_v[rank], l->type, all, counts_v, displs,
+                  l->type, root, comm);
+      if (rank == root)
+        for (int r = 0; r < n; ++r)
+          CHECK(matches(l, all + (size_t)displs[r] * l->extent, (size_t)counts_v[r], *round, r));
+      if (rank == root)
+        for (int r = 0; r < n; ++r) fill(l, all + (size_t)displs[r] * l->extent, (size_t)counts_v[r], *round + 1, r);
+      memset(mine, 0xee, own);
+      MPI_Scatterv(all, counts_v, displs, l->type, rank == root && in_place ? MPI_IN_PLACE : mine, counts_v[rank],
+                   l->type, root, comm);
+      CHECK(matches(l, rank == root && in_place ? at_root : mine, (size_t)counts_v[rank], *round + 1, rank));
+      free(mine);
+      free(all);
+      free(counts_v);
+      free(displs);
+    }
+    /* Alltoallv: rank r's block for s has (r + s) % 4 + 1 elements, or past
+     * a slot's worth for some pairs (sent as messages; the others through the
+     * slots), the blocks in reverse order on both sides. */
+    for (int c = 0; c < 2; ++c, ++*round) {
+      int *send_counts = malloc(sizeof(int) * (size_t)n), *send_displs = malloc(sizeof(int) * (size_t)n);
+      int *recv_counts = malloc(sizeof(int) * (size_t)n), *recv_displs = malloc(sizeof(int) * (size_t)n);
+      size_t send_total = 0, recv_total = 0;
+      for (int r = n - 1; r >= 0; --r) {
+        const int to = (rank + r) % 4 + 1, from = (r + rank) % 4 + 1;
+        send_counts[r] = c == 1 && (rank + 2 * r) % 3 == 0 ? (int)slot_count / 2 + to : to;
+        recv_counts[r] = c == 1 && (r + 2 * rank) % 3 == 0 ? (int)slot_count / 2 + from : from;
+        send_displs[r] = (int)send_total;
+        recv_displs[r] = (int)recv_total;
+        send_total += (size_t)send_counts[r];
+        recv_total += (size_t)recv_counts[r];
+      }
+      unsigned char* out = malloc(send_total * l->extent);
+      unsigned char* in = malloc(recv_total * l->extent);
+      for (int s = 0; s < n; ++s)
+        fill(l, out + (size_t)send_displs[s] * l->extent, (size_t)send_counts[s], *round, rank * n + s);
+      memset(in, 0xee, recv_total * l->extent);
+      MPI_Alltoallv(out, send_counts, send_displs, l->type, in, recv_counts, recv_displs, l->type, comm);
+      for (int r = 0; r < n; ++r)
+        CHECK(matches(l, in + (size_t)recv_displs[r] * l->extent, (size_t)recv_counts[r], *round, r * n + rank));
+      free(out);
+      free(in);
+      free(send_counts);
+      free(send_displs);
+      free(recv_counts);
+      free(recv_displs);
+    }
+    /* Alltoall: rank r's block for s is pattern(round, r * n + s); n blocks of
+     * each size of below, at and above the switch point in all. */
+    const size_t per_block = kSlotBytes / l->data_bytes / (size_t)n;
+    const size_t alltoall_counts[] = {1, 5, per_block ? per_block : 1, per_block + 1};
+    for (int c = 0; c < 4; ++c, ++*round) {
+      const size_t count = alltoall_counts[c], block = count * l->extent;
+      unsigned char* out = malloc(block * (size_t)n);
+      unsigned char* in = malloc(block * (size_t)n);
+      for (int s = 0; s < n; ++s) fill(l, out + (size_t)s * block, count, *round, rank * n + s);
+      memset(in, 0xee, block * (size_t)n);
+      MPI_Alltoall(out, (int)count, l->type, in, (int)count, l->type, comm);
+      for (int r = 0; r < n; ++r) CHECK(matches(l, in + (size_t)r * block, count, *round, r * n + rank));
+      free(out);
+      free(in);
+    }
     /* Allgatherv: rank r sends r+1 .. elements, the blocks in reverse order. */
     for (int c = 0; c < 2; ++c, ++*round) {
       const size_t base = c == 0 ? 3 : kSlotBytes / l->data_bytes - (size_t)n;
@@ -455,7 +619,8 @@ static void data_movement(MPI_Comm comm, int* round) {
 
 /* ------------------------------------------------------------ back to back */
 
-/* Calls with rotating roots and sizes, no barrier between them; every few
+/* Calls with rotating roots and sizes, no barrier between them (alltoall,
+ * reduce-scatter, scan and exscan too); every few
  * rounds one rank lags, so that a root runs ahead of its readers and reuses
  * its buffers only once they are done. */
 static void back_to_back(MPI_Comm comm, int rounds) {
@@ -463,8 +628,8 @@ static void back_to_back(MPI_Comm comm, int rounds) {
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &n);
   enum { kInts = kSlotBytes / sizeof(int) };
-  int* buf = malloc(sizeof(int) * kInts);
-  int* all = malloc(sizeof(int) * kInts * (size_t)n);
+  int* buf = malloc(sizeof(int) * (kInts + (size_t)n));
+  int* all = malloc(sizeof(int) * (kInts + (size_t)n) * (size_t)n);
   for (int round = 0; round < rounds; ++round) {
     const int root = round % n, count = round % 3 ? 1 + round % 17 : kInts;
     if (round % 97 == 0 && rank == (round / 97) % n) usleep(200);
@@ -489,6 +654,45 @@ static void back_to_back(MPI_Comm comm, int rounds) {
     MPI_Allgather(buf, count, MPI_INT, all, count, MPI_INT, comm);
     for (int r = 0; r < n; ++r)
       for (int i = 0; i < count; ++i) wrong += all[(size_t)r * (size_t)count + (size_t)i] != r * 7 + round + i;
+    /* Alltoall and reduce-scatter of `block` ints per rank: at most kInts in all. */
+    const int block = count / n ? count / n : 1;
+    for (int s = 0; s < n; ++s)
+      for (int i = 0; i < block; ++i) all[s * block + i] = ((rank * 64 + s) * 4096 + i) ^ round;
+    MPI_Alltoall(all, block, MPI_INT, buf, block, MPI_INT, comm);
+    for (int r = 0; r < n; ++r)
+      for (int i = 0; i < block; ++i) wrong += buf[r * block + i] != (((r * 64 + rank) * 4096 + i) ^ round);
+    for (int i = 0; i < block * n; ++i) all[i] = rank + round + i;
+    MPI_Reduce_scatter_block(all, buf, block, MPI_INT, MPI_MAX, comm);
+    for (int i = 0; i < block; ++i) wrong += buf[i] != n - 1 + round + rank * block + i;
+    for (int i = 0; i < count; ++i) buf[i] = rank + round + i;
+    MPI_Scan(MPI_IN_PLACE, buf, count, MPI_INT, MPI_SUM, comm);
+    for (int i = 0; i < count; ++i) wrong += buf[i] != rank * (rank + 1) / 2 + (rank + 1) * (round + i);
+    for (int i = 0; i < count; ++i) buf[i] = rank + round + i;
+    MPI_Exscan(MPI_IN_PLACE, buf, count, MPI_INT, MPI_SUM, comm);
+    if (rank > 0)
+      for (int i = 0; i < count; ++i) wrong += buf[i] != rank * (rank - 1) / 2 + rank * (round + i);
+    /* Gatherv and scatterv of count + r ints from rank r, every fourth round:
+     * past the slot on all but rank 0 with the largest count. */
+    if (round % 4 == 0) {
+    int* counts_v = malloc(sizeof(int) * (size_t)n);
+    int* displs = malloc(sizeof(int) * (size_t)n);
+    for (int r = 0; r < n; ++r) {
+      counts_v[r] = count + r;
+      displs[r] = r * (kInts + n);
+    }
+    for (int i = 0; i < count + rank; ++i) buf[i] = ((rank * 64) * 4096 + i) ^ round;
+    MPI_Gatherv(buf, count + rank, MPI_INT, all, counts_v, displs, MPI_INT, root, comm);
+    if (rank == root)
+      for (int r = 0; r < n; ++r)
+        for (int i = 0; i < count + r; ++i) wrong += all[displs[r] + i] != (((r * 64) * 4096 + i) ^ round);
+    if (rank == root)
+      for (int r = 0; r < n; ++r)
+        for (int i = 0; i < count + r; ++i) all[displs[r] + i] = r * 3 + round + i;
+    MPI_Scatterv(all, counts_v, displs, MPI_INT, buf, count + rank, MPI_INT, root, comm);
+    for (int i = 0; i < count + rank; ++i) wrong += buf[i] != rank * 3 + round + i;
+    free(counts_v);
+    free(displs);
+    }
     if (round % 5 == 0) MPI_Barrier(comm);
     if (wrong) fprintf(stderr, "rank %d: round %d: %d wrong\n", rank, round, wrong);
     CHECK(wrong == 0);
@@ -517,6 +721,7 @@ static void everything(MPI_Comm comm) {
   int round = 0;
   check_segment(comm);
   reductions_predefined(comm, &round);
+  reductions_prefix_and_scatter(comm, &round);
   reductions_loc(comm);
   reductions_user(comm, &round);
   data_movement(comm, &round);
