@@ -31,6 +31,10 @@ Transport::Transport(int rank, int size, std::size_t eager_limit, TransportClien
   // and a 64-message non-blocking exchange): with fewer, the rest wait in the
   // backlog, copied once more, for the receiver to return credits.
   options.receives_per_peer = 64;
+  // An eager message is matched and copied to its receive buffer straight
+  // from the link (no copy into a receive buffer first); no handler of ours
+  // waits for another message.
+  options.consume_in_place = true;
   check(via::Mesh::open(*nic_, rank, size, options, *this, mesh_), "opening the mesh");
 }
 

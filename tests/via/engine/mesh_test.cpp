@@ -204,6 +204,8 @@ class MeshTest : public ::testing::TestWithParam<Transport> {
     return pump([&] { return mesh(0).connected(1) && mesh(1).connected(0); });
   }
 
+  void echo_every_message_in_order(via::MeshOptions options);
+
   // Clients first: the meshes that call them go before them, and before their NICs.
   Recorder clients_[kMaxRanks];
   std::unique_ptr<via::Nic> nics_[kMaxRanks];
@@ -376,8 +378,10 @@ TEST_P(MeshTest, CreditsRideOnMessagesBothWays) {
 
 // A handler may send, and may poll the mesh again: rank 1 echoes every
 // message from inside its handler and polls from inside every third one.
-TEST_P(MeshTest, HandlerThatSendsAndPollsEchoesEveryMessageInOrder) {
-  via::MeshOptions options = options_for("echo");
+// Rank 1 echoes every message of rank 0 from inside its handler, and every
+// third time polls from there too (which handles the messages behind it, or,
+// with consume_in_place, none of that peer's while its message is held).
+void MeshTest::echo_every_message_in_order(via::MeshOptions options) {
   options.receives_per_peer = 8;
   open_pair(options);
   constexpr std::uint32_t n = 200;
@@ -411,6 +415,55 @@ TEST_P(MeshTest, HandlerThatSendsAndPollsEchoesEveryMessageInOrder) {
   }
   EXPECT_GE(deepest, 1);
   EXPECT_TRUE(client(0).failed.empty() && client(1).failed.empty());
+}
+
+TEST_P(MeshTest, HandlerThatSendsAndPollsEchoesEveryMessageInOrder) { echo_every_message_in_order(options_for("echo")); }
+
+TEST_P(MeshTest, HandlerThatSendsAndPollsEchoesEveryMessageInOrderInPlace) {
+  via::MeshOptions options = options_for("echo");
+  options.consume_in_place = true;
+  echo_every_message_in_order(options);
+  EXPECT_EQ(mesh(1).counters().in_place, client(1).messages.size()) << "every message is one frame";
+}
+
+// With consume_in_place, a message of one frame goes to the handler from the
+// link; one of several frames still lands in a receive buffer first. Mixed,
+// they keep their order (a held frame never overtakes a completed receive),
+// and the credits of both kinds come back: far more messages than the window
+// go through.
+TEST_P(MeshTest, InPlaceMessagesKeepTheirOrderAmongMultiFrameOnes) {
+  via::MeshOptions options = options_for("inplace");
+  options.message_bytes = 600 * 1024;  // more than one frame of shm (64 KiB) and of tcp (512 KiB)
+  options.receives_per_peer = 8;
+  options.consume_in_place = true;
+  open_pair(options);
+  ASSERT_TRUE(connect_pair()) << "the pair never connected";
+  const std::size_t frame = mesh(0).max_inline_send(1);
+  const std::vector<std::size_t> sizes = {0, 8, frame + 1, 100, 4096, options.message_bytes, 1, frame};
+  constexpr std::uint32_t kRounds = 12;
+  std::vector<std::vector<std::byte>> sent;
+  for (std::uint32_t round = 0; round < kRounds; ++round) {
+    for (std::size_t size : sizes) {
+      sent.push_back(numbered_message(sent.size(), size));
+      ASSERT_NE(mesh(0).send(1, sent.back()), Sent::dropped);
+    }
+    // Rank 1 polls only now and then: messages of both kinds pile up between its looks.
+    ASSERT_TRUE(pump([&] { return client(1).messages.size() == sent.size(); }, 10000))
+        << client(1).messages.size() << " of " << sent.size();
+  }
+  for (std::size_t i = 0; i < sent.size(); ++i) EXPECT_TRUE(same_bytes(client(1).messages[i].bytes, sent[i])) << i;
+  std::uint64_t one_frame = 0;
+  for (std::size_t size : sizes) one_frame += size <= frame ? 1 : 0;
+  EXPECT_EQ(mesh(1).counters().in_place, one_frame * kRounds);
+  EXPECT_TRUE(client(0).failed.empty() && client(1).failed.empty());
+}
+
+// The option is the mesh's choice: without it every message lands in a receive buffer.
+TEST_P(MeshTest, WithoutConsumeInPlaceNoMessageIsHandedFromTheLink) {
+  open_pair(options_for("buffered"));
+  for (std::uint64_t i = 0; i < 20; ++i) ASSERT_NE(mesh(0).send(1, numbered_message(i, 8 + i)), Sent::dropped);
+  ASSERT_TRUE(pump([&] { return client(1).messages.size() == 20; }));
+  EXPECT_EQ(mesh(1).counters().in_place, 0u);
 }
 
 // ---- sizes and send paths ----

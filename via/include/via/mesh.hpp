@@ -79,6 +79,12 @@ struct MeshOptions {
   // before send() drops more; 0: no bound (a reliable layer above needs
   // every message to go).
   std::size_t backlog_limit = 0;
+  // With flow control on reliable-delivery VIs: a message of one frame is
+  // handed to on_message where it arrived (in the link: the shm ring), not
+  // copied into a receive buffer first, and the link's space is freed after
+  // the handler. Meanwhile nothing more is taken from that peer: a handler
+  // must not wait for another message of the same peer.
+  bool consume_in_place = false;
   std::uint32_t connect_timeout_ms = 60000;
   std::size_t registration_entries = 64;        // the registration cache's bound on regions
   std::size_t registration_bytes = 1ull << 30;  // and on the bytes they hold
@@ -97,6 +103,7 @@ class Mesh {
     std::uint64_t queued = 0;         // a send that waited in a backlog
     std::uint64_t dropped = 0;        // a send to a failed peer, or over the backlog limit
     std::uint64_t credit_messages = 0;
+    std::uint64_t in_place = 0;  // messages handed to on_message from the link (consume_in_place)
     std::uint64_t receive_errors = 0;  // a frame dropped on arrival (too long or short for an unreliable VI)
     std::uint64_t connects = 0;  // connections this rank asked for
     std::uint64_t accepts = 0;   // connections peers asked for
@@ -218,6 +225,7 @@ class Mesh {
   void reap_sends(Peer& p);
   void reclaim_sends(Peer& p);
   int take_receives(Peer& p, std::size_t max_messages);
+  void on_frame_in_place(Peer& p, std::span<const std::byte> frame);
   void on_send_complete(Peer& p, std::size_t index, const VIP_DESCRIPTOR* d);
   void on_receive(Peer& p, std::uint32_t slot, const VIP_DESCRIPTOR* d);
   // One look inside a wait: answers requests after the NIC slept, then drains.

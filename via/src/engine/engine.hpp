@@ -13,6 +13,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -131,6 +132,20 @@ class ViImpl final : public Vi {
   // payload there itself asks before every read, and hands the frame over
   // with a null payload once it is all there.
   std::size_t payload_destination(const FrameHeader& h, iovec* out, std::size_t max_out);
+
+  // One-frame messages consumed in place (the mesh's option): with it on, a
+  // frame that is a whole plain send stays in the link, where next_frame()
+  // hands it over, instead of being copied into a receive descriptor. Only
+  // for reliable delivery, whose peer never sends without a receive posted.
+  void set_in_place(bool on) { in_place_ = on && attrs_.reliability == VIP_SERVICE_RELIABLE_DELIVERY; }
+  enum class NextFrame { none, message, other };
+  // none: no frame waits (or one is held); message: the next frame is a whole
+  // message, `message` its bytes, held in the link until release_frame()
+  // (meanwhile this VI receives nothing more: a nested poll skips it);
+  // other: frames of another kind were handled the usual way (a receive may
+  // have completed: the caller looks at its descriptors before asking again).
+  NextFrame next_frame(std::span<const std::byte>& message);
+  void release_frame();
   std::uint32_t provider_slot = 0;  // the provider's id for this VI
   // Region `handle` was deregistered or its attributes changed: the post
   // checks must look it up again.
@@ -148,6 +163,11 @@ class ViImpl final : public Vi {
   // progress() once it found something to do: the frame h (if not null)
   // and those behind it, then what waits to be sent.
   bool receive_and_transmit(const FrameHeader* h, const std::byte* payload);
+  // A frame next_frame() hands over rather than the descriptor path.
+  bool whole_message(const FrameHeader& h) const;
+  // Closes the link; while a frame is held its bytes (which may live in the
+  // link) stay until release_frame().
+  void drop_link();
   bool transmit_waiting() const { return tx_next_ != sendq_.tail() || acks_owed_ || !read_responses_.empty(); }
   // A region a post's check found registered with this VI's tag. Posts
   // mostly name the regions the previous post did, and a check that hits
@@ -213,6 +233,9 @@ class ViImpl final : public Vi {
   std::uint16_t rx_message_ = 0;  // message number of the one being received
   std::uint16_t tx_message_ = 0;  // number of the next message sent in frames
   std::unique_ptr<Link> link_;
+  bool in_place_ = false;  // set_in_place
+  bool holding_ = false;   // next_frame() handed over a frame not yet released
+  std::unique_ptr<Link> held_link_;  // a link closed while its frame was held
   ViCounters counters_;
   // What the link offers, read once when it is attached.
   std::uint64_t frame_payload_ = 0;  // largest payload of one frame

@@ -391,7 +391,7 @@ inline bool ViImpl::progress() {
   if (state_ != ViState::connected) return false;
   const FrameHeader* h;
   const std::byte* payload;
-  if (link_->peek(h, payload)) return receive_and_transmit(h, payload);
+  if (!holding_ && link_->peek(h, payload)) return receive_and_transmit(h, payload);
   if (!faults_ && !transmit_waiting()) return false;
   return receive_and_transmit(nullptr, nullptr);
 }

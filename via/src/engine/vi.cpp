@@ -320,7 +320,7 @@ void ViImpl::fail(VIP_ERROR_CODE code, std::string cause, WorkQueue* q, WorkRequ
   state_ = ViState::error;
   if (link_) {
     link_->close(true);
-    link_.reset();
+    drop_link();
   }
   flush_all(VIP_STATUS_DESC_FLUSHED_ERROR);
   if (q) publish(*q, q == &recvq_);
@@ -378,7 +378,14 @@ void ViImpl::attach(std::unique_ptr<Link> link, const ViAttributes& remote_attrs
 
 void ViImpl::close_link() {
   if (link_) link_->close(false);
-  link_.reset();
+  drop_link();
+}
+
+void ViImpl::drop_link() {
+  if (holding_)
+    held_link_ = std::move(link_);
+  else
+    link_.reset();
 }
 
 void ViImpl::check_link() {
@@ -462,10 +469,19 @@ Result ViImpl::wait_connected() {
 
 // ---- transmitting ----
 
+inline bool ViImpl::whole_message(const FrameHeader& h) const {
+  return h.type == kFrameSend && (h.flags & (kFlagLast | kFlagImmediate)) == kFlagLast && h.offset == 0 &&
+         h.total == h.length && h.length <= frame_payload_ && !receiving_ && !discarding_;
+}
+
 bool ViImpl::receive_and_transmit(const FrameHeader* h, const std::byte* payload) {
   bool moved = false;
   // Up to 64 frames a call, so that one busy VI does not hold up the others.
   for (int n = 1; h != nullptr; ++n) {
+    if (in_place_ && whole_message(*h)) {
+      moved = true;  // next_frame()'s: whoever waits should look now
+      break;
+    }
     ++nic_.counters().frames_received;
     ++counters_.frames_received;
     moved = true;
@@ -660,6 +676,28 @@ bool ViImpl::transmit_read_responses() {
 
 // ---- receiving ----
 
+ViImpl::NextFrame ViImpl::next_frame(std::span<const std::byte>& message) {
+  const FrameHeader* h;
+  const std::byte* payload;
+  if (holding_ || state_ != ViState::connected || !link_->peek(h, payload)) return NextFrame::none;
+  if (!in_place_ || !whole_message(*h)) {
+    receive_and_transmit(h, payload);
+    return NextFrame::other;
+  }
+  ++nic_.counters().frames_received;
+  ++counters_.frames_received;
+  trace::frame_received(*this, *h, payload);
+  holding_ = true;
+  message = {payload, h->length};
+  return NextFrame::message;
+}
+
+void ViImpl::release_frame() {
+  holding_ = false;
+  if (link_) link_->pop();
+  held_link_.reset();
+}
+
 WorkRequest* ViImpl::take_receive() {
   if (fill_next_ == recvq_.tail()) return nullptr;
   return &recvq_.at(fill_next_++);
@@ -676,6 +714,8 @@ std::size_t ViImpl::payload_destination(const FrameHeader& h, iovec* out, std::s
     return 1;
   }
   if (h.type != kFrameSend) return 0;
+  // A message consumed in place is read from the link's own buffer: it fills no receive.
+  if (in_place_ && whole_message(h)) return 0;
   // The receive handle_frame would fill, as it would choose it.
   const WorkRequest* wr = nullptr;
   if (h.offset == 0) {

@@ -321,18 +321,51 @@ void Mesh::reap_sends(Peer& p) {
   }
 }
 
-// Each receive slot leaves the list before its message is handled.
+// Each receive slot leaves the list before its message is handled. With
+// consume_in_place, messages of one frame come from the link in between, in
+// the order of arrival: each only once every receive completed before it is handled.
 int Mesh::take_receives(Peer& p, std::size_t max_messages) {
   int handled = 0;
-  while (!p.receives.empty() && std::size_t(handled) < max_messages) {
-    const std::uint32_t slot = p.receives.front();
-    const VIP_DESCRIPTOR* d = receive_descriptor(p, slot);
-    if (!(d->CS.Status & VIP_STATUS_DONE)) break;
-    p.receives.pop();
-    on_receive(p, slot, d);
-    ++handled;
+  for (;;) {
+    while (!p.receives.empty() && std::size_t(handled) < max_messages) {
+      const std::uint32_t slot = p.receives.front();
+      const VIP_DESCRIPTOR* d = receive_descriptor(p, slot);
+      if (!(d->CS.Status & VIP_STATUS_DONE)) break;
+      p.receives.pop();
+      on_receive(p, slot, d);
+      ++handled;
+    }
+    if (!options_.consume_in_place || std::size_t(handled) >= max_messages) return handled;
+    ViImpl& vi = impl(*p.vi);
+    std::span<const std::byte> frame;
+    switch (vi.next_frame(frame)) {
+      case ViImpl::NextFrame::none: return handled;
+      case ViImpl::NextFrame::other: break;  // it may have completed a receive: those first
+      case ViImpl::NextFrame::message:
+        on_frame_in_place(p, frame);
+        vi.release_frame();
+        ++handled;
+        break;
+    }
   }
-  return handled;
+}
+
+// on_receive's work for a message still in the link: no buffer to re-post,
+// so its credit is owed at once.
+void Mesh::on_frame_in_place(Peer& p, std::span<const std::byte> frame) {
+  MeshFrameHeader h{};
+  if (frame.size() < header_bytes_) {
+    ++counters_.receive_errors;
+    return;
+  }
+  std::memcpy(&h, frame.data(), sizeof h);  // copied out: the peer may write the link's memory
+  p.send_credits += h.credits;
+  if (h.kind != MeshFrameHeader::credit) {
+    ++counters_.in_place;
+    client_.on_message(p.rank, {const_cast<std::byte*>(frame.data()) + header_bytes_, frame.size() - header_bytes_});
+    if (++p.owed_credits >= options_.receives_per_peer / 2) backlogged_ = true;
+  }
+  if (h.credits > 0 && !p.backlog.empty()) flush_backlogs();
 }
 
 // Only connected peers can send; the others' backlogs are flagged again when they connect.

@@ -1,0 +1,93 @@
+// The shm link's rings, between two links in this process over memory of the
+// test's own: which frames travel inside their cell and which through the data ring.
+#include <gtest/gtest.h>
+#include <sys/uio.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "providers/shm/shm_link.hpp"
+
+namespace {
+
+namespace shm = via::shm;
+
+// One VI slot's rings (what a peer's segment holds for us), in aligned memory of the test's.
+struct TestRing {
+  explicit TestRing(shm::RingGeometry g) : geometry(g) {
+    memory = static_cast<std::byte*>(std::aligned_alloc(shm::kCellBytes, g.slot_bytes()));
+    std::memset(memory, 0, g.slot_bytes());
+    auto* cells = reinterpret_cast<shm::Cell*>(memory + sizeof(shm::ViSlot));
+    ring = shm::Ring{reinterpret_cast<shm::ViSlot*>(memory), cells, reinterpret_cast<std::byte*>(cells + g.cells), g};
+    shm::reset_rings(ring);
+  }
+  ~TestRing() { std::free(memory); }
+  bool in_cells(const std::byte* p) const {
+    return p >= reinterpret_cast<const std::byte*>(ring.cells) && p < ring.data;
+  }
+  shm::RingGeometry geometry;
+  std::byte* memory;
+  shm::Ring ring;
+};
+
+// The sender writes into `to`; the receiver reads it. Each link's peer
+// segment is only woken (nobody sleeps), so a zeroed header serves.
+class ShmLinkPair : public ::testing::Test {
+ protected:
+  ShmLinkPair()
+      : to_(kGeometry),
+        back_(kGeometry),
+        sender_(back_.ring, quiet_segment(), to_.ring, false),
+        receiver_(to_.ring, quiet_segment(), back_.ring, false) {}
+
+  static std::shared_ptr<shm::Segment> quiet_segment() {
+    auto* s = static_cast<shm::Segment*>(std::aligned_alloc(alignof(shm::Segment), sizeof(shm::Segment)));
+    std::memset(static_cast<void*>(s), 0, sizeof(shm::Segment));
+    return std::shared_ptr<shm::Segment>(s, [](shm::Segment* p) { std::free(p); });
+  }
+
+  // Sends a frame of `bytes` payload and returns where the receiver finds it.
+  const std::byte* send_and_peek(std::size_t bytes) {
+    std::vector<std::byte> payload(bytes);
+    for (std::size_t i = 0; i < bytes; ++i) payload[i] = std::byte(i * 7 + 1);
+    const via::FrameHeader h{via::kFrameSend, via::kFlagLast, 0, std::uint32_t(bytes), bytes, 0, 0, 0, 0};
+    const iovec iov{payload.data(), bytes};
+    EXPECT_TRUE(sender_.try_send(h, &iov, 1));
+    const via::FrameHeader* got = nullptr;
+    const std::byte* at = nullptr;
+    EXPECT_TRUE(receiver_.peek(got, at));
+    EXPECT_EQ(got->length, bytes);
+    EXPECT_EQ(std::memcmp(at, payload.data(), bytes), 0);
+    return at;
+  }
+
+  static constexpr shm::RingGeometry kGeometry{32, 16 * 1024};
+  TestRing to_, back_;
+  shm::ShmLink sender_, receiver_;
+};
+
+// An MPI message of up to 128 bytes (the mesh's 8-byte frame header and MPI's
+// 48-byte header in front of it) rides in its cell: no data-ring bytes to
+// write, read and hand back, the path of the smallest messages.
+TEST_F(ShmLinkPair, AFrameOfAnMpiHeaderAnd128BytesTravelsInItsCell) {
+  constexpr std::size_t kMpiFrame = 8 + 48 + 128;
+  const std::byte* at = send_and_peek(kMpiFrame);
+  EXPECT_TRUE(to_.in_cells(at));
+  receiver_.pop();
+  EXPECT_EQ(to_.ring->data_consumed.load(), 0u);
+  EXPECT_EQ(to_.ring->cells_consumed.load(), 1u);
+}
+
+// A frame larger than a cell holds goes through the data ring, whose bytes
+// the receiver hands back when it pops the frame.
+TEST_F(ShmLinkPair, ALargerFrameGoesThroughTheDataRing) {
+  const std::byte* at = send_and_peek(shm::kInlineBytes + 1);
+  EXPECT_FALSE(to_.in_cells(at));
+  receiver_.pop();
+  EXPECT_EQ(to_.ring->data_consumed.load(), shm::kInlineBytes + 1);
+  EXPECT_TRUE(to_.in_cells(send_and_peek(shm::kInlineBytes)));
+}
+
+}  // namespace
