@@ -50,9 +50,12 @@ constexpr std::uint64_t kBuffers = 64;
 // One member's part of the segment, written by that member only (but for the
 // buffers a scatter's root fills for it).
 struct alignas(kLineBytes) MemberControl {
-  std::atomic<std::uint64_t> posted;     // the last call whose data this member has put in place
-  std::atomic<std::uint64_t> done;       // the last call this member has finished reading for
-  std::atomic<std::uint32_t> may_sleep;  // waiting long: whoever raises a flag must wake it
+  std::atomic<std::uint64_t> posted;  // the last call whose data this member has put in place
+  std::atomic<std::uint64_t> done;    // the last call this member has finished reading for
+  // Waiting long: whoever raises a flag must wake it. Read at every post, written
+  // only around a long wait: on a line of its own, which the flags written at
+  // every call do not take away from the readers' caches.
+  alignas(kLineBytes) std::atomic<std::uint32_t> may_sleep;
   std::int32_t pid;
   std::uint64_t start_time;     // with pid: this process, not a later one of the same pid
   std::uint64_t pid_namespace;  // pids mean something only within one namespace
@@ -179,12 +182,16 @@ class NodeCollectives {
 
   // Before this member writes a buffer of `call` (its own, or a scatter's
   // into others'): every member is done with the call that used it last.
+  // The members' `done` numbers, written at every call, are read only when
+  // the least of them seen last is not recent enough: about once every
+  // kBuffers calls rather than at every call, each read a cache miss.
   void wait_buffers_free(std::uint64_t call) {
-    if (call <= kBuffers) return;
+    if (call <= kBuffers || call - kBuffers <= all_done_through_) return;
     wait_until([&] {
-      for (int r = 0; r < n_; ++r)
-        if (control(r).done.load(std::memory_order_acquire) < call - kBuffers) return false;
-      return true;
+      std::uint64_t least = ~std::uint64_t{0};
+      for (int r = 0; r < n_; ++r) least = std::min(least, control(r).done.load(std::memory_order_acquire));
+      all_done_through_ = least;
+      return least >= call - kBuffers;
     });
   }
   // This member's data for `call` (bytes of it per block) is in place; with
@@ -272,6 +279,7 @@ class NodeCollectives {
   std::unique_ptr<WindowMemory> memory_;
   std::vector<Member*> members_;  // empty: not for shared memory
   std::uint64_t calls_ = 0;
+  std::uint64_t all_done_through_ = 0;  // every member had finished this call when last looked at
   Clock::duration may_sleep_after_{};
 };
 
