@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -50,8 +51,7 @@ constexpr std::uint64_t kBuffers = 64;
 // One member's part of the segment, written by that member only (but for the
 // buffers a scatter's root fills for it).
 struct alignas(kLineBytes) MemberControl {
-  std::atomic<std::uint64_t> posted;  // the last call whose data this member has put in place
-  std::atomic<std::uint64_t> done;    // the last call this member has finished reading for
+  std::atomic<std::uint64_t> done;  // the last call this member has finished reading for
   // Waiting long: whoever raises a flag must wake it. Read at every post, written
   // only around a long wait: on a line of its own, which the flags written at
   // every call do not take away from the readers' caches.
@@ -59,14 +59,21 @@ struct alignas(kLineBytes) MemberControl {
   std::int32_t pid;
   std::uint64_t start_time;     // with pid: this process, not a later one of the same pid
   std::uint64_t pid_namespace;  // pids mean something only within one namespace
-  std::uint64_t bytes[kBuffers];  // how many bytes (per block) the data in each buffer has
-  std::uint64_t scattered_bytes[kBuffers];  // written by a scatter's root: its block for this member, in bytes
+};
+// The flag that says a call's data is in place, its size and the data itself
+// begin on one line: a reader of a small call takes one line from the
+// writer's cache, not three (flag, size, data).
+struct alignas(kLineBytes) Buffer {
+  std::atomic<std::uint64_t> posted;  // the call whose data is here (a scatter's: put here by its root)
+  std::uint64_t bytes;                // how many bytes (per block) the data has
+  alignas(16) std::byte data[kSlotBytes];  // aligned for any type the reductions work on in place
 };
 struct Member {
   MemberControl control;
-  std::byte buffers[kBuffers][kSlotBytes];  // calls use them in turn
+  Buffer buffers[kBuffers];  // calls use them in turn
 };
 static_assert(sizeof(Member) % kLineBytes == 0);
+static_assert(offsetof(Buffer, data) + 8 <= 64, "a small call's data shares a line with its flag");
 static_assert(std::atomic<std::uint64_t>::is_always_lock_free);
 
 // The message that wakes a member asleep in a wait, in the communicator's
@@ -172,13 +179,9 @@ class NodeCollectives {
   // A new call: its number, the same on every member.
   std::uint64_t begin() { return ++calls_; }
   // Member `rank`'s buffer for `call`.
-  std::byte* buffer(int rank, std::uint64_t call) const { return members_[std::size_t(rank)]->buffers[call % kBuffers]; }
-  // How many bytes (per block) member `rank` posted for `call`.
-  std::uint64_t posted_bytes(int rank, std::uint64_t call) const { return control(rank).bytes[call % kBuffers]; }
-  // A scatter's block for member `rank` in `call`: set by the root before it posts.
-  std::uint64_t& scattered_bytes(int rank, std::uint64_t call) const {
-    return control(rank).scattered_bytes[call % kBuffers];
-  }
+  std::byte* buffer(int rank, std::uint64_t call) const { return slot(rank, call).data; }
+  // How many bytes (per block) were posted into member `rank`'s buffer for `call`.
+  std::uint64_t posted_bytes(int rank, std::uint64_t call) const { return slot(rank, call).bytes; }
 
   // Before this member writes a buffer of `call` (its own, or a scatter's
   // into others'): every member is done with the call that used it last.
@@ -197,29 +200,35 @@ class NodeCollectives {
   // This member's data for `call` (bytes of it per block) is in place; with
   // `finished`, it has nothing to read in this call either.
   void post(std::uint64_t call, std::uint64_t bytes, bool finished) {
-    MemberControl& mine = control(me_);
-    mine.bytes[call % kBuffers] = bytes;
-    if (finished) mine.done.store(call, std::memory_order_relaxed);
-    mine.posted.store(call, std::memory_order_release);
+    if (finished) control(me_).done.store(call, std::memory_order_relaxed);
+    deliver(me_, call, bytes);
     wake_sleepers();
+  }
+  // A scatter's root: member `rank`'s block (bytes of it) is in that member's
+  // buffer for `call` (the flag is raised by finish or post).
+  void deliver(int rank, std::uint64_t call, std::uint64_t bytes) {
+    Buffer& buffer = slot(rank, call);
+    buffer.bytes = bytes;
+    buffer.posted.store(call, std::memory_order_release);
   }
   void finish(std::uint64_t call) {
     control(me_).done.store(call, std::memory_order_release);
     wake_sleepers();
   }
   void wait_posted(int rank, std::uint64_t call) {
-    wait_until([&] { return control(rank).posted.load(std::memory_order_acquire) >= call; });
+    wait_until([&] { return slot(rank, call).posted.load(std::memory_order_acquire) >= call; });
   }
   void wait_all_posted(std::uint64_t call) {
     wait_until([&] {
       for (int r = 0; r < n_; ++r)
-        if (r != me_ && control(r).posted.load(std::memory_order_acquire) < call) return false;
+        if (r != me_ && slot(r, call).posted.load(std::memory_order_acquire) < call) return false;
       return true;
     });
   }
 
  private:
   MemberControl& control(int rank) const { return members_[std::size_t(rank)]->control; }
+  Buffer& slot(int rank, std::uint64_t call) const { return members_[std::size_t(rank)]->buffers[call % kBuffers]; }
 
   template <class Ready>
   void wait_until(Ready&& ready) {
@@ -466,9 +475,9 @@ bool scatter(const Blocks& send, void* recv, std::size_t recv_count, const Datat
       const std::size_t bytes = block_bytes(send, r);
       if (bytes <= kSlotBytes)
         to_slot(block_address(send, r), block_count(send, r), block_type(send, r), node->buffer(r, call));
-      node->scattered_bytes(r, call) = bytes <= kSlotBytes ? bytes : kByMessage;
+      node->deliver(r, call, bytes <= kSlotBytes ? bytes : kByMessage);
     }
-    node->post(call, 0, true);
+    node->finish(call);
     for (int r = 0; r < node->size(); ++r)
       if (r != me && block_bytes(send, r) > kSlotBytes)
         messages.send(block_address(send, r), block_count(send, r), block_type(send, r), r);
@@ -476,8 +485,8 @@ bool scatter(const Blocks& send, void* recv, std::size_t recv_count, const Datat
     messages.wait_all();
     return true;
   }
-  node->wait_posted(root, call);
-  const std::uint64_t sent = node->scattered_bytes(me, call);
+  node->wait_posted(me, call);  // the root's block for this member, in its own buffer
+  const std::uint64_t sent = node->posted_bytes(me, call);
   const std::size_t bytes = recv_count * recv_type.size();
   if (sent != kByMessage) from_slot(node->buffer(me, call), std::min<std::uint64_t>(sent, bytes), recv_type, recv);
   node->finish(call);
