@@ -61,16 +61,30 @@ inline RankLayout layout_of(int n, const PerRank* per_rank, int count) {
 // and what keeps them alive while a non-blocking call runs. Without an
 // allocation where it can (a small blocking collective is otherwise mostly
 // malloc and free): a blocking call reads the v variants' arrays where the
-// user gave them, and the uniform layout of a thread's last (n, count) is
+// user gave them, and a uniform layout on up to kMaxRanks ranks in the
+// caller's `scratch` (no thread-local look-up, no reference count: each costs
+// a small call as much as the collective itself on shared memory); a
+// larger one, and the non-blocking calls', is the thread's last (n, count),
 // shared by its calls.
 struct LayoutRef {
   std::span<const int> counts, displs;
   std::shared_ptr<const void> keep;  // null when nothing needs keeping
 };
-inline LayoutRef call_layout(int n, const PerRank* per_rank, int count, bool nonblocking) {
+struct UniformScratch {
+  static constexpr int kMaxRanks = 64;
+  int counts[kMaxRanks], displs[kMaxRanks];
+};
+inline LayoutRef call_layout(int n, const PerRank* per_rank, int count, bool nonblocking, UniformScratch& scratch) {
   if (per_rank && !nonblocking) {
     RankLayout::check(n, *per_rank);
     return {{per_rank->counts, std::size_t(n)}, {per_rank->displs, std::size_t(n)}, nullptr};
+  }
+  if (!per_rank && !nonblocking && n <= UniformScratch::kMaxRanks) {
+    for (int r = 0; r < n; ++r) {
+      scratch.counts[r] = count;
+      scratch.displs[r] = r * count;
+    }
+    return {{scratch.counts, std::size_t(n)}, {scratch.displs, std::size_t(n)}, nullptr};
   }
   if (per_rank) {
     auto copied = std::make_shared<const RankLayout>(n, *per_rank);
