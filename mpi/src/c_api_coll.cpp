@@ -319,9 +319,9 @@ int alltoall_common(const char* function, const void* sendbuf, const PerRank* se
     Blocks recv{recvbuf, recv_layout.counts, recv_layout.displs, &rtype};
     if (in_place) return launch(c, tasks::alltoallv_in_place(Call(c), recv), request, recv_layout.keep);
     Blocks send{sendbuf, send_layout.counts, send_layout.displs, stype};
-    // The v variant's sizes are each rank's own to know: not for shared memory.
-    const bool uniform = !nonblocking && send_per_rank == nullptr && recv_per_rank == nullptr;
-    if (uniform && node_collectives::alltoall(send, recv, c)) return;
+    const bool uniform = send_per_rank == nullptr && recv_per_rank == nullptr;
+    if (!nonblocking && uniform && node_collectives::alltoall(send, recv, c)) return;
+    if (!nonblocking && !uniform && node_collectives::alltoallv(send, recv, c)) return;
     using Keeps = std::pair<std::shared_ptr<const void>, std::shared_ptr<const void>>;
     const auto layouts = nonblocking ? std::make_shared<const Keeps>(send_layout.keep, recv_layout.keep) : nullptr;
     launch(c, tasks::alltoallv(Call(c), send, recv), request, layouts);

@@ -569,6 +569,62 @@ bool alltoall(const Blocks& send, const Blocks& recv, const Communicator& comm) 
   return true;
 }
 
+namespace {
+// Where an alltoallv's block for one member is in the sender's buffer: a
+// table of these at the buffer's start, the blocks after it.
+struct BlockPlace {
+  std::uint64_t offset, bytes;  // bytes kByMessage: sent as a message
+};
+constexpr std::size_t kPlacesBytes = sizeof(BlockPlace) * kMaxRanks;
+}  // namespace
+
+bool alltoallv(const Blocks& send, const Blocks& recv, const Communicator& comm) {
+  NodeCollectives* node = NodeCollectives::of(comm);
+  if (!node) return false;
+  const int n = node->size(), me = node->rank();
+  const std::uint64_t call = node->begin();
+  node->wait_buffers_free(call);
+  std::byte* mine = node->buffer(me, call);
+  auto* places = reinterpret_cast<BlockPlace*>(mine);
+  // In rank order while they fit; a block that does not goes as a message.
+  std::size_t offset = kPlacesBytes;
+  for (int r = 0; r < n; ++r) {
+    if (r == me) continue;
+    const std::size_t bytes = block_bytes(send, r);
+    if (bytes > kSlotBytes - offset) {
+      places[r] = {0, kByMessage};
+      continue;
+    }
+    to_slot(block_address(send, r), block_count(send, r), block_type(send, r), mine + offset);
+    places[r] = {offset, bytes};
+    offset += bytes;
+  }
+  node->post(call, 0, false);
+  BlockMessages messages(comm);
+  for (int r = 0; r < n; ++r)
+    if (r != me && places[r].bytes == kByMessage)
+      messages.send(block_address(send, r), block_count(send, r), block_type(send, r), r);
+  bool truncated = block_bytes(send, me) > block_bytes(recv, me);
+  copy_typed(block_address(send, me), block_count(send, me), block_type(send, me), writable_block(recv, me),
+             block_count(recv, me), block_type(recv, me));
+  node->wait_all_posted(call);
+  for (int r = 0; r < n; ++r) {
+    if (r == me) continue;
+    const BlockPlace place = reinterpret_cast<const BlockPlace*>(node->buffer(r, call))[me];
+    if (place.bytes == kByMessage) {
+      messages.recv(writable_block(recv, r), block_count(recv, r), block_type(recv, r), r);
+      continue;
+    }
+    truncated |= place.bytes > block_bytes(recv, r);
+    from_slot(node->buffer(r, call) + place.offset, std::min<std::uint64_t>(place.bytes, block_bytes(recv, r)),
+              block_type(recv, r), writable_block(recv, r));
+  }
+  node->finish(call);
+  truncated |= !messages.wait_all();
+  require(!truncated, MPI_ERR_TRUNCATE, "a rank sent more data than its block holds");
+  return true;
+}
+
 bool reduce_scatter(const void* send, void* recv, std::span<const int> counts, const Datatype& type, const Op& op,
                     const Communicator& comm) {
   const int me = comm.rank();
