@@ -74,7 +74,19 @@ struct UniformScratch {
   static constexpr int kMaxRanks = 64;
   int counts[kMaxRanks], displs[kMaxRanks];
 };
-inline LayoutRef call_layout(int n, const PerRank* per_rank, int count, bool nonblocking, UniformScratch& scratch) {
+// The allocating cases, out of line so that the blocking ones inline into their callers.
+inline LayoutRef kept_layout(int n, const PerRank* per_rank, int count) {
+  if (per_rank) {
+    auto copied = std::make_shared<const RankLayout>(n, *per_rank);
+    return {copied->counts, copied->displs, copied};
+  }
+  thread_local std::shared_ptr<const RankLayout> last_uniform;
+  if (!last_uniform || last_uniform->counts.size() != std::size_t(n) || last_uniform->counts[0] != count)
+    last_uniform = std::make_shared<const RankLayout>(n, count);
+  return {last_uniform->counts, last_uniform->displs, last_uniform};
+}
+[[gnu::always_inline]] inline LayoutRef call_layout(int n, const PerRank* per_rank, int count, bool nonblocking,
+                                                    UniformScratch& scratch) {
   if (per_rank && !nonblocking) {
     RankLayout::check(n, *per_rank);
     return {{per_rank->counts, std::size_t(n)}, {per_rank->displs, std::size_t(n)}, nullptr};
@@ -86,14 +98,7 @@ inline LayoutRef call_layout(int n, const PerRank* per_rank, int count, bool non
     }
     return {{scratch.counts, std::size_t(n)}, {scratch.displs, std::size_t(n)}, nullptr};
   }
-  if (per_rank) {
-    auto copied = std::make_shared<const RankLayout>(n, *per_rank);
-    return {copied->counts, copied->displs, copied};
-  }
-  thread_local std::shared_ptr<const RankLayout> last_uniform;
-  if (!last_uniform || last_uniform->counts.size() != std::size_t(n) || last_uniform->counts[0] != count)
-    last_uniform = std::make_shared<const RankLayout>(n, count);
-  return {last_uniform->counts, last_uniform->displs, last_uniform};
+  return kept_layout(n, per_rank, count);
 }
 
 // The w variants' arrays: a count, a displacement in bytes and a datatype per
