@@ -224,7 +224,8 @@ int gather_common(const char* function, const void* sendbuf, int sendcount, MPI_
     check_root(c, root);
     const bool is_root = c.rank() == root;
     const Datatype* rtype = is_root ? &datatype_of(recvtype) : nullptr;
-    const LayoutRef layout = call_layout(c.size(), is_root ? per_rank : nullptr, recvcount, nonblocking);
+    UniformScratch scratch;
+    const LayoutRef layout = call_layout(c.size(), is_root ? per_rank : nullptr, recvcount, nonblocking, scratch);
     Blocks recv{recvbuf, layout.counts, layout.displs, rtype};
     if (sendbuf == MPI_IN_PLACE && is_root) {
       const std::byte* own = static_cast<const std::byte*>(recvbuf) + layout.displs[std::size_t(root)] * rtype->extent();
@@ -252,7 +253,8 @@ int scatter_common(const char* function, const void* sendbuf, const PerRank* per
     check_root(c, root);
     const bool is_root = c.rank() == root;
     const Datatype* stype = is_root ? &datatype_of(sendtype) : nullptr;
-    const LayoutRef layout = call_layout(c.size(), is_root ? per_rank : nullptr, sendcount, nonblocking);
+    UniformScratch scratch;
+    const LayoutRef layout = call_layout(c.size(), is_root ? per_rank : nullptr, sendcount, nonblocking, scratch);
     Blocks send{sendbuf, layout.counts, layout.displs, stype};
     if (recvbuf == MPI_IN_PLACE && is_root) {
       // The root's own block stays where it is: scatter it onto itself.
@@ -279,7 +281,8 @@ int allgather_common(const char* function, const void* sendbuf, int sendcount, M
     if (c.is_inter())
       return intercomm_allgather(sendbuf, sendcount, sendtype, recvbuf, per_rank, recvcount, recvtype, c, request);
     const Datatype& rtype = datatype_of(recvtype);
-    const LayoutRef layout = call_layout(c.size(), per_rank, recvcount, nonblocking);
+    UniformScratch scratch;
+    const LayoutRef layout = call_layout(c.size(), per_rank, recvcount, nonblocking, scratch);
     Blocks recv{recvbuf, layout.counts, layout.displs, &rtype};
     if (sendbuf == MPI_IN_PLACE) {
       const std::byte* own =
@@ -309,14 +312,16 @@ int alltoall_common(const char* function, const void* sendbuf, const PerRank* se
     const Datatype& rtype = datatype_of(recvtype);
     const bool in_place = sendbuf == MPI_IN_PLACE;
     const Datatype* stype = in_place ? nullptr : &datatype_of(sendtype);
-    const LayoutRef send_layout = in_place ? LayoutRef{} : call_layout(c.size(), send_per_rank, sendcount, nonblocking);
-    const LayoutRef recv_layout = call_layout(c.size(), recv_per_rank, recvcount, nonblocking);
+    UniformScratch send_scratch, recv_scratch;
+    const LayoutRef send_layout =
+        in_place ? LayoutRef{} : call_layout(c.size(), send_per_rank, sendcount, nonblocking, send_scratch);
+    const LayoutRef recv_layout = call_layout(c.size(), recv_per_rank, recvcount, nonblocking, recv_scratch);
     Blocks recv{recvbuf, recv_layout.counts, recv_layout.displs, &rtype};
     if (in_place) return launch(c, tasks::alltoallv_in_place(Call(c), recv), request, recv_layout.keep);
     Blocks send{sendbuf, send_layout.counts, send_layout.displs, stype};
-    // The v variant's sizes are each rank's own to know: not for shared memory.
-    const bool uniform = !nonblocking && send_per_rank == nullptr && recv_per_rank == nullptr;
-    if (uniform && node_collectives::alltoall(send, recv, c)) return;
+    const bool uniform = send_per_rank == nullptr && recv_per_rank == nullptr;
+    if (!nonblocking && uniform && node_collectives::alltoall(send, recv, c)) return;
+    if (!nonblocking && !uniform && node_collectives::alltoallv(send, recv, c)) return;
     using Keeps = std::pair<std::shared_ptr<const void>, std::shared_ptr<const void>>;
     const auto layouts = nonblocking ? std::make_shared<const Keeps>(send_layout.keep, recv_layout.keep) : nullptr;
     launch(c, tasks::alltoallv(Call(c), send, recv), request, layouts);

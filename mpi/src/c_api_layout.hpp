@@ -61,17 +61,21 @@ inline RankLayout layout_of(int n, const PerRank* per_rank, int count) {
 // and what keeps them alive while a non-blocking call runs. Without an
 // allocation where it can (a small blocking collective is otherwise mostly
 // malloc and free): a blocking call reads the v variants' arrays where the
-// user gave them, and the uniform layout of a thread's last (n, count) is
+// user gave them, and a uniform layout on up to kMaxRanks ranks in the
+// caller's `scratch` (no thread-local look-up, no reference count: each costs
+// a small call as much as the collective itself on shared memory); a
+// larger one, and the non-blocking calls', is the thread's last (n, count),
 // shared by its calls.
 struct LayoutRef {
   std::span<const int> counts, displs;
   std::shared_ptr<const void> keep;  // null when nothing needs keeping
 };
-inline LayoutRef call_layout(int n, const PerRank* per_rank, int count, bool nonblocking) {
-  if (per_rank && !nonblocking) {
-    RankLayout::check(n, *per_rank);
-    return {{per_rank->counts, std::size_t(n)}, {per_rank->displs, std::size_t(n)}, nullptr};
-  }
+struct UniformScratch {
+  static constexpr int kMaxRanks = 64;
+  int counts[kMaxRanks], displs[kMaxRanks];
+};
+// The allocating cases, out of line so that the blocking ones inline into their callers.
+inline LayoutRef kept_layout(int n, const PerRank* per_rank, int count) {
   if (per_rank) {
     auto copied = std::make_shared<const RankLayout>(n, *per_rank);
     return {copied->counts, copied->displs, copied};
@@ -80,6 +84,21 @@ inline LayoutRef call_layout(int n, const PerRank* per_rank, int count, bool non
   if (!last_uniform || last_uniform->counts.size() != std::size_t(n) || last_uniform->counts[0] != count)
     last_uniform = std::make_shared<const RankLayout>(n, count);
   return {last_uniform->counts, last_uniform->displs, last_uniform};
+}
+[[gnu::always_inline]] inline LayoutRef call_layout(int n, const PerRank* per_rank, int count, bool nonblocking,
+                                                    UniformScratch& scratch) {
+  if (per_rank && !nonblocking) {
+    RankLayout::check(n, *per_rank);
+    return {{per_rank->counts, std::size_t(n)}, {per_rank->displs, std::size_t(n)}, nullptr};
+  }
+  if (!per_rank && !nonblocking && n <= UniformScratch::kMaxRanks) {
+    for (int r = 0; r < n; ++r) {
+      scratch.counts[r] = count;
+      scratch.displs[r] = r * count;
+    }
+    return {{scratch.counts, std::size_t(n)}, {scratch.displs, std::size_t(n)}, nullptr};
+  }
+  return kept_layout(n, per_rank, count);
 }
 
 // The w variants' arrays: a count, a displacement in bytes and a datatype per

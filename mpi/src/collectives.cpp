@@ -82,15 +82,6 @@ void copy_typed(const void* src, std::size_t src_count, const Datatype& src_type
   dst_type.unpack(packed.data(), bytes, dst);
 }
 
-const Datatype& block_type(const Blocks& blocks, int rank) {
-  return blocks.types.empty() ? *blocks.type : *blocks.types[std::size_t(rank)];
-}
-const std::byte* block_address(const Blocks& blocks, int rank) {
-  const std::ptrdiff_t displ = blocks.displs[std::size_t(rank)];
-  return static_cast<const std::byte*>(blocks.buf) + (blocks.types.empty() ? displ * blocks.type->extent() : displ);
-}
-std::size_t block_bytes(const Blocks& blocks, int rank) { return block_count(blocks, rank) * block_type(blocks, rank).size(); }
-
 namespace tasks {
 
 CollectiveTask barrier(Call call) {

@@ -46,6 +46,7 @@
 #include <span>
 
 #include "collective_task.hpp"
+#include "datatype.hpp"
 
 namespace viastack::mpi {
 
@@ -82,14 +83,22 @@ struct Blocks {
   const Datatype* type;
   std::span<const Datatype* const> types = {};  // one per rank, or none
 };
-// Block `rank` of a Blocks: its type, where it is, how many elements and bytes.
-const Datatype& block_type(const Blocks& blocks, int rank);
-const std::byte* block_address(const Blocks& blocks, int rank);
+// Block `rank` of a Blocks: its type, where it is, how many elements and bytes
+// (inline: a small collective on shared memory asks them of every block).
+inline const Datatype& block_type(const Blocks& blocks, int rank) {
+  return blocks.types.empty() ? *blocks.type : *blocks.types[std::size_t(rank)];
+}
+inline const std::byte* block_address(const Blocks& blocks, int rank) {
+  const std::ptrdiff_t displ = blocks.displs[std::size_t(rank)];
+  return static_cast<const std::byte*>(blocks.buf) + (blocks.types.empty() ? displ * blocks.type->extent() : displ);
+}
 inline std::byte* writable_block(const Blocks& blocks, int rank) {
   return const_cast<std::byte*>(block_address(blocks, rank));
 }
 inline std::size_t block_count(const Blocks& blocks, int rank) { return std::size_t(blocks.counts[std::size_t(rank)]); }
-std::size_t block_bytes(const Blocks& blocks, int rank);
+inline std::size_t block_bytes(const Blocks& blocks, int rank) {
+  return block_count(blocks, rank) * block_type(blocks, rank).size();
+}
 
 // Gather(v): every rank's `send` lands in root's recv block for that rank.
 void gatherv(const void* send, std::size_t send_count, const Datatype& send_type, const Blocks& recv, int root,

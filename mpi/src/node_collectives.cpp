@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -50,20 +51,29 @@ constexpr std::uint64_t kBuffers = 64;
 // One member's part of the segment, written by that member only (but for the
 // buffers a scatter's root fills for it).
 struct alignas(kLineBytes) MemberControl {
-  std::atomic<std::uint64_t> posted;     // the last call whose data this member has put in place
-  std::atomic<std::uint64_t> done;       // the last call this member has finished reading for
-  std::atomic<std::uint32_t> may_sleep;  // waiting long: whoever raises a flag must wake it
+  std::atomic<std::uint64_t> done;  // the last call this member has finished reading for
+  // Waiting long: whoever raises a flag must wake it. Read at every post, written
+  // only around a long wait: on a line of its own, which the flags written at
+  // every call do not take away from the readers' caches.
+  alignas(kLineBytes) std::atomic<std::uint32_t> may_sleep;
   std::int32_t pid;
   std::uint64_t start_time;     // with pid: this process, not a later one of the same pid
   std::uint64_t pid_namespace;  // pids mean something only within one namespace
-  std::uint64_t bytes[kBuffers];  // how many bytes (per block) the data in each buffer has
-  std::uint64_t scattered_bytes[kBuffers];  // written by a scatter's root: its block for this member, in bytes
+};
+// The flag that says a call's data is in place, its size and the data itself
+// begin on one line: a reader of a small call takes one line from the
+// writer's cache, not three (flag, size, data).
+struct alignas(kLineBytes) Buffer {
+  std::atomic<std::uint64_t> posted;  // the call whose data is here (a scatter's: put here by its root)
+  std::uint64_t bytes;                // how many bytes (per block) the data has
+  alignas(16) std::byte data[kSlotBytes];  // aligned for any type the reductions work on in place
 };
 struct Member {
   MemberControl control;
-  std::byte buffers[kBuffers][kSlotBytes];  // calls use them in turn
+  Buffer buffers[kBuffers];  // calls use them in turn
 };
 static_assert(sizeof(Member) % kLineBytes == 0);
+static_assert(offsetof(Buffer, data) + 8 <= 64, "a small call's data shares a line with its flag");
 static_assert(std::atomic<std::uint64_t>::is_always_lock_free);
 
 // The message that wakes a member asleep in a wait, in the communicator's
@@ -169,50 +179,56 @@ class NodeCollectives {
   // A new call: its number, the same on every member.
   std::uint64_t begin() { return ++calls_; }
   // Member `rank`'s buffer for `call`.
-  std::byte* buffer(int rank, std::uint64_t call) const { return members_[std::size_t(rank)]->buffers[call % kBuffers]; }
-  // How many bytes (per block) member `rank` posted for `call`.
-  std::uint64_t posted_bytes(int rank, std::uint64_t call) const { return control(rank).bytes[call % kBuffers]; }
-  // A scatter's block for member `rank` in `call`: set by the root before it posts.
-  std::uint64_t& scattered_bytes(int rank, std::uint64_t call) const {
-    return control(rank).scattered_bytes[call % kBuffers];
-  }
+  std::byte* buffer(int rank, std::uint64_t call) const { return slot(rank, call).data; }
+  // How many bytes (per block) were posted into member `rank`'s buffer for `call`.
+  std::uint64_t posted_bytes(int rank, std::uint64_t call) const { return slot(rank, call).bytes; }
 
   // Before this member writes a buffer of `call` (its own, or a scatter's
   // into others'): every member is done with the call that used it last.
+  // The members' `done` numbers, written at every call, are read only when
+  // the least of them seen last is not recent enough: about once every
+  // kBuffers calls rather than at every call, each read a cache miss.
   void wait_buffers_free(std::uint64_t call) {
-    if (call <= kBuffers) return;
+    if (call <= kBuffers || call - kBuffers <= all_done_through_) return;
     wait_until([&] {
-      for (int r = 0; r < n_; ++r)
-        if (control(r).done.load(std::memory_order_acquire) < call - kBuffers) return false;
-      return true;
+      std::uint64_t least = ~std::uint64_t{0};
+      for (int r = 0; r < n_; ++r) least = std::min(least, control(r).done.load(std::memory_order_acquire));
+      all_done_through_ = least;
+      return least >= call - kBuffers;
     });
   }
   // This member's data for `call` (bytes of it per block) is in place; with
   // `finished`, it has nothing to read in this call either.
   void post(std::uint64_t call, std::uint64_t bytes, bool finished) {
-    MemberControl& mine = control(me_);
-    mine.bytes[call % kBuffers] = bytes;
-    if (finished) mine.done.store(call, std::memory_order_relaxed);
-    mine.posted.store(call, std::memory_order_release);
+    if (finished) control(me_).done.store(call, std::memory_order_relaxed);
+    deliver(me_, call, bytes);
     wake_sleepers();
+  }
+  // A scatter's root: member `rank`'s block (bytes of it) is in that member's
+  // buffer for `call` (the flag is raised by finish or post).
+  void deliver(int rank, std::uint64_t call, std::uint64_t bytes) {
+    Buffer& buffer = slot(rank, call);
+    buffer.bytes = bytes;
+    buffer.posted.store(call, std::memory_order_release);
   }
   void finish(std::uint64_t call) {
     control(me_).done.store(call, std::memory_order_release);
     wake_sleepers();
   }
   void wait_posted(int rank, std::uint64_t call) {
-    wait_until([&] { return control(rank).posted.load(std::memory_order_acquire) >= call; });
+    wait_until([&] { return slot(rank, call).posted.load(std::memory_order_acquire) >= call; });
   }
   void wait_all_posted(std::uint64_t call) {
     wait_until([&] {
       for (int r = 0; r < n_; ++r)
-        if (r != me_ && control(r).posted.load(std::memory_order_acquire) < call) return false;
+        if (r != me_ && slot(r, call).posted.load(std::memory_order_acquire) < call) return false;
       return true;
     });
   }
 
  private:
   MemberControl& control(int rank) const { return members_[std::size_t(rank)]->control; }
+  Buffer& slot(int rank, std::uint64_t call) const { return members_[std::size_t(rank)]->buffers[call % kBuffers]; }
 
   template <class Ready>
   void wait_until(Ready&& ready) {
@@ -272,6 +288,7 @@ class NodeCollectives {
   std::unique_ptr<WindowMemory> memory_;
   std::vector<Member*> members_;  // empty: not for shared memory
   std::uint64_t calls_ = 0;
+  std::uint64_t all_done_through_ = 0;  // every member had finished this call when last looked at
   Clock::duration may_sleep_after_{};
 };
 
@@ -458,9 +475,9 @@ bool scatter(const Blocks& send, void* recv, std::size_t recv_count, const Datat
       const std::size_t bytes = block_bytes(send, r);
       if (bytes <= kSlotBytes)
         to_slot(block_address(send, r), block_count(send, r), block_type(send, r), node->buffer(r, call));
-      node->scattered_bytes(r, call) = bytes <= kSlotBytes ? bytes : kByMessage;
+      node->deliver(r, call, bytes <= kSlotBytes ? bytes : kByMessage);
     }
-    node->post(call, 0, true);
+    node->finish(call);
     for (int r = 0; r < node->size(); ++r)
       if (r != me && block_bytes(send, r) > kSlotBytes)
         messages.send(block_address(send, r), block_count(send, r), block_type(send, r), r);
@@ -468,8 +485,8 @@ bool scatter(const Blocks& send, void* recv, std::size_t recv_count, const Datat
     messages.wait_all();
     return true;
   }
-  node->wait_posted(root, call);
-  const std::uint64_t sent = node->scattered_bytes(me, call);
+  node->wait_posted(me, call);  // the root's block for this member, in its own buffer
+  const std::uint64_t sent = node->posted_bytes(me, call);
   const std::size_t bytes = recv_count * recv_type.size();
   if (sent != kByMessage) from_slot(node->buffer(me, call), std::min<std::uint64_t>(sent, bytes), recv_type, recv);
   node->finish(call);
@@ -549,6 +566,62 @@ bool alltoall(const Blocks& send, const Blocks& recv, const Communicator& comm) 
   }
   node->finish(call);
   require(!truncated && sent_here <= block, MPI_ERR_TRUNCATE, "a rank sent more data than its block holds");
+  return true;
+}
+
+namespace {
+// Where an alltoallv's block for one member is in the sender's buffer: a
+// table of these at the buffer's start, the blocks after it.
+struct BlockPlace {
+  std::uint64_t offset, bytes;  // bytes kByMessage: sent as a message
+};
+constexpr std::size_t kPlacesBytes = sizeof(BlockPlace) * kMaxRanks;
+}  // namespace
+
+bool alltoallv(const Blocks& send, const Blocks& recv, const Communicator& comm) {
+  NodeCollectives* node = NodeCollectives::of(comm);
+  if (!node) return false;
+  const int n = node->size(), me = node->rank();
+  const std::uint64_t call = node->begin();
+  node->wait_buffers_free(call);
+  std::byte* mine = node->buffer(me, call);
+  auto* places = reinterpret_cast<BlockPlace*>(mine);
+  // In rank order while they fit; a block that does not goes as a message.
+  std::size_t offset = kPlacesBytes;
+  for (int r = 0; r < n; ++r) {
+    if (r == me) continue;
+    const std::size_t bytes = block_bytes(send, r);
+    if (bytes > kSlotBytes - offset) {
+      places[r] = {0, kByMessage};
+      continue;
+    }
+    to_slot(block_address(send, r), block_count(send, r), block_type(send, r), mine + offset);
+    places[r] = {offset, bytes};
+    offset += bytes;
+  }
+  node->post(call, 0, false);
+  BlockMessages messages(comm);
+  for (int r = 0; r < n; ++r)
+    if (r != me && places[r].bytes == kByMessage)
+      messages.send(block_address(send, r), block_count(send, r), block_type(send, r), r);
+  bool truncated = block_bytes(send, me) > block_bytes(recv, me);
+  copy_typed(block_address(send, me), block_count(send, me), block_type(send, me), writable_block(recv, me),
+             block_count(recv, me), block_type(recv, me));
+  node->wait_all_posted(call);
+  for (int r = 0; r < n; ++r) {
+    if (r == me) continue;
+    const BlockPlace place = reinterpret_cast<const BlockPlace*>(node->buffer(r, call))[me];
+    if (place.bytes == kByMessage) {
+      messages.recv(writable_block(recv, r), block_count(recv, r), block_type(recv, r), r);
+      continue;
+    }
+    truncated |= place.bytes > block_bytes(recv, r);
+    from_slot(node->buffer(r, call) + place.offset, std::min<std::uint64_t>(place.bytes, block_bytes(recv, r)),
+              block_type(recv, r), writable_block(recv, r));
+  }
+  node->finish(call);
+  truncated |= !messages.wait_all();
+  require(!truncated, MPI_ERR_TRUNCATE, "a rank sent more data than its block holds");
   return true;
 }
 

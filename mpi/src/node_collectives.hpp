@@ -8,8 +8,8 @@
 // of them know: an intracommunicator of 2 to kMaxRanks ranks, all on one node,
 // over the shm or mixed provider (tcp is kept for what it is tested for), and
 // at most kSlotBytes of data per rank (the switch point; larger calls keep the
-// point-to-point algorithms of collectives.hpp), but for gather(v) and
-// scatter(v), which send a larger block as a message. Reductions need a contiguous
+// point-to-point algorithms of collectives.hpp), but for gather(v),
+// scatter(v) and alltoallv, which send a larger block as a message. Reductions need a contiguous
 // datatype (the op works on the slots in place) and a commutative op (a
 // non-commutative one keeps the bracketing of the point-to-point algorithms,
 // which the non-blocking calls share); the other calls pack and unpack any
@@ -77,6 +77,11 @@ bool allgatherv(const void* send, std::size_t send_count, const Datatype& send_t
 // variants, whose sizes a rank knows only for its own blocks); at most
 // kSlotBytes of data per rank in all.
 bool alltoall(const Blocks& send, const Blocks& recv, const Communicator& comm);
+// MPI_Alltoallv, not in place, at any size: each sender
+// puts a table of where its blocks are at the start of its buffer, then the
+// blocks in rank order while they fit; one that does not goes as a message,
+// which the table says.
+bool alltoallv(const Blocks& send, const Blocks& recv, const Communicator& comm);
 // MPI_Scan (inclusive) and MPI_Exscan: rank r folds the vectors of ranks 0..r
 // (0..r-1) in rank order.
 bool scan(const void* send, void* recv, std::size_t count, const Datatype& type, const Op& op, bool inclusive,
