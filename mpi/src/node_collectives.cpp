@@ -376,15 +376,23 @@ bool reduces_here(std::size_t bytes, const Datatype& type, const Op& op) {
   return bytes <= kSlotBytes && type.contiguous() && op.commutative();
 }
 
+// The node's collectives for a reduction of `bytes` of `type` by `op`, the
+// op checked against the type; null when they do not take it (the caller's
+// algorithm runs instead).
+NodeCollectives* node_for_reduction(std::size_t bytes, const Datatype& type, const Op& op, const Communicator& comm) {
+  if (!reduces_here(bytes, type, op)) return nullptr;
+  NodeCollectives* node = NodeCollectives::of(comm);
+  if (node) op.check_applies_to(type);
+  return node;
+}
+
 }  // namespace
 
 bool reduce(const void* send, void* recv, std::size_t count, const Datatype& type, const Op& op, int root,
             const Communicator& comm) {
   const std::size_t bytes = count * type.size();
-  if (!reduces_here(bytes, type, op)) return false;
-  NodeCollectives* node = NodeCollectives::of(comm);
+  NodeCollectives* node = node_for_reduction(bytes, type, op, comm);
   if (!node) return false;
-  op.check_applies_to(type);
   if (bytes == 0) return true;
   const std::uint64_t call = node->begin();
   const int me = node->rank();
@@ -409,10 +417,8 @@ bool reduce(const void* send, void* recv, std::size_t count, const Datatype& typ
 bool allreduce(const void* send, void* recv, std::size_t count, const Datatype& type, const Op& op,
                const Communicator& comm) {
   const std::size_t bytes = count * type.size();
-  if (!reduces_here(bytes, type, op)) return false;
-  NodeCollectives* node = NodeCollectives::of(comm);
+  NodeCollectives* node = node_for_reduction(bytes, type, op, comm);
   if (!node) return false;
-  op.check_applies_to(type);
   if (bytes == 0) return true;
   const std::uint64_t call = node->begin();
   node->wait_buffers_free(call);
@@ -633,10 +639,8 @@ bool reduce_scatter(const void* send, void* recv, std::span<const int> counts, c
     if (r == me) before_mine = total;
     total += std::size_t(counts[std::size_t(r)]);
   }
-  if (!reduces_here(total * type.size(), type, op)) return false;
-  NodeCollectives* node = NodeCollectives::of(comm);
+  NodeCollectives* node = node_for_reduction(total * type.size(), type, op, comm);
   if (!node) return false;
-  op.check_applies_to(type);
   if (total == 0) return true;
   const std::uint64_t call = node->begin();
   // The whole vector into the slot (in place, recv is the input: read before the result lands).
@@ -657,10 +661,8 @@ bool reduce_scatter(const void* send, void* recv, std::span<const int> counts, c
 bool scan(const void* send, void* recv, std::size_t count, const Datatype& type, const Op& op, bool inclusive,
           const Communicator& comm) {
   const std::size_t bytes = count * type.size();
-  if (!reduces_here(bytes, type, op)) return false;
-  NodeCollectives* node = NodeCollectives::of(comm);
+  NodeCollectives* node = node_for_reduction(bytes, type, op, comm);
   if (!node) return false;
-  op.check_applies_to(type);
   if (bytes == 0) return true;
   const std::uint64_t call = node->begin();
   const int me = node->rank();
