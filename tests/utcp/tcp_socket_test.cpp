@@ -89,15 +89,37 @@ class GatheringLink final : public utcp::Link {
   std::size_t gathered_ = 0;
 };
 
+// B's link, as a VIA link with so many receive buffers per peer: it says
+// how many packets it holds (receive_packets_per_peer) and passes them on.
+class BoundedReceiveLink final : public utcp::Link {
+ public:
+  BoundedReceiveLink(utcp::Link& inner, std::size_t packets) : inner_(inner), packets_(packets) {}
+  std::size_t mtu() const override { return inner_.mtu(); }
+  bool reaches(Ipv4Address next_hop) const override { return inner_.reaches(next_hop); }
+  bool transmit(Ipv4Address next_hop, std::span<const std::uint8_t> packet) override {
+    return inner_.transmit(next_hop, packet);
+  }
+  std::size_t receive(const utcp::PacketSink& deliver, std::size_t budget) override {
+    return inner_.receive(deliver, budget);
+  }
+  std::size_t receive_packets_per_peer() const override { return packets_; }
+
+ private:
+  utcp::Link& inner_;
+  std::size_t packets_;
+};
+
 // Two stacks, A and B, each on a MemoryLink whose other end the box holds.
-// With a gather limit, A's link gathers packets up to it (GatheringLink).
+// With a gather limit, A's link gathers packets up to it (GatheringLink);
+// with a receive bound, B's link holds that many packets (BoundedReceiveLink).
 class Network : public utcp::Waiter {
  public:
   // Gets the packets one side sent in one step, on their way to the other;
   // it may drop, duplicate, reorder or change them.
   using Tamper = std::function<void(std::vector<Bytes>& packets, bool a_to_b)>;
 
-  explicit Network(std::size_t mtu = 9000, std::optional<std::size_t> gather_limit = std::nullopt) {
+  explicit Network(std::size_t mtu = 9000, std::optional<std::size_t> gather_limit = std::nullopt,
+                   std::size_t b_receive_packets = 0) {
     auto [a_end, a_box] = utcp::MemoryLink::make_pair(mtu);
     auto [b_end, b_box] = utcp::MemoryLink::make_pair(mtu);
     a_link_ = std::move(a_end);
@@ -107,7 +129,9 @@ class Network : public utcp::Waiter {
     if (gather_limit) a_gathering_link_ = std::make_unique<GatheringLink>(*a_link_, *gather_limit);
     a_ = std::make_unique<Stack>(a_gathering_link_ ? static_cast<utcp::Link&>(*a_gathering_link_) : *a_link_,
                                  config_for(address_a));
-    b_ = std::make_unique<Stack>(*b_link_, config_for(address_b));
+    if (b_receive_packets > 0) b_bounded_link_ = std::make_unique<BoundedReceiveLink>(*b_link_, b_receive_packets);
+    b_ = std::make_unique<Stack>(b_bounded_link_ ? static_cast<utcp::Link&>(*b_bounded_link_) : *b_link_,
+                                 config_for(address_b));
     a_->set_waiter(this);
     b_->set_waiter(this);
     step();
@@ -171,6 +195,7 @@ class Network : public utcp::Waiter {
 
   std::unique_ptr<utcp::MemoryLink> a_link_, a_box_, b_link_, b_box_;
   std::unique_ptr<GatheringLink> a_gathering_link_;
+  std::unique_ptr<BoundedReceiveLink> b_bounded_link_;
   std::unique_ptr<Stack> a_, b_;
   Instant now_ = start;
   Tamper tamper_;
@@ -187,6 +212,8 @@ class TcpSockets : public ::testing::Test {
  protected:
   TcpSockets() = default;
   explicit TcpSockets(std::size_t gather_limit) : net_(9000, gather_limit) {}
+  TcpSockets(std::optional<std::size_t> gather_limit, std::size_t b_receive_packets)
+      : net_(9000, gather_limit, b_receive_packets) {}
 
   // A connected pair: client on A, server on B (accepted from listener_).
   void connect_pair(TcpSocket& client, std::optional<TcpSocket>& server) {
@@ -297,6 +324,44 @@ TEST_F(TcpSocketsOverAGatheringLink, DataSegmentsLeaveGatheredAndArriveIntact) {
   EXPECT_GE(net_.a_gathering_link()->gathered() - gathered_before, segments);
   EXPECT_EQ(net_.b().counters().tcp.bad_checksum, 0u);
   EXPECT_EQ(net_.a().counters().ip.link_refused, 0u);
+}
+
+// B's link holds 8 packets from a peer and drops what comes past them (a
+// VIA link's receive buffers, no flow control beneath): B offers a window
+// of 6 full-sized segments, not its 1 MiB buffer, and a stream larger than
+// the window still arrives whole. Before, B offered 1 MiB: a sender could
+// have 117 segments on their way into 8 buffers.
+class TcpSocketsIntoABoundedLink : public TcpSockets {
+ protected:
+  TcpSocketsIntoABoundedLink() : TcpSockets(std::nullopt, 8) {}
+};
+
+TEST_F(TcpSocketsIntoABoundedLink, TheWindowOfferedStaysWithinTheLinksReceiveBuffers) {
+  TcpSocket client(net_.a());
+  std::optional<TcpSocket> server;
+  connect_pair(client, server);
+  const utcp::TcpInfo info = client.info().value();
+  const std::uint32_t six_segments = 6u * (9000 - 40);  // of the MSS B announced (the MTU less IP and TCP headers)
+  EXPECT_GT(info.send_window, 0u);
+  EXPECT_LE(info.send_window, six_segments);
+  std::size_t largest_in_flight = 0;
+  const Bytes data = pattern(1 << 20, 7);
+  std::size_t sent = 0;
+  Bytes got;
+  while (got.size() < data.size()) {
+    if (sent < data.size()) {
+      client.set_nonblocking(true);
+      if (const auto n = client.send(std::span(data).subspan(sent))) sent += *n;
+      client.set_nonblocking(false);
+    }
+    if (const auto now = client.info()) largest_in_flight = std::max(largest_in_flight, now->bytes_in_flight);
+    const Bytes piece = read_exactly(*server, std::min<std::size_t>(65536, data.size() - got.size()));
+    ASSERT_FALSE(piece.empty());
+    got.insert(got.end(), piece.begin(), piece.end());
+  }
+  EXPECT_EQ(got, data);
+  EXPECT_LE(largest_in_flight, six_segments);
+  EXPECT_LE(server->info().value().receive_window, six_segments);
 }
 
 // A link that gathers only short packets: longer segments are built whole,

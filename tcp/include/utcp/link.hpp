@@ -49,6 +49,11 @@ class Link {
   // Passes each packet that has arrived, at most `budget` of them, to
   // deliver; the bytes are valid only during that call. Returns how many.
   virtual std::size_t receive(const PacketSink& deliver, std::size_t budget) = 0;
+  // How many packets from one neighbour the link holds before it drops what
+  // comes next (a VIA link's receive buffers per peer, with no flow control
+  // beneath them): the window TCP offers stays within them. 0, the default:
+  // no such bound.
+  virtual std::size_t receive_packets_per_peer() const { return 0; }
 };
 
 // One end of an in-memory wire: what one end transmits, the other receives,
@@ -93,6 +98,7 @@ class TracingLink final : public Link {
   bool reaches(wire::Ipv4Address next_hop) const override { return inner_.reaches(next_hop); }
   std::span<std::uint8_t> packet_buffer() override { return inner_.packet_buffer(); }
   std::size_t max_gathered(wire::Ipv4Address next_hop) const override { return inner_.max_gathered(next_hop); }
+  std::size_t receive_packets_per_peer() const override { return inner_.receive_packets_per_peer(); }
   // Records the packets that left; one the inner link refused is not on the wire.
   bool transmit(wire::Ipv4Address next_hop, std::span<const std::uint8_t> packet) override;
   bool transmit_gathered(wire::Ipv4Address next_hop, std::span<const std::uint8_t> head,

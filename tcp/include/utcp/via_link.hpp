@@ -73,6 +73,7 @@ class ViaLink final : public Link, private via::MeshClient {
   // waits to leave, or for send_buffers packets after a gathered one found
   // the link full (transmit() takes those packets).
   std::size_t max_gathered(wire::Ipv4Address next_hop) const override;
+  std::size_t receive_packets_per_peer() const override { return config_.receive_buffers_per_peer; }
   bool transmit_gathered(wire::Ipv4Address next_hop, std::span<const std::uint8_t> head,
                          std::span<const std::uint8_t> body) override;
   std::size_t receive(const PacketSink& deliver, std::size_t budget) override;

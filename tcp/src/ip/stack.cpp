@@ -516,6 +516,16 @@ TcpConfig Stack::tcp_connection_config(TcpConfig config) const {
   constexpr std::size_t headers = header_room + wire::tcp_min_header_length;
   const auto link_limit = static_cast<std::uint16_t>(std::min<std::size_t>(link_.mtu(), 65535) - headers);
   config.max_segment_size = config.max_segment_size == 0 ? link_limit : std::min(config.max_segment_size, link_limit);
+  // A link that drops what arrives past its receive buffers: a window of
+  // more full-sized segments than they hold loses the excess whenever this
+  // side falls behind (a VIA link's 32 buffers against a 1 MiB window lost
+  // segments every few megabytes of a stream, and each loss halved the
+  // sender's window). A quarter of them stays free for what else comes:
+  // the peer's ACKs, a probe.
+  if (const std::size_t packets = link_.receive_packets_per_peer(); packets > 0) {
+    const std::size_t segments = std::max<std::size_t>(packets - packets / 4, 1);
+    config.receive_buffer = std::min(config.receive_buffer, segments * config.max_segment_size);
+  }
   return config;
 }
 

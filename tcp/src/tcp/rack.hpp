@@ -34,7 +34,7 @@ class Rack {
 
   void clear() {
     segments_ = {};
-    sacked_segments_ = 0;
+    sacked_segments_ = lost_segments_ = retransmitted_segments_ = 0;
     pipe_ = 0;
   }
   bool empty() const { return segments_.empty(); }
@@ -53,6 +53,7 @@ class Rack {
       it = segments_.erase(it);
     }
     segments_.emplace(start, Segment{end, now, timestamp, ++transmissions_, again});
+    if (again) ++retransmitted_segments_;
     pipe_ += static_cast<std::uint32_t>(end - start);
   }
 
@@ -83,7 +84,8 @@ class Rack {
     for (; it != segments_.end() && it->second.end <= right; ++it) {
       Segment& segment = it->second;
       if (segment.sacked) continue;
-      if (!segment.lost) pipe_ -= static_cast<std::uint32_t>(segment.end - it->first);
+      if (segment.lost) --lost_segments_;
+      else pipe_ -= static_cast<std::uint32_t>(segment.end - it->first);
       segment.sacked = true;
       segment.lost = false;
       ++sacked_segments_;
@@ -95,15 +97,22 @@ class Rack {
   // recently delivered one whose time is up, that is RACK.rtt plus the
   // reordering window after it was sent. Returns how long until the next
   // one's time is up, if one is waiting (the reordering timer).
+  //
+  // Segments sent once went in sequence order, so past the first of them
+  // sent after the delivered one, none judged is left but retransmissions:
+  // with none outstanding the scan ends there, and an ACK in a loss-free
+  // stream costs a step or two, not one per segment in flight.
   std::optional<Duration> detect_losses(Instant now, Duration smoothed_rtt, bool in_recovery) {
     if (delivered_order_ == 0) return std::nullopt;
     const Duration window = reordering_window(smoothed_rtt, in_recovery);
     std::optional<Duration> wait;
     for (auto& [start, segment] : segments_) {
+      if (segment.sent_order > delivered_order_ && retransmitted_segments_ == 0) break;
       if (segment.sacked || segment.lost || segment.sent_order > delivered_order_) continue;
       const auto remaining = std::chrono::duration_cast<Duration>(segment.sent_at + rtt_ + window - now);
       if (remaining <= Duration::zero()) {
         segment.lost = true;
+        ++lost_segments_;
         pipe_ -= static_cast<std::uint32_t>(segment.end - start);
       } else {
         wait = std::max(wait.value_or(Duration::zero()), remaining);
@@ -134,13 +143,11 @@ class Rack {
       segment.sacked = segment.lost = false;
       pipe_ += static_cast<std::uint32_t>(segment.end - start);
     }
-    sacked_segments_ = 0;
+    sacked_segments_ = lost_segments_ = 0;
   }
 
   bool any_sacked() const { return sacked_segments_ > 0; }
-  bool any_lost() const { return std::any_of(segments_.begin(), segments_.end(), [](const auto& entry) {
-    return entry.second.lost;
-  }); }
+  bool any_lost() const { return lost_segments_ > 0; }
 
   // RFC 6675's pipe: the bytes sent and neither SACKed nor deemed lost
   // (kept as the marks change: the sender asks for it per segment it sends).
@@ -180,6 +187,8 @@ class Rack {
   // What a segment about to be erased counted for.
   void forget(std::map<wire::SeqNumber, Segment>::const_iterator it) {
     if (it->second.sacked) --sacked_segments_;
+    if (it->second.lost) --lost_segments_;
+    if (it->second.retransmitted) --retransmitted_segments_;
     if (!it->second.sacked && !it->second.lost) pipe_ -= static_cast<std::uint32_t>(it->second.end - it->first);
   }
 
@@ -222,11 +231,15 @@ class Rack {
     Segment upper = it->second;
     it->second.end = point;
     if (upper.sacked) ++sacked_segments_;
+    if (upper.lost) ++lost_segments_;
+    if (upper.retransmitted) ++retransmitted_segments_;
     segments_.emplace_hint(std::next(it), point, upper);
   }
 
   std::map<wire::SeqNumber, Segment> segments_;  // start -> segment, disjoint, SND.UNA to SND.MAX
   std::size_t sacked_segments_ = 0;
+  std::size_t lost_segments_ = 0;
+  std::size_t retransmitted_segments_ = 0;
   std::uint64_t pipe_ = 0;  // the bytes of the segments neither SACKed nor lost
   std::uint64_t transmissions_ = 0;
   // RACK.xmit_ts and RACK.rtt: of the most recently sent segment delivered

@@ -39,6 +39,48 @@ void Checksum::add_copy(std::span<const std::uint8_t> bytes, std::uint8_t* to) {
   if (!bytes.empty()) sum(bytes, to);
 }
 
+namespace {
+
+#if defined(__x86_64__) && defined(__GNUC__)
+// Built twice, for AVX2 and for the x86-64 baseline (SSE2); the loader picks
+// the one the CPU runs.
+#define UTCP_WIDEST_VECTORS [[gnu::target_clones("avx2", "default")]]
+#else
+#define UTCP_WIDEST_VECTORS
+#endif
+
+// Four 64-bit lanes (GCC's and Clang's vector extension).
+using Lanes = std::uint64_t __attribute__((vector_size(32)));
+
+// The sum of the 32-bit words of bytes[0, size), size a multiple of 32, in
+// the machine's byte order; copied to `to` on the way when it is not null.
+// Each lane adds less than 2^32 a step and the eight lanes are added at the
+// end: below 2^64 up to 2^29 steps, 16 GiB.
+UTCP_WIDEST_VECTORS std::uint64_t sum_words(const std::uint8_t* bytes, std::size_t size, std::uint8_t* to) {
+  constexpr std::uint64_t low_half = 0xffffffffu;
+  Lanes low{}, high{};
+  if (to) {
+    for (std::size_t i = 0; i < size; i += sizeof(Lanes)) {
+      Lanes words;
+      std::memcpy(&words, bytes + i, sizeof words);
+      std::memcpy(to + i, &words, sizeof words);
+      low += words & low_half;
+      high += words >> 32;
+    }
+  } else {
+    for (std::size_t i = 0; i < size; i += sizeof(Lanes)) {
+      Lanes words;
+      std::memcpy(&words, bytes + i, sizeof words);
+      low += words & low_half;
+      high += words >> 32;
+    }
+  }
+  const Lanes total = low + high;
+  return total[0] + total[1] + total[2] + total[3];
+}
+
+}  // namespace
+
 // The sum of bytes, copied to `to` on the way when it is not null: one loop
 // for both, so the copy is the load the sum needs anyway.
 void Checksum::sum(std::span<const std::uint8_t> bytes, std::uint8_t* to) {
@@ -49,13 +91,19 @@ void Checksum::sum(std::span<const std::uint8_t> bytes, std::uint8_t* to) {
     i = 1;
     odd_ = false;
   }
-  // The bulk eight bytes at a time, summed as 32-bit words in the machine's
-  // byte order: 2^16 = 1 modulo 0xffff, so 32-bit words sum as their 16-bit
-  // halves do, and RFC 1071 §2(B) lets the order be swapped once, on the
-  // folded sum. (The 16-bit loop below made the checksum cost as much as
-  // every copy of a TCP stream together.) Each step adds less than 2^33: the
-  // accumulator holds 2^31 steps, 16 GiB.
+  // The bulk summed as 32-bit words in the machine's byte order, 32 bytes a
+  // step in vector lanes, then eight at a time: 2^16 = 1 modulo 0xffff, so
+  // 32-bit words sum as their 16-bit halves do, and RFC 1071 §2(B) lets the
+  // order be swapped once, on the folded sum. (A 16-bit loop made the
+  // checksum cost as much as every copy of a TCP stream together; the scalar
+  // 8-byte loop alone still cost a fifth of a 1 MiB stream's time on either
+  // side.) Each 8-byte step adds less than 2^33.
+  const std::size_t vector_bytes = (bytes.size() - i) / sizeof(Lanes) * sizeof(Lanes);
   std::uint64_t native = 0;
+  if (vector_bytes > 0) {  // short pieces (a header's words) skip the indirect call
+    native = sum_words(bytes.data() + i, vector_bytes, to ? to + i : nullptr);
+    i += vector_bytes;
+  }
   if (to) {
     for (; i + 8 <= bytes.size(); i += 8) {
       std::uint64_t eight;
