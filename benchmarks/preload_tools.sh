@@ -8,13 +8,15 @@
 # kernel's. Prints a JSON line per run and per test (medians and the ratio
 # utcp / kernel), then a table. Exit status: 0 when every run gave its
 # figure, 1 when one did not, 2 for a bad command line, 77 when iperf3 or
-# sockperf is missing.
+# sockperf is missing. sockperf_udp is not in the default list: its client
+# stops now and then on a reply numbered beyond what it sent (see
+# tcp/preload/README.md, known limits).
 #
 #   benchmarks/preload_tools.sh [--build DIR] [--provider shm|tcp] [--reps N] [--seconds S]
-#       [--tests iperf3,iperf3_udp,sockperf_tcp,sockperf_udp] [--out DIR]
+#       [--tests iperf3,iperf3_udp,sockperf_tcp[,sockperf_udp]] [--out DIR]
 set -uo pipefail
 
-build=build provider=shm reps=3 seconds=3 tests=iperf3,iperf3_udp,sockperf_tcp,sockperf_udp out=""
+build=build provider=shm reps=3 seconds=3 tests=iperf3,iperf3_udp,sockperf_tcp out=""
 usage() { sed -n '/^#   benchmarks/,/^#.*--out DIR/p' "$0" | sed 's/^# *//' >&2; exit 2; }
 while [ $# -gt 0 ]; do
   [ $# -ge 2 ] || usage

@@ -611,6 +611,25 @@ TEST_F(TwoStacks, SocketCallErrors) {
   EXPECT_FALSE(again.bind({{}, 4000}));
 }
 
+// RFC 6056: where a stack starts looking for free ports follows from its
+// secret, so a program run again (a new stack on the same address) does not
+// begin with the port its last run had.
+TEST(EphemeralPorts, WhereTheSearchStartsFollowsTheStacksSecret) {
+  std::set<std::uint16_t> first_ports;
+  for (std::uint64_t secret : {1u, 2u, 3u, 1000u}) {
+    auto [link, far] = MemoryLink::make_pair(1500);
+    StackConfig config = config_for(address_a);
+    config.tcp_secret = secret;
+    Stack stack(*link, config);
+    UdpSocket socket(stack);
+    ASSERT_FALSE(socket.bind({}));
+    const std::uint16_t port = socket.local_endpoint()->port;
+    EXPECT_GE(port, 49152);
+    first_ports.insert(port);
+  }
+  EXPECT_EQ(first_ports.size(), 4u);
+}
+
 TEST_F(TwoStacks, EphemeralPortsAreDistinctAndDynamic) {
   std::vector<UdpSocket> sockets;
   std::set<std::uint16_t> ports;

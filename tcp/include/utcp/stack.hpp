@@ -333,13 +333,14 @@ class Stack {
   // Sockets sharing a port (SO_REUSEADDR) are listed in the order they bound it.
   std::unordered_map<std::uint16_t, std::vector<SocketId>> udp_ports_;
   SocketId next_socket_id_ = 1;
-  std::uint16_t next_ephemeral_port_ = 49152;
   TcpOutOfOrderBudget tcp_out_of_order_;  // before the connections, which give back to it
   std::unordered_map<TcpQuad, TcpConnectionEntry, TcpQuadHash> tcp_connections_;
   std::unordered_map<SocketId, TcpSocketState> tcp_sockets_;
   std::unordered_map<SocketId, TcpListenerState> tcp_listeners_;
   std::unordered_map<std::uint16_t, SocketId> tcp_ports_;  // the socket or listener bound to each port
   std::uint64_t tcp_secret_;
+  static constexpr std::uint32_t kFirstDynamicPort = 49152, kDynamicPorts = 65536 - kFirstDynamicPort;  // RFC 6335
+  std::uint16_t next_ephemeral_port_;
   Instant now_{};  // the last poll's time, for the socket calls
   Waiter* waiter_ = nullptr;
 };

@@ -60,7 +60,11 @@ Stack::Stack(Link& link, const StackConfig& config)
       packet_(wire::ipv4_max_total_length),
       fragment_(std::min(link.mtu(), wire::ipv4_max_total_length)),
       tcp_out_of_order_{config.tcp_out_of_order_bytes, config.tcp_out_of_order_segments},
-      tcp_secret_(config.tcp_secret ? *config.tcp_secret : random_secret()) {}
+      tcp_secret_(config.tcp_secret ? *config.tcp_secret : random_secret()),
+      // Where the search for free ports starts is secret too (RFC 6056): a
+      // program run again on the same address does not take the port its last
+      // run had, whose peer may still be sending to it.
+      next_ephemeral_port_(static_cast<std::uint16_t>(kFirstDynamicPort + tcp_secret_ % kDynamicPorts)) {}
 
 bool Stack::poll(Instant now) {
   now_ = now;
@@ -92,7 +96,7 @@ std::error_code Stack::wait_for(const std::function<bool()>& ready, bool nonbloc
 }
 
 std::optional<std::uint16_t> Stack::ephemeral_port(const std::function<bool(std::uint16_t)>& taken) {
-  constexpr std::uint32_t first = 49152, count = 65536 - first;  // RFC 6335's dynamic ports
+  constexpr std::uint32_t first = kFirstDynamicPort, count = kDynamicPorts;
   for (std::uint32_t tried = 0; tried < count; ++tried) {
     const std::uint16_t candidate = next_ephemeral_port_;
     next_ephemeral_port_ = static_cast<std::uint16_t>(candidate == 65535 ? first : candidate + 1);
