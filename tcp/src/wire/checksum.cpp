@@ -41,9 +41,19 @@ void Checksum::add_copy(std::span<const std::uint8_t> bytes, std::uint8_t* to) {
 
 namespace {
 
-#if defined(__x86_64__) && defined(__GNUC__)
+#if defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define UTCP_THREAD_SANITIZER 1
+#endif
+#endif
+#if defined(__SANITIZE_THREAD__)
+#define UTCP_THREAD_SANITIZER 1
+#endif
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(UTCP_THREAD_SANITIZER)
 // Built twice, for AVX2 and for the x86-64 baseline (SSE2); the loader picks
-// the one the CPU runs.
+// the one the CPU runs. (Not under ThreadSanitizer: the loader runs the
+// choosing function before the sanitizer's runtime is up, and it crashes.)
 #define UTCP_WIDEST_VECTORS [[gnu::target_clones("avx2", "default")]]
 #else
 #define UTCP_WIDEST_VECTORS

@@ -202,10 +202,11 @@ bool TcpLink::close_frame_buffered() const {
   // While a payload is read directly, the buffer holds what follows it: its padding first.
   const std::size_t first = rx_begin_ + (direct_.active ? padding_after(direct_.header.length) : 0);
   for (std::size_t at = first; at + sizeof(FrameHeader) <= rx_end_;) {
-    const auto* h = reinterpret_cast<const FrameHeader*>(rx_ + at);
-    if (h->type == kFrameLinkClose) return true;
-    if (h->length > kMaxFramePayload) return false;
-    at += padded_frame_bytes(h->length);
+    FrameHeader h;  // copied: after a direct payload's padding a header may sit unaligned
+    std::memcpy(&h, rx_ + at, sizeof h);
+    if (h.type == kFrameLinkClose) return true;
+    if (h.length > kMaxFramePayload) return false;
+    at += padded_frame_bytes(h.length);
   }
   return false;
 }
@@ -382,7 +383,12 @@ bool TcpLink::peek(const FrameHeader*& header, const std::byte*& payload) {
 
 void TcpLink::pop() {
   if (direct_.active) {
+    // What follows the payload's padding (at most the next frame's header)
+    // moves to the buffer's start, where headers are 8-byte aligned.
     rx_begin_ += padding_after(direct_.header.length);
+    std::memmove(rx_, rx_ + rx_begin_, rx_end_ - rx_begin_);
+    rx_end_ -= rx_begin_;
+    rx_begin_ = 0;
     direct_ = DirectPayload{};
     return;
   }
