@@ -112,6 +112,16 @@ class RawPeer {
     return out;
   }
 
+  // Reads and drops bytes until `received` (counted as they come) reaches
+  // `expected`, or the connection ends.
+  void read_and_drop(std::size_t expected, std::size_t& received) {
+    while (received < expected) {
+      const std::optional<Bytes> bytes = recv_exact(std::min<std::size_t>(expected - received, 4096));
+      if (!bytes) return;
+      received += bytes->size();
+    }
+  }
+
   // The client's side of the job-key handshake, proving `key`. Returns whether
   // the server proved it knows `key` too; throws if the exchange itself fails.
   bool handshake(const tcp::JobKey& key, tcp::Purpose purpose = tcp::Purpose::vi) {
@@ -1340,11 +1350,7 @@ TEST_F(TcpProviderTest, ASendTheSocketHadNoRoomForLeavesAsSoonAsThePeerReads) {
   std::thread reader([&] {
     std::this_thread::sleep_for(400ms);
     reading_since_ns = Clock::now().time_since_epoch().count();
-    while (received < expected) {
-      auto bytes = peer->recv_exact(std::min<std::size_t>(expected - received, 4096));
-      if (!bytes) break;
-      received += bytes->size();
-    }
+    peer->read_and_drop(expected, received);
   });
   // One wait for all of them, so that its sleep slices grow as they do in a long wait.
   const via::Result waited = b.nic->wait(
@@ -1413,11 +1419,7 @@ TEST_F(TcpProviderTest, APeerThatReadsNothingForLongerThanTheTimeoutKeepsItsConn
   const std::size_t expected = std::size_t(posted) * tcp::padded_frame_bytes(kBytes);
   std::size_t received = 0;
   std::thread reader([&] {
-    while (received < expected) {
-      auto bytes = peer->recv_exact(std::min<std::size_t>(expected - received, 4096));
-      if (!bytes) break;
-      received += bytes->size();
-    }
+    peer->read_and_drop(expected, received);
   });
   const via::Result waited = b.nic->wait(
       [&] {
