@@ -385,6 +385,10 @@ def summary_npvia(outdir, row, targets):
 
 def summary_tcp(outdir, row, rows, targets):
     """The rows and targets of benchmarks/compare --provider tcp (issue 3)."""
+    # compare --veth writes the path into machine.txt's provider line
+    with open(os.path.join(outdir, "machine.txt"), errors="replace") as f:
+        across_veth = any(line.startswith("provider: tcp") and "veth" in line for line in f)
+    nptcp = "NetPIPE NPtcp, kernel TCP " + ("across veth" if across_veth else "over 127.0.0.1")
     lat = row("lat8_ucx", "8 B one-way latency", "us",
               runs(outdir, "r*_viastack_lat_8.json", ours("lat_us")),
               "ucx_perftest tag_lat, UCX_TLS=tcp,self (overall)",
@@ -396,21 +400,21 @@ def summary_tcp(outdir, row, rows, targets):
         runs(outdir, "r*_fi_pingpong_8.txt", fi_field("lat_us")), "lower", "ours <= 1.1 x anchor")
     row("lat8_np", "8 B one-way latency", "us",
         (lat["ours_runs"], lat["ours_others_pct"]),
-        "NetPIPE NPtcp, kernel TCP over 127.0.0.1",
+        nptcp,
         runs(outdir, "r*_nptcp_8.out", netpipe_at(8, "lat_us")), "lower")
     row("bw1m_np", "1 MiB streaming (ours) vs NPtcp ping-pong", "MB/s",
         runs(outdir, "r*_viastack_bw_1M.json", ours("bw_MBps")),
-        "NetPIPE NPtcp, kernel TCP over 127.0.0.1",
+        nptcp,
         runs(outdir, "r*_nptcp_1M.out", netpipe_at(1048576, "bw_MBps")),
         "higher", "ours >= 1.0 x anchor")
     row("pp1m_np", "1 MiB ping-pong bandwidth (bytes / one-way time)", "MB/s",
         runs(outdir, "r*_viastack_pingpong_1M.json", ours("bw_MBps")),
-        "NetPIPE NPtcp, kernel TCP over 127.0.0.1",
+        nptcp,
         runs(outdir, "r*_nptcp_1M.out", netpipe_at(1048576, "bw_MBps")), "higher")
     for tag, nbytes in (("64K", 65536), ("4M", 4194304)):
         row(f"bw{tag.lower()}_np", f"{tag[:-1]} {tag[-1]}iB streaming (ours) vs NPtcp ping-pong", "MB/s",
             runs(outdir, f"r*_viastack_bw_{tag}.json", ours("bw_MBps")),
-            "NetPIPE NPtcp, kernel TCP over 127.0.0.1",
+            nptcp,
             runs(outdir, f"r*_nptcp_{tag}.out", netpipe_at(nbytes, "bw_MBps")),
             "higher", "ours >= 1.0 x anchor")
 
