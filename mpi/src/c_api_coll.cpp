@@ -345,9 +345,12 @@ int alltoallw_common(const char* function, const void* sendbuf, const int sendco
                                  request);
     const bool in_place = sendbuf == MPI_IN_PLACE;
     // In place, the send arrays are not read.
-    auto layouts = std::make_shared<const AlltoallwLayouts>(AlltoallwLayouts{
-        in_place ? std::nullopt : std::optional<TypedLayout>(std::in_place, c.size(), sendcounts, sdispls, sendtypes),
-        TypedLayout(c.size(), recvcounts, rdispls, recvtypes)});
+    std::optional<TypedLayout> send;
+    if (!in_place) send.emplace(c.size(), sendcounts, sdispls, sendtypes);
+    TypedLayout recv(c.size(), recvcounts, rdispls, recvtypes);
+    if (!nonblocking && !in_place && node_collectives::alltoallv(send->blocks(sendbuf), recv.blocks(recvbuf), c))
+      return;
+    auto layouts = std::make_shared<const AlltoallwLayouts>(AlltoallwLayouts{std::move(send), std::move(recv)});
     if (in_place) return launch(c, tasks::alltoallv_in_place(Call(c), layouts->recv.blocks(recvbuf)), request, layouts);
     launch(c, tasks::alltoallv(Call(c), layouts->send->blocks(sendbuf), layouts->recv.blocks(recvbuf)), request,
            layouts);
