@@ -20,7 +20,8 @@ class Request : public ompi_request_t {
   // collective: a non-blocking collective's (nonblocking_collectives.hpp); generalized: MPI_Grequest_start's.
   enum class Type : std::uint8_t { send, recv, collective, generalized };
 
-  Request(Type type, const Communicator* comm) : ompi_request_t{HandleKind::request}, type(type), comm(comm) {}
+  Request(Type type, const Communicator* comm)
+      : ompi_request_t{HandleKind::request, GapsUnset{}}, type(type), comm(comm) {}
 
   // Most messages make and retire a request: they come from a free list, not malloc (p2p.cpp).
   static void* operator new(std::size_t size);
