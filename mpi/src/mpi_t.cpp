@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "c_api.hpp"
+#include "p2p.hpp"
 
 // The handle types mpi.h declares; only control-variable handles and sessions ever exist.
 struct ompi_mpit_cvar_handle_t {
@@ -176,7 +177,10 @@ int MPI_T_cvar_read(MPI_T_cvar_handle handle, void* buf) {
   return tool_call([&] {
     check(handle != MPI_T_CVAR_HANDLE_NULL, MPI_T_ERR_INVALID_HANDLE);
     check(buf != nullptr, MPI_T_ERR_INVALID);
-    const long long value = via::config::integer(control_variables()[std::size_t(handle->index)]->name);
+    const std::string_view name = control_variables()[std::size_t(handle->index)]->name;
+    // The eager limit's default depends on the provider: the value in force, not the declared default.
+    const long long value = name == "VIASTACK_MPI_EAGER_LIMIT" ? static_cast<long long>(eager_limit_setting())
+                                                               : via::config::integer(name);
     std::memcpy(buf, &value, sizeof value);
   });
 }

@@ -15,8 +15,6 @@
 
 namespace viastack::mpi {
 
-namespace {
-
 // VIASTACK_MPI_EAGER_LIMIT: messages up to this many bytes go eagerly. Its
 // declared range keeps a message and its header within one shm frame.
 // Unset, over tcp alone: the most that range allows, near the 64 KiB up to
@@ -27,12 +25,14 @@ namespace {
 // (68 a peer) and its 128 bounce buffers grow with the limit, ~4 MiB a
 // peer and 7.5 MiB at most, touched only where messages do not go straight
 // between the link and the user's buffers (2-6 ranks: 1-7 MiB more RSS).
-constexpr std::size_t kTcpEagerLimit = 60 * 1024;
-std::size_t eager_limit_from_env() {
+std::size_t eager_limit_setting() {
+  constexpr std::size_t kTcpEagerLimit = 60 * 1024;
   if (!via::config::integer_if_set("VIASTACK_MPI_EAGER_LIMIT") && via::config::text("VIASTACK_PROVIDER") == "tcp")
     return kTcpEagerLimit;
   return std::size_t(via::config::integer("VIASTACK_MPI_EAGER_LIMIT"));
 }
+
+namespace {
 
 // Freed requests, linked through their first bytes.
 struct FreeRequest {
@@ -58,7 +58,7 @@ bool matches(std::uint32_t context, int source, int tag, std::uint32_t want_cont
          (want_tag == MPI_ANY_TAG || tag == want_tag);
 }
 
-P2P::P2P(int world_rank, int world_size) : world_rank_(world_rank), eager_limit_(eager_limit_from_env()) {
+P2P::P2P(int world_rank, int world_size) : world_rank_(world_rank), eager_limit_(eager_limit_setting()) {
   if (world_size > 1) transport_ = std::make_unique<Transport>(world_rank, world_size, eager_limit_, *this);
 }
 

@@ -23,6 +23,10 @@ class Datatype;
 
 enum class SendMode : std::uint8_t { standard, synchronous };
 
+// The eager limit a process of this job uses: VIASTACK_MPI_EAGER_LIMIT, or
+// unset, its default for the provider (MPI_T reports this one).
+std::size_t eager_limit_setting();
+
 // Where one-sided communication (window.cpp) learns of its messages
 // (accumulate and rma) and of the completion of its RDMA operations.
 class RmaClient {

@@ -109,7 +109,7 @@ const std::vector<Variable>& declarations() {
                        "the size of each rank's AM segment; Split-C's default is 67108864"),
       // MPI.
       integer_variable("VIASTACK_MPI_EAGER_LIMIT", 64, 60 * 1024, "bytes", "16384", "mpi",
-                       "messages up to this size go eagerly, larger ones by rendezvous; at most one shm frame"),
+                       "messages up to this size go eagerly, larger ones by rendezvous; at most one shm frame; unset with the tcp provider: 61440"),
       integer_variable("VIASTACK_MPI_ALLREDUCE_RING_BYTES", 0, kTiB, "bytes", "65536", "mpi",
                        "allreduce of at least this much data uses the ring, below it recursive doubling"),
       integer_variable("VIASTACK_MPI_ALLGATHER_RING_BYTES", 0, kTiB, "bytes", "65536", "mpi",
