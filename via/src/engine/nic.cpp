@@ -440,10 +440,15 @@ Result Nic::wait_impl(const std::function<bool()>& done, std::uint32_t timeout_m
   // something, and every 16th time (another thread's progress, or the time,
   // may be what it waits for): a step that finds nothing is then as short as
   // a poll of the links, and a message is seen that much sooner.
-  bool yielding = false;
+  // Not spinning at all (ranks outnumber cores): yield from the first empty
+  // look, not after the 254 polls before the clock is first read.
+  bool yielding = spin_until == start;
   for (unsigned i = 2;; ++i) {
     if ((self.advance() || yielding || (i & 15) == 0) && done()) return Result::success;
-    if (yielding) sched_yield();
+    if (yielding) {
+      sched_yield();
+      ++self.counters_.yields;
+    }
     if (yielding || (i & 255) == 0) {
       const std::uint64_t now = now_ns();
       if (now >= yield_until || now >= deadline) break;
