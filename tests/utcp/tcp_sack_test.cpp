@@ -531,8 +531,10 @@ TEST_F(RackTest, ASpuriousRecoveryIsUndoneOnceEachRetransmissionIsReportedDuplic
   EXPECT_FALSE(connection->info().in_recovery);
 }
 
-// A duplicate report of data sent once (the network duplicated it) undoes
-// nothing.
+// A duplicate report of data still outstanding (SACKed, above SND.UNA)
+// and sent once (the network duplicated it) undoes nothing: above SND.UNA,
+// Linux counts a D-SACK against the retransmissions only where it covers a
+// segment retransmitted (tcp_sacktag_one), and so does utcp.
 TEST_F(RackTest, ADuplicateOfDataNotRetransmittedUndoesNothing) {
   open_and_fill_the_window();
   lose_segments_2_and_3();
@@ -541,6 +543,157 @@ TEST_F(RackTest, ADuplicateOfDataNotRetransmittedUndoesNothing) {
   ack_with_sack(1000, {{4000, 5000}, {3000, 12000}});
   EXPECT_EQ(connection->info().congestion_window, reduced);
   EXPECT_TRUE(connection->info().in_recovery);
+}
+
+// ---- Undo as Linux does it (issue 23) ----
+//
+// RFC 2883 §5 and RFC 3708 detect spurious retransmissions and leave the
+// response open. utcp responds as Linux's default TCP, the target it is
+// measured against on the same impaired path: D-SACKs are counted against
+// the retransmissions of the last loss episode as tcp_check_dsack and
+// tcp_sacktag_one count them, timestamps tell a hole filled by the original
+// (Eifel, RFC 3522, Linux's tcp_packet_delayed), and either undoes the
+// reduction (RFC 4015's response: cwnd and ssthresh as before, no go-back-N
+// after a timeout).
+
+// Linux's "dumb counting": a duplicate reported of data below SND.UNA counts
+// against the episode's retransmissions whatever it duplicated, a
+// retransmission or a segment the network sent twice, so long as it lies
+// past where the episode began. Once the count is zero the reduction is
+// undone, after the recovery ended too. (This reverses what utcp did
+// before: it undid only once each retransmission was itself reported.)
+TEST_F(RackTest, DuplicatesOfAcknowledgedDataPastTheEpisodesStartUndoTheReduction) {
+  open_and_fill_the_window();
+  const std::uint32_t cwnd_before = connection->info().congestion_window;
+  const std::uint32_t ssthresh_before = connection->info().slow_start_threshold;
+  lose_segments_2_and_3();  // two retransmissions, of 1000 and 2000
+  now += 1ms;
+  new_segments();
+  ack_with_sack(highest_sent, {});  // the retransmissions arrive: recovery over, the reduction stays
+  ASSERT_FALSE(connection->info().in_recovery);
+  const std::uint32_t reduced = connection->info().congestion_window;
+  ASSERT_LT(reduced, cwnd_before);
+  now += 1ms;
+  ack_with_sack(highest_sent, {{5000, 6000}});  // sent once: the network duplicated it
+  EXPECT_EQ(connection->info().congestion_window, reduced);  // one of two counted
+  ack_with_sack(highest_sent, {{7000, 8000}});
+  EXPECT_GE(connection->info().congestion_window, cwnd_before);
+  EXPECT_EQ(connection->info().slow_start_threshold, ssthresh_before);
+  EXPECT_EQ(connection->counters().reductions_undone, 1u);
+}
+
+// What does not count: a duplicate of data from before the episode began
+// (below SND.UNA when it did), and duplicates beyond the number of segments
+// ever retransmitted (Linux's "dubious" D-SACKs: a peer that reported every
+// segment twice would otherwise undo every reduction).
+TEST_F(RackTest, DuplicatesFromBeforeTheEpisodeOrBeyondAllRetransmissionsUndoNothing) {
+  open_and_fill_the_window();
+  for (std::uint32_t edge = 3000; edge <= 10000; edge += 1000) ack_with_sack(1000, {{2000, edge}});
+  now += 1ms;
+  for (std::uint32_t edge = 11000; edge <= 12000; edge += 1000) ack_with_sack(1000, {{2000, edge}});
+  ASSERT_EQ(retransmissions(), (std::set<std::uint32_t>{1000}));
+  ASSERT_TRUE(connection->info().in_recovery);
+  now += 1ms;
+  new_segments();
+  ack_with_sack(highest_sent, {});
+  const std::uint32_t reduced = connection->info().congestion_window;
+  ack_with_sack(highest_sent, {{0, 1000}});  // acknowledged before the loss was detected
+  EXPECT_EQ(connection->info().congestion_window, reduced);
+  ack_with_sack(highest_sent, {{5000, 6000}});  // a second duplicate segment, with one retransmitted in all
+  EXPECT_EQ(connection->info().congestion_window, reduced);
+  EXPECT_EQ(connection->counters().reductions_undone, 0u);
+}
+
+// Eifel (RFC 3522): segment 2 was overtaken, not lost; RACK sent it again.
+// The ACK that then covers it echoes the TSval of the original, older than
+// the retransmission's: the hole was filled by the original, the recovery
+// was spurious, and it is undone at once, before any D-SACK could say so.
+TEST_F(RackTest, AnAckEchoingTheOriginalOfTheRetransmissionUndoesTheRecovery) {
+  config.timestamps = true;
+  open_offering_sack(true, true);
+  std::uint32_t peer_clock = 2;
+  auto ack_echoing = [&](std::uint32_t ack, std::optional<std::pair<std::uint32_t, std::uint32_t>> block,
+                         std::uint32_t echoed) {
+    TcpHeader header = from_peer(peer_iss + 1, iss + 1 + ack, flag::ack);
+    header.options.timestamps = wire::TcpTimestamps{++peer_clock, echoed};
+    if (block)
+      header.options.sack_blocks[header.options.sack_block_count++] =
+          wire::SackBlock{SeqNumber(iss + 1 + block->first), SeqNumber(iss + 1 + block->second)};
+    feed(header);
+  };
+  send(pattern(30000));
+  const std::uint32_t first_sent = sent.front().header.options.timestamps->value;
+  retransmissions();
+  const std::uint32_t segment = 1000 - 12;  // the peer's MSS less the timestamps
+  now += 1ms;
+  ack_echoing(segment, {}, first_sent);
+  const std::uint32_t cwnd_before = connection->info().congestion_window;
+  const std::uint32_t ssthresh_before = connection->info().slow_start_threshold;
+  now += 200us;
+  ack_echoing(segment, std::pair{2 * segment, 3 * segment}, first_sent);
+  retransmissions();
+  run_for(1ms);
+  ASSERT_EQ(retransmissions(), (std::set<std::uint32_t>{segment}));
+  ASSERT_TRUE(connection->info().in_recovery);
+  ASSERT_LT(connection->info().congestion_window, cwnd_before);
+  now += 1200us;
+  ack_echoing(3 * segment, {}, first_sent);  // its original arrives, late
+  EXPECT_FALSE(connection->info().in_recovery);
+  EXPECT_GE(connection->info().congestion_window, cwnd_before);
+  EXPECT_EQ(connection->info().slow_start_threshold, ssthresh_before);
+  EXPECT_EQ(connection->counters().reductions_undone, 1u);
+}
+
+// The same after a retransmission timeout (RFC 4015's response): the ACKs
+// were only late. The first of them echoes a TSval older than the
+// retransmission's, so the window goes back to what it was and the sender
+// goes on with new data where it had stopped, instead of sending the rest
+// of the window again (go-back-N) one slow-start step at a time.
+TEST_F(SackTest, ATimeoutShownSpuriousByTimestampsIsUndoneWithoutGoingBackN) {
+  config.timestamps = true;
+  open_offering_sack(false, true);
+  const std::uint32_t segment = 1000 - 12;
+  send(pattern(30 * segment));
+  const std::uint32_t first_sent = sent.front().header.options.timestamps->value;
+  retransmissions();
+  ASSERT_EQ(highest_sent, 10 * segment);  // the initial window
+  const std::uint32_t cwnd_before = connection->info().congestion_window;
+  const std::uint32_t ssthresh_before = connection->info().slow_start_threshold;
+  while (connection->counters().timeouts == 0) run_for(10ms);
+  ASSERT_EQ(retransmissions(), (std::set<std::uint32_t>{0}));
+  ASSERT_LT(connection->info().congestion_window, cwnd_before);
+  now += 1ms;
+  TcpHeader late = from_peer(peer_iss + 1, iss + 1 + 5 * segment, flag::ack);
+  late.options.timestamps = wire::TcpTimestamps{3, first_sent};
+  feed(late);
+  EXPECT_GE(connection->info().congestion_window, cwnd_before);
+  EXPECT_EQ(connection->info().slow_start_threshold, ssthresh_before);
+  EXPECT_EQ(connection->counters().reductions_undone, 1u);
+  // What goes now is new data, from where the first window ended.
+  EXPECT_TRUE(retransmissions().empty());
+  EXPECT_GT(highest_sent, 10 * segment);
+}
+
+// The retransmission did fill the hole: the ACK echoes its TSval, and the
+// reduction stays.
+TEST_F(SackTest, ATimeoutWhoseRetransmissionFilledTheHoleStays) {
+  config.timestamps = true;
+  open_offering_sack(false, true);
+  const std::uint32_t segment = 1000 - 12;
+  send(pattern(30 * segment));
+  retransmissions();
+  const std::uint32_t cwnd_before = connection->info().congestion_window;
+  while (connection->counters().timeouts == 0) run_for(10ms);
+  ASSERT_FALSE(sent.empty());
+  const std::uint32_t retransmission_sent = sent.back().header.options.timestamps->value;
+  ASSERT_EQ(retransmissions(), (std::set<std::uint32_t>{0}));
+  now += 1ms;
+  TcpHeader answer = from_peer(peer_iss + 1, iss + 1 + 5 * segment, flag::ack);
+  answer.options.timestamps = wire::TcpTimestamps{3, retransmission_sent};
+  feed(answer);
+  EXPECT_LT(connection->info().congestion_window, cwnd_before);
+  EXPECT_EQ(connection->counters().reductions_undone, 0u);
+  EXPECT_EQ(retransmissions(), (std::set<std::uint32_t>{5 * segment, 6 * segment}));  // go-back-N, slow start
 }
 
 // ---- Whole transfers ----

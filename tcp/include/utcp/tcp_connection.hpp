@@ -115,6 +115,7 @@ struct TcpCounters {
   std::uint64_t retransmitted_segments = 0;
   std::uint64_t timeouts = 0;               // retransmission timer expiries
   std::uint64_t fast_retransmits = 0;       // on the third duplicate ACK (or SACK's loss detection)
+  std::uint64_t reductions_undone = 0;      // recoveries and timeouts found spurious (D-SACK, timestamps) and undone
   std::uint64_t duplicate_acks_in = 0;
   std::uint64_t out_of_order_segments = 0;  // queued ahead of RCV.NXT
   std::uint64_t out_of_order_dropped = 0;   // segments not held (or dropped) to stay within the bounds
