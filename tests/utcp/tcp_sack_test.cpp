@@ -21,6 +21,7 @@ class SackTest : public ConnectionTest {
   void open_offering_sack(bool peer_sack = true, bool peer_timestamps = false) {
     connection = TcpConnection::connect(ports, config, SeqNumber(iss), now, capture());
     syn = next_sent();
+    now += handshake_round_trip;
     TcpHeader syn_ack = from_peer(peer_iss, iss + 1, flag::syn | flag::ack);
     syn_ack.options.max_segment_size = 1000;
     syn_ack.options.sack_permitted = peer_sack;
@@ -63,6 +64,7 @@ class SackTest : public ConnectionTest {
 
   SentSegment syn;
   std::uint32_t highest_sent = 0;
+  std::chrono::microseconds handshake_round_trip{0};  // the first RTT sample
 };
 
 TEST_F(SackTest, NegotiatedOnlyWhenBothSynsCarryIt) {
@@ -694,6 +696,76 @@ TEST_F(SackTest, ATimeoutWhoseRetransmissionFilledTheHoleStays) {
   EXPECT_LT(connection->info().congestion_window, cwnd_before);
   EXPECT_EQ(connection->counters().reductions_undone, 0u);
   EXPECT_EQ(retransmissions(), (std::set<std::uint32_t>{5 * segment, 6 * segment}));  // go-back-N, slow start
+}
+
+// ---- RACK's reordering window adapts (RFC 8985 §6.2 step 4) ----
+
+// In the first test below, a hole is retransmitted and the peer then reports
+// the retransmission a duplicate (the original was only late): the reordering
+// window grows from a quarter of the minimum RTT (2.5 ms here) to half
+// (5 ms) for what follows. Without the D-SACK the next hole would go again
+// after 2.5 ms.
+class ReorderingWindowTest : public RackTest {
+ protected:
+  // The segment at SND.UNA (`acknowledged`) missing, the one after SACKed a
+  // round trip (10 ms) after both went: RACK's time for it begins.
+  void next_segment_overtaken() {
+    now += 10ms;
+    ack_with_sack(acknowledged, {{acknowledged + 1000, acknowledged + 2000}});
+  }
+  // Everything sent so far arrives, a round trip after the last of it went
+  // (no shorter sample lowers the minimum RTT); recovery, if any, ends.
+  void everything_arrives() {
+    retransmissions();
+    now += 10ms;
+    ack_with_sack(highest_sent, {});
+    acknowledged = highest_sent;
+    new_segments();
+  }
+  // A spurious retransmission reported as such: the window widens.
+  void widen_once() {
+    next_segment_overtaken();
+    run_for(3ms);
+    ASSERT_EQ(retransmissions(), (std::set<std::uint32_t>{acknowledged}));
+    const std::uint32_t spurious = acknowledged;
+    everything_arrives();
+    ack_with_sack(acknowledged, {{spurious, spurious + 1000}});
+  }
+
+  // The handshake's round trip as long as the data's: SRTT, which bounds
+  // the window, stays above the widened window.
+  ReorderingWindowTest() { handshake_round_trip = 10ms; }
+
+  std::uint32_t acknowledged = 1000;
+};
+
+TEST_F(ReorderingWindowTest, ADsackWidensTheWindowByAQuarterOfTheMinimumRtt) {
+  open_and_fill_the_window();
+  widen_once();
+  next_segment_overtaken();
+  run_for(4ms);  // past 2.5 ms, within 5
+  EXPECT_TRUE(retransmissions().empty());
+  run_for(2ms);
+  EXPECT_EQ(retransmissions(), (std::set<std::uint32_t>{acknowledged}));
+}
+
+// RFC 8985 §6.2 step 4: sixteen recoveries in a row without a D-SACK and
+// the window is back to a quarter of the minimum RTT (reo_wnd_persist):
+// reordering the path showed once does not slow loss detection for ever.
+TEST_F(ReorderingWindowTest, SixteenRecoveriesWithoutADsackNarrowItAgain) {
+  open_and_fill_the_window();
+  send(pattern(100000));  // enough for all of them
+  widen_once();
+  for (int recovery = 0; recovery < 16; ++recovery) {
+    next_segment_overtaken();
+    run_for(20ms);
+    ASSERT_EQ(retransmissions(), (std::set<std::uint32_t>{acknowledged})) << "recovery " << recovery;
+    everything_arrives();
+    ASSERT_FALSE(connection->info().in_recovery);
+  }
+  next_segment_overtaken();
+  run_for(3ms);
+  EXPECT_EQ(retransmissions(), (std::set<std::uint32_t>{acknowledged}));
 }
 
 // ---- Whole transfers ----

@@ -769,7 +769,10 @@ void TcpConnection::Impl::on_new_acknowledgment(SeqNumber ack, std::optional<std
   if (synchronized()) {
     const AckSample sample{acked_data, static_cast<std::uint32_t>(send_max - ack),
                            std::exchange(rtt_sample, std::nullopt), rtt.smoothed(), now};
-    switch (congestion.on_new_ack(sample, ack, echoed)) {
+    const bool recovering = congestion.recovering();
+    const auto outcome = congestion.on_new_ack(sample, ack, echoed);
+    if (recovering && !congestion.recovering()) rack.on_recovery_exit();
+    switch (outcome) {
       case tcp::LossRecovery::AckOutcome::retransmit_next_hole:
         retransmit_first_unacknowledged();
         break;

@@ -55,6 +55,8 @@ class LossRecovery {
   const CongestionController& controller() const { return *controller_; }
   bool started() const { return started_; }
   bool in_recovery() const { return in_fast_recovery_; }
+  // In fast recovery, or repairing what a timeout found lost.
+  bool recovering() const { return in_fast_recovery_ || after_timeout_; }
   // What the sender may have in flight: the controller's cwnd, or during
   // fast recovery that window inflated by the segments that left the network.
   std::uint32_t window() const { return in_fast_recovery_ && !sack_ ? recovery_window_ : controller_->cwnd(); }
@@ -211,7 +213,7 @@ class LossRecovery {
   // repaired, goes on with that episode (what an undo restores is from
   // before it began).
   void on_timeout(std::uint32_t flight, wire::SeqNumber send_unacknowledged, wire::SeqNumber send_max, Instant now) {
-    const bool within_episode = in_fast_recovery_ || after_timeout_;
+    const bool within_episode = recovering();
     controller_->on_rto(flight, within_episode, now);
     if (!within_episode) begin_episode(send_unacknowledged);
     in_fast_recovery_ = false;
@@ -250,7 +252,7 @@ class LossRecovery {
   // tcp_try_undo_recovery, tcp_try_undo_loss): during the recovery or
   // the timeout's repair, on an ACK covering all it resent.
   bool undo_if_delayed(wire::SeqNumber ack, std::optional<std::uint32_t> echoed, Instant now) {
-    if (!echoed || !episode_ || !episode_->first_retransmission_timestamp || !(in_fast_recovery_ || after_timeout_))
+    if (!echoed || !episode_ || !episode_->first_retransmission_timestamp || !recovering())
       return false;
     if (ack < episode_->highest_retransmitted_end) return false;
     if (static_cast<std::int32_t>(*echoed - *episode_->first_retransmission_timestamp) >= 0) return false;
