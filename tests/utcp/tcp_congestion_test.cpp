@@ -429,6 +429,10 @@ class EnvironmentTest : public ConnectionTest {
 };
 
 TEST_F(EnvironmentTest, TheVariableChoosesTheDefault) {
+  config.congestion_control.clear();
+  open_active();
+  EXPECT_EQ(connection->info().congestion_control, "cubic");  // Linux's default
+  setenv("VIASTACK_UTCP_CC", "newreno", 1);
   open_active();
   EXPECT_EQ(connection->info().congestion_control, "newreno");
   setenv("VIASTACK_UTCP_CC", "cubic", 1);

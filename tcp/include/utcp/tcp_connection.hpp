@@ -101,7 +101,8 @@ struct TcpConfig {
   // segments furthest ahead are dropped first.
   std::size_t max_out_of_order_segments = 2048;
   // The congestion controller's registered name ("newreno", "cubic", or one
-  // a program registered); empty: VIASTACK_UTCP_CC, else "newreno".
+  // a program registered); empty: VIASTACK_UTCP_CC, else "cubic" (Linux's
+  // default upstream; under loss it kept a larger window than NewReno's).
   std::string congestion_control;
 };
 
