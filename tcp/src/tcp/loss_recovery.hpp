@@ -74,14 +74,14 @@ class LossRecovery {
   }
 
   // An ACK that advanced SND.UNA to `ack` (ack.bytes_in_flight still
-  // outstanding). Returns true for a partial ACK in fast recovery: the next
-  // hole must be retransmitted at once (RFC 6582 §3.2 step 5).
+  // outstanding), echoing `echoed` (its TSecr, when timestamps are in use).
   //
   // First, Eifel: an ACK covering every retransmission of the episode that
-  // echoes (`echoed`, its TSecr) a TSval older than the first of them was
-  // sent for data that arrived before any retransmission did; the episode
-  // was spurious and is undone (the outcome says so; after a timeout the
-  // connection must not go back N).
+  // echoes a TSval older than the first of them was sent for data that
+  // arrived before any retransmission did; the episode was spurious and is
+  // undone (timeout_undone after a timeout: the connection must not go
+  // back N). Then retransmit_next_hole for a partial ACK in NewReno's fast
+  // recovery: the next hole goes at once (RFC 6582 §3.2 step 5).
   enum class AckOutcome { none, retransmit_next_hole, timeout_undone };
   AckOutcome on_new_ack(const AckSample& sample, wire::SeqNumber ack, std::optional<std::uint32_t> echoed) {
     const bool was_after_timeout = after_timeout_;
@@ -165,11 +165,9 @@ class LossRecovery {
       episode_.reset();  // too many to follow: the reduction stays
       return;
     }
-    if (episode_->retransmissions.empty()) {
-      episode_->first_retransmission_timestamp = timestamp;
-      episode_->highest_retransmitted_end = end;
-    }
-    episode_->highest_retransmitted_end = std::max(episode_->highest_retransmitted_end, end);
+    if (episode_->retransmissions.empty()) episode_->first_retransmission_timestamp = timestamp;
+    episode_->highest_retransmitted_end =
+        episode_->retransmissions.empty() ? end : std::max(episode_->highest_retransmitted_end, end);
     episode_->retransmissions.push_back({start, end});
     ++episode_->retransmissions_unreported;
   }
