@@ -257,11 +257,12 @@ class UtcpStream final : public Stream {
     char text[320];
     std::snprintf(text, sizeof text,
                   ",\"utcp_cc\":\"%s\",\"utcp_sack\":%s,\"utcp_retransmitted_segments\":%llu,\"utcp_timeouts\":%llu,"
-                  "\"utcp_fast_retransmits\":%llu,\"utcp_out_of_order_segments\":%llu",
+                  "\"utcp_fast_retransmits\":%llu,\"utcp_reductions_undone\":%llu,\"utcp_out_of_order_segments\":%llu",
                   info_->congestion_control.c_str(), info_->sack ? "true" : "false",
                   static_cast<unsigned long long>(counters_->retransmitted_segments),
                   static_cast<unsigned long long>(counters_->timeouts),
                   static_cast<unsigned long long>(counters_->fast_retransmits),
+                  static_cast<unsigned long long>(counters_->reductions_undone),
                   static_cast<unsigned long long>(counters_->out_of_order_segments));
     return text;
   }

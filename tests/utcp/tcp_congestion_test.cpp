@@ -108,6 +108,31 @@ TEST(NewRenoTest, SpuriousRecoveryIsUndone) {
   EXPECT_EQ(reno.ssthresh(), 1u << 30);  // slow start's "arbitrarily high" again
 }
 
+// A timeout is a loss episode too (Eifel's RFC 4015 undoes it); a timeout
+// during a recovery, or a second one, goes on with the episode: the undo
+// restores the window from before its first reduction, not the reduced one.
+TEST(UndoTest, ATimeoutWithinAnEpisodeKeepsWhatTheUndoRestores) {
+  NewRenoController reno;
+  CubicController cubic;
+  for (CongestionController* controller : {static_cast<CongestionController*>(&reno),
+                                           static_cast<CongestionController*>(&cubic)}) {
+    AckClock clock(*controller);
+    controller->start(mss, clock.now);
+    clock.grow_to(40);
+    const std::uint32_t cwnd = controller->cwnd(), ssthresh = controller->ssthresh();
+    controller->on_rto(40 * mss, false, clock.now);
+    controller->on_rto(mss, true, clock.now);
+    controller->on_spurious_recovery(clock.now);
+    EXPECT_EQ(controller->cwnd(), cwnd) << controller->name();
+    EXPECT_EQ(controller->ssthresh(), ssthresh) << controller->name();
+    controller->on_enter_recovery(40 * mss, clock.now);
+    controller->on_rto(20 * mss, true, clock.now);
+    controller->on_spurious_recovery(clock.now);
+    EXPECT_EQ(controller->cwnd(), cwnd) << controller->name();
+    EXPECT_EQ(controller->ssthresh(), ssthresh) << controller->name();
+  }
+}
+
 // RFC 5681 §3.1: in congestion avoidance cwnd grows by one SMSS per window
 // of bytes acknowledged (the recommended byte counting), however many ACKs
 // carry them. A receiver that acknowledges every second segment (RFC 5681
@@ -229,7 +254,7 @@ TEST(CubicTest, TimeoutRestartsFromOneSegmentWithKZero) {
   AckClock clock(cubic);
   cubic.start(mss, clock.now);
   clock.grow_to(50);
-  cubic.on_rto(50 * mss, clock.now);
+  cubic.on_rto(50 * mss, false, clock.now);
   EXPECT_EQ(cubic.cwnd(), mss);           // RFC 5681
   EXPECT_EQ(cubic.ssthresh(), 35 * mss);  // β of the flight (§4.8)
   clock.grow_to(35);                       // slow start up to ssthresh
@@ -331,7 +356,7 @@ class FixedWindow final : public CongestionController {
   void on_ack(const AckSample&) override { ++fixed_window_events.acks; }
   void on_enter_recovery(std::uint32_t, Instant) override { ++fixed_window_events.recoveries; }
   void on_recovery_exit(std::uint32_t, Instant) override { ++fixed_window_events.exits; }
-  void on_rto(std::uint32_t, Instant) override { ++fixed_window_events.timeouts; }
+  void on_rto(std::uint32_t, bool, Instant) override { ++fixed_window_events.timeouts; }
   std::uint32_t cwnd() const override { return 3 * mss_; }
   std::uint32_t ssthresh() const override { return 3 * mss_; }
 
@@ -404,6 +429,10 @@ class EnvironmentTest : public ConnectionTest {
 };
 
 TEST_F(EnvironmentTest, TheVariableChoosesTheDefault) {
+  config.congestion_control.clear();
+  open_active();
+  EXPECT_EQ(connection->info().congestion_control, "cubic");  // Linux's default
+  setenv("VIASTACK_UTCP_CC", "newreno", 1);
   open_active();
   EXPECT_EQ(connection->info().congestion_control, "newreno");
   setenv("VIASTACK_UTCP_CC", "cubic", 1);

@@ -21,6 +21,7 @@ class SackTest : public ConnectionTest {
   void open_offering_sack(bool peer_sack = true, bool peer_timestamps = false) {
     connection = TcpConnection::connect(ports, config, SeqNumber(iss), now, capture());
     syn = next_sent();
+    now += handshake_round_trip;
     TcpHeader syn_ack = from_peer(peer_iss, iss + 1, flag::syn | flag::ack);
     syn_ack.options.max_segment_size = 1000;
     syn_ack.options.sack_permitted = peer_sack;
@@ -63,6 +64,7 @@ class SackTest : public ConnectionTest {
 
   SentSegment syn;
   std::uint32_t highest_sent = 0;
+  std::chrono::microseconds handshake_round_trip{0};  // the first RTT sample
 };
 
 TEST_F(SackTest, NegotiatedOnlyWhenBothSynsCarryIt) {
@@ -531,8 +533,10 @@ TEST_F(RackTest, ASpuriousRecoveryIsUndoneOnceEachRetransmissionIsReportedDuplic
   EXPECT_FALSE(connection->info().in_recovery);
 }
 
-// A duplicate report of data sent once (the network duplicated it) undoes
-// nothing.
+// A duplicate report of data still outstanding (SACKed, above SND.UNA)
+// and sent once (the network duplicated it) undoes nothing: above SND.UNA,
+// Linux counts a D-SACK against the retransmissions only where it covers a
+// segment retransmitted (tcp_sacktag_one), and so does utcp.
 TEST_F(RackTest, ADuplicateOfDataNotRetransmittedUndoesNothing) {
   open_and_fill_the_window();
   lose_segments_2_and_3();
@@ -541,6 +545,227 @@ TEST_F(RackTest, ADuplicateOfDataNotRetransmittedUndoesNothing) {
   ack_with_sack(1000, {{4000, 5000}, {3000, 12000}});
   EXPECT_EQ(connection->info().congestion_window, reduced);
   EXPECT_TRUE(connection->info().in_recovery);
+}
+
+// ---- Undo as Linux does it (issue 23) ----
+//
+// RFC 2883 §5 and RFC 3708 detect spurious retransmissions and leave the
+// response open. utcp responds as Linux's default TCP, the target it is
+// measured against on the same impaired path: D-SACKs are counted against
+// the retransmissions of the last loss episode as tcp_check_dsack and
+// tcp_sacktag_one count them, timestamps tell a hole filled by the original
+// (Eifel, RFC 3522, Linux's tcp_packet_delayed), and either undoes the
+// reduction (RFC 4015's response: cwnd and ssthresh as before, no go-back-N
+// after a timeout).
+
+// Linux's "dumb counting": a duplicate reported of data below SND.UNA counts
+// against the episode's retransmissions whatever it duplicated, a
+// retransmission or a segment the network sent twice, so long as it lies
+// past where the episode began. Once the count is zero the reduction is
+// undone, after the recovery ended too. (This reverses what utcp did
+// before: it undid only once each retransmission was itself reported.)
+TEST_F(RackTest, DuplicatesOfAcknowledgedDataPastTheEpisodesStartUndoTheReduction) {
+  open_and_fill_the_window();
+  const std::uint32_t cwnd_before = connection->info().congestion_window;
+  const std::uint32_t ssthresh_before = connection->info().slow_start_threshold;
+  lose_segments_2_and_3();  // two retransmissions, of 1000 and 2000
+  now += 1ms;
+  new_segments();
+  ack_with_sack(highest_sent, {});  // the retransmissions arrive: recovery over, the reduction stays
+  ASSERT_FALSE(connection->info().in_recovery);
+  const std::uint32_t reduced = connection->info().congestion_window;
+  ASSERT_LT(reduced, cwnd_before);
+  now += 1ms;
+  ack_with_sack(highest_sent, {{5000, 6000}});  // sent once: the network duplicated it
+  EXPECT_EQ(connection->info().congestion_window, reduced);  // one of two counted
+  ack_with_sack(highest_sent, {{7000, 8000}});
+  EXPECT_GE(connection->info().congestion_window, cwnd_before);
+  EXPECT_EQ(connection->info().slow_start_threshold, ssthresh_before);
+  EXPECT_EQ(connection->counters().reductions_undone, 1u);
+}
+
+// What does not count: a duplicate of data from before the episode began
+// (below SND.UNA when it did), and duplicates beyond the number of segments
+// ever retransmitted (Linux's "dubious" D-SACKs: a peer that reported every
+// segment twice would otherwise undo every reduction).
+TEST_F(RackTest, DuplicatesFromBeforeTheEpisodeOrBeyondAllRetransmissionsUndoNothing) {
+  open_and_fill_the_window();
+  for (std::uint32_t edge = 3000; edge <= 10000; edge += 1000) ack_with_sack(1000, {{2000, edge}});
+  now += 1ms;
+  for (std::uint32_t edge = 11000; edge <= 12000; edge += 1000) ack_with_sack(1000, {{2000, edge}});
+  ASSERT_EQ(retransmissions(), (std::set<std::uint32_t>{1000}));
+  ASSERT_TRUE(connection->info().in_recovery);
+  now += 1ms;
+  new_segments();
+  ack_with_sack(highest_sent, {});
+  const std::uint32_t reduced = connection->info().congestion_window;
+  ack_with_sack(highest_sent, {{0, 1000}});  // acknowledged before the loss was detected
+  EXPECT_EQ(connection->info().congestion_window, reduced);
+  ack_with_sack(highest_sent, {{5000, 6000}});  // a second duplicate segment, with one retransmitted in all
+  EXPECT_EQ(connection->info().congestion_window, reduced);
+  EXPECT_EQ(connection->counters().reductions_undone, 0u);
+}
+
+// Eifel (RFC 3522): segment 2 was overtaken, not lost; RACK sent it again.
+// The ACK that then covers it echoes the TSval of the original, older than
+// the retransmission's: the hole was filled by the original, the recovery
+// was spurious, and it is undone at once, before any D-SACK could say so.
+TEST_F(RackTest, AnAckEchoingTheOriginalOfTheRetransmissionUndoesTheRecovery) {
+  config.timestamps = true;
+  open_offering_sack(true, true);
+  std::uint32_t peer_clock = 2;
+  auto ack_echoing = [&](std::uint32_t ack, std::optional<std::pair<std::uint32_t, std::uint32_t>> block,
+                         std::uint32_t echoed) {
+    TcpHeader header = from_peer(peer_iss + 1, iss + 1 + ack, flag::ack);
+    header.options.timestamps = wire::TcpTimestamps{++peer_clock, echoed};
+    if (block)
+      header.options.sack_blocks[header.options.sack_block_count++] =
+          wire::SackBlock{SeqNumber(iss + 1 + block->first), SeqNumber(iss + 1 + block->second)};
+    feed(header);
+  };
+  send(pattern(30000));
+  const std::uint32_t first_sent = sent.front().header.options.timestamps->value;
+  retransmissions();
+  const std::uint32_t segment = 1000 - 12;  // the peer's MSS less the timestamps
+  now += 1ms;
+  ack_echoing(segment, {}, first_sent);
+  const std::uint32_t cwnd_before = connection->info().congestion_window;
+  const std::uint32_t ssthresh_before = connection->info().slow_start_threshold;
+  now += 200us;
+  ack_echoing(segment, std::pair{2 * segment, 3 * segment}, first_sent);
+  retransmissions();
+  run_for(1ms);
+  ASSERT_EQ(retransmissions(), (std::set<std::uint32_t>{segment}));
+  ASSERT_TRUE(connection->info().in_recovery);
+  ASSERT_LT(connection->info().congestion_window, cwnd_before);
+  now += 1200us;
+  ack_echoing(3 * segment, {}, first_sent);  // its original arrives, late
+  EXPECT_FALSE(connection->info().in_recovery);
+  EXPECT_GE(connection->info().congestion_window, cwnd_before);
+  EXPECT_EQ(connection->info().slow_start_threshold, ssthresh_before);
+  EXPECT_EQ(connection->counters().reductions_undone, 1u);
+}
+
+// The same after a retransmission timeout (RFC 4015's response): the ACKs
+// were only late. The first of them echoes a TSval older than the
+// retransmission's, so the window goes back to what it was and the sender
+// goes on with new data where it had stopped, instead of sending the rest
+// of the window again (go-back-N) one slow-start step at a time.
+TEST_F(SackTest, ATimeoutShownSpuriousByTimestampsIsUndoneWithoutGoingBackN) {
+  config.timestamps = true;
+  open_offering_sack(false, true);
+  const std::uint32_t segment = 1000 - 12;
+  send(pattern(30 * segment));
+  const std::uint32_t first_sent = sent.front().header.options.timestamps->value;
+  retransmissions();
+  ASSERT_EQ(highest_sent, 10 * segment);  // the initial window
+  const std::uint32_t cwnd_before = connection->info().congestion_window;
+  const std::uint32_t ssthresh_before = connection->info().slow_start_threshold;
+  while (connection->counters().timeouts == 0) run_for(10ms);
+  ASSERT_EQ(retransmissions(), (std::set<std::uint32_t>{0}));
+  ASSERT_LT(connection->info().congestion_window, cwnd_before);
+  now += 1ms;
+  TcpHeader late = from_peer(peer_iss + 1, iss + 1 + 5 * segment, flag::ack);
+  late.options.timestamps = wire::TcpTimestamps{3, first_sent};
+  feed(late);
+  EXPECT_GE(connection->info().congestion_window, cwnd_before);
+  EXPECT_EQ(connection->info().slow_start_threshold, ssthresh_before);
+  EXPECT_EQ(connection->counters().reductions_undone, 1u);
+  // What goes now is new data, from where the first window ended.
+  EXPECT_TRUE(retransmissions().empty());
+  EXPECT_GT(highest_sent, 10 * segment);
+}
+
+// The retransmission did fill the hole: the ACK echoes its TSval, and the
+// reduction stays.
+TEST_F(SackTest, ATimeoutWhoseRetransmissionFilledTheHoleStays) {
+  config.timestamps = true;
+  open_offering_sack(false, true);
+  const std::uint32_t segment = 1000 - 12;
+  send(pattern(30 * segment));
+  retransmissions();
+  const std::uint32_t cwnd_before = connection->info().congestion_window;
+  while (connection->counters().timeouts == 0) run_for(10ms);
+  ASSERT_FALSE(sent.empty());
+  const std::uint32_t retransmission_sent = sent.back().header.options.timestamps->value;
+  ASSERT_EQ(retransmissions(), (std::set<std::uint32_t>{0}));
+  now += 1ms;
+  TcpHeader answer = from_peer(peer_iss + 1, iss + 1 + 5 * segment, flag::ack);
+  answer.options.timestamps = wire::TcpTimestamps{3, retransmission_sent};
+  feed(answer);
+  EXPECT_LT(connection->info().congestion_window, cwnd_before);
+  EXPECT_EQ(connection->counters().reductions_undone, 0u);
+  EXPECT_EQ(retransmissions(), (std::set<std::uint32_t>{5 * segment, 6 * segment}));  // go-back-N, slow start
+}
+
+// ---- RACK's reordering window adapts (RFC 8985 §6.2 step 4) ----
+
+// In the first test below, a hole is retransmitted and the peer then reports
+// the retransmission a duplicate (the original was only late): the reordering
+// window grows from a quarter of the minimum RTT (2.5 ms here) to half
+// (5 ms) for what follows. Without the D-SACK the next hole would go again
+// after 2.5 ms.
+class ReorderingWindowTest : public RackTest {
+ protected:
+  // The segment at SND.UNA (`acknowledged`) missing, the one after SACKed a
+  // round trip (10 ms) after both went: RACK's time for it begins.
+  void next_segment_overtaken() {
+    now += 10ms;
+    ack_with_sack(acknowledged, {{acknowledged + 1000, acknowledged + 2000}});
+  }
+  // Everything sent so far arrives, a round trip after the last of it went
+  // (no shorter sample lowers the minimum RTT); recovery, if any, ends.
+  void everything_arrives() {
+    retransmissions();
+    now += 10ms;
+    ack_with_sack(highest_sent, {});
+    acknowledged = highest_sent;
+    new_segments();
+  }
+  // A spurious retransmission reported as such: the window widens.
+  void widen_once() {
+    next_segment_overtaken();
+    run_for(3ms);
+    ASSERT_EQ(retransmissions(), (std::set<std::uint32_t>{acknowledged}));
+    const std::uint32_t spurious = acknowledged;
+    everything_arrives();
+    ack_with_sack(acknowledged, {{spurious, spurious + 1000}});
+  }
+
+  // The handshake's round trip as long as the data's: SRTT, which bounds
+  // the window, stays above the widened window.
+  ReorderingWindowTest() { handshake_round_trip = 10ms; }
+
+  std::uint32_t acknowledged = 1000;
+};
+
+TEST_F(ReorderingWindowTest, ADsackWidensTheWindowByAQuarterOfTheMinimumRtt) {
+  open_and_fill_the_window();
+  widen_once();
+  next_segment_overtaken();
+  run_for(4ms);  // past 2.5 ms, within 5
+  EXPECT_TRUE(retransmissions().empty());
+  run_for(2ms);
+  EXPECT_EQ(retransmissions(), (std::set<std::uint32_t>{acknowledged}));
+}
+
+// RFC 8985 §6.2 step 4: sixteen recoveries in a row without a D-SACK and
+// the window is back to a quarter of the minimum RTT (reo_wnd_persist):
+// reordering the path showed once does not slow loss detection for ever.
+TEST_F(ReorderingWindowTest, SixteenRecoveriesWithoutADsackNarrowItAgain) {
+  open_and_fill_the_window();
+  send(pattern(100000));  // enough for all of them
+  widen_once();
+  for (int recovery = 0; recovery < 16; ++recovery) {
+    next_segment_overtaken();
+    run_for(20ms);
+    ASSERT_EQ(retransmissions(), (std::set<std::uint32_t>{acknowledged})) << "recovery " << recovery;
+    everything_arrives();
+    ASSERT_FALSE(connection->info().in_recovery);
+  }
+  next_segment_overtaken();
+  run_for(3ms);
+  EXPECT_EQ(retransmissions(), (std::set<std::uint32_t>{acknowledged}));
 }
 
 // ---- Whole transfers ----

@@ -811,31 +811,31 @@ TEST_F(TcpSockets, TimeWaitBlocksTheQuadButNotANewListener) {
 TEST_F(TcpSockets, CongestionControlIsChosenPerSocketBeforeConnecting) {
   TcpSocket client(net_.a());
   EXPECT_EQ(client.set_congestion_control("vegas"), errc(std::errc::no_such_file_or_directory));
-  EXPECT_FALSE(client.set_congestion_control("cubic"));
+  EXPECT_FALSE(client.set_congestion_control("newreno"));
   EXPECT_EQ(listener_.set_congestion_control("vegas"), errc(std::errc::no_such_file_or_directory));
-  EXPECT_FALSE(listener_.set_congestion_control("cubic"));
+  EXPECT_FALSE(listener_.set_congestion_control("newreno"));
   utcp::TcpConfig bad;
   bad.congestion_control = "vegas";
   EXPECT_EQ(listener_.set_config(bad), errc(std::errc::no_such_file_or_directory));
   std::optional<TcpSocket> server;
   connect_pair(client, server);
-  EXPECT_EQ(client.info()->congestion_control, "cubic");
-  EXPECT_EQ(server->info()->congestion_control, "cubic");
-  EXPECT_EQ(client.set_congestion_control("newreno"), errc(std::errc::already_connected));
-  EXPECT_EQ(listener_.set_congestion_control("newreno"), errc(std::errc::invalid_argument));
+  EXPECT_EQ(client.info()->congestion_control, "newreno");
+  EXPECT_EQ(server->info()->congestion_control, "newreno");
+  EXPECT_EQ(client.set_congestion_control("cubic"), errc(std::errc::already_connected));
+  EXPECT_EQ(listener_.set_congestion_control("cubic"), errc(std::errc::invalid_argument));
   TcpSocket other(net_.a());
   ASSERT_FALSE(other.connect({address_b, port}));
-  EXPECT_EQ(other.info()->congestion_control, "newreno");  // the default
+  EXPECT_EQ(other.info()->congestion_control, "cubic");  // the default
 }
 
 TEST_F(TcpSockets, VariableChoosesTheControllerOfSocketsThatNameNone) {
-  setenv("VIASTACK_UTCP_CC", "cubic", 1);
+  setenv("VIASTACK_UTCP_CC", "newreno", 1);
   TcpSocket client(net_.a());
   std::optional<TcpSocket> server;
   connect_pair(client, server);
   unsetenv("VIASTACK_UTCP_CC");
-  EXPECT_EQ(client.info()->congestion_control, "cubic");
-  EXPECT_EQ(server->info()->congestion_control, "cubic");
+  EXPECT_EQ(client.info()->congestion_control, "newreno");
+  EXPECT_EQ(server->info()->congestion_control, "newreno");
 }
 
 // A StackConfig naming no controller: connect and listen refuse with ENOENT

@@ -62,12 +62,16 @@ class CongestionController {
   // Everything outstanding when recovery began is acknowledged; `bytes_in_flight`
   // are outstanding now. The window the connection goes on with.
   virtual void on_recovery_exit(std::uint32_t bytes_in_flight, Instant now) = 0;
-  // The retransmission timer expired (RFC 5681 §3.1: cwnd falls to one segment).
-  virtual void on_rto(std::uint32_t bytes_in_flight, Instant now) = 0;
-  // The last recovery was spurious: D-SACK (RFC 2883) showed that every
-  // segment it retransmitted had arrived already. Go back to the window and
-  // threshold from before on_enter_recovery (RFC 3708's response, as
-  // Linux's undo). The default keeps the reduced window, which is always safe.
+  // The retransmission timer expired (RFC 5681 §3.1: cwnd falls to one
+  // segment). `within_episode`: during a recovery, or after an earlier
+  // timeout not yet repaired; what on_spurious_recovery restores is then
+  // still the state from before that episode's first reduction.
+  virtual void on_rto(std::uint32_t bytes_in_flight, bool within_episode, Instant now) = 0;
+  // The last loss episode (a recovery, or a timeout) was spurious, as
+  // D-SACK (RFC 2883) or timestamps (RFC 3522) told it the way Linux does
+  // (tcp/src/tcp/loss_recovery.hpp). Go back to the window and threshold
+  // from before it began (RFC 4015's response, as Linux's undo). The default
+  // keeps the reduced window, which is always safe.
   virtual void on_spurious_recovery(Instant /*now*/) {}
 
   virtual std::uint32_t cwnd() const = 0;      // bytes
@@ -87,12 +91,14 @@ class NewRenoController final : public CongestionController {
   void on_ack(const AckSample& ack) override;
   void on_enter_recovery(std::uint32_t bytes_in_flight, Instant now) override;
   void on_recovery_exit(std::uint32_t bytes_in_flight, Instant now) override;
-  void on_rto(std::uint32_t bytes_in_flight, Instant now) override;
+  void on_rto(std::uint32_t bytes_in_flight, bool within_episode, Instant now) override;
   void on_spurious_recovery(Instant now) override;
   std::uint32_t cwnd() const override { return window_; }
   std::uint32_t ssthresh() const override { return threshold_; }
 
  private:
+  void save_for_undo();
+
   std::uint32_t mss_ = 536;
   std::uint32_t window_ = 0;
   std::uint32_t threshold_ = 1u << 30;
@@ -118,7 +124,7 @@ class CubicController final : public CongestionController {
   void on_ack(const AckSample& ack) override;
   void on_enter_recovery(std::uint32_t bytes_in_flight, Instant now) override;
   void on_recovery_exit(std::uint32_t bytes_in_flight, Instant now) override;
-  void on_rto(std::uint32_t bytes_in_flight, Instant now) override;
+  void on_rto(std::uint32_t bytes_in_flight, bool within_episode, Instant now) override;
   void on_spurious_recovery(Instant now) override;
   std::uint32_t cwnd() const override;
   std::uint32_t ssthresh() const override;
@@ -133,6 +139,7 @@ class CubicController final : public CongestionController {
 
  private:
   void reduce(std::uint32_t bytes_in_flight);
+  void save_for_undo();
 
   double mss_ = 536;
   double cwnd_ = 0;        // segments
@@ -143,7 +150,7 @@ class CubicController final : public CongestionController {
   std::optional<Instant> epoch_;
   double k_ = 0;
   double w_est_ = 0;
-  // All of the above as on_enter_recovery found it, for on_spurious_recovery.
+  // All of the above as the episode's first reduction found it, for on_spurious_recovery.
   struct Saved {
     double cwnd, ssthresh, w_max, cwnd_prior;
     std::optional<Instant> epoch;
@@ -167,7 +174,7 @@ std::unique_ptr<CongestionController> make_congestion_controller(std::string_vie
 bool congestion_controller_known(std::string_view name);
 // The registered names, sorted.
 std::vector<std::string> congestion_controller_names();
-// VIASTACK_UTCP_CC, or "newreno" when it is unset (a value that is not a
+// VIASTACK_UTCP_CC, or "cubic" when it is unset (a value that is not a
 // built-in name stops the process with one line, as every VIASTACK_* variable).
 std::string default_congestion_control();
 

@@ -101,7 +101,8 @@ struct TcpConfig {
   // segments furthest ahead are dropped first.
   std::size_t max_out_of_order_segments = 2048;
   // The congestion controller's registered name ("newreno", "cubic", or one
-  // a program registered); empty: VIASTACK_UTCP_CC, else "newreno".
+  // a program registered); empty: VIASTACK_UTCP_CC, else "cubic" (Linux's
+  // default upstream; under loss it kept a larger window than NewReno's).
   std::string congestion_control;
 };
 
@@ -115,6 +116,7 @@ struct TcpCounters {
   std::uint64_t retransmitted_segments = 0;
   std::uint64_t timeouts = 0;               // retransmission timer expiries
   std::uint64_t fast_retransmits = 0;       // on the third duplicate ACK (or SACK's loss detection)
+  std::uint64_t reductions_undone = 0;      // recoveries and timeouts found spurious (D-SACK, timestamps) and undone
   std::uint64_t duplicate_acks_in = 0;
   std::uint64_t out_of_order_segments = 0;  // queued ahead of RCV.NXT
   std::uint64_t out_of_order_dropped = 0;   // segments not held (or dropped) to stay within the bounds

@@ -145,7 +145,7 @@ struct TcpConnection::Impl {
     return header.options.timestamps->echo_reply;
   }
   void on_duplicate_ack();
-  void take_sack_blocks(const TcpHeader& header);
+  void take_sack_blocks(const TcpHeader& header, SeqNumber prior_unacknowledged);
   bool is_duplicate_report(std::span<const wire::SackBlock> blocks) const;
   void note_duplicate(const TcpSegment& segment);
   void note_duplicate_held(const InWindow& part);
@@ -492,7 +492,7 @@ void TcpConnection::Impl::on_retransmission_timeout() {
   ++retries;
   rtt.back_off();
   if (synchronized()) {
-    congestion.on_timeout(send_max - send_unacknowledged, send_max, now);
+    congestion.on_timeout(send_max - send_unacknowledged, send_unacknowledged, send_max, now);
     // RFC 2018 §8: after a timeout the receiver may have discarded what it
     // SACKed; go-back-N resends it all and later ACKs report afresh.
     rack.on_timeout();
@@ -678,11 +678,12 @@ bool TcpConnection::Impl::process_acknowledgment(const TcpSegment& segment) {
   // SND.UNA or the window, while data is outstanding.
   const bool duplicate = ack == send_unacknowledged && segment.payload.empty() && !header.has(flag::fin) &&
                          window == send_window && send_max != send_unacknowledged;
+  const SeqNumber prior_unacknowledged = send_unacknowledged;
   if (ack > send_unacknowledged) {
     measure_echoed_timestamp(header);
     on_new_acknowledgment(ack, echo_of(header));
   }
-  if (sack) take_sack_blocks(header);
+  if (sack) take_sack_blocks(header, prior_unacknowledged);
   if (duplicate) on_duplicate_ack();
   if (sack && synchronized()) detect_lost_segments();
   // The window comes from the newest segment only (§3.10.7.4, SND.WL1/WL2).
@@ -768,7 +769,20 @@ void TcpConnection::Impl::on_new_acknowledgment(SeqNumber ack, std::optional<std
   if (synchronized()) {
     const AckSample sample{acked_data, static_cast<std::uint32_t>(send_max - ack),
                            std::exchange(rtt_sample, std::nullopt), rtt.smoothed(), now};
-    if (congestion.on_new_ack(sample, ack)) retransmit_first_unacknowledged();
+    const bool recovering = congestion.recovering();
+    const auto outcome = congestion.on_new_ack(sample, ack, echoed);
+    if (recovering && !congestion.recovering()) rack.on_recovery_exit();
+    switch (outcome) {
+      case tcp::LossRecovery::AckOutcome::retransmit_next_hole:
+        retransmit_first_unacknowledged();
+        break;
+      case tcp::LossRecovery::AckOutcome::timeout_undone:
+        send_next = send_max;  // RFC 4015: the rest was not lost; no go-back-N
+        break;
+      case tcp::LossRecovery::AckOutcome::none:
+        break;
+    }
+    counters.reductions_undone = congestion.reductions_undone();
     trace_congestion();
   }
   // RFC 6298 §5.2 and §5.3.
@@ -797,12 +811,17 @@ void TcpConnection::Impl::start_fast_retransmit() {
 // The SACK blocks of an acceptable ACK: those within (SND.UNA, SND.MAX]
 // mark what they cover delivered; others (old, reneged or forged) are
 // ignored (RFC 2018 §8 makes ignoring SACK information always safe).
-void TcpConnection::Impl::take_sack_blocks(const TcpHeader& header) {
+void TcpConnection::Impl::take_sack_blocks(const TcpHeader& header, SeqNumber prior_unacknowledged) {
   const std::span<const wire::SackBlock> blocks = header.options.sack();
   if (is_duplicate_report(blocks)) {
-    rack.on_duplicate_reported(send_unacknowledged, send_max);
-    if (congestion.on_duplicate_reported(blocks[0].left, blocks[0].right, send_unacknowledged, now))
+    using Outcome = tcp::LossRecovery::DuplicateOutcome;
+    const Outcome outcome = congestion.on_duplicate_reported(blocks[0].left, blocks[0].right, prior_unacknowledged,
+                                                             send_unacknowledged, now);
+    if (outcome != Outcome::dubious) rack.on_duplicate_reported(send_unacknowledged, send_max);
+    if (outcome == Outcome::undone) {
+      counters.reductions_undone = congestion.reductions_undone();
       trace_congestion();
+    }
   }
   for (const wire::SackBlock& block : blocks) {
     if (send_unacknowledged < block.left && block.left < block.right && block.right <= send_max)
@@ -1106,6 +1125,7 @@ std::uint32_t TcpConnection::Impl::transmit_at(SeqNumber sequence, std::uint32_t
     ++counters.retransmitted_segments;
     timed_ack.reset();  // Karn's rule: no sample from a retransmission
     last_retransmission_timestamp = timestamp_now();
+    if (synchronized()) congestion.on_retransmission(sequence, end, timestamps ? last_retransmission_timestamp : std::nullopt);
   } else if (!timed_ack) {
     timed_ack = end;
     timed_since = now;
@@ -1135,7 +1155,6 @@ std::uint32_t TcpConnection::Impl::retransmit_range(SeqNumber start, std::uint32
   const std::uint32_t data = data_end() > start ? data_end() - start : 0;
   const std::uint32_t covered = transmit_at(start, std::min(length, data));
   send_next = std::max(send_next, start + covered);
-  congestion.on_retransmission(start, start + covered);
   return covered;
 }
 

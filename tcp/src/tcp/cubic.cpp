@@ -78,8 +78,10 @@ void CubicController::reduce(std::uint32_t bytes_in_flight) {
   ssthresh_ = std::max(bytes_in_flight / mss_ * beta, 2.0);
 }
 
+void CubicController::save_for_undo() { before_recovery_ = Saved{cwnd_, ssthresh_, w_max_, cwnd_prior_, epoch_, k_, w_est_}; }
+
 void CubicController::on_enter_recovery(std::uint32_t bytes_in_flight, Instant) {
-  before_recovery_ = Saved{cwnd_, ssthresh_, w_max_, cwnd_prior_, epoch_, k_, w_est_};
+  save_for_undo();
   reduce(bytes_in_flight);
   cwnd_ = ssthresh_;
 }
@@ -103,7 +105,8 @@ void CubicController::on_spurious_recovery(Instant) {
 
 // §4.8: ssthresh as for a loss, cwnd one segment (RFC 5681); the next
 // congestion avoidance stage takes K = 0 and W_max from where it begins.
-void CubicController::on_rto(std::uint32_t bytes_in_flight, Instant) {
+void CubicController::on_rto(std::uint32_t bytes_in_flight, bool within_episode, Instant) {
+  if (!within_episode) save_for_undo();
   reduce(bytes_in_flight);
   w_max_ = 0;
   cwnd_ = 1;

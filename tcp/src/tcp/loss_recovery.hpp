@@ -10,11 +10,27 @@
 // (utcp/congestion.hpp) sets cwnd and ssthresh at each of these events;
 // the window inflation that keeps data flowing during fast recovery is kept
 // here, apart from it, so that every controller recovers the same way.
+//
+// Undo. RFC 2883 §5 (D-SACK) and RFC 3522 (Eifel, timestamps) tell a
+// spurious retransmission; RFC 3708 and RFC 4015 leave open how far to
+// trust them. utcp trusts them as Linux's default TCP does, because that is
+// what it is measured against on the same impaired path (issue 23): on a
+// path that duplicates and reorders, Linux undoes most reductions and keeps
+// a window many times larger than one that halves once per loss. So each
+// loss episode (a fast recovery, or a timeout and what it resends) keeps
+// where it began (Linux's undo_marker) and how many segments it resent
+// (undo_retrans); a D-SACK counts against those as tcp_check_dsack and
+// tcp_sacktag_one count it (on_duplicate_reported), an ACK echoing a TSval
+// older than the first retransmission's shows the hole filled by the
+// original (tcp_packet_delayed), and either undoes the reduction: the
+// controller goes back to its window from before, and after a timeout the
+// sender goes on with new data rather than back N (RFC 4015).
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "utcp/congestion.hpp"
@@ -39,6 +55,8 @@ class LossRecovery {
   const CongestionController& controller() const { return *controller_; }
   bool started() const { return started_; }
   bool in_recovery() const { return in_fast_recovery_; }
+  // In fast recovery, or repairing what a timeout found lost.
+  bool recovering() const { return in_fast_recovery_ || after_timeout_; }
   // What the sender may have in flight: the controller's cwnd, or during
   // fast recovery that window inflated by the segments that left the network.
   std::uint32_t window() const { return in_fast_recovery_ && !sack_ ? recovery_window_ : controller_->cwnd(); }
@@ -56,9 +74,26 @@ class LossRecovery {
   }
 
   // An ACK that advanced SND.UNA to `ack` (ack.bytes_in_flight still
-  // outstanding). Returns true for a partial ACK in fast recovery: the next
-  // hole must be retransmitted at once (RFC 6582 §3.2 step 5).
-  bool on_new_ack(const AckSample& sample, wire::SeqNumber ack) {
+  // outstanding), echoing `echoed` (its TSecr, when timestamps are in use).
+  //
+  // First, Eifel: an ACK covering every retransmission of the episode that
+  // echoes a TSval older than the first of them was sent for data that
+  // arrived before any retransmission did; the episode was spurious and is
+  // undone (timeout_undone after a timeout: the connection must not go
+  // back N). Then retransmit_next_hole for a partial ACK in NewReno's fast
+  // recovery: the next hole goes at once (RFC 6582 §3.2 step 5).
+  enum class AckOutcome { none, retransmit_next_hole, timeout_undone };
+  AckOutcome on_new_ack(const AckSample& sample, wire::SeqNumber ack, std::optional<std::uint32_t> echoed) {
+    const bool was_after_timeout = after_timeout_;
+    const bool undone = undo_if_delayed(ack, echoed, sample.now);
+    const bool partial = take_new_ack(sample, ack);
+    if (undone && was_after_timeout) return AckOutcome::timeout_undone;
+    return partial ? AckOutcome::retransmit_next_hole : AckOutcome::none;
+  }
+
+ private:
+  // Returns true for a partial ACK in NewReno's recovery.
+  bool take_new_ack(const AckSample& sample, wire::SeqNumber ack) {
     duplicate_acks_ = 0;
     if (after_timeout_ && ack >= recover_) after_timeout_ = false;
     if (in_fast_recovery_) {
@@ -78,6 +113,8 @@ class LossRecovery {
     controller_->on_ack(sample);
     return false;
   }
+
+ public:
 
   // A duplicate ACK (RFC 5681 §2's definition) with `flight` bytes
   // outstanding, SND.UNA and SND.MAX as given. Returns true on the third
@@ -113,62 +150,122 @@ class LossRecovery {
     recover_ = send_max;
     in_fast_recovery_ = true;
     after_timeout_ = false;
-    retransmitted_in_recovery_.clear();
-    undo_possible_ = true;
+    begin_episode(send_unacknowledged);
     return true;
   }
 
-  // [start, end) was sent again; during fast recovery it is one of the
-  // retransmissions that D-SACK may show spurious.
-  void on_retransmission(wire::SeqNumber start, wire::SeqNumber end) {
-    if (!in_fast_recovery_ || !undo_possible_) return;
-    if (retransmitted_in_recovery_.size() == max_retransmissions_to_undo) {
-      undo_possible_ = false;  // too many to follow: the reduction stays
-      retransmitted_in_recovery_.clear();
+  // [start, end), one segment, was sent again (with `timestamp` as its
+  // TSval when timestamps are in use). Within a loss episode it is one of
+  // the retransmissions a D-SACK may show spurious, and the first one's
+  // TSval is what Eifel compares echoes with.
+  void on_retransmission(wire::SeqNumber start, wire::SeqNumber end, std::optional<std::uint32_t> timestamp) {
+    ++segments_retransmitted_;
+    if (!episode_) return;
+    if (episode_->retransmissions.size() == max_retransmissions_to_undo) {
+      episode_.reset();  // too many to follow: the reduction stays
       return;
     }
-    retransmitted_in_recovery_.push_back({start, end});
+    if (episode_->retransmissions.empty()) episode_->first_retransmission_timestamp = timestamp;
+    episode_->highest_retransmitted_end =
+        episode_->retransmissions.empty() ? end : std::max(episode_->highest_retransmitted_end, end);
+    episode_->retransmissions.push_back({start, end});
+    ++episode_->retransmissions_unreported;
   }
 
-  // The peer reported [left, right) received twice (a D-SACK, RFC 2883).
-  // The retransmissions of the last fast recovery inside it arrived twice;
-  // once all of them have, the recovery was spurious and is undone: the
-  // controller goes back to its window from before (RFC 3708's response,
-  // as Linux's undo), fast recovery ends, and a later loss may start a new
-  // one at once. Returns whether it was undone.
-  bool on_duplicate_reported(wire::SeqNumber left, wire::SeqNumber right, wire::SeqNumber send_unacknowledged,
-                             Instant now) {
-    if (!undo_possible_ || retransmitted_in_recovery_.empty()) return false;
-    std::erase_if(retransmitted_in_recovery_,
-                  [&](const Retransmission& sent) { return left <= sent.start && sent.end <= right; });
-    if (!retransmitted_in_recovery_.empty()) return false;
-    undo_possible_ = false;
-    controller_->on_spurious_recovery(now);
-    in_fast_recovery_ = false;
-    recover_ = send_unacknowledged;
-    return true;
+  // What a D-SACK did to the episode.
+  enum class DuplicateOutcome {
+    dubious,  // more segments reported twice than were ever sent twice: ignored (Linux's tcp_dsack_seen)
+    counted,
+    undone,
+  };
+  // The peer reported [left, right) received twice (a D-SACK, RFC 2883),
+  // in an ACK that found SND.UNA at `prior_unacknowledged` and left it at
+  // `send_unacknowledged`. As tcp_check_dsack and tcp_sacktag_one count it:
+  // ending past where the episode began, and below the prior SND.UNA, it
+  // counts whatever it duplicated (a retransmission, or a segment the
+  // network sent twice: Linux's "dumb counting" for data already forgotten);
+  // above it, only where it covers a retransmission of the episode. Each
+  // segment reported counts one against the episode's retransmissions; at
+  // none left the episode is undone: the controller goes back to its window
+  // from before, fast recovery or the timeout's ends, and a later loss may
+  // start a new episode at once.
+  DuplicateOutcome on_duplicate_reported(wire::SeqNumber left, wire::SeqNumber right,
+                                         wire::SeqNumber prior_unacknowledged, wire::SeqNumber send_unacknowledged,
+                                         Instant now) {
+    const std::uint32_t segments = std::max<std::uint32_t>(1, (static_cast<std::uint32_t>(right - left) + mss_ - 1) / mss_);
+    segments_reported_twice_ += segments;
+    if (segments_reported_twice_ > segments_retransmitted_) return DuplicateOutcome::dubious;
+    if (!episode_ || episode_->retransmissions_unreported == 0 || !(episode_->began_at < right))
+      return DuplicateOutcome::counted;
+    const bool covers_a_retransmission = std::ranges::any_of(
+        episode_->retransmissions, [&](const Retransmission& sent) { return left < sent.end && sent.start < right; });
+    if (prior_unacknowledged < right && !covers_a_retransmission) return DuplicateOutcome::counted;
+    episode_->retransmissions_unreported -= std::min(episode_->retransmissions_unreported, segments);
+    if (episode_->retransmissions_unreported > 0) return DuplicateOutcome::counted;
+    undo(send_unacknowledged, now);
+    return DuplicateOutcome::undone;
   }
 
   // The retransmission timer expired; RFC 6582 §4 remembers where the loss
-  // episode ends.
-  void on_timeout(std::uint32_t flight, wire::SeqNumber send_max, Instant now) {
-    controller_->on_rto(flight, now);
+  // episode ends. A timeout during a recovery, or after one not yet
+  // repaired, goes on with that episode (what an undo restores is from
+  // before it began).
+  void on_timeout(std::uint32_t flight, wire::SeqNumber send_unacknowledged, wire::SeqNumber send_max, Instant now) {
+    const bool within_episode = recovering();
+    controller_->on_rto(flight, within_episode, now);
+    if (!within_episode) begin_episode(send_unacknowledged);
     in_fast_recovery_ = false;
-    undo_possible_ = false;  // only a fast recovery is undone
-    retransmitted_in_recovery_.clear();
     after_timeout_ = true;
     duplicate_acks_ = 0;
     recover_ = send_max;
   }
+
+  std::uint64_t reductions_undone() const { return reductions_undone_; }
 
  private:
   struct Retransmission {
     wire::SeqNumber start;
     wire::SeqNumber end;
   };
-  // Retransmissions of one recovery followed for undoing it; past this
-  // many (a window of about 1 MiB) it is not undone.
+  // Retransmissions of one episode followed for undoing it; past this many
+  // (a window of about 1 MiB) it is not undone.
   static constexpr std::size_t max_retransmissions_to_undo = 1024;
+
+  // The loss episode a D-SACK or an echo may still undo. It outlives its
+  // recovery (a D-SACK often comes after it), until undone or the next one.
+  struct Episode {
+    wire::SeqNumber began_at;  // SND.UNA when it began (Linux's undo_marker)
+    std::vector<Retransmission> retransmissions;
+    std::uint32_t retransmissions_unreported = 0;  // Linux's undo_retrans
+    std::optional<std::uint32_t> first_retransmission_timestamp;  // Linux's retrans_stamp
+    wire::SeqNumber highest_retransmitted_end;  // an ACK here or beyond leaves none of them outstanding
+  };
+
+  void begin_episode(wire::SeqNumber send_unacknowledged) {
+    episode_.emplace();
+    episode_->began_at = send_unacknowledged;
+  }
+
+  // Eifel's test where Linux makes it (tcp_try_undo_partial,
+  // tcp_try_undo_recovery, tcp_try_undo_loss): during the recovery or
+  // the timeout's repair, on an ACK covering all it resent.
+  bool undo_if_delayed(wire::SeqNumber ack, std::optional<std::uint32_t> echoed, Instant now) {
+    if (!echoed || !episode_ || !episode_->first_retransmission_timestamp || !recovering())
+      return false;
+    if (ack < episode_->highest_retransmitted_end) return false;
+    if (static_cast<std::int32_t>(*echoed - *episode_->first_retransmission_timestamp) >= 0) return false;
+    undo(ack, now);
+    return true;
+  }
+
+  void undo(wire::SeqNumber send_unacknowledged, Instant now) {
+    episode_.reset();
+    ++reductions_undone_;
+    controller_->on_spurious_recovery(now);
+    in_fast_recovery_ = false;
+    after_timeout_ = false;
+    recover_ = send_unacknowledged;
+  }
 
   std::unique_ptr<CongestionController> controller_;
   std::uint32_t mss_ = 536;
@@ -179,8 +276,11 @@ class LossRecovery {
   bool in_fast_recovery_ = false;
   bool after_timeout_ = false;
   bool sack_ = false;
-  std::vector<Retransmission> retransmitted_in_recovery_;
-  bool undo_possible_ = false;
+  std::optional<Episode> episode_;
+  // Over the connection, for telling dubious D-SACKs.
+  std::uint64_t segments_retransmitted_ = 0;
+  std::uint64_t segments_reported_twice_ = 0;
+  std::uint64_t reductions_undone_ = 0;
 };
 
 }  // namespace utcp::tcp

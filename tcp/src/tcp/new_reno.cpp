@@ -28,12 +28,16 @@ void NewRenoController::on_ack(const AckSample& ack) {
   }
 }
 
+void NewRenoController::save_for_undo() {
+  window_before_recovery_ = window_;
+  threshold_before_recovery_ = threshold_;
+}
+
 // RFC 5681 eq. 4; the connection inflates the window by three segments
 // (and one per further duplicate ACK) while recovery lasts.
 void NewRenoController::on_enter_recovery(std::uint32_t bytes_in_flight, Instant) {
   bytes_acknowledged_in_window_ = 0;
-  window_before_recovery_ = window_;
-  threshold_before_recovery_ = threshold_;
+  save_for_undo();
   threshold_ = std::max(bytes_in_flight / 2, 2 * mss_);
   window_ = threshold_;
 }
@@ -51,8 +55,9 @@ void NewRenoController::on_spurious_recovery(Instant) {
 }
 
 // One segment, and ssthresh halved (RFC 5681 §3.1 eq. 4).
-void NewRenoController::on_rto(std::uint32_t bytes_in_flight, Instant) {
+void NewRenoController::on_rto(std::uint32_t bytes_in_flight, bool within_episode, Instant) {
   bytes_acknowledged_in_window_ = 0;
+  if (!within_episode) save_for_undo();
   threshold_ = std::max(bytes_in_flight / 2, 2 * mss_);
   window_ = mss_;
 }

@@ -26,6 +26,7 @@ class Rack {
  public:
   using Duration = std::chrono::microseconds;
   static constexpr int duplicate_threshold = 3;  // RFC 8985 §6.2 step 4's DupThresh
+  static constexpr int recoveries_widened = 16;   // RFC 8985 §6.2 step 4's RACK.reo_wnd_persist
 
   struct Range {
     wire::SeqNumber start;
@@ -124,14 +125,23 @@ class Rack {
   // A D-SACK (RFC 2883) reported data received twice: the path reorders
   // (or a retransmission was spurious), so the reordering window widens by
   // a quarter of the minimum RTT, at most once a round trip (RFC 8985 §6.2
-  // step 4: the round ends when what was sent by then is acknowledged).
-  // It does not shrink back.
+  // step 4: the round ends when what was sent by then is acknowledged),
+  // and stays so for the next sixteen recoveries.
   void on_duplicate_reported(wire::SeqNumber send_unacknowledged, wire::SeqNumber send_max) {
     reordering_seen_ = true;
     if (widened_until_ && !(send_unacknowledged < *widened_until_)) widened_until_.reset();
     if (widened_until_) return;
     widened_until_ = send_max;
     ++reordering_window_multiple_;
+    recoveries_to_keep_widened_ = recoveries_widened;
+  }
+
+  // A fast recovery or a timeout's ended (step 4's "else"): after sixteen
+  // with no D-SACK between, the window narrows back to one quarter of the
+  // minimum RTT, so that reordering seen once does not slow loss detection
+  // for ever.
+  void on_recovery_exit() {
+    if (recoveries_to_keep_widened_ > 0 && --recoveries_to_keep_widened_ == 0) reordering_window_multiple_ = 1;
   }
 
   // A retransmission timeout (RFC 8985 §6.3): everything outstanding goes
@@ -250,6 +260,7 @@ class Rack {
   std::optional<Duration> min_rtt_;
   bool reordering_seen_ = false;
   int reordering_window_multiple_ = 1;              // RACK.reo_wnd_mult
+  int recoveries_to_keep_widened_ = 0;              // RACK.reo_wnd_persist
   std::optional<wire::SeqNumber> widened_until_;    // RACK.dsack_round
 };
 
