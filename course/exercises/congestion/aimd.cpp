@@ -28,7 +28,7 @@ void AimdController::on_recovery_exit(std::uint32_t bytes_in_flight, utcp::Insta
   (void)bytes_in_flight;
 }
 
-void AimdController::on_rto(std::uint32_t bytes_in_flight, utcp::Instant) {
+void AimdController::on_rto(std::uint32_t bytes_in_flight, bool, utcp::Instant) {
   // TODO: back to one segment.
   (void)bytes_in_flight;
 }

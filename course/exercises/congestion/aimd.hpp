@@ -37,7 +37,8 @@ class AimdController final : public utcp::CongestionController {
   void on_ack(const utcp::AckSample& ack) override;
   void on_enter_recovery(std::uint32_t bytes_in_flight, utcp::Instant now) override;
   void on_recovery_exit(std::uint32_t bytes_in_flight, utcp::Instant now) override;
-  void on_rto(std::uint32_t bytes_in_flight, utcp::Instant now) override;
+  // within_episode (a timeout during a recovery) matters only to a controller that can undo.
+  void on_rto(std::uint32_t bytes_in_flight, bool within_episode, utcp::Instant now) override;
   std::uint32_t cwnd() const override { return cwnd_; }
   std::uint32_t ssthresh() const override { return ssthresh_; }
 

@@ -111,8 +111,8 @@ class RuleChecker final : public utcp::CongestionController {
     if (cwnd() != expected) broken(call, "cwnd", expected);
   }
 
-  void on_rto(std::uint32_t bytes_in_flight, utcp::Instant now) override {
-    checked_->on_rto(bytes_in_flight, now);
+  void on_rto(std::uint32_t bytes_in_flight, bool within_episode, utcp::Instant now) override {
+    checked_->on_rto(bytes_in_flight, within_episode, now);
     ++report_->timeouts;
     const std::string call = "on_rto(" + std::to_string(bytes_in_flight) + " bytes in flight)";
     check_decrease(call, bytes_in_flight, mss_);

@@ -39,7 +39,7 @@ void AimdController::on_recovery_exit(std::uint32_t bytes_in_flight, utcp::Insta
   cwnd_ = std::min(ssthresh_, std::max(bytes_in_flight, mss_) + mss_);
 }
 
-void AimdController::on_rto(std::uint32_t bytes_in_flight, utcp::Instant) {
+void AimdController::on_rto(std::uint32_t bytes_in_flight, bool, utcp::Instant) {
   ssthresh_ = decreased(bytes_in_flight, mss_);
   cwnd_ = mss_;
   growth_carried_ = 0;
