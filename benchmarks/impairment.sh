@@ -15,24 +15,26 @@
 # counters, tshark's expert-info counts of the relay's trace: what each
 # stack sent, before impairment) and one with utcp's goodput as a fraction
 # of the kernel's. utcp's congestion window goes to NAME.cwnd.csv beside the
-# traces. Exit status: 0 when every transfer was byte-exact, 1 when
+# traces. Linux's side uses the machine's default congestion control (each
+# line names it: kernel_cc), or --kernel-cc's (e.g. cubic where the default is
+# bbr), set in both namespaces. Exit status: 0 when every transfer was byte-exact, 1 when
 # one was not or failed, 2 for a bad command line, 77 when it cannot run here
 # (not root, no /dev/net/tun, no tshark).
 #
 #   benchmarks/impairment.sh [--build DIR] [--bytes 100M] [--loss PCT] [--delay-ms MS]
 #       [--reorder PCT] [--duplicate PCT] [--corrupt PCT] [--seed N]
-#       [--runs kernel,utcp_send,utcp_receive] [--traces DIR] [--timeout-s N]
+#       [--runs kernel,utcp_send,utcp_receive] [--traces DIR] [--timeout-s N] [--kernel-cc NAME]
 set -uo pipefail
 
 build=build bytes=100M loss=1 delay_ms=1 reorder=1 duplicate=0.5 corrupt=0.1 seed=1
-runs=kernel,utcp_send,utcp_receive traces="" timeout_s=900
-usage() { sed -n '/^#   benchmarks/,/^#.*timeout-s/p' "$0" | sed 's/^# *//' >&2; exit 2; }
+runs=kernel,utcp_send,utcp_receive traces="" timeout_s=900 kernel_cc=""
+usage() { sed -n '/^#   benchmarks/,/^#.*kernel-cc/p' "$0" | sed 's/^# *//' >&2; exit 2; }
 while [ $# -gt 0 ]; do
   [ $# -ge 2 ] || usage
   case $1 in
     --build) build=$2 ;; --bytes) bytes=$2 ;; --loss) loss=$2 ;; --delay-ms) delay_ms=$2 ;;
     --reorder) reorder=$2 ;; --duplicate) duplicate=$2 ;; --corrupt) corrupt=$2 ;; --seed) seed=$2 ;;
-    --runs) runs=$2 ;; --traces) traces=$2 ;; --timeout-s) timeout_s=$2 ;;
+    --runs) runs=$2 ;; --traces) traces=$2 ;; --timeout-s) timeout_s=$2 ;; --kernel-cc) kernel_cc=$2 ;;
     *) usage ;;
   esac
   shift 2
@@ -58,14 +60,26 @@ keep_traces=1
 if [ -z "$traces" ]; then traces=$(mktemp -d) keep_traces=0; fi
 mkdir -p "$traces" || exit 2
 tag=imp$$ A=imp$$a B=imp$$b relay_pid="" port=5001
+allowed_cc_before=""
 cleanup() {
   [ -n "$relay_pid" ] && kill "$relay_pid" 2> /dev/null && wait "$relay_pid" 2> /dev/null
+  [ -n "$allowed_cc_before" ] && sysctl -qw net.ipv4.tcp_allowed_congestion_control="$allowed_cc_before"
   ip netns del "$A" 2> /dev/null
   ip netns del "$B" 2> /dev/null
   [ "$keep_traces" -eq 1 ] || rm -rf "$traces"
 }
 trap cleanup EXIT
 trap 'exit 1' INT TERM
+# A namespace may take only the congestion controls the machine allows
+# unprivileged sockets: --kernel-cc's is added to them until the script ends.
+if [ -n "$kernel_cc" ]; then
+  allowed_cc_before=$(sysctl -n net.ipv4.tcp_allowed_congestion_control)
+  case " $allowed_cc_before " in
+    *" $kernel_cc "*) allowed_cc_before="" ;;
+    *) sysctl -qw net.ipv4.tcp_allowed_congestion_control="$allowed_cc_before $kernel_cc" ||
+         { echo "impairment: the kernel has no congestion control '$kernel_cc'" >&2; allowed_cc_before=""; exit 2; } ;;
+  esac
+fi
 
 field() { sed -n "s/.*\"$1\":\\([^,}]*\\).*/\\1/p" <<< "$2" | head -1 | tr -d '"'; }
 
@@ -96,6 +110,13 @@ run_transfer() {
   ip netns add "$A" && ip netns add "$B" || return 1
   ip -n "$A" link set lo up && ip -n "$B" link set lo up
   ip netns exec "$B" sysctl -qw net.ipv4.ip_forward=1 || return 1
+  if [ -n "$kernel_cc" ]; then
+    ip netns exec "$A" sysctl -qw net.ipv4.tcp_congestion_control="$kernel_cc" &&
+      ip netns exec "$B" sysctl -qw net.ipv4.tcp_congestion_control="$kernel_cc" ||
+      { echo "impairment: cannot set the kernel's congestion control to $kernel_cc" >&2; return 2; }
+  fi
+  local cc
+  cc=$(ip netns exec "$A" sysctl -n net.ipv4.tcp_congestion_control)
   local relay_log=$traces/$name.relay.json
   "$BIN/impair_relay" --left-netns "$A" --left-address 10.77.1.1/16 --right-netns "$B" --right-address 10.77.2.1/16 \
     --loss "$loss" --delay-ms "$delay_ms" --reorder "$reorder" --duplicate "$duplicate" --corrupt "$corrupt" \
@@ -133,8 +154,8 @@ run_transfer() {
   relay_forward=$(grep left_to_right "$relay_log") relay_back=$(grep right_to_left "$relay_log")
   [ "$receiver_status" -eq 0 ] && [ "$sender_status" -eq 0 ] && [ "$(field exact "$received")" = true ]
   local exact=$?
-  printf '{"bench":"impairment","run":"%s","bytes":"%s","loss_pct":%s,"delay_ms":%s,"reorder_pct":%s,"duplicate_pct":%s,"corrupt_pct":%s,"seed":%s,"exact":%s,"sender_status":%d,"receiver_status":%d,"goodput_Mbps":%s,"seconds":%s,"relay_lost":[%s,%s],"relay_corrupted":[%s,%s],"relay_over_limit":[%s,%s]%s%s}\n' \
-    "$name" "$bytes" "$loss" "$delay_ms" "$reorder" "$duplicate" "$corrupt" "$seed" \
+  printf '{"bench":"impairment","run":"%s","kernel_cc":"%s","bytes":"%s","loss_pct":%s,"delay_ms":%s,"reorder_pct":%s,"duplicate_pct":%s,"corrupt_pct":%s,"seed":%s,"exact":%s,"sender_status":%d,"receiver_status":%d,"goodput_Mbps":%s,"seconds":%s,"relay_lost":[%s,%s],"relay_corrupted":[%s,%s],"relay_over_limit":[%s,%s]%s%s}\n' \
+    "$name" "$cc" "$bytes" "$loss" "$delay_ms" "$reorder" "$duplicate" "$corrupt" "$seed" \
     "$([ $exact -eq 0 ] && echo true || echo false)" "$sender_status" "$receiver_status" \
     "$(field goodput_Mbps "$received")" "$(field seconds "$received")" \
     "$(field lost "$relay_forward")" "$(field lost "$relay_back")" \
