@@ -195,7 +195,10 @@ class ViImpl final : public Vi {
   template <Lookup where>
   std::uint32_t check_segments(const VIP_DESCRIPTOR* desc, std::uint32_t first_data, std::uint64_t& total);
   void finish(WorkQueue& q, WorkRequest& wr, std::uint32_t status);
-  void publish(WorkQueue& q, bool recv);
+  // Writes out the completions a queue has ready, in order.
+  void publish(bool recv);
+  template <bool recv>
+  void publish();
   bool send_frame(const FrameHeader& h, const iovec* iov, std::size_t iovcnt);
   bool transmit_pending();
   bool transmit(WorkRequest& wr);
@@ -204,6 +207,7 @@ class ViImpl final : public Vi {
   bool handle_frame(const FrameHeader& h, const std::byte* payload);
   WorkRequest* take_receive();
   bool deliver(WorkRequest& wr, const FrameHeader& h, const std::byte* payload);
+  bool pull_direct_send(WorkRequest& wr, const FrameHeader& h, const std::byte* payload);
   void complete_acked(std::uint32_t count);
   void complete_read(const FrameHeader& h, const std::byte* payload);
   void serve_read_request(const FrameHeader& h);
