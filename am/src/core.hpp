@@ -207,6 +207,7 @@ class Core final : private LinkClient {
   void dispatch(Peer& p, std::byte* data, std::size_t length);
   void handle_request(Peer& p, const wire::Message& m);
   std::uint8_t run_request(Peer& p, const wire::Message& m, HandlerContext& ctx);
+  bool close_answered(Peer& p, std::uint16_t slot, std::uint32_t seq);
   void handle_reply(Peer& p, const wire::Message& m);
   void run_reply_handler(Peer& p, const wire::Header& answer, std::uint16_t handler, unsigned nargs,
                          const std::byte* args, const std::byte* payload, std::uint32_t bytes);

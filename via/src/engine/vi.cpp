@@ -520,8 +520,9 @@ bool ViImpl::receive_and_transmit(const FrameHeader* h, const std::byte* payload
 }
 
 // Every frame leaves through here; on an unreliable VI with VIASTACK_FAULTS
-// set, data frames meet the fault injector on the way.
-inline bool ViImpl::send_frame(const FrameHeader& h, const iovec* iov, std::size_t iovcnt) {
+// set, data frames meet the fault injector on the way. Inlined into each
+// caller: a call more on the path of every frame costs as much as its body.
+[[gnu::always_inline]] inline bool ViImpl::send_frame(const FrameHeader& h, const iovec* iov, std::size_t iovcnt) {
   const bool sent = faults_ && (h.type == kFrameSend || h.type == kFrameRdmaWrite)
                         ? faults_->send(*link_, h, iov, iovcnt, now_ns())
                         : link_->try_send(h, iov, iovcnt);
