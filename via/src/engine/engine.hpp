@@ -239,6 +239,7 @@ class ViImpl final : public Vi {
   std::unique_ptr<Link> link_;
   bool in_place_ = false;  // set_in_place
   bool holding_ = false;   // next_frame() handed over a frame not yet released
+  bool publish_later_ = false;  // finish() leaves publishing to receive_and_transmit
   std::unique_ptr<Link> held_link_;  // a link closed while its frame was held
   ViCounters counters_;
   // What the link offers, read once when it is attached.

@@ -272,7 +272,7 @@ std::size_t ViImpl::max_inline_send() const {
 void ViImpl::finish(WorkQueue& q, WorkRequest& wr, std::uint32_t status) {
   wr.status = status;
   wr.finished = true;
-  publish(&q == &recvq_);
+  if (!publish_later_) publish(&q == &recvq_);
 }
 
 void ViImpl::publish(bool recv) {
@@ -500,6 +500,9 @@ inline bool ViImpl::whole_message(const FrameHeader& h) const {
 
 bool ViImpl::receive_and_transmit(const FrameHeader* h, const std::byte* payload) {
   bool moved = false;
+  // What the frames complete is published once, after them (nobody can look
+  // in between: notify handlers run later anyway); a failure publishes all.
+  publish_later_ = true;
   // Up to 64 frames a call, so that one busy VI does not hold up the others.
   for (int n = 1; h != nullptr; ++n) {
     if (in_place_ && whole_message(*h)) {
@@ -510,9 +513,17 @@ bool ViImpl::receive_and_transmit(const FrameHeader* h, const std::byte* payload
     ++counters_.frames_received;
     moved = true;
     trace::frame_received(*this, *h, payload);
-    if (!handle_frame(*h, payload) || !link_) return true;  // the VI failed; its link is gone
+    if (!handle_frame(*h, payload) || !link_) {  // the VI failed; its link is gone
+      publish_later_ = false;
+      return true;
+    }
     link_->pop();
     if (n == 64 || !link_->peek(h, payload)) h = nullptr;
+  }
+  publish_later_ = false;
+  if (moved) {
+    publish<true>();
+    publish<false>();  // RDMA reads complete on their responses
   }
   if (faults_ && link_ && faults_->holding()) faults_->flush(*link_, now_ns());
   if (link_ && transmit_waiting()) moved |= transmit_pending();
