@@ -188,9 +188,9 @@ class ViImpl final : public Vi {
   Result validate_post(VIP_DESCRIPTOR* desc, MemHandle desc_handle);
   template <Lookup where>
   Result check_descriptor(VIP_DESCRIPTOR* desc, MemHandle desc_handle);
-  // post_recv and repost_recv after their checks: queues the descriptor; with
-  // check_segments, fails the VI if its memory is not registered.
-  Result enqueue_recv(VIP_DESCRIPTOR* desc, bool check_segments);
+  // post_recv's and repost_recv's common part: queues the descriptor (null
+  // if the queue is full); on a VI in the error state it is finished, flushed.
+  WorkRequest* enqueue_recv(VIP_DESCRIPTOR* desc);
   std::uint32_t check_local_segments(const VIP_DESCRIPTOR* desc, std::uint32_t first_data, std::uint64_t& total);
   template <Lookup where>
   std::uint32_t check_segments(const VIP_DESCRIPTOR* desc, std::uint32_t first_data, std::uint64_t& total);

@@ -218,34 +218,37 @@ Result ViImpl::post_send(VIP_DESCRIPTOR* desc, MemHandle desc_handle) {
 
 Result ViImpl::post_recv(VIP_DESCRIPTOR* desc, MemHandle desc_handle) {
   if (Result r = validate_post(desc, desc_handle); r != Result::success) return r;
-  return enqueue_recv(desc, true);
+  WorkRequest* wr = enqueue_recv(desc);
+  if (!wr) return Result::error_resource;
+  if (wr->finished) return Result::success;
+  std::uint32_t error = 0;
+  if ((desc->CS.Control & VIP_CONTROL_RESERVED) || desc->CS.SegCount > kMaxSegments)
+    error = VIP_STATUS_FORMAT_ERROR;
+  else
+    error = check_local_segments(desc, 0, wr->total);
+  if (error) fail(VIP_ERROR_POST_DESC, "posted receive descriptor names memory outside its registered regions",
+                  &recvq_, wr, error | VIP_STATUS_OP_RECEIVE);
+  return Result::success;
 }
 
-Result ViImpl::repost_recv(VIP_DESCRIPTOR* desc) { return enqueue_recv(desc, false); }
+// Without post_recv's checks and its failure path: a re-post is on the path of every message.
+Result ViImpl::repost_recv(VIP_DESCRIPTOR* desc) {
+  WorkRequest* wr = enqueue_recv(desc);
+  if (!wr) return Result::error_resource;
+  if (wr->finished) return Result::success;
+  for (std::uint32_t i = 0; i < desc->CS.SegCount; ++i) wr->total += data_segment(desc, i).Length;
+  return Result::success;
+}
 
-Result ViImpl::enqueue_recv(VIP_DESCRIPTOR* desc, bool check_segments) {
-  if (recvq_.full()) return Result::error_resource;
+inline WorkRequest* ViImpl::enqueue_recv(VIP_DESCRIPTOR* desc) {
+  if (recvq_.full()) return nullptr;
   std::atomic_ref<VIP_UINT32>(desc->CS.Status).store(0, std::memory_order_relaxed);
   // The receive a message is arriving into, by index: the push may move the queue.
   const std::uint64_t receiving = receiving_ ? recvq_.index_of(*receiving_) : 0;
   WorkRequest& wr = recvq_.push(desc);
   if (receiving_) receiving_ = &recvq_.at(receiving);
-  if (state_ == ViState::error) {
-    finish(recvq_, wr, VIP_STATUS_DESC_FLUSHED_ERROR | VIP_STATUS_OP_RECEIVE);
-    return Result::success;
-  }
-  if (!check_segments) {
-    for (std::uint32_t i = 0; i < desc->CS.SegCount; ++i) wr.total += data_segment(desc, i).Length;
-    return Result::success;
-  }
-  std::uint32_t error = 0;
-  if ((desc->CS.Control & VIP_CONTROL_RESERVED) || desc->CS.SegCount > kMaxSegments)
-    error = VIP_STATUS_FORMAT_ERROR;
-  else
-    error = check_local_segments(desc, 0, wr.total);
-  if (error) fail(VIP_ERROR_POST_DESC, "posted receive descriptor names memory outside its registered regions",
-                  &recvq_, &wr, error | VIP_STATUS_OP_RECEIVE);
-  return Result::success;
+  if (state_ == ViState::error) finish(recvq_, wr, VIP_STATUS_DESC_FLUSHED_ERROR | VIP_STATUS_OP_RECEIVE);
+  return &wr;
 }
 
 Result ViImpl::send_inline(const iovec* iov, std::size_t iovcnt) {
