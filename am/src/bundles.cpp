@@ -51,9 +51,8 @@ std::uint32_t Core::close_bundle(Peer& p) {
   return bytes;
 }
 
-// Its header goes in front of its items.
-void Core::flush(Peer& p) {
-  if (p.bundle_slot == kNoBundle) return;
+// Sends p's open bundle, its header in front of its items.
+void Core::send_bundle(Peer& p) {
   const auto slot = std::uint16_t(p.bundle_slot);
   if (!p.failed) counters_.requests_sent += wire::kBundleItems - p.room->items_left;  // a failed peer's come back unsent
   const std::uint32_t bytes = close_bundle(p);

@@ -157,8 +157,10 @@ class Core final : private LinkClient {
                       const void* payload, std::size_t bytes, const Sent& sent);
   void send_reply(Peer& p, std::uint16_t slot, std::uint32_t seq, std::uint8_t status, std::uint16_t handler,
                   const Word* args, unsigned nargs, const void* payload, std::size_t bytes);
-  // Sends p's bundle, if one is open.
-  void flush(Peer& p);
+  // Sends p's bundle, if one is open. Inline: every request asks, and mostly none is.
+  void flush(Peer& p) {
+    if (p.bundle_slot != kNoBundle) send_bundle(p);
+  }
   // Progress: the NIC's, then what it completed; returns the messages handled.
   int service();
   // Handles messages until pred() holds.
@@ -191,6 +193,7 @@ class Core final : private LinkClient {
   [[gnu::noinline]] void check_timers();
 
   bool open_bundle(Peer& p);
+  void send_bundle(Peer& p);
   std::uint32_t bundle_bytes(const Peer& p) const;
   std::uint32_t close_bundle(Peer& p);
   Status add_bundle_reply(HandlerContext& ctx, std::uint16_t handler, std::uint8_t status, const Word* args,
@@ -207,6 +210,7 @@ class Core final : private LinkClient {
   void dispatch(Peer& p, std::byte* data, std::size_t length);
   void handle_request(Peer& p, const wire::Message& m);
   std::uint8_t run_request(Peer& p, const wire::Message& m, HandlerContext& ctx);
+  bool close_answered(Peer& p, std::uint16_t slot, std::uint32_t seq);
   void handle_reply(Peer& p, const wire::Message& m);
   void run_reply_handler(Peer& p, const wire::Header& answer, std::uint16_t handler, unsigned nargs,
                          const std::byte* args, const std::byte* payload, std::uint32_t bytes);

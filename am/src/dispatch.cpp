@@ -96,13 +96,20 @@ std::uint8_t Core::run_request(Peer& p, const wire::Message& m, HandlerContext& 
   }
 }
 
-void Core::handle_reply(Peer& p, const wire::Message& m) {
-  const wire::Header& h = m.header;
-  if (!p.window.close(h.slot, h.seq)) {
+// Closes the request a reply or an acknowledgement answers; false for a
+// duplicate or stale answer.
+bool Core::close_answered(Peer& p, std::uint16_t slot, std::uint32_t seq) {
+  if (!p.window.close(slot, seq)) {
     ++counters_.duplicates_dropped;
-    return;
+    return false;
   }
   if (p.window.measuring()) p.window.answered_at(now_ns());  // the timed request
+  return true;
+}
+
+void Core::handle_reply(Peer& p, const wire::Message& m) {
+  const wire::Header& h = m.header;
+  if (!close_answered(p, h.slot, h.seq)) return;
   if (h.status) return returned(p, h.slot, h.status, cause_text(h.status));
   const Sent& s = p.sent[h.slot];
   switch (s.kind) {
@@ -135,11 +142,19 @@ void Core::run_reply_handler(Peer& p, const wire::Header& answer, std::uint16_t 
   context_ = outer;
 }
 
-// An acknowledgement answers a request as a reply without a handler would.
+// An acknowledgement answers a request as a reply without a handler would:
+// a plain request or a bundle is then done; only a service hears of it,
+// with the reply it stands for (built only then: most acknowledgements
+// answer plain requests, one per message).
 void Core::handle_ack(Peer& p, Ack ack) {
+  if (!close_answered(p, ack.slot, ack.seq)) return;
+  const Sent& s = p.sent[ack.slot];
+  if (s.kind == wire::Kind::request || s.kind == wire::Kind::bundle) return;
+  Service* service = services_[std::size_t(s.kind)];
+  if (!service) return;
   wire::Message bare{};
   bare.header = wire::Header{wire::Kind::reply, 0, 0, 0, wire::kNoHandler, ack.slot, ack.seq, 0};
-  handle_reply(p, bare);
+  service->answered(p, s, bare);
 }
 
 }  // namespace am::detail

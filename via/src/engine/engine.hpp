@@ -188,14 +188,17 @@ class ViImpl final : public Vi {
   Result validate_post(VIP_DESCRIPTOR* desc, MemHandle desc_handle);
   template <Lookup where>
   Result check_descriptor(VIP_DESCRIPTOR* desc, MemHandle desc_handle);
-  // post_recv and repost_recv after their checks: queues the descriptor; with
-  // check_segments, fails the VI if its memory is not registered.
-  Result enqueue_recv(VIP_DESCRIPTOR* desc, bool check_segments);
+  // post_recv's and repost_recv's common part: queues the descriptor (null
+  // if the queue is full); on a VI in the error state it is finished, flushed.
+  WorkRequest* enqueue_recv(VIP_DESCRIPTOR* desc);
   std::uint32_t check_local_segments(const VIP_DESCRIPTOR* desc, std::uint32_t first_data, std::uint64_t& total);
   template <Lookup where>
   std::uint32_t check_segments(const VIP_DESCRIPTOR* desc, std::uint32_t first_data, std::uint64_t& total);
   void finish(WorkQueue& q, WorkRequest& wr, std::uint32_t status);
-  void publish(WorkQueue& q, bool recv);
+  // Writes out the completions a queue has ready, in order.
+  void publish(bool recv);
+  template <bool recv>
+  void publish();
   bool send_frame(const FrameHeader& h, const iovec* iov, std::size_t iovcnt);
   bool transmit_pending();
   bool transmit(WorkRequest& wr);
@@ -204,6 +207,7 @@ class ViImpl final : public Vi {
   bool handle_frame(const FrameHeader& h, const std::byte* payload);
   WorkRequest* take_receive();
   bool deliver(WorkRequest& wr, const FrameHeader& h, const std::byte* payload);
+  bool pull_direct_send(WorkRequest& wr, const FrameHeader& h, const std::byte* payload);
   void complete_acked(std::uint32_t count);
   void complete_read(const FrameHeader& h, const std::byte* payload);
   void serve_read_request(const FrameHeader& h);
@@ -235,6 +239,7 @@ class ViImpl final : public Vi {
   std::unique_ptr<Link> link_;
   bool in_place_ = false;  // set_in_place
   bool holding_ = false;   // next_frame() handed over a frame not yet released
+  bool publish_later_ = false;  // finish() leaves publishing to receive_and_transmit
   std::unique_ptr<Link> held_link_;  // a link closed while its frame was held
   ViCounters counters_;
   // What the link offers, read once when it is attached.

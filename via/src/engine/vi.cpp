@@ -51,8 +51,15 @@ const VIP_DATA_SEGMENT& data_segment(const VIP_DESCRIPTOR* d, std::uint32_t i) {
 // Builds the iovecs covering [offset, offset+len) of the descriptor's data segments.
 std::size_t slice_segments(const VIP_DESCRIPTOR* d, std::uint64_t offset, std::uint64_t len, iovec* out,
                            std::size_t max_out) {
+  const std::uint32_t first = first_data_segment(d);
+  // Most often the slice lies in the first segment (callers keep offset + len
+  // within the message, so the sum does not wrap).
+  if (first < d->CS.SegCount && len > 0 && max_out > 0 && offset + len <= data_segment(d, first).Length) {
+    out[0] = iovec{static_cast<char*>(data_segment(d, first).Data.Address) + offset, std::size_t(len)};
+    return 1;
+  }
   std::size_t n = 0;
-  for (std::uint32_t i = first_data_segment(d); i < d->CS.SegCount && len > 0 && n < max_out; ++i) {
+  for (std::uint32_t i = first; i < d->CS.SegCount && len > 0 && n < max_out; ++i) {
     const VIP_DATA_SEGMENT& seg = data_segment(d, i);
     if (offset >= seg.Length) {
       offset -= seg.Length;
@@ -68,7 +75,13 @@ std::size_t slice_segments(const VIP_DESCRIPTOR* d, std::uint64_t offset, std::u
 
 // Copies len bytes from src to [offset, offset+len) of the descriptor's data segments.
 void scatter(const VIP_DESCRIPTOR* d, std::uint64_t offset, const std::byte* src, std::uint64_t len) {
-  for (std::uint32_t i = first_data_segment(d); i < d->CS.SegCount && len > 0; ++i) {
+  const std::uint32_t first = first_data_segment(d);
+  // Most often the bytes all land in the first segment.
+  if (first < d->CS.SegCount && offset + len <= data_segment(d, first).Length) {
+    copy_bytes(static_cast<std::byte*>(data_segment(d, first).Data.Address) + offset, src, std::size_t(len));
+    return;
+  }
+  for (std::uint32_t i = first; i < d->CS.SegCount && len > 0; ++i) {
     const VIP_DATA_SEGMENT& seg = data_segment(d, i);
     if (offset >= seg.Length) {
       offset -= seg.Length;
@@ -199,40 +212,50 @@ Result ViImpl::post_send(VIP_DESCRIPTOR* desc, MemHandle desc_handle) {
          &sendq_, &wr, error | send_status_op(desc));
     return Result::success;
   }
-  if (tx_next_ == index) transmit_pending();
+  if (tx_next_ != index) return Result::success;  // earlier sends wait: this one goes behind them
+  // With nothing else waiting to leave, the send goes straight to the link
+  // (transmit_pending() would find it, by a longer way, the same).
+  if (acks_owed_ || !read_responses_.empty() || ((desc->CS.Control & VIP_CONTROL_QFENCE) && !awaiting_read_.empty())) {
+    transmit_pending();
+  } else if (transmit(wr) && link_) {
+    ++tx_next_;
+  }
   return Result::success;
 }
 
 Result ViImpl::post_recv(VIP_DESCRIPTOR* desc, MemHandle desc_handle) {
   if (Result r = validate_post(desc, desc_handle); r != Result::success) return r;
-  return enqueue_recv(desc, true);
+  WorkRequest* wr = enqueue_recv(desc);
+  if (!wr) return Result::error_resource;
+  if (wr->finished) return Result::success;
+  std::uint32_t error = 0;
+  if ((desc->CS.Control & VIP_CONTROL_RESERVED) || desc->CS.SegCount > kMaxSegments)
+    error = VIP_STATUS_FORMAT_ERROR;
+  else
+    error = check_local_segments(desc, 0, wr->total);
+  if (error) fail(VIP_ERROR_POST_DESC, "posted receive descriptor names memory outside its registered regions",
+                  &recvq_, wr, error | VIP_STATUS_OP_RECEIVE);
+  return Result::success;
 }
 
-Result ViImpl::repost_recv(VIP_DESCRIPTOR* desc) { return enqueue_recv(desc, false); }
+// Without post_recv's checks and its failure path: a re-post is on the path of every message.
+Result ViImpl::repost_recv(VIP_DESCRIPTOR* desc) {
+  WorkRequest* wr = enqueue_recv(desc);
+  if (!wr) return Result::error_resource;
+  if (wr->finished) return Result::success;
+  for (std::uint32_t i = 0; i < desc->CS.SegCount; ++i) wr->total += data_segment(desc, i).Length;
+  return Result::success;
+}
 
-Result ViImpl::enqueue_recv(VIP_DESCRIPTOR* desc, bool check_segments) {
-  if (recvq_.full()) return Result::error_resource;
+inline WorkRequest* ViImpl::enqueue_recv(VIP_DESCRIPTOR* desc) {
+  if (recvq_.full()) return nullptr;
   std::atomic_ref<VIP_UINT32>(desc->CS.Status).store(0, std::memory_order_relaxed);
   // The receive a message is arriving into, by index: the push may move the queue.
   const std::uint64_t receiving = receiving_ ? recvq_.index_of(*receiving_) : 0;
   WorkRequest& wr = recvq_.push(desc);
   if (receiving_) receiving_ = &recvq_.at(receiving);
-  if (state_ == ViState::error) {
-    finish(recvq_, wr, VIP_STATUS_DESC_FLUSHED_ERROR | VIP_STATUS_OP_RECEIVE);
-    return Result::success;
-  }
-  if (!check_segments) {
-    for (std::uint32_t i = 0; i < desc->CS.SegCount; ++i) wr.total += data_segment(desc, i).Length;
-    return Result::success;
-  }
-  std::uint32_t error = 0;
-  if ((desc->CS.Control & VIP_CONTROL_RESERVED) || desc->CS.SegCount > kMaxSegments)
-    error = VIP_STATUS_FORMAT_ERROR;
-  else
-    error = check_local_segments(desc, 0, wr.total);
-  if (error) fail(VIP_ERROR_POST_DESC, "posted receive descriptor names memory outside its registered regions",
-                  &recvq_, &wr, error | VIP_STATUS_OP_RECEIVE);
-  return Result::success;
+  if (state_ == ViState::error) finish(recvq_, wr, VIP_STATUS_DESC_FLUSHED_ERROR | VIP_STATUS_OP_RECEIVE);
+  return &wr;
 }
 
 Result ViImpl::send_inline(const iovec* iov, std::size_t iovcnt) {
@@ -259,10 +282,21 @@ std::size_t ViImpl::max_inline_send() const {
 void ViImpl::finish(WorkQueue& q, WorkRequest& wr, std::uint32_t status) {
   wr.status = status;
   wr.finished = true;
-  publish(q, &q == &recvq_);
+  if (!publish_later_) publish(&q == &recvq_);
 }
 
-void ViImpl::publish(WorkQueue& q, bool recv) {
+void ViImpl::publish(bool recv) {
+  if (recv)
+    publish<true>();
+  else
+    publish<false>();
+}
+
+
+// One instance per queue: every completion pays for the choices made here once.
+template <bool recv>
+void ViImpl::publish() {
+  WorkQueue& q = recv ? recvq_ : sendq_;
   CqImpl* cq = recv ? recv_cq_ : send_cq_;
   q.publish([&](WorkRequest& wr) {
     if (recv) wr.desc->CS.Length = wr.length;
@@ -270,7 +304,7 @@ void ViImpl::publish(WorkQueue& q, bool recv) {
     if (cq) cq->push(Cq::Entry{this, recv});
   });
   DescriptorNotify& notify = recv ? recv_notify_ : send_notify_;
-  if (notify && q.head() != q.published()) {
+  if (notify && q.head() != q.published()) [[unlikely]] {
     // One-shot; it runs once the NIC is done with its loop over the VIs, so
     // the handler may call anything, this VI's disconnect included.
     nic_.defer([handler = std::move(notify), desc = q.pop_done()] { handler(desc); });
@@ -323,7 +357,7 @@ void ViImpl::fail(VIP_ERROR_CODE code, std::string cause, WorkQueue* q, WorkRequ
     drop_link();
   }
   flush_all(VIP_STATUS_DESC_FLUSHED_ERROR);
-  if (q) publish(*q, q == &recvq_);
+  if (q) publish(q == &recvq_);
   if (!was_failed) {
     trace::vi_event(trace::Event::vi_error, *this, code, std::string(error_name(code)) + ": " + cause);
     nic_.report(AsyncError{this, nullptr, wr ? wr->desc : nullptr, VIP_RESOURCE_VI, code, std::move(cause), orderly});
@@ -353,8 +387,8 @@ void ViImpl::flush_all(std::uint32_t status) {
   acks_owed_ = 0;
   receiving_ = nullptr;
   discarding_ = false;
-  publish(sendq_, false);
-  publish(recvq_, true);
+  publish<false>();
+  publish<true>();
 }
 
 void ViImpl::attach(std::unique_ptr<Link> link, const ViAttributes& remote_attrs) {
@@ -476,6 +510,9 @@ inline bool ViImpl::whole_message(const FrameHeader& h) const {
 
 bool ViImpl::receive_and_transmit(const FrameHeader* h, const std::byte* payload) {
   bool moved = false;
+  // What the frames complete is published once, after them (nobody can look
+  // in between: notify handlers run later anyway); a failure publishes all.
+  publish_later_ = true;
   // Up to 64 frames a call, so that one busy VI does not hold up the others.
   for (int n = 1; h != nullptr; ++n) {
     if (in_place_ && whole_message(*h)) {
@@ -486,9 +523,17 @@ bool ViImpl::receive_and_transmit(const FrameHeader* h, const std::byte* payload
     ++counters_.frames_received;
     moved = true;
     trace::frame_received(*this, *h, payload);
-    if (!handle_frame(*h, payload) || !link_) return true;  // the VI failed; its link is gone
+    if (!handle_frame(*h, payload) || !link_) {  // the VI failed; its link is gone
+      publish_later_ = false;
+      return true;
+    }
     link_->pop();
     if (n == 64 || !link_->peek(h, payload)) h = nullptr;
+  }
+  publish_later_ = false;
+  if (moved) {
+    publish<true>();
+    publish<false>();  // RDMA reads complete on their responses
   }
   if (faults_ && link_ && faults_->holding()) faults_->flush(*link_, now_ns());
   if (link_ && transmit_waiting()) moved |= transmit_pending();
@@ -496,8 +541,9 @@ bool ViImpl::receive_and_transmit(const FrameHeader* h, const std::byte* payload
 }
 
 // Every frame leaves through here; on an unreliable VI with VIASTACK_FAULTS
-// set, data frames meet the fault injector on the way.
-bool ViImpl::send_frame(const FrameHeader& h, const iovec* iov, std::size_t iovcnt) {
+// set, data frames meet the fault injector on the way. Inlined into each
+// caller: a call more on the path of every frame costs as much as its body.
+[[gnu::always_inline]] inline bool ViImpl::send_frame(const FrameHeader& h, const iovec* iov, std::size_t iovcnt) {
   const bool sent = faults_ && (h.type == kFrameSend || h.type == kFrameRdmaWrite)
                         ? faults_->send(*link_, h, iov, iovcnt, now_ns())
                         : link_->try_send(h, iov, iovcnt);
@@ -593,7 +639,8 @@ bool ViImpl::transmit(WorkRequest& wr) {
   return true;
 }
 
-bool ViImpl::transmit_data(WorkRequest& wr, std::uint8_t type, std::uint64_t raddr, std::uint32_t rhandle) {
+// Inlined into transmit(), its one caller of note: every send of data passes.
+[[gnu::always_inline]] inline bool ViImpl::transmit_data(WorkRequest& wr, std::uint8_t type, std::uint64_t raddr, std::uint32_t rhandle) {
   VIP_DESCRIPTOR* d = wr.desc;
   const std::uint64_t max = frame_payload_;
   do {
@@ -846,25 +893,31 @@ bool ViImpl::handle_frame(const FrameHeader& h, const std::byte* payload) {
   return true;
 }
 
-bool ViImpl::deliver(WorkRequest& wr, const FrameHeader& h, const std::byte* payload) {
+// Out of line: its two lists of slices would take the stack of every frame's handling.
+bool ViImpl::pull_direct_send(WorkRequest& wr, const FrameHeader& h, const std::byte* payload) {
+  // The payload is the sender's iovec list: pull the bytes in one copy.
+  if (h.length % sizeof(iovec) != 0) {
+    fail(VIP_ERROR_CATASTROPHIC, "malformed direct-send frame");
+    return false;
+  }
+  iovec remote[kMaxSegments];
+  std::size_t nremote = std::min<std::size_t>(h.length / sizeof(iovec), kMaxSegments);
+  std::memcpy(remote, payload, nremote * sizeof(iovec));
+  iovec local[kMaxSegments];
+  std::size_t nlocal = slice_segments(wr.desc, 0, h.total, local, kMaxSegments);
+  if (!link_->direct_read(local, nlocal, remote, nremote)) {
+    receiving_ = nullptr;
+    fail(VIP_ERROR_CATASTROPHIC, "single-copy receive from the peer failed", &recvq_, &wr,
+         VIP_STATUS_TRANSPORT_ERROR | VIP_STATUS_OP_RECEIVE);
+    return false;
+  }
+  ++nic_.counters().direct_reads;
+  return true;
+}
+
+inline bool ViImpl::deliver(WorkRequest& wr, const FrameHeader& h, const std::byte* payload) {
   if (h.type == kFrameDirectSend) {
-    // The payload is the sender's iovec list: pull the bytes in one copy.
-    if (h.length % sizeof(iovec) != 0) {
-      fail(VIP_ERROR_CATASTROPHIC, "malformed direct-send frame");
-      return false;
-    }
-    iovec remote[kMaxSegments];
-    std::size_t nremote = std::min<std::size_t>(h.length / sizeof(iovec), kMaxSegments);
-    std::memcpy(remote, payload, nremote * sizeof(iovec));
-    iovec local[kMaxSegments];
-    std::size_t nlocal = slice_segments(wr.desc, 0, h.total, local, kMaxSegments);
-    if (!link_->direct_read(local, nlocal, remote, nremote)) {
-      receiving_ = nullptr;
-      fail(VIP_ERROR_CATASTROPHIC, "single-copy receive from the peer failed", &recvq_, &wr,
-           VIP_STATUS_TRANSPORT_ERROR | VIP_STATUS_OP_RECEIVE);
-      return false;
-    }
-    ++nic_.counters().direct_reads;
+    if (!pull_direct_send(wr, h, payload)) return false;
   } else {
     if (payload) scatter(wr.desc, h.offset, payload, h.length);
     wr.progress += h.length;
@@ -917,7 +970,7 @@ void ViImpl::complete_acked(std::uint32_t count) {
     wr.status = send_status_op(wr.desc);
     wr.finished = true;
   }
-  publish(sendq_, false);
+  publish<false>();
 }
 
 // ---- the public Vi: each call is the engine's ViImpl's ----

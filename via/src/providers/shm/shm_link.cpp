@@ -31,13 +31,9 @@ void gather(std::byte* dst, const iovec* iov, std::size_t n) {
 
 }  // namespace
 
-void wake(Segment& s) {
-  // Pairs with the sleeper's fence between announcing sleep and its last look at the rings.
-  std::atomic_thread_fence(std::memory_order_seq_cst);
-  if (s.header.sleeping.load(std::memory_order_relaxed)) {
-    s.header.doorbell.fetch_add(1, std::memory_order_release);
-    syscall(SYS_futex, &s.header.doorbell, FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
-  }
+void ring_doorbell(Segment& s) {
+  s.header.doorbell.fetch_add(1, std::memory_order_release);
+  syscall(SYS_futex, &s.header.doorbell, FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
 }
 
 void reset_rings(const Ring& ring) {

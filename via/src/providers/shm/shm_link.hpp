@@ -49,7 +49,17 @@ class ShmLink final : public Link {
 void reset_rings(const Ring& ring);
 // Whether process_vm_readv reaches the owner of `peer` (ptrace rules permitting).
 bool cma_works(const Segment& peer);
-// Wakes the owner of a segment if it announced that it sleeps.
-void wake(Segment& s);
+// Wakes the owner of a segment.
+void ring_doorbell(Segment& s);
+// Wakes the owner of a segment if it announced that it sleeps. Inline: every
+// frame sent pays for it, and mostly nobody sleeps.
+inline void wake(Segment& s) {
+  // Pairs with the sleeper's fence between announcing sleep and its last look
+  // at the rings: a store-load order, which nothing weaker than a full fence
+  // gives (x86 lets a load overtake an earlier store to another location).
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (s.header.sleeping.load(std::memory_order_relaxed)) [[unlikely]]
+    ring_doorbell(s);
+}
 
 }  // namespace via::shm
