@@ -10,7 +10,9 @@
 // down its side and waits for the receiver's; the receiver checks every
 // byte against the pattern as it arrives. Each prints one JSON line:
 // bytes, whether they were exact, seconds from the connection to the end
-// of the stream, goodput; with utcp, its connection's counters too. Exit
+// of the stream, goodput, the CPU time the process used (user and system:
+// a goodput on a busy machine says little alone, the CPU a byte costs
+// more); with utcp, its connection's counters too. Exit
 // status: 0 when all bytes arrived exact, 1 otherwise, 2 for a bad command
 // line.
 #include "utcp/tcp_socket.hpp"
@@ -18,6 +20,7 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -32,6 +35,7 @@
 #include <string_view>
 #include <system_error>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace impair {
@@ -326,6 +330,15 @@ Outcome receive_all(Stream& stream) {
   return outcome;
 }
 
+// The CPU seconds this process has used, in user space and in the kernel
+// (which, for utcp, includes B's forwarding of what it writes to its device).
+std::pair<double, double> cpu_seconds() {
+  rusage usage{};
+  ::getrusage(RUSAGE_SELF, &usage);
+  const auto seconds = [](const timeval& t) { return static_cast<double>(t.tv_sec) + t.tv_usec / 1e6; };
+  return {seconds(usage.ru_utime), seconds(usage.ru_stime)};
+}
+
 int run(const Options& options) {
   std::unique_ptr<Stream> stream;
   if (options.utcp) stream = std::make_unique<UtcpStream>(options);
@@ -333,12 +346,15 @@ int run(const Options& options) {
   const Outcome outcome = options.send ? send_all(*stream, options.bytes) : receive_all(*stream);
   stream->finish();
   const bool exact = outcome.bytes == options.bytes && outcome.mismatches == 0;
+  const auto [user_seconds, system_seconds] = cpu_seconds();
   std::printf(
       "{\"bench\":\"impair_endpoint\",\"label\":\"%s\",\"stack\":\"%s\",\"role\":\"%s\",\"bytes\":%llu,"
-      "\"expected_bytes\":%llu,\"exact\":%s,\"seconds\":%.3f,\"goodput_Mbps\":%.2f%s}\n",
+      "\"expected_bytes\":%llu,\"exact\":%s,\"seconds\":%.3f,\"goodput_Mbps\":%.2f,\"cpu_user_s\":%.3f,"
+      "\"cpu_system_s\":%.3f%s}\n",
       options.label.c_str(), options.utcp ? "utcp" : "kernel", options.send ? "send" : "receive",
       static_cast<unsigned long long>(outcome.bytes), static_cast<unsigned long long>(options.bytes),
       exact ? "true" : "false", outcome.seconds, outcome.seconds > 0 ? outcome.bytes * 8 / outcome.seconds / 1e6 : 0.0,
+      user_seconds, system_seconds,
       stream->counters_json().c_str());
   return exact ? 0 : 1;
 }
