@@ -24,6 +24,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <chrono>
@@ -145,8 +146,35 @@ std::uint8_t pattern_byte(std::uint64_t position) {
   return static_cast<std::uint8_t>(position * 7 + (position >> 8) + (position >> 16) * 3 + (position >> 24) * 5);
 }
 
+// Within each 256-byte block of the stream the pattern is first + 7 * i
+// (the terms of the higher bits change only between blocks): visit(offset,
+// length, first) for each block of buffer, whose loops the compiler
+// vectorizes. Byte by byte, checking took a receiver more CPU than
+// receiving (a third of utcp's in a profile), for either stack.
+template <typename Visit>
+void for_each_pattern_block(std::size_t size, std::uint64_t from, Visit visit) {
+  for (std::size_t offset = 0; offset < size;) {
+    const std::uint64_t position = from + offset;
+    const std::size_t length = static_cast<std::size_t>(std::min<std::uint64_t>(size - offset, 256 - position % 256));
+    visit(offset, length, pattern_byte(position));
+    offset += length;
+  }
+}
+
 void fill_pattern(std::span<std::uint8_t> buffer, std::uint64_t from) {
-  for (std::size_t i = 0; i < buffer.size(); ++i) buffer[i] = pattern_byte(from + i);
+  for_each_pattern_block(buffer.size(), from, [&](std::size_t offset, std::size_t length, std::uint8_t first) {
+    for (std::size_t i = 0; i < length; ++i) buffer[offset + i] = static_cast<std::uint8_t>(first + 7 * i);
+  });
+}
+
+// The bytes of buffer that differ from the pattern at `from`.
+std::uint64_t pattern_mismatches(std::span<const std::uint8_t> buffer, std::uint64_t from) {
+  std::uint64_t mismatches = 0;
+  for_each_pattern_block(buffer.size(), from, [&](std::size_t offset, std::size_t length, std::uint8_t first) {
+    for (std::size_t i = 0; i < length; ++i)
+      mismatches += buffer[offset + i] != static_cast<std::uint8_t>(first + 7 * i);
+  });
+  return mismatches;
 }
 
 // The calls a transfer needs, on either stack; errors as exceptions.
@@ -322,7 +350,7 @@ Outcome receive_all(Stream& stream) {
   for (;;) {
     const std::size_t got = stream.receive(buffer);
     if (got == 0) break;
-    for (std::size_t i = 0; i < got; ++i) outcome.mismatches += buffer[i] != pattern_byte(outcome.bytes + i);
+    outcome.mismatches += pattern_mismatches(std::span(buffer).first(got), outcome.bytes);
     outcome.bytes += got;
   }
   outcome.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
