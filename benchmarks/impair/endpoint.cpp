@@ -171,8 +171,10 @@ void fill_pattern(std::span<std::uint8_t> buffer, std::uint64_t from) {
 std::uint64_t pattern_mismatches(std::span<const std::uint8_t> buffer, std::uint64_t from) {
   std::uint64_t mismatches = 0;
   for_each_pattern_block(buffer.size(), from, [&](std::size_t offset, std::size_t length, std::uint8_t first) {
+    std::uint16_t in_block = 0;  // at most 256: narrow lanes, no widening per byte
     for (std::size_t i = 0; i < length; ++i)
-      mismatches += buffer[offset + i] != static_cast<std::uint8_t>(first + 7 * i);
+      in_block = static_cast<std::uint16_t>(in_block + (buffer[offset + i] != static_cast<std::uint8_t>(first + 7 * i)));
+    mismatches += in_block;
   });
   return mismatches;
 }
