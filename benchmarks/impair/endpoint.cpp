@@ -51,6 +51,7 @@ constexpr const char* usage =
     "                       [--peer A.B.C.D] (send: the receiver)\n"
     "                       [--utcp-address A.B.C.D/N --kernel-address A.B.C.D/N] (utcp: its TUN device)\n"
     "                       [--trace FILE] (utcp: pcap of its device) [--cwnd-trace FILE] (utcp: CSV of cwnd)\n"
+    "                       [--receive-buffer N[K|M]] (utcp: its receive buffer, the largest window; default utcp's)\n"
     "                       [--label TEXT] [--timeout-s N]\n";
 
 struct Options {
@@ -67,6 +68,7 @@ struct Options {
   int kernel_prefix = 24;
   std::optional<std::string> trace;
   std::optional<std::string> cwnd_trace;
+  std::optional<std::size_t> receive_buffer;
   std::string label;
   std::chrono::seconds timeout = 120s;  // no progress for this long: give up
 };
@@ -130,6 +132,7 @@ Options parse_options(int argc, char** argv) {
     else if (option == "--utcp-address") parse_prefixed(option, value, options.utcp_address, options.utcp_prefix);
     else if (option == "--trace") options.trace = std::string(value);
     else if (option == "--cwnd-trace") options.cwnd_trace = std::string(value);
+    else if (option == "--receive-buffer") options.receive_buffer = parse_count(option, value);
     else if (option == "--label") options.label = value;
     else if (option == "--timeout-s") options.timeout = std::chrono::seconds(parse_count(option, value));
     else bad_usage("unknown option " + std::string(option));
@@ -306,6 +309,7 @@ class UtcpStream final : public Stream {
     config.address = options.utcp_address;
     config.prefix_length = options.utcp_prefix;
     config.trace = options.trace;
+    if (options.receive_buffer) config.stack.tcp.receive_buffer = *options.receive_buffer;
     return config;
   }
   static void check(std::error_code error, const char* what) {
