@@ -52,6 +52,7 @@ constexpr const char* usage =
     "                       [--utcp-address A.B.C.D/N --kernel-address A.B.C.D/N] (utcp: its TUN device)\n"
     "                       [--trace FILE] (utcp: pcap of its device) [--cwnd-trace FILE] (utcp: CSV of cwnd)\n"
     "                       [--receive-buffer N[K|M]] (utcp: its receive buffer, the largest window; default utcp's)\n"
+    "                       [--device-queue PACKETS] (utcp: its TUN device's queue; default utcp's)\n"
     "                       [--label TEXT] [--timeout-s N]\n";
 
 struct Options {
@@ -69,6 +70,7 @@ struct Options {
   std::optional<std::string> trace;
   std::optional<std::string> cwnd_trace;
   std::optional<std::size_t> receive_buffer;
+  std::optional<std::size_t> device_queue;
   std::string label;
   std::chrono::seconds timeout = 120s;  // no progress for this long: give up
 };
@@ -133,6 +135,7 @@ Options parse_options(int argc, char** argv) {
     else if (option == "--trace") options.trace = std::string(value);
     else if (option == "--cwnd-trace") options.cwnd_trace = std::string(value);
     else if (option == "--receive-buffer") options.receive_buffer = parse_count(option, value);
+    else if (option == "--device-queue") options.device_queue = parse_count(option, value);
     else if (option == "--label") options.label = value;
     else if (option == "--timeout-s") options.timeout = std::chrono::seconds(parse_count(option, value));
     else bad_usage("unknown option " + std::string(option));
@@ -310,6 +313,7 @@ class UtcpStream final : public Stream {
     config.prefix_length = options.utcp_prefix;
     config.trace = options.trace;
     if (options.receive_buffer) config.stack.tcp.receive_buffer = *options.receive_buffer;
+    if (options.device_queue) config.link.queue_length = *options.device_queue;
     return config;
   }
   static void check(std::error_code error, const char* what) {

@@ -261,25 +261,6 @@ TEST_F(WindowTest, ZeroWindowLaterInTheTransfer) {
   EXPECT_EQ(next_sent().payload.size(), 1000u);
 }
 
-// By default the window goes as far as Linux's receive buffer may grow
-// (tcp_rmem's 6 MiB): with 1 MiB a hole's wait held the sender back under
-// loss (window_full 150 times in 200 MB of the impairment benchmark, where
-// Linux offered ~5 MiB), and the buffer grows only as data waits in it.
-TEST_F(WindowTest, TheDefaultWindowIsLinuxsLargestReceiveBuffer) {
-  config = TcpConfig{};
-  connection = TcpConnection::connect(ports, config, SeqNumber(iss), now, capture());
-  const SentSegment syn = next_sent();
-  ASSERT_TRUE(syn.header.options.window_scale);
-  EXPECT_EQ(*syn.header.options.window_scale, 7);  // 65535 << 7 covers 6 MiB, << 6 does not
-  TcpHeader syn_ack = from_peer(peer_iss, iss + 1, flag::syn | flag::ack, 65535);
-  syn_ack.options.window_scale = 7;
-  feed(syn_ack);
-  ASSERT_EQ(connection->state(), TcpState::established);
-  const SentSegment ack = next_sent();
-  EXPECT_EQ(std::size_t{ack.header.window} << 7, 6u << 20);
-  EXPECT_EQ(connection->info().receive_window, 6u << 20);
-}
-
 TEST_F(WindowTest, ScalingIsNegotiatedAndApplied) {
   config.window_scaling = true;
   config.receive_buffer = 1u << 20;

@@ -58,10 +58,8 @@ struct TcpConfig {
   std::uint16_t max_segment_size = 0;
   std::size_t send_buffer = 1u << 20;
   // Also the largest window offered; the window scale is the smallest that
-  // covers it (RFC 7323 §2.2). As far as Linux's receive buffer may grow
-  // (tcp_rmem's 6 MiB): under loss the window must reach past a hole for a
-  // round trip or two; the storage grows only as data waits in it.
-  std::size_t receive_buffer = 6u << 20;
+  // covers it (RFC 7323 §2.2).
+  std::size_t receive_buffer = 1u << 20;
   bool window_scaling = true;  // RFC 7323: offered on our SYN, used if both sides do
   bool timestamps = true;      // RFC 7323: TSopt, for RTTM and PAWS
   // RFC 2018: SACK-permitted offered on our SYN; if both sides do, ACKs
