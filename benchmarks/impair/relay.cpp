@@ -18,11 +18,9 @@
 #include "utcp/tun_link.hpp"
 
 #include <fcntl.h>
-#include <linux/if.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
-#include <sys/ioctl.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -30,7 +28,6 @@
 #include <cerrno>
 #include <charconv>
 #include <cstdio>
-#include <cstring>
 #include <memory>
 #include <optional>
 #include <string>
@@ -130,24 +127,13 @@ void enter_netns(const std::string& name) {
   if (result < 0) throw std::system_error(error, std::generic_category(), "impair_relay: cannot enter " + path);
 }
 
-// The device's transmit queue: the kernel drops what does not fit while the
-// relay is busy, a loss neither side's settings asked for (TUN's default 500).
-void set_txqueuelen(const std::string& device, int length) {
-  const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-  ifreq request{};
-  std::strncpy(request.ifr_name, device.c_str(), IFNAMSIZ - 1);
-  request.ifr_qlen = length;
-  const int result = fd < 0 ? -1 : ::ioctl(fd, SIOCSIFTXQLEN, &request);
-  const int error = errno;
-  if (fd >= 0) ::close(fd);
-  if (result < 0) throw std::system_error(error, std::generic_category(), "impair_relay: cannot set txqueuelen of " + device);
-}
-
 // A TUN device made inside the side's namespace, its kernel side configured.
 std::unique_ptr<utcp::TunLink> open_side(const Side& side, int txqueuelen) {
   enter_netns(side.netns);
-  auto link = std::make_unique<utcp::TunLink>(utcp::TunLinkConfig{.name = "impair0", .mtu = 1500});
-  set_txqueuelen(link->name(), txqueuelen);
+  // The kernel drops what does not fit the device's queue while the relay is
+  // busy, a loss neither side's settings asked for.
+  auto link = std::make_unique<utcp::TunLink>(
+      utcp::TunLinkConfig{.name = "impair0", .mtu = 1500, .queue_length = static_cast<std::size_t>(txqueuelen)});
   link->configure_kernel_side(side.address, side.prefix_length);
   return link;
 }

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -17,6 +18,7 @@
 #include "utcp/link.hpp"
 #include "utcp/stack.hpp"
 #include "utcp/tcp_header.hpp"
+#include "utcp/tcp_socket.hpp"
 
 namespace utcp::testing {
 
@@ -146,6 +148,83 @@ inline wire::TcpHeader segment_to(std::uint16_t from_port, std::uint16_t to_port
   header.flags = flags;
   header.window = window;
   return header;
+}
+
+// The peer's side of connections to a listener of the stack under test.
+inline constexpr std::uint16_t listen_port = 80;
+inline constexpr std::uint32_t peer_iss = 7000;
+
+// The peer's side of one connection to the stack's listener, opened by a
+// SYN the test writes (options as given) and completed by its ACK.
+struct PeerConnection {
+  PeerHarness& harness;
+  std::uint16_t port;
+  wire::Ipv4Address address = peer_address;
+  bool timestamps = false;
+  bool sack = false;  // SACK-permitted on the SYN
+  std::uint32_t send_next = peer_iss;  // ours, the peer's
+  std::uint32_t stack_next = 0;        // the stack's next sequence number, once its SYN-ACK came
+  std::uint32_t stack_tsval = 0;
+  std::uint32_t clock = 1000;          // the peer's TSval
+
+  wire::TcpHeader header(std::uint8_t flags, std::uint16_t window = 65535) {
+    wire::TcpHeader h = segment_to(port, listen_port, send_next, stack_next, flags, window);
+    if (timestamps) h.options.timestamps = wire::TcpTimestamps{++clock, stack_tsval};
+    return h;
+  }
+
+  void send_syn(std::optional<std::uint16_t> mss, bool with_timestamps, std::optional<std::uint8_t> window_scale = 7) {
+    timestamps = with_timestamps;
+    wire::TcpHeader syn = header(flag::syn);
+    syn.options.sack_permitted = sack;
+    syn.options.max_segment_size = mss;
+    syn.options.window_scale = window_scale;
+    harness.inject_tcp(syn, {}, address);
+    send_next += 1;
+  }
+
+  // Takes the stack's SYN-ACK from `segments`; false if there is none for us.
+  bool take_syn_ack(const std::vector<SegmentOut>& segments) {
+    for (const SegmentOut& segment : segments) {
+      if (segment.to != address || segment.header.destination_port != port) continue;
+      if (segment.header.flags != (flag::syn | flag::ack)) continue;
+      stack_next = segment.header.sequence.value() + 1;
+      if (segment.header.options.timestamps) stack_tsval = segment.header.options.timestamps->value;
+      return true;
+    }
+    return false;
+  }
+
+  void send_ack(std::uint16_t window = 65535) { harness.inject_tcp(header(flag::ack, window), {}, address); }
+
+  void send_data(std::uint32_t sequence, std::span<const std::uint8_t> payload) {
+    wire::TcpHeader h = header(flag::ack);
+    h.sequence = wire::SeqNumber(sequence);
+    harness.inject_tcp(h, payload, address);
+  }
+};
+
+// Opens a connection from the peer to the listener, the SYN carrying these
+// options, and accepts it; nullopt if the stack never let it in.
+inline std::optional<TcpSocket> open_from_peer(PeerHarness& harness, TcpListener& listener, PeerConnection& peer,
+                                        std::optional<std::uint16_t> mss, bool timestamps,
+                                        std::optional<std::uint8_t> window_scale = 7) {
+  peer.send_syn(mss, timestamps, window_scale);
+  harness.poll();
+  if (!peer.take_syn_ack(harness.take_segments())) return std::nullopt;
+  peer.send_ack();
+  harness.poll();
+  auto accepted = listener.accept();
+  if (!accepted) return std::nullopt;
+  accepted->set_nonblocking(true);
+  return std::move(*accepted);
+}
+
+inline TcpListener listening(Stack& stack) {
+  TcpListener listener(stack);
+  EXPECT_FALSE(listener.listen({{}, listen_port}));
+  listener.set_nonblocking(true);
+  return listener;
 }
 
 }  // namespace utcp::testing

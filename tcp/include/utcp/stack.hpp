@@ -289,7 +289,8 @@ class Stack {
   // the link lends one and it fits the MTU (no copy on the way out), else in
   // packet_.
   void tcp_send_segment(const wire::TcpHeader& header, std::span<const std::uint8_t> payload, wire::Ipv4Address to);
-  // Runs due connection timers, forgets finished connections no one holds,
+  // Sends the ACKs held through the link's batch, runs due connection
+  // timers, forgets finished connections no one holds,
   // and drops listeners' queued connections that died before ESTABLISHED.
   std::size_t tcp_poll_timers();
 
@@ -342,6 +343,7 @@ class Stack {
   static constexpr std::uint32_t kFirstDynamicPort = 49152, kDynamicPorts = 65536 - kFirstDynamicPort;  // RFC 6335
   std::uint16_t next_ephemeral_port_;
   Instant now_{};  // the last poll's time, for the socket calls
+  bool tcp_batch_ = false;  // poll is taking a batch of packets from the link
   Waiter* waiter_ = nullptr;
 };
 

@@ -196,7 +196,12 @@ class TcpConnection {
 
   // A segment for this connection (ports and checksum already checked),
   // processed as RFC 9293 §3.10.7 says; the payload is read during the call.
-  void on_segment(const wire::TcpSegment& segment, Instant now);
+  // in_batch: more segments read from the link at once may follow; an ACK
+  // that may wait for them is held until flush_held_ack (duplicate ACKs a
+  // sender counts go at once).
+  void on_segment(const wire::TcpSegment& segment, Instant now, bool in_batch = false);
+  // Sends the ACK held while a batch came in, if there is one.
+  void flush_held_ack(Instant now);
   // An ICMP destination unreachable about a segment we sent: in SYN-SENT a
   // port or protocol unreachable ends the connection with ECONNREFUSED;
   // otherwise it is a soft error (RFC 5461), kept for a later timeout.

@@ -36,6 +36,11 @@ struct TunLinkConfig {
   std::string name = "utcp%d";
   // The device's MTU, set on the device too: the largest packet either side sends.
   std::size_t mtu = 1500;
+  // The packets the kernel queues for utcp before it drops (the device's
+  // txqueuelen; TUN's default is 500). utcp reads them when it polls: a
+  // kernel receiver has its socket buffer to wait in, utcp this queue; 4096
+  // full-sized packets are about Linux's largest receive buffer (6 MiB).
+  std::size_t queue_length = 4096;
 };
 
 struct TunLinkCounters {

@@ -68,7 +68,11 @@ Stack::Stack(Link& link, const StackConfig& config)
 
 bool Stack::poll(Instant now) {
   now_ = now;
+  // What the link holds is one batch: ACKs that may wait go once at its end
+  // (tcp_poll_timers), not one for each segment.
+  tcp_batch_ = true;
   std::size_t handled = link_.receive([&](std::span<const std::uint8_t> packet) { input(packet, now); }, receive_budget);
+  tcp_batch_ = false;
   // Only the packets queued so far: answering them may loop more back.
   for (std::size_t n = loopback_.size(); n > 0; --n, ++handled) {
     const std::vector<std::uint8_t> packet = std::move(loopback_.front());
@@ -426,7 +430,7 @@ void Stack::input_tcp(const Ipv4Header& header, std::span<const std::uint8_t> by
   if (const auto found = tcp_connections_.find(quad); found != tcp_connections_.end()) {
     TcpConnectionEntry& entry = found->second;
     if (!entry.connection->finished()) {
-      entry.connection->on_segment(*segment, now_);
+      entry.connection->on_segment(*segment, now_, tcp_batch_);
       if (entry.half_open_of != 0 && entry.connection->was_established()) tcp_promote_half_open(quad, entry);
       return;
     }
@@ -552,6 +556,7 @@ std::size_t Stack::tcp_poll_timers() {
   std::size_t fired = 0;
   for (auto it = tcp_connections_.begin(); it != tcp_connections_.end();) {
     TcpConnection& connection = *it->second.connection;
+    connection.flush_held_ack(now_);
     if (const std::optional<Instant> at = connection.next_timer(); at && *at <= now_) {
       connection.on_timer(now_);
       ++fired;

@@ -302,6 +302,16 @@ struct TcpConnection::Impl {
 
   // Acknowledgments.
   bool ack_now = false;                       // an ACK is due before on_segment returns
+  // A segment that came in a batch from the link (on_segment's in_batch)
+  // may leave its ACK held until flush_held_ack, to share one with the
+  // batch's later segments, unless the ACK is urgent: a duplicate ACK the
+  // sender counts, a FIN's, a cut segment's.
+  bool in_batch = false;
+  bool ack_urgent = false;
+  bool ack_held = false;
+  std::uint32_t acks_coalesced = 0;           // ACKs due and held since the last one sent
+  SeqNumber duplicate_acks_for;               // the RCV.NXT the duplicate ACKs below were for
+  std::uint32_t duplicate_acks_at_once = 0;   // sent unheld for that RCV.NXT
   std::uint32_t bytes_unacknowledged = 0;     // received since our last ACK
   std::optional<Instant> delayed_ack_deadline;
 
@@ -349,6 +359,7 @@ TcpConnection::Impl::Impl(Ports ports_, const TcpConfig& config_, SeqNumber iss_
 
 void TcpConnection::Impl::on_segment(const TcpSegment& segment) {
   ++counters.segments_in;
+  ack_urgent = false;
   switch (state) {
     case TcpState::closed:
       return;
@@ -361,7 +372,14 @@ void TcpConnection::Impl::on_segment(const TcpSegment& segment) {
   }
   if (state == TcpState::closed) return;
   transmit_pending();
-  if (ack_now) send_ack();
+  if (!ack_now) return;
+  // As Linux's SACK compression (tcp_comp_sack_nr) and GRO: at most 44 held
+  // in a row, so that a long batch is no single stretch ACK.
+  constexpr std::uint32_t max_coalesced_acks = 44;
+  if (in_batch && !ack_urgent && ++acks_coalesced < max_coalesced_acks)
+    ack_held = true;
+  else
+    send_ack();
 }
 
 // RFC 9293 §3.10.7.3.
@@ -387,6 +405,7 @@ void TcpConnection::Impl::on_segment_in_syn_sent(const TcpSegment& segment) {
     become_established();
     on_new_acknowledgment(header.acknowledgment, echo_of(header));
     ack_now = true;
+    ack_urgent = true;
   } else {
     // Simultaneous open (§3.5, figure 8): our SYN goes again, now with an ACK.
     state = TcpState::syn_received;
@@ -967,6 +986,18 @@ void TcpConnection::Impl::receive_data(const InWindow& part) {
     ++counters.out_of_order_segments;
     if (sack) remember_out_of_order(part.sequence);
     ack_now = true;  // a duplicate ACK at once, for the sender's fast retransmit (RFC 5681 §4.2)
+    // A sender without SACK counts them all; one with SACK learns what
+    // arrived from the blocks, and needs only its DupThresh (RFC 5681 §3.2)
+    // of them as they come, as Linux sends (TCP_FASTRETRANS_THRESH).
+    constexpr std::uint32_t duplicate_threshold = 3;
+    if (duplicate_acks_for != receive_next) {
+      duplicate_acks_for = receive_next;
+      duplicate_acks_at_once = 0;
+    }
+    if (!sack || duplicate_acks_at_once < duplicate_threshold) {
+      ++duplicate_acks_at_once;
+      ack_urgent = true;
+    }
     return;
   }
   const bool fills_hole = !out_of_order.empty();
@@ -1001,6 +1032,7 @@ void TcpConnection::Impl::deliver_in_order(std::span<const std::uint8_t> bytes, 
   counters.bytes_in += taken;
   if (taken < bytes.size()) {
     ack_now = true;  // the buffer is full: what was cut will come again
+    ack_urgent = true;
     return;
   }
   if (fin) on_fin_received();
@@ -1011,6 +1043,7 @@ void TcpConnection::Impl::on_fin_received() {
   receive_next += 1;
   fin_received = true;
   ack_now = true;
+  ack_urgent = true;
   switch (state) {
     case TcpState::established:
       state = TcpState::close_wait;
@@ -1189,6 +1222,8 @@ void TcpConnection::Impl::emit(SeqNumber sequence, std::uint8_t flags, std::span
     last_ack_sent = receive_next;
     bytes_unacknowledged = 0;
     ack_now = false;
+    ack_held = false;
+    acks_coalesced = 0;
     delayed_ack_deadline.reset();
   }
   if ((flags & flag::syn) != 0) {
@@ -1312,6 +1347,7 @@ void TcpConnection::Impl::enter_closed(std::error_code why) {
   delayed_ack_deadline.reset();
   closes_at.reset();
   ack_now = false;
+  ack_held = false;
   release_buffers();
 }
 
@@ -1365,9 +1401,16 @@ std::unique_ptr<TcpConnection> TcpConnection::accept(Ports ports, const TcpConfi
   return std::unique_ptr<TcpConnection>(new TcpConnection(std::move(impl)));
 }
 
-void TcpConnection::on_segment(const TcpSegment& segment, Instant now) {
+void TcpConnection::on_segment(const TcpSegment& segment, Instant now, bool in_batch) {
   impl_->now = now;
+  impl_->in_batch = in_batch;
   impl_->on_segment(segment);
+}
+
+void TcpConnection::flush_held_ack(Instant now) {
+  if (!impl_->ack_held) return;
+  impl_->now = now;
+  impl_->send_ack();
 }
 
 void TcpConnection::on_icmp_unreachable(std::uint8_t code, Instant now) {

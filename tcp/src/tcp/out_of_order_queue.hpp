@@ -11,6 +11,13 @@
 // and, through a budget shared by all connections, per stack; past a bound
 // the segments furthest ahead go first (as Linux prunes its queue), since
 // the ones nearest RCV.NXT are the next to be delivered.
+//
+// A segment that continues the one held before it joins it (up to
+// max_piece_bytes, as GRO joins up to 64 KiB): while a hole waits, the
+// segments behind it arrive in order, and held one by one each cost a map
+// node and an allocation, and a SACK block a walk over all of them. So a
+// "segment" held is a piece of contiguous data, and the bounds on segments
+// count pieces (what costs overhead), the bounds on bytes the bytes.
 #pragma once
 
 #include <algorithm>
@@ -49,6 +56,8 @@ class OutOfOrderQueue {
   // Holds the part of the segment not held already. Returns how many
   // segments the bounds cost: this one, or ones further ahead.
   std::size_t insert(wire::SeqNumber sequence, std::span<const std::uint8_t> bytes, bool fin) {
+    // Above this a piece takes no more: a piece is what the bounds drop at once.
+    constexpr std::size_t max_piece_bytes = 64 * 1024;
     wire::SeqNumber start = sequence;
     const wire::SeqNumber end = sequence + static_cast<std::uint32_t>(bytes.size()) + (fin ? 1 : 0);
     auto next = segments_.lower_bound(start);
@@ -70,11 +79,24 @@ class OutOfOrderQueue {
       break;
     }
     if (bytes.empty() && !fin) return 0;
+    const auto joins = [&] {
+      if (next == segments_.begin()) return false;
+      const Segment& previous = std::prev(next)->second;
+      return !previous.fin && previous.end() == start && previous.bytes.size() + bytes.size() <= max_piece_bytes;
+    };
     std::size_t dropped = 0;
-    while (over_bounds(bytes.size())) {
+    while (over_bounds(bytes.size(), joins() ? 0 : 1)) {
       ++dropped;
       if (segments_.empty() || !(start < std::prev(segments_.end())->first)) return dropped;  // this one is furthest
       erase(std::prev(segments_.end()));
+      next = segments_.lower_bound(start);  // the piece erased may have been `next`
+    }
+    if (joins()) {
+      Segment& previous = std::prev(next)->second;
+      previous.bytes.insert(previous.bytes.end(), bytes.begin(), bytes.end());
+      previous.fin = fin;
+      take(bytes.size(), 0);
+      return dropped;
     }
     take(bytes.size(), 1);
     segments_.emplace_hint(next, start, Segment{start, {bytes.begin(), bytes.end()}, fin});
@@ -136,9 +158,10 @@ class OutOfOrderQueue {
  private:
   using Map = std::map<wire::SeqNumber, Segment>;
 
-  bool over_bounds(std::size_t more_bytes) const {
-    if (segments_.size() + 1 > max_segments_) return true;
-    return shared_ && (shared_->segments + 1 > shared_->max_segments || shared_->bytes + more_bytes > shared_->max_bytes);
+  bool over_bounds(std::size_t more_bytes, std::size_t more_segments) const {
+    if (segments_.size() + more_segments > max_segments_) return true;
+    return shared_ && (shared_->segments + more_segments > shared_->max_segments ||
+                       shared_->bytes + more_bytes > shared_->max_bytes);
   }
   Map::iterator erase(Map::iterator it) {
     give_back(it->second.bytes.size(), 1);

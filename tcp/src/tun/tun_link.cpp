@@ -24,6 +24,9 @@ namespace {
 
 // The longest IPv4 packet, and so the largest MTU.
 constexpr std::size_t largest_packet = 65535;
+// A bound on the device's queue, so that a typo cannot let the kernel hold
+// gigabytes for a stalled program.
+constexpr std::size_t largest_queue_length = 1 << 16;
 
 std::string concat(std::initializer_list<std::string_view> pieces) {
   std::string text;
@@ -68,6 +71,9 @@ TunLink::TunLink(const TunLinkConfig& config) : mtu_(config.mtu), buffer_(larges
     fail(EINVAL, {"utcp: a TUN device name has 1 to 15 characters, not '", config.name, "'"});
   if (config.mtu < 68 || config.mtu > largest_packet)
     fail(EINVAL, {"utcp: a TUN device's MTU is 68 to 65535, not ", std::to_string(config.mtu)});
+  if (config.queue_length < 1 || config.queue_length > largest_queue_length)
+    fail(EINVAL, {"utcp: a TUN device's queue length is 1 to ", std::to_string(largest_queue_length), ", not ",
+                  std::to_string(config.queue_length)});
   fd_ = ::open("/dev/net/tun", O_RDWR | O_NONBLOCK | O_CLOEXEC);
   if (fd_ < 0) fail(errno, {"utcp: cannot open /dev/net/tun (it needs the tun module and CAP_NET_ADMIN)"});
   try {
@@ -78,6 +84,10 @@ TunLink::TunLink(const TunLinkConfig& config) : mtu_(config.mtu), buffer_(larges
     ifreq mtu_request = request_for(name_);
     mtu_request.ifr_mtu = static_cast<int>(config.mtu);
     interface_ioctl(SIOCSIFMTU, mtu_request, concat({"set the MTU to ", std::to_string(config.mtu)}));
+    ifreq queue_request = request_for(name_);
+    queue_request.ifr_qlen = static_cast<int>(config.queue_length);
+    interface_ioctl(SIOCSIFTXQLEN, queue_request,
+                    concat({"set the queue length to ", std::to_string(config.queue_length)}));
   } catch (...) {
     ::close(fd_);
     throw;
