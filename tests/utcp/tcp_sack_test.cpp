@@ -252,6 +252,18 @@ TEST_F(SackTest, BlocksOutsideTheOutstandingDataAreIgnored) {
 // is acknowledged, which gives RACK its first RTT (10 ms) and lets two more go.
 class RackTest : public SackTest {
  protected:
+  // An ACK of `ack` bytes, with one SACK block if given, echoing the TSval
+  // `echoed` (the peer's own clock ticking once per ACK).
+  void ack_echoing(std::uint32_t ack, std::optional<std::pair<std::uint32_t, std::uint32_t>> block,
+                   std::uint32_t echoed) {
+    TcpHeader header = from_peer(peer_iss + 1, iss + 1 + ack, flag::ack);
+    header.options.timestamps = wire::TcpTimestamps{++peer_clock_, echoed};
+    if (block)
+      header.options.sack_blocks[header.options.sack_block_count++] =
+          wire::SackBlock{SeqNumber(iss + 1 + block->first), SeqNumber(iss + 1 + block->second)};
+    feed(header);
+  }
+  std::uint32_t peer_clock_ = 2;
   void open_and_fill_the_window() {
     open_offering_sack();
     send(pattern(30000));
@@ -432,16 +444,6 @@ TEST_F(RackTest, ALostRetransmissionIsDetectedWithoutTimeout) {
 TEST_F(RackTest, AnAckEchoingTheOriginalDoesNotMakeEarlierSegmentsLost) {
   config.timestamps = true;
   open_offering_sack(true, true);
-  std::uint32_t peer_clock = 2;
-  auto ack_echoing = [&](std::uint32_t ack, std::optional<std::pair<std::uint32_t, std::uint32_t>> block,
-                         std::uint32_t echoed) {
-    TcpHeader header = from_peer(peer_iss + 1, iss + 1 + ack, flag::ack);
-    header.options.timestamps = wire::TcpTimestamps{++peer_clock, echoed};
-    if (block)
-      header.options.sack_blocks[header.options.sack_block_count++] =
-          wire::SackBlock{SeqNumber(iss + 1 + block->first), SeqNumber(iss + 1 + block->second)};
-    feed(header);
-  };
   send(pattern(30000));
   const std::uint32_t first_sent = sent.front().header.options.timestamps->value;
   retransmissions();
@@ -613,16 +615,6 @@ TEST_F(RackTest, DuplicatesFromBeforeTheEpisodeOrBeyondAllRetransmissionsUndoNot
 TEST_F(RackTest, AnAckEchoingTheOriginalOfTheRetransmissionUndoesTheRecovery) {
   config.timestamps = true;
   open_offering_sack(true, true);
-  std::uint32_t peer_clock = 2;
-  auto ack_echoing = [&](std::uint32_t ack, std::optional<std::pair<std::uint32_t, std::uint32_t>> block,
-                         std::uint32_t echoed) {
-    TcpHeader header = from_peer(peer_iss + 1, iss + 1 + ack, flag::ack);
-    header.options.timestamps = wire::TcpTimestamps{++peer_clock, echoed};
-    if (block)
-      header.options.sack_blocks[header.options.sack_block_count++] =
-          wire::SackBlock{SeqNumber(iss + 1 + block->first), SeqNumber(iss + 1 + block->second)};
-    feed(header);
-  };
   send(pattern(30000));
   const std::uint32_t first_sent = sent.front().header.options.timestamps->value;
   retransmissions();

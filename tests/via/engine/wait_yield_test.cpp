@@ -4,6 +4,7 @@
 // the engine reads the setting once.
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <cstdlib>
 #include <memory>
 
@@ -12,25 +13,27 @@
 
 namespace {
 
-TEST(WaitWithoutSpinning, YieldsFromItsFirstEmptyLook) {
-  testing_support::use_unique_job("waityield");
+class WaitWithoutSpinning : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    testing_support::use_unique_job("waityield");
+    ASSERT_EQ(via::Nic::open("shm:0", nic), via::Result::success);
+  }
+  // Waits until the condition has been asked `looks` times; the yields it took.
+  std::uint64_t yields_until_asked(int looks) {
+    int asked = 0;
+    EXPECT_EQ(nic->wait([&] { return ++asked == looks; }, 5000), via::Result::success);
+    return nic->counters().yields;
+  }
   std::unique_ptr<via::Nic> nic;
-  ASSERT_EQ(via::Nic::open("shm:0", nic), via::Result::success);
-  int asked = 0;
-  ASSERT_EQ(nic->wait([&] { return ++asked == 4; }, 5000), via::Result::success);
-  // Asked on entry, after the first poll, after the first step of the loop,
-  // and then after one yield: not only every 16th of the 254 polls before.
-  EXPECT_EQ(nic->counters().yields, 1u);
-}
+};
 
-TEST(WaitWithoutSpinning, KeepsYieldingWhileNothingComes) {
-  testing_support::use_unique_job("waityield");
-  std::unique_ptr<via::Nic> nic;
-  ASSERT_EQ(via::Nic::open("shm:0", nic), via::Result::success);
-  int asked = 0;
-  ASSERT_EQ(nic->wait([&] { return ++asked == 50; }, 5000), via::Result::success);
-  EXPECT_EQ(nic->counters().yields, 47u);  // one before each look after the first three
-}
+// Asked on entry, after the first poll, after the first step of the loop,
+// and then after one yield: not only every 16th of the 254 polls before.
+TEST_F(WaitWithoutSpinning, YieldsFromItsFirstEmptyLook) { EXPECT_EQ(yields_until_asked(4), 1u); }
+
+// One yield before each look after the first three.
+TEST_F(WaitWithoutSpinning, KeepsYieldingWhileNothingComes) { EXPECT_EQ(yields_until_asked(50), 47u); }
 
 }  // namespace
 
