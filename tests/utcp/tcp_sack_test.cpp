@@ -264,6 +264,29 @@ class RackTest : public SackTest {
     feed(header);
   }
   std::uint32_t peer_clock_ = 2;
+  static constexpr std::uint32_t kTimestampedSegment = 1000 - 12;  // the peer's MSS less the timestamps
+  // Timestamps and SACK on, 30000 bytes sent, the first segment acknowledged
+  // a millisecond later. Returns the TSval every later ACK echoes.
+  std::uint32_t send_and_acknowledge_the_first_segment() {
+    config.timestamps = true;
+    open_offering_sack(true, true);
+    send(pattern(30000));
+    const std::uint32_t first_sent = sent.front().header.options.timestamps->value;
+    retransmissions();
+    now += 1ms;
+    ack_echoing(kTimestampedSegment, {}, first_sent);
+    return first_sent;
+  }
+  // The third segment SACKed past the second (overtaken, not lost): once
+  // RACK's window passes the second goes again.
+  void overtake_the_second_segment(std::uint32_t first_sent) {
+    const std::uint32_t segment = kTimestampedSegment;
+    now += 200us;
+    ack_echoing(segment, std::pair{2 * segment, 3 * segment}, first_sent);
+    retransmissions();
+    run_for(1ms);
+    ASSERT_EQ(retransmissions(), (std::set<std::uint32_t>{segment}));
+  }
   void open_and_fill_the_window() {
     open_offering_sack();
     send(pattern(30000));
@@ -442,21 +465,10 @@ TEST_F(RackTest, ALostRetransmissionIsDetectedWithoutTimeout) {
 // RTT cannot tell here: the retransmission is a millisecond old and the path's
 // shortest round trip is as short.
 TEST_F(RackTest, AnAckEchoingTheOriginalDoesNotMakeEarlierSegmentsLost) {
-  config.timestamps = true;
-  open_offering_sack(true, true);
-  send(pattern(30000));
-  const std::uint32_t first_sent = sent.front().header.options.timestamps->value;
-  retransmissions();
-  const std::uint32_t segment = 1000 - 12;  // the peer's MSS less the timestamps
-  now += 1ms;
-  ack_echoing(segment, {}, first_sent);  // a 1 ms round trip
-  now += 200us;
-  ack_echoing(segment, std::pair{2 * segment, 3 * segment}, first_sent);  // the second segment overtaken
-  retransmissions();
-  run_for(1ms);  // RACK's window passes: the second segment goes again
-  ASSERT_EQ(retransmissions(), (std::set<std::uint32_t>{segment}));
+  const std::uint32_t first_sent = send_and_acknowledge_the_first_segment();  // a 1 ms round trip
+  ASSERT_NO_FATAL_FAILURE(overtake_the_second_segment(first_sent));
   now += 1200us;
-  ack_echoing(3 * segment, {}, first_sent);  // its original arrives, late
+  ack_echoing(3 * kTimestampedSegment, {}, first_sent);  // its original arrives, late
   run_for(100us);
   EXPECT_EQ(retransmissions(), (std::set<std::uint32_t>{}));
 }
@@ -613,25 +625,14 @@ TEST_F(RackTest, DuplicatesFromBeforeTheEpisodeOrBeyondAllRetransmissionsUndoNot
 // the retransmission's: the hole was filled by the original, the recovery
 // was spurious, and it is undone at once, before any D-SACK could say so.
 TEST_F(RackTest, AnAckEchoingTheOriginalOfTheRetransmissionUndoesTheRecovery) {
-  config.timestamps = true;
-  open_offering_sack(true, true);
-  send(pattern(30000));
-  const std::uint32_t first_sent = sent.front().header.options.timestamps->value;
-  retransmissions();
-  const std::uint32_t segment = 1000 - 12;  // the peer's MSS less the timestamps
-  now += 1ms;
-  ack_echoing(segment, {}, first_sent);
+  const std::uint32_t first_sent = send_and_acknowledge_the_first_segment();
   const std::uint32_t cwnd_before = connection->info().congestion_window;
   const std::uint32_t ssthresh_before = connection->info().slow_start_threshold;
-  now += 200us;
-  ack_echoing(segment, std::pair{2 * segment, 3 * segment}, first_sent);
-  retransmissions();
-  run_for(1ms);
-  ASSERT_EQ(retransmissions(), (std::set<std::uint32_t>{segment}));
+  ASSERT_NO_FATAL_FAILURE(overtake_the_second_segment(first_sent));
   ASSERT_TRUE(connection->info().in_recovery);
   ASSERT_LT(connection->info().congestion_window, cwnd_before);
   now += 1200us;
-  ack_echoing(3 * segment, {}, first_sent);  // its original arrives, late
+  ack_echoing(3 * kTimestampedSegment, {}, first_sent);  // its original arrives, late
   EXPECT_FALSE(connection->info().in_recovery);
   EXPECT_GE(connection->info().congestion_window, cwnd_before);
   EXPECT_EQ(connection->info().slow_start_threshold, ssthresh_before);
