@@ -88,10 +88,16 @@ class RuleChecker final : public utcp::CongestionController {
       return;
     }
     ++report_->avoidance_acks;
-    if (cwnd() < before || cwnd() > before + mss_)
-      broken(call + " (congestion avoidance: cwnd grows by less than a segment an ACK)", "cwnd", before);
+    // At most the rule's growth for this ACK and the byte the fractions
+    // carried from earlier ACKs may add. Not one segment: an ACK may cover
+    // more than a window (a receiver that acknowledges a batch at once, the
+    // ACK that ends a recovery), and the rule then gives more.
+    const double due = AimdController::alpha * mss_ * ack.bytes_acknowledged / before;
+    if (cwnd() < before || cwnd() > before + static_cast<std::uint32_t>(std::ceil(due)) + 1)
+      broken(call + " (congestion avoidance: cwnd grows by alpha * mss * bytes acknowledged / cwnd)", "cwnd",
+             before + static_cast<std::uint32_t>(due));
     report_->avoidance_growth += cwnd() - before;
-    report_->avoidance_growth_by_rules += AimdController::alpha * mss_ * ack.bytes_acknowledged / before;
+    report_->avoidance_growth_by_rules += due;
   }
 
   void on_enter_recovery(std::uint32_t bytes_in_flight, utcp::Instant now) override {

@@ -234,6 +234,10 @@ class LossRecovery {
   // The loss episode a D-SACK or an echo may still undo. It outlives its
   // recovery (a D-SACK often comes after it), until undone or the next one.
   struct Episode {
+    // Declared, not implied: clang cannot make the implicit default
+    // constructor of a nested class with member initializers while the
+    // enclosing class is incomplete (optional::emplace() would not compile).
+    explicit Episode(wire::SeqNumber began) : began_at(began) {}
     wire::SeqNumber began_at;  // SND.UNA when it began (Linux's undo_marker)
     std::vector<Retransmission> retransmissions;
     std::uint32_t retransmissions_unreported = 0;  // Linux's undo_retrans
@@ -242,8 +246,7 @@ class LossRecovery {
   };
 
   void begin_episode(wire::SeqNumber send_unacknowledged) {
-    episode_.emplace();
-    episode_->began_at = send_unacknowledged;
+    episode_.emplace(send_unacknowledged);
   }
 
   // Eifel's test where Linux makes it (tcp_try_undo_partial,
