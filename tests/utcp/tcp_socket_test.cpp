@@ -60,17 +60,29 @@ utcp::StackConfig config_for(Ipv4Address address) {
   return config;
 }
 
-// A's link, as a VIA link whose VI copies a packet's pieces itself: it
-// takes packets up to gather_limit bytes as headers and payload apart
-// (counted), and passes them on whole.
-class GatheringLink final : public utcp::Link {
+// A link that passes everything to another; the two below change one thing each.
+class ForwardingLink : public utcp::Link {
  public:
-  GatheringLink(utcp::Link& inner, std::size_t gather_limit) : inner_(inner), gather_limit_(gather_limit) {}
+  explicit ForwardingLink(utcp::Link& inner) : inner_(inner) {}
   std::size_t mtu() const override { return inner_.mtu(); }
   bool reaches(Ipv4Address next_hop) const override { return inner_.reaches(next_hop); }
   bool transmit(Ipv4Address next_hop, std::span<const std::uint8_t> packet) override {
     return inner_.transmit(next_hop, packet);
   }
+  std::size_t receive(const utcp::PacketSink& deliver, std::size_t budget) override {
+    return inner_.receive(deliver, budget);
+  }
+
+ private:
+  utcp::Link& inner_;
+};
+
+// A's link, as a VIA link whose VI copies a packet's pieces itself: it
+// takes packets up to gather_limit bytes as headers and payload apart
+// (counted), and passes them on whole.
+class GatheringLink final : public ForwardingLink {
+ public:
+  GatheringLink(utcp::Link& inner, std::size_t gather_limit) : ForwardingLink(inner), gather_limit_(gather_limit) {}
   std::size_t max_gathered(Ipv4Address) const override { return gather_limit_; }
   bool transmit_gathered(Ipv4Address next_hop, std::span<const std::uint8_t> head,
                          std::span<const std::uint8_t> body) override {
@@ -78,34 +90,21 @@ class GatheringLink final : public utcp::Link {
     ++gathered_;
     return Link::transmit_gathered(next_hop, head, body);
   }
-  std::size_t receive(const utcp::PacketSink& deliver, std::size_t budget) override {
-    return inner_.receive(deliver, budget);
-  }
   std::size_t gathered() const { return gathered_; }
 
  private:
-  utcp::Link& inner_;
   std::size_t gather_limit_;
   std::size_t gathered_ = 0;
 };
 
 // B's link, as a VIA link with so many receive buffers per peer: it says
 // how many packets it holds (receive_packets_per_peer) and passes them on.
-class BoundedReceiveLink final : public utcp::Link {
+class BoundedReceiveLink final : public ForwardingLink {
  public:
-  BoundedReceiveLink(utcp::Link& inner, std::size_t packets) : inner_(inner), packets_(packets) {}
-  std::size_t mtu() const override { return inner_.mtu(); }
-  bool reaches(Ipv4Address next_hop) const override { return inner_.reaches(next_hop); }
-  bool transmit(Ipv4Address next_hop, std::span<const std::uint8_t> packet) override {
-    return inner_.transmit(next_hop, packet);
-  }
-  std::size_t receive(const utcp::PacketSink& deliver, std::size_t budget) override {
-    return inner_.receive(deliver, budget);
-  }
+  BoundedReceiveLink(utcp::Link& inner, std::size_t packets) : ForwardingLink(inner), packets_(packets) {}
   std::size_t receive_packets_per_peer() const override { return packets_; }
 
  private:
-  utcp::Link& inner_;
   std::size_t packets_;
 };
 

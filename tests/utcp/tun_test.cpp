@@ -241,28 +241,28 @@ TEST_F(TunTest, DeviceHasTheNameAndMtu) {
   EXPECT_EQ(request.ifr_mtu, 1500);
 }
 
+// A TunLink made from `config` is refused as an invalid argument whose
+// message names `cause`.
+void expect_refused_naming(const TunLinkConfig& config, const std::string& cause) {
+  try {
+    TunLink link(config);
+    FAIL() << "a configuration with a bad " << cause << " was taken";
+  } catch (const std::system_error& error) {
+    EXPECT_EQ(error.code(), errc(std::errc::invalid_argument));
+    EXPECT_NE(std::string(error.what()).find(cause), std::string::npos) << error.what();
+  }
+}
+
 TEST_F(TunTest, BadConfigurationsAreRefusedWithTheCause) {
   TunLinkConfig long_name;
   long_name.name = "a-name-far-too-long";
   EXPECT_THROW(TunLink{long_name}, std::system_error);
   TunLinkConfig small_mtu;
   small_mtu.mtu = 40;
-  try {
-    TunLink link(small_mtu);
-    FAIL() << "an MTU of 40 was taken";
-  } catch (const std::system_error& error) {
-    EXPECT_EQ(error.code(), errc(std::errc::invalid_argument));
-    EXPECT_NE(std::string(error.what()).find("MTU"), std::string::npos) << error.what();
-  }
+  expect_refused_naming(small_mtu, "MTU");
   TunLinkConfig no_queue;
   no_queue.queue_length = 0;
-  try {
-    TunLink link(no_queue);
-    FAIL() << "a queue length of 0 was taken";
-  } catch (const std::system_error& error) {
-    EXPECT_EQ(error.code(), errc(std::errc::invalid_argument));
-    EXPECT_NE(std::string(error.what()).find("queue length"), std::string::npos) << error.what();
-  }
+  expect_refused_naming(no_queue, "queue length");
 }
 
 // The kernel's ping (an ICMP datagram socket: the kernel builds the request
