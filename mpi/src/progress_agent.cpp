@@ -46,8 +46,18 @@ LibraryLock library_lock;
 // is dlopen'ed).
 [[gnu::tls_model("initial-exec")]] thread_local int entry_depth = 0;
 std::atomic<bool> threads_share = false;
-std::atomic<int> threads_waiting = 0;         // for library_lock, in LibraryEntry
-std::atomic<unsigned> lock_acquisitions = 0;  // by LibraryEntry
+std::atomic<int> threads_waiting = 0;         // for library_lock, in lock_counted
+std::atomic<unsigned> lock_acquisitions = 0;  // by lock_counted
+
+// Takes the lock where other threads share the library, counted, so that a
+// thread letting others in (let_other_threads_in) knows someone waits and
+// when one has taken it.
+void lock_counted() {
+  ++threads_waiting;
+  library_lock.lock();
+  --threads_waiting;
+  ++lock_acquisitions;
+}
 
 }  // namespace
 
@@ -57,10 +67,7 @@ LibraryEntry::LibraryEntry() {
     library_lock.lock();
     return;
   }
-  ++threads_waiting;
-  library_lock.lock();
-  --threads_waiting;
-  ++lock_acquisitions;
+  lock_counted();
 }
 
 void set_threads_share_library(bool shared) { threads_share = shared; }
@@ -75,7 +82,11 @@ void let_other_threads_in() {
   // A woken waiter needs a moment to take the mutex; without this the releasing thread would mostly take it back first.
   constexpr int kMostYields = 1000;
   for (int i = 0; i < kMostYields && threads_waiting > 0 && lock_acquisitions == before; ++i) sched_yield();
-  library_lock.lock();
+  // Counted too: a thread waiting here to take the lock back is a waiter
+  // the next thread letting others in must make way for. Uncounted, two
+  // threads waiting in MPI at once on one core starved one another: the
+  // holder saw nobody waiting and took the lock straight back, every time.
+  lock_counted();
   entry_depth = depth;
 }
 
