@@ -17,6 +17,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "collectives.hpp"
@@ -30,6 +31,7 @@
 
 namespace viastack::mpi {
 
+using node_collectives::kLargeBytes;
 using node_collectives::kMaxRanks;
 using node_collectives::kSlotBytes;
 
@@ -68,11 +70,21 @@ struct alignas(kLineBytes) Buffer {
   std::uint64_t bytes;                // how many bytes (per block) the data has
   alignas(16) std::byte data[kSlotBytes];  // aligned for any type the reductions work on in place
 };
+// Large calls (allreduce and allgather(v) above kSlotBytes) stage their data
+// in areas of kLargeBytes, taken in turn; a member writes one again once every
+// member has finished the large call that used it before. With two areas that
+// costs no wait: to take an area again a member has seen every member post
+// the large call in between, which each does only after finishing the one
+// before (with one area, a member would wait for the slowest reader of the
+// last call).
+constexpr std::size_t kLargeAreas = 2;
+constexpr std::size_t kPageBytes = 4096;
 struct Member {
   MemberControl control;
   Buffer buffers[kBuffers];  // calls use them in turn
+  alignas(kPageBytes) std::byte large[kLargeAreas][kLargeBytes];  // backed by memory only once a large call touches it
 };
-static_assert(sizeof(Member) % kLineBytes == 0);
+static_assert(sizeof(Member) % kPageBytes == 0, "every member's part starts on a page (and a line)");
 static_assert(offsetof(Buffer, data) + 8 <= 64, "a small call's data shares a line with its flag");
 static_assert(std::atomic<std::uint64_t>::is_always_lock_free);
 
@@ -189,14 +201,21 @@ class NodeCollectives {
   // the least of them seen last is not recent enough: about once every
   // kBuffers calls rather than at every call, each read a cache miss.
   void wait_buffers_free(std::uint64_t call) {
-    if (call <= kBuffers || call - kBuffers <= all_done_through_) return;
-    wait_until([&] {
-      std::uint64_t least = ~std::uint64_t{0};
-      for (int r = 0; r < n_; ++r) least = std::min(least, control(r).done.load(std::memory_order_acquire));
-      all_done_through_ = least;
-      return least >= call - kBuffers;
-    });
+    if (call > kBuffers) wait_all_done_through(call - kBuffers);
   }
+  // A large call (allreduce, allgather(v) above kSlotBytes): the large area it
+  // stages its data in, the same on every member (each counts its large calls
+  // alike), once every member has finished the call that used it before. The
+  // call's buffer (for its flag) is free too. Member `rank`'s part of it is
+  // large_area(rank, area).
+  std::size_t take_large_area(std::uint64_t call) {
+    wait_buffers_free(call);
+    const std::size_t area = large_calls_++ % kLargeAreas;
+    wait_all_done_through(large_area_used_by_[area]);
+    large_area_used_by_[area] = call;
+    return area;
+  }
+  std::byte* large_area(int rank, std::size_t area) const { return members_[std::size_t(rank)]->large[area]; }
   // This member's data for `call` (bytes of it per block) is in place; with
   // `finished`, it has nothing to read in this call either.
   void post(std::uint64_t call, std::uint64_t bytes, bool finished) {
@@ -228,6 +247,16 @@ class NodeCollectives {
 
  private:
   MemberControl& control(int rank) const { return members_[std::size_t(rank)]->control; }
+  // Every member has finished `call` (and so every call before it).
+  void wait_all_done_through(std::uint64_t call) {
+    if (call <= all_done_through_) return;
+    wait_until([&] {
+      std::uint64_t least = ~std::uint64_t{0};
+      for (int r = 0; r < n_; ++r) least = std::min(least, control(r).done.load(std::memory_order_acquire));
+      all_done_through_ = least;
+      return least >= call;
+    });
+  }
   Buffer& slot(int rank, std::uint64_t call) const { return members_[std::size_t(rank)]->buffers[call % kBuffers]; }
 
   template <class Ready>
@@ -289,6 +318,8 @@ class NodeCollectives {
   std::vector<Member*> members_;  // empty: not for shared memory
   std::uint64_t calls_ = 0;
   std::uint64_t all_done_through_ = 0;  // every member had finished this call when last looked at
+  std::uint64_t large_calls_ = 0;
+  std::uint64_t large_area_used_by_[kLargeAreas] = {};  // the call that last staged its data in each large area
   Clock::duration may_sleep_after_{};
 };
 
@@ -372,15 +403,17 @@ void fold_in_rank_order(int n, Contribution&& contribution, void* recv, std::siz
 // bracketing MPI_Ireduce and MPI_Iallreduce share: the blocking and the
 // non-blocking call then agree bit for bit even for an op that is not quite
 // associative (as floating-point arithmetic is not).
-bool reduces_here(std::size_t bytes, const Datatype& type, const Op& op) {
-  return bytes <= kSlotBytes && type.contiguous() && op.commutative();
+// `limit`: the most bytes the call takes here (kSlotBytes but for allreduce).
+bool reduces_here(std::size_t bytes, std::size_t limit, const Datatype& type, const Op& op) {
+  return bytes <= limit && type.contiguous() && op.commutative();
 }
 
 // The node's collectives for a reduction of `bytes` of `type` by `op`, the
 // op checked against the type; null when they do not take it (the caller's
 // algorithm runs instead).
-NodeCollectives* node_for_reduction(std::size_t bytes, const Datatype& type, const Op& op, const Communicator& comm) {
-  if (!reduces_here(bytes, type, op)) return nullptr;
+NodeCollectives* node_for_reduction(std::size_t bytes, const Datatype& type, const Op& op, const Communicator& comm,
+                                    std::size_t limit = kSlotBytes) {
+  if (!reduces_here(bytes, limit, type, op)) return nullptr;
   NodeCollectives* node = NodeCollectives::of(comm);
   if (node) op.check_applies_to(type);
   return node;
@@ -414,12 +447,65 @@ bool reduce(const void* send, void* recv, std::size_t count, const Datatype& typ
   return true;
 }
 
+namespace {
+
+// Part `part` of `count` elements cut into `parts` (the first count % parts one element longer): {first, length}.
+std::pair<std::size_t, std::size_t> share(std::size_t count, std::size_t parts, std::size_t part) {
+  const std::size_t base = count / parts, extra = count % parts;
+  return {part * base + std::min(part, extra), base + (part < extra ? 1 : 0)};
+}
+
+// Above kSlotBytes, in pieces of at most kLargeBytes: every member copies its
+// piece of the vector into its large area; member r reduces part r of the
+// piece, in place in its own area, from part r of every other area (the one
+// rank that reads those bytes); then every member copies the n reduced parts
+// out of the n areas into recv. Two waits per piece, however many ranks (a
+// ring waits 2(n-1) times, each a context switch when ranks share a core),
+// and every member gets the same bits (each part is reduced once).
+void allreduce_large(NodeCollectives& node, const std::byte* send, std::byte* recv, std::size_t count,
+                     const Datatype& type, const Op& op) {
+  const int n = node.size(), me = node.rank();
+  const std::size_t element = type.size(), piece_elements = kLargeBytes / element;
+  for (std::size_t first = 0; first < count; first += piece_elements) {
+    const std::size_t elements = std::min(piece_elements, count - first);
+    const std::uint64_t copied_in = node.begin(), reduced = node.begin();
+    const std::size_t area = node.take_large_area(copied_in);
+    node.wait_buffers_free(reduced);
+    // In place, send is recv: read here, before anything lands in recv (only this rank writes it).
+    std::memcpy(node.large_area(me, area), send + first * element, elements * element);
+    node.post(copied_in, elements * element, false);
+    node.wait_all_posted(copied_in);
+    const auto [part_first, part_length] = share(elements, std::size_t(n), std::size_t(me));
+    std::byte* const acc = node.large_area(me, area) + part_first * element;
+    for (int step = 1; step < n; ++step) {  // from the next rank on: the ranks read different areas at a time
+      const int r = (me + step) % n;
+      op.apply(node.large_area(r, area) + part_first * element, acc, part_length, type);
+    }
+    node.post(reduced, elements * element, false);
+    node.wait_all_posted(reduced);
+    for (int step = 0; step < n; ++step) {
+      const int r = (me + step) % n;
+      const auto [first_of_r, length_of_r] = share(elements, std::size_t(n), std::size_t(r));
+      std::memcpy(recv + (first + first_of_r) * element, node.large_area(r, area) + first_of_r * element,
+                  length_of_r * element);
+    }
+    node.finish(reduced);
+  }
+}
+
+}  // namespace
+
 bool allreduce(const void* send, void* recv, std::size_t count, const Datatype& type, const Op& op,
                const Communicator& comm) {
   const std::size_t bytes = count * type.size();
-  NodeCollectives* node = node_for_reduction(bytes, type, op, comm);
+  const bool large = bytes > kSlotBytes && type.size() <= kLargeBytes;
+  NodeCollectives* node = node_for_reduction(bytes, type, op, comm, large ? bytes : kSlotBytes);
   if (!node) return false;
   if (bytes == 0) return true;
+  if (large) {
+    allreduce_large(*node, static_cast<const std::byte*>(send), static_cast<std::byte*>(recv), count, type, op);
+    return true;
+  }
   const std::uint64_t call = node->begin();
   node->wait_buffers_free(call);
   std::memcpy(node->buffer(node->rank(), call), send, bytes);
@@ -512,16 +598,21 @@ bool allgatherv(const void* send, std::size_t send_count, const Datatype& send_t
     largest = std::max(largest, block_bytes(recv, r));
     total += block_bytes(recv, r);
   }
-  if (largest > kSlotBytes) return false;
+  if (largest > kLargeBytes) return false;
   NodeCollectives* node = NodeCollectives::of(comm);
   if (!node) return false;
   if (total == 0) return true;
   const std::uint64_t call = node->begin();
   const std::size_t bytes = send_count * send_type.size();
-  node->wait_buffers_free(call);
+  // Blocks above kSlotBytes go through a large area: one copy in, one out per
+  // reader, and one wait (a ring of messages waits n-1 times).
+  const bool large = largest > kSlotBytes;
+  const std::size_t area = large ? node->take_large_area(call) : 0;
+  if (!large) node->wait_buffers_free(call);
+  const auto staged = [&](int r) { return large ? node->large_area(r, area) : node->buffer(r, call); };
   // More than its block (an erroneous call) does not fit the slot: the others
   // see the size alone and fail with MPI_ERR_TRUNCATE, after the call, as this rank does.
-  if (bytes <= kSlotBytes) to_slot(send, send_count, send_type, node->buffer(me, call));
+  if (bytes <= (large ? kLargeBytes : kSlotBytes)) to_slot(send, send_count, send_type, staged(me));
   node->post(call, bytes, false);
   copy_typed(send, send_count, send_type, writable_block(recv, me), block_count(recv, me), block_type(recv, me));
   node->wait_all_posted(call);
@@ -530,7 +621,7 @@ bool allgatherv(const void* send, std::size_t send_count, const Datatype& send_t
     if (r == me) continue;
     const std::uint64_t sent = node->posted_bytes(r, call);
     truncated |= sent > block_bytes(recv, r);
-    from_slot(node->buffer(r, call), std::min<std::uint64_t>(sent, block_bytes(recv, r)), block_type(recv, r),
+    from_slot(staged(r), std::min<std::uint64_t>(sent, block_bytes(recv, r)), block_type(recv, r),
               writable_block(recv, r));
   }
   node->finish(call);
