@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <via/bootstrap.hpp>
@@ -61,6 +62,7 @@ struct alignas(kLineBytes) MemberControl {
   std::int32_t pid;
   std::uint64_t start_time;     // with pid: this process, not a later one of the same pid
   std::uint64_t pid_namespace;  // pids mean something only within one namespace
+  const std::uint64_t* probe;   // a word of this process's own memory that others try to read (kProbeValue)
 };
 // The flag that says a call's data is in place, its size and the data itself
 // begin on one line: a reader of a small call takes one line from the
@@ -98,6 +100,25 @@ constexpr int kWakeTag = 0x7ffc0000;
 // knows a block's size (a gatherv's sender, a scatterv's root) decides.
 constexpr std::uint64_t kByMessage = ~std::uint64_t{0};
 constexpr int kBlockTag = kWakeTag + 1;
+
+// What every process's probe word holds: another member that reads this
+// through process_vm_readv may read the others' buffers that way too.
+constexpr std::uint64_t kProbeValue = 0x76696173'74616b21;  // "viastak!"
+const std::uint64_t probe_word = kProbeValue;
+
+// Bytes `bytes` at `remote` in process `pid` into `local` (single copy, through
+// the kernel): false if the kernel refused or the range was not all there.
+bool read_from_process(int pid, void* local, const void* remote, std::size_t bytes) {
+  std::size_t done = 0;
+  while (done < bytes) {
+    iovec to{static_cast<std::byte*>(local) + done, bytes - done};
+    iovec from{const_cast<std::byte*>(static_cast<const std::byte*>(remote)) + done, bytes - done};
+    const ssize_t n = process_vm_readv(pid, &to, 1, &from, 1, 0);
+    if (n <= 0) return false;
+    done += std::size_t(n);
+  }
+  return true;
+}
 
 // How often a long wait checks that every member's process still lives.
 constexpr auto kLivenessInterval = std::chrono::milliseconds(100);
@@ -172,6 +193,7 @@ class NodeCollectives {
     mine.pid = int(getpid());
     mine.start_time = start_time_of(mine.pid);
     mine.pid_namespace = own_pid_namespace();
+    mine.probe = &probe_word;
     const std::int64_t yield_us = via::config::integer("VIASTACK_YIELD_US");
     // The point-to-point wait sleeps once it has spun and then yielded for
     // VIASTACK_YIELD_US: a waiter says it may sleep well before that.
@@ -216,6 +238,30 @@ class NodeCollectives {
     return area;
   }
   std::byte* large_area(int rank, std::size_t area) const { return members_[std::size_t(rank)]->large[area]; }
+
+  // Whether every member can read every other's memory with process_vm_readv
+  // (ptrace rules, VIASTACK_SHM_CMA): asked of all members at the first call
+  // that wants to know (a collective point: every member makes that call),
+  // agreed on by all, and kept.
+  bool single_copy() {
+    if (single_copy_ == Unknown) {
+      std::uint32_t unreachable = !via::config::boolean("VIASTACK_SHM_CMA"), ignored = 0;
+      // A barrier: every member has filled in its control (in its constructor) before it takes part in this.
+      allreduce_max_u32(comm_, 0, ignored);
+      for (int r = 0; r < n_ && !unreachable; ++r) {
+        std::uint64_t value = 0;
+        unreachable = r != me_ && !(read_from_process(control(r).pid, &value, control(r).probe, sizeof value) &&
+                                    value == kProbeValue);
+      }
+      std::uint32_t unreachable_anywhere = 1;
+      allreduce_max_u32(comm_, unreachable, unreachable_anywhere);
+      single_copy_ = unreachable_anywhere ? No : Yes;
+    }
+    return single_copy_ == Yes;
+  }
+  int pid(int rank) const { return control(rank).pid; }
+  // Every member has finished `call`: what this member lent for it (its buffer, read by the others) is its own again.
+  void wait_all_finished(std::uint64_t call) { wait_all_done_through(call); }
   // This member's data for `call` (bytes of it per block) is in place; with
   // `finished`, it has nothing to read in this call either.
   void post(std::uint64_t call, std::uint64_t bytes, bool finished) {
@@ -321,6 +367,7 @@ class NodeCollectives {
   std::uint64_t large_calls_ = 0;
   std::uint64_t large_area_used_by_[kLargeAreas] = {};  // the call that last staged its data in each large area
   Clock::duration may_sleep_after_{};
+  enum { Unknown, Yes, No } single_copy_ = Unknown;
 };
 
 namespace {
@@ -604,27 +651,49 @@ bool allgatherv(const void* send, std::size_t send_count, const Datatype& send_t
   if (total == 0) return true;
   const std::uint64_t call = node->begin();
   const std::size_t bytes = send_count * send_type.size();
-  // Blocks above kSlotBytes go through a large area: one copy in, one out per
-  // reader, and one wait (a ring of messages waits n-1 times).
+  // Blocks above kSlotBytes: where the members can read each other's memory,
+  // a contiguous block is lent, its address posted, and every reader copies it
+  // straight into its own block (process_vm_readv: one copy); otherwise it goes
+  // through a large area (one copy in, one out per reader). One wait for the
+  // data either way (a ring of messages waits n-1 times), and a lender waits
+  // for its readers before its buffer is the caller's again.
   const bool large = largest > kSlotBytes;
   const std::size_t area = large ? node->take_large_area(call) : 0;
   if (!large) node->wait_buffers_free(call);
+  const bool lent = large && node->single_copy() && send_type.contiguous();
   const auto staged = [&](int r) { return large ? node->large_area(r, area) : node->buffer(r, call); };
+  // Where member r's block is in its own memory; null: staged.
+  const auto lent_by = [&](int r) { return *reinterpret_cast<const void* const*>(node->buffer(r, call)); };
+  if (large) {
+    const void* address = lent ? send : nullptr;
+    std::memcpy(node->buffer(me, call), &address, sizeof address);
+  }
   // More than its block (an erroneous call) does not fit the slot: the others
   // see the size alone and fail with MPI_ERR_TRUNCATE, after the call, as this rank does.
-  if (bytes <= (large ? kLargeBytes : kSlotBytes)) to_slot(send, send_count, send_type, staged(me));
+  if (!lent && bytes <= (large ? kLargeBytes : kSlotBytes)) to_slot(send, send_count, send_type, staged(me));
   node->post(call, bytes, false);
   copy_typed(send, send_count, send_type, writable_block(recv, me), block_count(recv, me), block_type(recv, me));
   node->wait_all_posted(call);
-  bool truncated = false;
-  for (int r = 0; r < n; ++r) {
-    if (r == me) continue;
+  bool truncated = false, unreadable = false;
+  for (int step = 1; step < n; ++step) {  // from the next rank on: the readers of one block spread out
+    const int r = (me + step) % n;
     const std::uint64_t sent = node->posted_bytes(r, call);
     truncated |= sent > block_bytes(recv, r);
-    from_slot(staged(r), std::min<std::uint64_t>(sent, block_bytes(recv, r)), block_type(recv, r),
-              writable_block(recv, r));
+    const std::size_t taken = std::min<std::uint64_t>(sent, block_bytes(recv, r));
+    const void* const remote = large ? lent_by(r) : nullptr;
+    if (!remote) {
+      from_slot(staged(r), taken, block_type(recv, r), writable_block(recv, r));
+    } else if (block_type(recv, r).contiguous()) {
+      unreadable |= !read_from_process(node->pid(r), writable_block(recv, r), remote, taken);
+    } else {
+      std::vector<std::byte> packed(taken);
+      unreadable |= !read_from_process(node->pid(r), packed.data(), remote, taken);
+      from_slot(packed.data(), taken, block_type(recv, r), writable_block(recv, r));
+    }
   }
   node->finish(call);
+  if (lent) node->wait_all_finished(call);
+  require(!unreadable, MPI_ERR_OTHER, "MPI_Allgather(v): a rank's block could not be read from its process");
   require(!truncated && bytes <= block_bytes(recv, me), MPI_ERR_TRUNCATE,
           "a rank sent more data than its block holds");
   return true;
