@@ -1,6 +1,7 @@
 #include "node_collectives.hpp"
 
 #include <fcntl.h>
+#include <sched.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -163,6 +164,23 @@ bool qualifies(const Communicator& comm) {
   return true;
 }
 
+// Whether the job's ranks on this node outnumber the CPUs it may use
+// (VIASTACK_NODE_CPUS, else this process's affinity when it allows more than
+// one, else the CPUs online): the rule by which the engine's waits stop
+// spinning (via's job_cpus_on_this_host, internal to libvia).
+bool node_oversubscribed() {
+  std::string error;
+  const auto job = via::job_bootstrap(error);
+  const int local_ranks = job ? job->local_size() : 1;
+  long cpus = std::max(1l, sysconf(_SC_NPROCESSORS_ONLN));
+  cpu_set_t mine;
+  if (const auto configured = via::config::integer_if_set("VIASTACK_NODE_CPUS"))
+    cpus = long(*configured);
+  else if (sched_getaffinity(0, sizeof mine, &mine) == 0 && CPU_COUNT(&mine) > 1)
+    cpus = std::min<long>(CPU_COUNT(&mine), cpus);
+  return local_ranks > cpus;
+}
+
 // count elements of type at buf into a slot, and back.
 void to_slot(const void* buf, std::size_t count, const Datatype& type, std::byte* slot) {
   if (type.contiguous())
@@ -239,23 +257,27 @@ class NodeCollectives {
   }
   std::byte* large_area(int rank, std::size_t area) const { return members_[std::size_t(rank)]->large[area]; }
 
-  // Whether every member can read every other's memory with process_vm_readv
-  // (ptrace rules, VIASTACK_SHM_CMA): asked of all members at the first call
-  // that wants to know (a collective point: every member makes that call),
-  // agreed on by all, and kept.
+  // Whether a large allgather lends its blocks to be read in place: every
+  // member can read every other's memory with process_vm_readv (ptrace rules,
+  // VIASTACK_SHM_CMA), and no node is oversubscribed. Lending costs a second
+  // wait (for the readers), which costs a context switch when ranks share a
+  // core: 4 ranks on 2 cores, 64 KiB-1 MiB, took 0.9-1.0x Open MPI's time
+  // lending against 0.4-0.85x through the large areas; 2 ranks 0.9-1.0x
+  // against 4-9x. Asked of all members at the first call that wants to know
+  // (a collective point: every member makes that call), agreed on by all, and kept.
   bool single_copy() {
     if (single_copy_ == Unknown) {
-      std::uint32_t unreachable = !via::config::boolean("VIASTACK_SHM_CMA"), ignored = 0;
+      std::uint32_t no_lending = !via::config::boolean("VIASTACK_SHM_CMA") || node_oversubscribed(), ignored = 0;
       // A barrier: every member has filled in its control (in its constructor) before it takes part in this.
       allreduce_max_u32(comm_, 0, ignored);
-      for (int r = 0; r < n_ && !unreachable; ++r) {
+      for (int r = 0; r < n_ && !no_lending; ++r) {
         std::uint64_t value = 0;
-        unreachable = r != me_ && !(read_from_process(control(r).pid, &value, control(r).probe, sizeof value) &&
+        no_lending = r != me_ && !(read_from_process(control(r).pid, &value, control(r).probe, sizeof value) &&
                                     value == kProbeValue);
       }
-      std::uint32_t unreachable_anywhere = 1;
-      allreduce_max_u32(comm_, unreachable, unreachable_anywhere);
-      single_copy_ = unreachable_anywhere ? No : Yes;
+      std::uint32_t no_lending_anywhere = 1;
+      allreduce_max_u32(comm_, no_lending, no_lending_anywhere);
+      single_copy_ = no_lending_anywhere ? No : Yes;
     }
     return single_copy_ == Yes;
   }

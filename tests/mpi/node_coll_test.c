@@ -14,8 +14,8 @@
  *     gatherv, scatterv and alltoallv with blocks small on some ranks (or
  *     pairs) and large (sent as messages) on others;
  *   - MPI_Allreduce and MPI_Allgather(v) above the switch point (their large
- *     areas; allgather's blocks read from the lender's memory unless
- *     VIASTACK_SHM_CMA=0): vectors cut into n parts of uneven length and into pieces of
+ *     areas; allgather's blocks read from the lender's memory unless the
+ *     node is oversubscribed or VIASTACK_SHM_CMA=0): vectors cut into n parts of uneven length and into pieces of
  *     kLargeBytes, elements of 4, 8 and 12 bytes, blocks of different sizes
  *     per rank, in place and not, back to back with stragglers so that the
  *     two large areas are reused while others may still read them;
