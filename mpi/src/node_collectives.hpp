@@ -9,7 +9,9 @@
 // over the shm or mixed provider (tcp is kept for what it is tested for), and
 // at most kSlotBytes of data per rank (the switch point; larger calls keep the
 // point-to-point algorithms of collectives.hpp), but for gather(v),
-// scatter(v) and alltoallv, which send a larger block as a message. Reductions need a contiguous
+// scatter(v) and alltoallv, which send a larger block as a message, and
+// allreduce and allgather(v), which stage larger data in large areas
+// (kLargeBytes). Reductions need a contiguous
 // datatype (the op works on the slots in place) and a commutative op (a
 // non-commutative one keeps the bracketing of the point-to-point algorithms,
 // which the non-blocking calls share); the other calls pack and unpack any
@@ -52,6 +54,10 @@ namespace node_collectives {
 
 inline constexpr int kMaxRanks = 16;
 inline constexpr std::size_t kSlotBytes = 8192;
+// Allreduce and allgather(v) above kSlotBytes stage data in a member's large
+// areas of this size (allreduce in pieces of it; allgather(v) only when
+// every block fits).
+inline constexpr std::size_t kLargeBytes = std::size_t{1} << 20;
 
 // Each returns false, having done nothing, when the call is not for shared
 // memory (above); the caller then runs the point-to-point algorithm. The
@@ -61,6 +67,8 @@ bool barrier(const Communicator& comm);
 bool bcast(void* buf, std::size_t count, const Datatype& type, int root, const Communicator& comm);
 bool reduce(const void* send, void* recv, std::size_t count, const Datatype& type, const Op& op, int root,
             const Communicator& comm);
+// MPI_Allreduce at any size: above kSlotBytes a shared-memory reduce-scatter
+// and allgather (node_collectives.cpp's allreduce_large).
 bool allreduce(const void* send, void* recv, std::size_t count, const Datatype& type, const Op& op,
                const Communicator& comm);
 // MPI_Gather(v) and MPI_Scatter(v), at any size: a block above kSlotBytes goes
@@ -70,7 +78,7 @@ bool gather(const void* send, std::size_t send_count, const Datatype& send_type,
             const Communicator& comm);
 bool scatter(const Blocks& send, void* recv, std::size_t recv_count, const Datatype& recv_type, int root,
              const Communicator& comm);
-// MPI_Allgather(v): every rank knows every block's size.
+// MPI_Allgather(v): every rank knows every block's size; blocks of up to kLargeBytes.
 bool allgatherv(const void* send, std::size_t send_count, const Datatype& send_type, const Blocks& recv,
                 const Communicator& comm);
 // MPI_Alltoall, not in place: every block the same size (not the v and w

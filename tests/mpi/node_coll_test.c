@@ -13,6 +13,12 @@
  *     and non-contiguous types at sizes below, at and above the switch point;
  *     gatherv, scatterv and alltoallv with blocks small on some ranks (or
  *     pairs) and large (sent as messages) on others;
+ *   - MPI_Allreduce and MPI_Allgather(v) above the switch point (their large
+ *     areas; allgather's blocks read from the lender's memory unless the
+ *     node is oversubscribed or VIASTACK_SHM_CMA=0): vectors cut into n parts of uneven length and into pieces of
+ *     kLargeBytes, elements of 4, 8 and 12 bytes, blocks of different sizes
+ *     per rank, in place and not, back to back with stragglers so that the
+ *     two large areas are reused while others may still read them;
  *   - thousands of calls back to back with rotating roots and stragglers
  *     (a flag or buffer reused too early shows as a wrong answer);
  *   - sub-communicators (split by parity, and a duplicate) used in turn with
@@ -31,7 +37,7 @@
 
 #include "check.h"
 
-enum { kSlotBytes = 8192, kMaxSmRanks = 16 };
+enum { kSlotBytes = 8192, kMaxSmRanks = 16, kLargeBytes = 1 << 20 };
 
 static int world_rank, world_size;
 
@@ -731,6 +737,146 @@ static void back_to_back(MPI_Comm comm, int rounds) {
   free(received);
 }
 
+/* ------------------------------------------------------------ large calls */
+
+/* Int j of rank r's vector in round `round`: any wrong part, piece or area offset shows. */
+static int large_value(int round, int r, size_t j) { return (int)((j * 2654435761u + (size_t)r * 40503u + (size_t)round * 977u) % 100003u); }
+
+/* Allreduce above kSlotBytes: MPI_SUM of ints, MPI_MAXLOC of (int, int)
+ * pairs and MPI_MAX of doubles, at counts that cut into n parts unevenly and
+ * into pieces of kLargeBytes (the last one short), every element checked. */
+static void large_allreduce(MPI_Comm comm, int round) {
+  int rank, n;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &n);
+  const size_t ints_list[] = {kSlotBytes / 4 + 1, 16411, kLargeBytes / 4, kLargeBytes / 4 + 1, 11 * kLargeBytes / 8 + 7};
+  for (size_t c = 0; c < sizeof ints_list / sizeof ints_list[0]; ++c, ++round) {
+    const size_t ints = ints_list[c];
+    const int in_place = (round + (int)c) % 2;
+    int* send = malloc(ints * sizeof(int));
+    int* recv = malloc(ints * sizeof(int));
+    /* MPI_SUM of ints */
+    for (size_t j = 0; j < ints; ++j) (in_place ? recv : send)[j] = large_value(round, rank, j);
+    MPI_Allreduce(in_place ? MPI_IN_PLACE : send, recv, (int)ints, MPI_INT, MPI_SUM, comm);
+    size_t wrong = 0;
+    for (size_t j = 0; j < ints; ++j) {
+      long long expected = 0;
+      for (int r = 0; r < n; ++r) expected += large_value(round, r, j);
+      wrong += recv[j] != expected;
+    }
+    /* MPI_MAXLOC of pairs (8-byte elements): the value and the rank that has it. */
+    const size_t pairs = ints / 2;
+    for (size_t j = 0; j < pairs; ++j) {
+      send[2 * j] = large_value(round, rank, j) % 1000;
+      send[2 * j + 1] = rank;
+    }
+    MPI_Allreduce(send, recv, (int)pairs, MPI_2INT, MPI_MAXLOC, comm);
+    for (size_t j = 0; j < pairs; ++j) {
+      int best = -1, at = -1;
+      for (int r = 0; r < n; ++r)
+        if (large_value(round, r, j) % 1000 > best) best = large_value(round, r, j) % 1000, at = r;
+      wrong += recv[2 * j] != best || recv[2 * j + 1] != at;
+    }
+    /* MPI_MAX of doubles, in place the other way round */
+    const size_t doubles = ints / 2;
+    double* d = (double*)(in_place ? send : recv);
+    double* dsend = (double*)(in_place ? recv : send);
+    for (size_t j = 0; j < doubles; ++j) (in_place ? d : dsend)[j] = large_value(round + 1, rank, j) * 0.5;
+    MPI_Allreduce(in_place ? MPI_IN_PLACE : dsend, d, (int)doubles, MPI_DOUBLE, MPI_MAX, comm);
+    for (size_t j = 0; j < doubles; ++j) {
+      double expected = 0;
+      for (int r = 0; r < n; ++r)
+        if (large_value(round + 1, r, j) * 0.5 > expected) expected = large_value(round + 1, r, j) * 0.5;
+      wrong += d[j] != expected;
+    }
+    if (wrong) fprintf(stderr, "rank %d: large allreduce of %zu ints: %zu wrong\n", rank, ints, wrong);
+    CHECK(wrong == 0);
+    free(send);
+    free(recv);
+  }
+}
+
+/* Allgatherv with rank r's block of `count_of(r)` elements, the blocks in
+ * reverse rank order in the receive buffer (a gap of one element between),
+ * the largest above kSlotBytes: blocks of different sizes, some small, one
+ * of exactly kLargeBytes, and (past the large areas) one above it. */
+static void large_allgatherv(MPI_Comm comm, int round) {
+  int rank, n;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &n);
+  MPI_Datatype gappy, gappy_resized;
+  MPI_Type_contiguous(3, MPI_INT, &gappy);
+  MPI_Type_create_resized(gappy, 0, 16, &gappy_resized);
+  MPI_Type_commit(&gappy_resized);
+  const struct Layout layouts[] = {{"MPI_INT", MPI_INT, 4, 4}, {"3 ints in 16 bytes", gappy_resized, 12, 16}};
+  for (int li = 0; li < 2; ++li)
+    for (int shape = 0; shape < 4; ++shape, ++round) {
+      const struct Layout* l = &layouts[li];
+      int counts[kMaxSmRanks], displs[kMaxSmRanks];
+      size_t total = 0;
+      for (int r = n - 1; r >= 0; --r) {
+        size_t bytes;
+        if (shape == 0) bytes = kSlotBytes + 1 + (size_t)r * 4099; /* all above the slot, uneven */
+        else if (shape == 1) bytes = r % 2 ? 3 * kSlotBytes + (size_t)r * 64 : 16 + (size_t)r; /* some small */
+        else if (shape == 2) bytes = r == n - 1 ? kLargeBytes : 40000 + (size_t)r * 12; /* the largest fits exactly */
+        else bytes = r == 0 ? kLargeBytes + 12 * 16 : 20000; /* past the large areas: point to point */
+        counts[r] = (int)(bytes / l->data_bytes);
+        displs[r] = (int)total;
+        total += (size_t)counts[r] + 1;
+      }
+      unsigned char* all = malloc(total * l->extent);
+      unsigned char* mine = malloc((size_t)counts[rank] * l->extent);
+      const int in_place = (round + shape) % 2;
+      memset(all, 0xee, total * l->extent);
+      fill(l, in_place ? all + (size_t)displs[rank] * l->extent : mine, (size_t)counts[rank], round, rank);
+      MPI_Allgatherv(in_place ? MPI_IN_PLACE : mine, counts[rank], l->type, all, counts, displs, l->type, comm);
+      int wrong = 0;
+      for (int r = 0; r < n; ++r) {
+        wrong += !matches(l, all + (size_t)displs[r] * l->extent, (size_t)counts[r], round, r);
+        const unsigned char* gap = all + (size_t)(displs[r] + counts[r]) * l->extent;
+        for (size_t b = 0; b < l->extent; ++b) wrong += gap[b] != 0xee;
+      }
+      if (wrong) fprintf(stderr, "rank %d: large allgatherv %s shape %d: %d blocks wrong\n", rank, l->name, shape, wrong);
+      CHECK(wrong == 0);
+      free(all);
+      free(mine);
+    }
+  MPI_Type_free(&gappy_resized);
+  MPI_Type_free(&gappy);
+}
+
+/* Large allreduce and allgather back to back, one rank in turn late: an area
+ * written again while another rank still reads it shows as a wrong answer. */
+static void large_back_to_back(MPI_Comm comm, int rounds) {
+  int rank, n;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &n);
+  const size_t ints = 3 * kLargeBytes / 8 + 5; /* 1.5 pieces of the area, the second half-full */
+  int* v = malloc(ints * sizeof(int));
+  int* all = malloc(ints * sizeof(int) * (size_t)n);
+  for (int round = 0; round < rounds; ++round) {
+    if (round % 5 == 0 && rank == (round / 5) % n) usleep(2000);
+    const size_t count = round % 3 == 2 ? ints : kSlotBytes / 4 + 1 + (size_t)round;
+    for (size_t j = 0; j < count; ++j) v[j] = large_value(round, rank, j);
+    MPI_Allreduce(MPI_IN_PLACE, v, (int)count, MPI_INT, MPI_SUM, comm);
+    size_t wrong = 0;
+    for (size_t j = 0; j < count; ++j) {
+      long long expected = 0;
+      for (int r = 0; r < n; ++r) expected += large_value(round, r, j);
+      wrong += v[j] != expected;
+    }
+    for (size_t j = 0; j < count; ++j) v[j] = large_value(round, rank, j) ^ 0x5555;
+    MPI_Allgather(v, (int)count, MPI_INT, all, (int)count, MPI_INT, comm);
+    for (int r = 0; r < n; ++r)
+      for (size_t j = 0; j < count; ++j) wrong += all[(size_t)r * count + j] != (large_value(round, r, j) ^ 0x5555);
+    if (wrong) fprintf(stderr, "rank %d: large round %d: %zu wrong\n", rank, round, wrong);
+    CHECK(wrong == 0);
+    if (wrong) break;
+  }
+  free(v);
+  free(all);
+}
+
 /* Reduce with the root in place, back to back: the root's data must be read before the result lands. */
 static void reduce_in_place_back_to_back(MPI_Comm comm, int rounds) {
   int rank, n;
@@ -756,6 +902,9 @@ static void everything(MPI_Comm comm) {
   data_movement(comm, &round);
   back_to_back(comm, 2000);
   reduce_in_place_back_to_back(comm, 1000);
+  large_allreduce(comm, round);
+  large_allgatherv(comm, round);
+  large_back_to_back(comm, 60);
 }
 
 /* Two halves by parity, a duplicate of one, and the world, used in turn. */
