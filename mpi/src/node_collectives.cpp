@@ -1,7 +1,6 @@
 #include "node_collectives.hpp"
 
 #include <fcntl.h>
-#include <sched.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -164,23 +163,6 @@ bool qualifies(const Communicator& comm) {
   return true;
 }
 
-// Whether the job's ranks on this node outnumber the CPUs it may use
-// (VIASTACK_NODE_CPUS, else this process's affinity when it allows more than
-// one, else the CPUs online): the rule by which the engine's waits stop
-// spinning (via's job_cpus_on_this_host, internal to libvia).
-bool node_oversubscribed() {
-  std::string error;
-  const auto job = via::job_bootstrap(error);
-  const int local_ranks = job ? job->local_size() : 1;
-  long cpus = std::max(1l, sysconf(_SC_NPROCESSORS_ONLN));
-  cpu_set_t mine;
-  if (const auto configured = via::config::integer_if_set("VIASTACK_NODE_CPUS"))
-    cpus = long(*configured);
-  else if (sched_getaffinity(0, sizeof mine, &mine) == 0 && CPU_COUNT(&mine) > 1)
-    cpus = std::min<long>(CPU_COUNT(&mine), cpus);
-  return local_ranks > cpus;
-}
-
 // count elements of type at buf into a slot, and back.
 void to_slot(const void* buf, std::size_t count, const Datatype& type, std::byte* slot) {
   if (type.contiguous())
@@ -267,7 +249,8 @@ class NodeCollectives {
   // (a collective point: every member makes that call), agreed on by all, and kept.
   bool single_copy() {
     if (single_copy_ == Unknown) {
-      std::uint32_t no_lending = !via::config::boolean("VIASTACK_SHM_CMA") || node_oversubscribed(), ignored = 0;
+      std::uint32_t no_lending = !via::config::boolean("VIASTACK_SHM_CMA") || via::job_outnumbers_cpus_on_this_host();
+      std::uint32_t ignored = 0;
       // A barrier: every member has filled in its control (in its constructor) before it takes part in this.
       allreduce_max_u32(comm_, 0, ignored);
       for (int r = 0; r < n_ && !no_lending; ++r) {

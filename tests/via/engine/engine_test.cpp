@@ -13,6 +13,7 @@
 #include "support/job_directory.hpp"
 #include "engine/copy.hpp"
 #include "engine/engine.hpp"
+#include "via/bootstrap.hpp"
 
 using namespace testing_support;
 

@@ -74,4 +74,12 @@ class Bootstrap {
 // earlier one keep it.
 std::shared_ptr<Bootstrap> job_bootstrap(std::string& error);
 
+// The CPUs the job may use on this host: VIASTACK_NODE_CPUS (viarun sets its
+// own count), else this process's affinity mask, or the host's online CPUs
+// when the mask is one CPU (a launcher's binding, one rank a CPU).
+int job_cpus_on_this_host();
+// Whether this host holds more of the job's ranks than those CPUs: a waiting
+// rank then takes the core the rank it waits for needs if it spins.
+bool job_outnumbers_cpus_on_this_host();
+
 }  // namespace via

@@ -27,10 +27,6 @@ namespace via {
 // this host holds more of the job's ranks than the CPUs the job may use here,
 // since a spinning waiter would take the core from the rank it waits for.
 std::uint64_t wait_spin_ns(std::optional<std::int64_t> configured_us, int local_ranks, int job_cpus);
-// The CPUs the job may use on this host: VIASTACK_NODE_CPUS (viarun sets its
-// own count), else this process's affinity mask, or the host's online CPUs
-// when the mask is one CPU (a launcher's binding, one rank a CPU).
-int job_cpus_on_this_host();
 
 class Provider;
 class Link;

@@ -75,6 +75,12 @@ int job_cpus_on_this_host() {
   return int(online);
 }
 
+bool job_outnumbers_cpus_on_this_host() {
+  std::string error;
+  const auto job = job_bootstrap(error);
+  return (job ? job->local_size() : 1) > job_cpus_on_this_host();
+}
+
 const char* describe(Result r) {
   switch (r) {
     case Result::success: return "success";
