@@ -136,26 +136,32 @@ TEST(WindowedMaxFilterTest, KeepsTheBestOfTheWindowThenTheBestOfWhatFollowed) {
 
 // ---- BBR's state machine, one rate sample a round ----
 
-// A path of `rtt` at `bandwidth` bytes per second, one rate sample per
-// round trip, each starting a round.
+// A path of `rtt` at `bandwidth` bytes per second: each round trip's data
+// acknowledged by `acks` ACKs spread evenly over it (one: all at its end),
+// the first of them starting a round; each ACK's sample measures the path.
 class Rounds {
  public:
   explicit Rounds(BbrController& bbr) : bbr_(bbr) { bbr_.start(segment, now); }
 
-  void round(double bandwidth, microseconds rtt, std::uint32_t in_flight) {
-    now += rtt;
-    const auto delivered = static_cast<std::uint64_t>(bandwidth * std::chrono::duration<double>(rtt).count());
-    RateSample sample;
-    sample.prior_delivered = total_;
-    total_ += delivered;
-    sample.total_delivered = total_;
-    sample.delivered = delivered;
-    sample.newly_delivered = static_cast<std::uint32_t>(delivered);
-    sample.interval = rtt;
-    sample.rtt = rtt;
-    sample.bytes_in_flight = in_flight;
-    sample.now = now;
-    bbr_.on_rate_sample(sample);
+  void round(double bandwidth, microseconds rtt, std::uint32_t in_flight, int acks = 1) {
+    const auto per_round = static_cast<std::uint64_t>(bandwidth * std::chrono::duration<double>(rtt).count());
+    const std::uint64_t delivered = per_round / static_cast<std::uint64_t>(acks);
+    for (int ack = 0; ack < acks; ++ack) {
+      now += rtt / acks;
+      total_ += delivered;
+      RateSample sample;
+      // The first ACK's segment was sent when the last round ended (it
+      // starts a round); the others' a round trip before they arrive.
+      sample.prior_delivered = ack == 0 ? total_ - delivered : total_ - std::min(total_, per_round);
+      sample.total_delivered = total_;
+      sample.delivered = total_ - sample.prior_delivered;
+      sample.newly_delivered = static_cast<std::uint32_t>(delivered);
+      sample.interval = rtt;
+      sample.rtt = rtt;
+      sample.bytes_in_flight = in_flight;
+      sample.now = now;
+      bbr_.on_rate_sample(sample);
+    }
   }
 
   Instant now = Instant{} + std::chrono::hours(1);
@@ -220,23 +226,45 @@ TEST(BbrStateTest, ProbeBwCyclesItsGainsAndCwndIsTwiceTheBdp) {
   std::vector<double> gains;
   for (int i = 0; i < 16; ++i) {
     const std::uint32_t in_flight = bbr.pacing_gain() > 1 ? bbr.target_inflight(1.25) : bdp;
-    rounds.round(bottleneck, path_rtt + microseconds(1), in_flight);
+    rounds.round(bottleneck, path_rtt + microseconds(20), in_flight, 20);
     gains.push_back(bbr.pacing_gain());
   }
   const std::vector<double> expected{1, 1, 1, 1, 1, 1.25, 0.75, 1, 1, 1, 1, 1, 1, 1.25, 0.75, 1};
   EXPECT_EQ(gains, expected);
   const std::uint32_t quantization = 3 * pacing_burst(*bbr.pacing_rate(), segment);
-  EXPECT_NEAR(bbr.cwnd(), 2 * bdp + quantization, 2);
   EXPECT_NEAR(bbr.target_inflight(1), bdp + quantization, 2);
+  // ACKs as smooth as the path: what aggregation adds is one ACK's worth.
+  EXPECT_LE(bbr.ack_aggregation_allowance(), 2 * bdp / 20);
+  EXPECT_NEAR(bbr.cwnd(), 2 * bdp + quantization + bbr.ack_aggregation_allowance(), 2);
 
   // Fast recovery and a loss: the window and the model stay.
   const std::uint32_t cwnd = bbr.cwnd();
   bbr.on_enter_recovery(cwnd, rounds.now);
-  rounds.round(bottleneck, path_rtt + microseconds(1), bdp);
-  EXPECT_EQ(bbr.cwnd(), cwnd);
+  rounds.round(bottleneck, path_rtt + microseconds(20), bdp, 20);
+  EXPECT_GE(bbr.cwnd(), cwnd);
   EXPECT_NEAR(bbr.max_bandwidth(), bottleneck, 1);
   bbr.on_recovery_exit(bdp, rounds.now);
-  EXPECT_EQ(bbr.cwnd(), cwnd);
+  EXPECT_GE(bbr.cwnd(), cwnd);
+}
+
+// ACKs that come in bursts (here all of a round's at once): the window
+// covers what a burst delivers beyond BtlBw's prediction, as Linux's.
+TEST(BbrStateTest, AckAggregationWidensTheWindow) {
+  BbrController bbr;
+  Rounds rounds(bbr);
+  in_probe_bw(bbr, rounds);
+  for (int i = 0; i < 20; ++i) rounds.round(bottleneck, path_rtt, bdp, 20);
+  EXPECT_LE(bbr.ack_aggregation_allowance(), bdp / 20 + 1);
+  const std::uint32_t smooth = bbr.cwnd();
+  for (int i = 0; i < 10; ++i) rounds.round(bottleneck, path_rtt, bdp, 1);
+  EXPECT_NEAR(bbr.ack_aggregation_allowance(), bdp, 1);
+  EXPECT_NEAR(bbr.cwnd(), smooth - bdp / 20 + bdp, bdp / 20 + 2);
+  EXPECT_EQ(bbr.cwnd(), bbr.target_inflight(BbrController::cwnd_gain) + bbr.ack_aggregation_allowance());
+  // Smooth ACKs again: the excess of the epoch the bursts began stays until
+  // it has delivered a megabyte (five rounds), then both windows of five
+  // rounds forget it.
+  for (int i = 0; i < 16; ++i) rounds.round(bottleneck, path_rtt, bdp, 20);
+  EXPECT_LE(bbr.ack_aggregation_allowance(), bdp / 20 + 1);
 }
 
 // No RTT below the minimum for 10 s: PROBE_RTT holds cwnd at four segments
@@ -299,7 +327,7 @@ TEST(BbrStateTest, TimeoutRestartsFromOneSegmentAndUndoRestores) {
   rounds.round(bottleneck, path_rtt, segment);
   EXPECT_LT(bbr.cwnd(), cwnd);
   for (int i = 0; i < 4; ++i) rounds.round(bottleneck, path_rtt, bdp);
-  EXPECT_EQ(bbr.cwnd(), bbr.target_inflight(BbrController::cwnd_gain));
+  EXPECT_EQ(bbr.cwnd(), bbr.target_inflight(BbrController::cwnd_gain) + bbr.ack_aggregation_allowance());
 }
 
 // ---- In a connection ----

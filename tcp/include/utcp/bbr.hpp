@@ -17,6 +17,14 @@
 // grows by what each ACK delivers back to the model's target, and an undo
 // (a spurious episode) restores the window from before.
 //
+// As Linux's tcp_bbr.c (not the draft), the target window also covers ACK
+// aggregation: data the ACKs delivered beyond what BtlBw predicts over an
+// epoch (the largest excess of the last five to ten rounds, at most 100 ms
+// of BtlBw) is added once the pipe is full. On a path whose ACKs come in
+// bursts (delayed ACKs, a SACK recovery's cumulative jumps, reordering that
+// lets a few packets through far sooner than the rest, so that RTprop is
+// far below the RTT most packets see) cwnd = 2 BDP alone would starve it.
+//
 // Left out of v1 as Linux has it: the long-term bandwidth sampling that
 // detects token-bucket policers, the restart from idle, and the random
 // start of the gain cycle (it starts at the first cruising phase, so that
@@ -72,6 +80,9 @@ class BbrController final : public CongestionController {
   static constexpr double full_bandwidth_growth = 1.25;
   static constexpr int full_bandwidth_rounds = 3;
   static constexpr double pacing_margin = 0.99;  // pace 1 % below the estimate, to keep queues from building
+  static constexpr std::uint64_t ack_aggregation_window_rounds = 5;  // each of the two windows
+  static constexpr std::chrono::milliseconds max_ack_aggregation{100};
+  static constexpr std::uint64_t ack_epoch_reset_bytes = 1u << 20;
 
   std::string_view name() const override { return "bbr"; }
   void start(std::uint32_t mss, Instant now) override;
@@ -98,6 +109,8 @@ class BbrController final : public CongestionController {
   std::size_t cycle_index() const { return cycle_index_; }
   // The flight the model allows at `gain`: gain × BDP plus the bursts pacing sends in.
   std::uint32_t target_inflight(double gain) const;
+  // What ACK aggregation adds to the target window (0 before the pipe is full).
+  std::uint32_t ack_aggregation_allowance() const;
 
  private:
   void update_round(const RateSample& sample);
@@ -107,6 +120,7 @@ class BbrController final : public CongestionController {
   void check_drain(const RateSample& sample);
   void update_min_rtt(const RateSample& sample);
   void update_pacing_rate();
+  void update_ack_aggregation(const RateSample& sample);
   void update_cwnd(const RateSample& sample);
   void enter_probe_bw(Instant now);
   void leave_probe_rtt(Instant now);
@@ -137,6 +151,14 @@ class BbrController final : public CongestionController {
 
   std::size_t cycle_index_ = 0;
   Instant cycle_stamp_{};
+
+  // ACK aggregation: the excess delivered in the current epoch, and the
+  // largest excess in each of two alternating windows of rounds.
+  Instant ack_epoch_start_{};
+  std::uint64_t ack_epoch_delivered_ = 0;
+  std::array<std::uint32_t, 2> extra_delivered_{};
+  std::size_t extra_delivered_index_ = 0;
+  std::uint64_t extra_delivered_rounds_ = 0;
 
   std::optional<Instant> probe_rtt_done_;
   bool probe_rtt_round_done_ = false;

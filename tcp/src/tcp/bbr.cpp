@@ -116,6 +116,7 @@ void BbrController::on_rate_sample(const RateSample& sample) {
   check_full_bandwidth(sample);
   check_drain(sample);
   update_min_rtt(sample);
+  update_ack_aggregation(sample);
   update_pacing_rate();
   update_cwnd(sample);
 }
@@ -251,13 +252,41 @@ std::uint32_t BbrController::target_inflight(double gain) const {
   return static_cast<std::uint32_t>(std::min<double>(std::ceil(target), 1u << 30));
 }
 
+// An epoch starts whenever the ACKs fall behind what BtlBw predicts (or a
+// megabyte was delivered in it); what they delivered beyond the prediction
+// since is the aggregation the window must cover, bounded by cwnd.
+void BbrController::update_ack_aggregation(const RateSample& sample) {
+  if (sample.newly_delivered == 0 || sample.interval.count() <= 0) return;
+  if (round_start_ && ++extra_delivered_rounds_ >= ack_aggregation_window_rounds) {
+    extra_delivered_rounds_ = 0;
+    extra_delivered_index_ ^= 1;
+    extra_delivered_[extra_delivered_index_] = 0;
+  }
+  auto expected = static_cast<std::uint64_t>(max_bandwidth() *
+                                             std::chrono::duration<double>(sample.now - ack_epoch_start_).count());
+  if (ack_epoch_delivered_ <= expected || ack_epoch_delivered_ + sample.newly_delivered >= ack_epoch_reset_bytes) {
+    ack_epoch_delivered_ = 0;
+    ack_epoch_start_ = sample.now;
+    expected = 0;
+  }
+  ack_epoch_delivered_ += sample.newly_delivered;
+  const auto extra = static_cast<std::uint32_t>(std::min<std::uint64_t>(ack_epoch_delivered_ - expected, cwnd_));
+  extra_delivered_[extra_delivered_index_] = std::max(extra_delivered_[extra_delivered_index_], extra);
+}
+
+std::uint32_t BbrController::ack_aggregation_allowance() const {
+  if (!filled_pipe_) return 0;
+  const double most = max_bandwidth() * std::chrono::duration<double>(max_ack_aggregation).count();
+  return static_cast<std::uint32_t>(std::min<double>(std::max(extra_delivered_[0], extra_delivered_[1]), most));
+}
+
 // cwnd grows by what is delivered toward gain × BDP (in STARTUP without
 // that bound until the pipe is full), never below four segments, and
 // PROBE_RTT holds it there.
 void BbrController::update_cwnd(const RateSample& sample) {
   const std::uint32_t minimum = min_cwnd_segments * mss_;
   if (sample.newly_delivered > 0) {
-    const std::uint32_t target = target_inflight(cwnd_gain_);
+    const std::uint32_t target = target_inflight(cwnd_gain_) + ack_aggregation_allowance();
     const std::uint32_t grown = cwnd_ + std::min(sample.newly_delivered, (1u << 30) - cwnd_);
     if (filled_pipe_) {
       cwnd_ = std::min(grown, target);
