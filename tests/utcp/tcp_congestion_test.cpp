@@ -431,7 +431,7 @@ class EnvironmentTest : public ConnectionTest {
 TEST_F(EnvironmentTest, TheVariableChoosesTheDefault) {
   config.congestion_control.clear();
   open_active();
-  EXPECT_EQ(connection->info().congestion_control, "cubic");  // Linux's default
+  EXPECT_EQ(connection->info().congestion_control, "bbr");  // Linux's default here
   setenv("VIASTACK_UTCP_CC", "newreno", 1);
   open_active();
   EXPECT_EQ(connection->info().congestion_control, "newreno");

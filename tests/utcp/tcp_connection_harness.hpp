@@ -43,7 +43,7 @@ inline std::vector<std::uint8_t> pattern(std::size_t size, std::uint32_t seed = 
 }
 
 // Small and plain: MSS 1000, no options beyond MSS, windows below 64 KiB;
-// NewReno, whose windows the tests work out (the default is CUBIC).
+// NewReno, whose windows the tests work out (the default is BBR).
 inline TcpConfig plain_config() {
   TcpConfig config;
   config.congestion_control = "newreno";

@@ -213,7 +213,8 @@ std::unique_ptr<CongestionController> make_congestion_controller(std::string_vie
 bool congestion_controller_known(std::string_view name);
 // The registered names, sorted.
 std::vector<std::string> congestion_controller_names();
-// VIASTACK_UTCP_CC, or "cubic" when it is unset (a value that is not a
+// VIASTACK_UTCP_CC, or "bbr" when it is unset (Linux's default on this
+// machine; under random loss a loss-based controller collapses, issue 23) (a value that is not a
 // built-in name stops the process with one line, as every VIASTACK_* variable).
 std::string default_congestion_control();
 

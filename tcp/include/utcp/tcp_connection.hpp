@@ -101,8 +101,9 @@ struct TcpConfig {
   // segments furthest ahead are dropped first.
   std::size_t max_out_of_order_segments = 2048;
   // The congestion controller's registered name ("newreno", "cubic", "bbr", or one
-  // a program registered); empty: VIASTACK_UTCP_CC, else "cubic" (Linux's
-  // default upstream; under loss it kept a larger window than NewReno's).
+  // a program registered); empty: VIASTACK_UTCP_CC, else "bbr" (as Linux
+  // where it is the default; random loss does not cut its rate, where
+  // CUBIC's collapses: benchmarks/impairment.sh at 5 % loss, issue 23).
   std::string congestion_control;
 };
 
