@@ -43,6 +43,9 @@ class DeliveryRateSampler {
   std::uint64_t delivered() const { return delivered_; }
   bool app_limited() const { return app_limited_until_ != 0; }
   std::size_t segments_remembered() const { return segments_.size(); }
+  // The connection is over (or nothing it sent will be acknowledged): the
+  // segments' records go, the counts stay.
+  void forget_segments() { segments_ = {}; }
 
  private:
   struct Segment {

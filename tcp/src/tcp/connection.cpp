@@ -1398,6 +1398,7 @@ void TcpConnection::Impl::release_buffers() {
   std::vector<SeqNumber>().swap(recent_out_of_order);
   duplicate_to_report.reset();
   rack.clear();
+  delivery.forget_segments();
   std::vector<std::uint8_t>().swap(segment_scratch);
 }
 
