@@ -70,6 +70,10 @@ class DeliveryRateSampler {
 
   // The ACK being processed: the most recently sent segment it delivered.
   struct Pending {
+    // Declared, not implied: clang cannot make the implicit default
+    // constructor of a nested class with member initializers while the
+    // enclosing class is incomplete (optional::emplace() would not compile).
+    Pending() {}
     std::uint64_t prior_delivered = 0;
     Instant prior_time;
     Instant sent_at;
