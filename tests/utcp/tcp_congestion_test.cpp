@@ -374,7 +374,7 @@ class RegistryTest : public ConnectionTest {
 
 TEST_F(RegistryTest, BuiltInsAndRegisteredNamesAreListed) {
   const std::vector<std::string> names = congestion_controller_names();
-  EXPECT_EQ(names, (std::vector<std::string>{"cubic", "fixed3", "newreno"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"bbr", "cubic", "fixed3", "newreno"}));
   EXPECT_TRUE(congestion_controller_known("cubic"));
   EXPECT_FALSE(congestion_controller_known("vegas"));
   EXPECT_EQ(make_congestion_controller("vegas"), nullptr);
@@ -431,10 +431,13 @@ class EnvironmentTest : public ConnectionTest {
 TEST_F(EnvironmentTest, TheVariableChoosesTheDefault) {
   config.congestion_control.clear();
   open_active();
-  EXPECT_EQ(connection->info().congestion_control, "cubic");  // Linux's default
+  EXPECT_EQ(connection->info().congestion_control, "bbr");  // Linux's default here
   setenv("VIASTACK_UTCP_CC", "newreno", 1);
   open_active();
   EXPECT_EQ(connection->info().congestion_control, "newreno");
+  setenv("VIASTACK_UTCP_CC", "bbr", 1);
+  open_active();
+  EXPECT_EQ(connection->info().congestion_control, "bbr");
   setenv("VIASTACK_UTCP_CC", "cubic", 1);
   EXPECT_EQ(default_congestion_control(), "cubic");
   open_active();

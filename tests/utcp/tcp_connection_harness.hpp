@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -42,7 +43,7 @@ inline std::vector<std::uint8_t> pattern(std::size_t size, std::uint32_t seed = 
 }
 
 // Small and plain: MSS 1000, no options beyond MSS, windows below 64 KiB;
-// NewReno, whose windows the tests work out (the default is CUBIC).
+// NewReno, whose windows the tests work out (the default is BBR).
 inline TcpConfig plain_config() {
   TcpConfig config;
   config.congestion_control = "newreno";
@@ -148,6 +149,9 @@ class Loopback {
     double loss = 0;
     double reorder = 0;
     std::chrono::microseconds delay = 500us;
+    // Bytes per second each direction carries (payload and 40 bytes of
+    // headers per segment), queued without bound: a bottleneck. 0: none.
+    double bandwidth = 0;
     std::uint32_t seed = 1;
     std::uint32_t client_iss = 1;
     std::uint32_t server_iss = 1000000;
@@ -222,7 +226,14 @@ class Loopback {
         ++dropped;
         return;
       }
-      Instant arrival = now + options_.delay;
+      Instant departure = now;
+      if (options_.bandwidth > 0) {
+        Instant& free_at = link_free_at_[to];
+        const std::chrono::duration<double> serialization((payload.size() + 40) / options_.bandwidth);
+        free_at = std::max(free_at, now) + std::chrono::duration_cast<Instant::duration>(serialization);
+        departure = free_at;
+      }
+      Instant arrival = departure + options_.delay;
       if (chance(options_.reorder)) {
         ++reordered;
         arrival += options_.delay * (1 + random_() % 4);
@@ -253,6 +264,7 @@ class Loopback {
   Options options_;
   std::mt19937 random_;
   std::deque<Packet> in_flight_;
+  std::array<Instant, 2> link_free_at_{};  // when each direction's bottleneck is free again
 };
 
 }  // namespace utcp::testing

@@ -824,7 +824,7 @@ TEST_F(TcpSockets, CongestionControlIsChosenPerSocketBeforeConnecting) {
   EXPECT_EQ(listener_.set_congestion_control("cubic"), errc(std::errc::invalid_argument));
   TcpSocket other(net_.a());
   ASSERT_FALSE(other.connect({address_b, port}));
-  EXPECT_EQ(other.info()->congestion_control, "cubic");  // the default
+  EXPECT_EQ(other.info()->congestion_control, "bbr");  // the default
 }
 
 TEST_F(TcpSockets, VariableChoosesTheControllerOfSocketsThatNameNone) {

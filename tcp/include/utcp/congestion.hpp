@@ -10,8 +10,9 @@
 // only how large the window is outside it, how far it falls on a loss, and
 // where it starts again.
 //
-// Two controllers come with utcp, "newreno" (RFC 5681) and "cubic" (RFC
-// 9438); a program registers more by name (register_congestion_controller)
+// Three controllers come with utcp, "newreno" (RFC 5681), "cubic" (RFC
+// 9438) and "bbr" (BBR v1, utcp/bbr.hpp: a model of the path instead of a
+// response to loss; it paces, see pacing_rate); a program registers more by name (register_congestion_controller)
 // and chooses one per socket (TcpSocket::set_congestion_control, or
 // TcpConfig::congestion_control), or for all sockets with VIASTACK_UTCP_CC.
 //
@@ -46,6 +47,30 @@ struct AckSample {
   Instant now;
 };
 
+// What one ACK tells about the rate of delivery
+// (draft-cheng-iccrg-delivery-rate-estimation): `delivered` bytes reached the
+// peer over `interval`, from the most recently sent of the segments this ACK
+// delivered (cumulatively or by SACK) back to the delivery the connection had
+// counted when that segment was sent. Given for every ACK that delivered
+// something, in recovery too.
+struct RateSample {
+  std::uint64_t delivered = 0;         // bytes delivered over the interval
+  std::chrono::microseconds interval{0};  // 0: no valid sample (delivered says nothing)
+  std::uint64_t prior_delivered = 0;   // the connection's delivered count when that segment was sent
+  std::uint64_t total_delivered = 0;   // the connection's delivered count now
+  bool is_app_limited = false;         // the application, not the network, limited the interval
+  std::optional<std::chrono::microseconds> rtt;  // of that segment, unless it was ever retransmitted
+  std::uint32_t newly_delivered = 0;   // bytes this ACK delivered
+  std::uint32_t newly_lost_segments = 0;  // segments this ACK's loss detection (RACK) marked lost
+  std::uint32_t bytes_in_flight = 0;   // the pipe after this ACK (SACKed and lost segments not counted)
+  Instant now;
+
+  // Bytes per second; 0 without a valid interval.
+  double delivery_rate() const {
+    return interval.count() > 0 ? static_cast<double>(delivered) * 1e6 / static_cast<double>(interval.count()) : 0;
+  }
+};
+
 class CongestionController {
  public:
   virtual ~CongestionController() = default;
@@ -73,6 +98,14 @@ class CongestionController {
   // from before it began (RFC 4015's response, as Linux's undo). The default
   // keeps the reduced window, which is always safe.
   virtual void on_spurious_recovery(Instant /*now*/) {}
+  // Every ACK that delivered data, in recovery too, with its rate sample
+  // (after on_ack or the recovery event the same ACK caused). Model-based
+  // controllers (BBR) work from these; the default ignores them.
+  virtual void on_rate_sample(const RateSample& /*sample*/) {}
+  // The rate, in bytes of payload per second, at which the connection
+  // spaces its segments; none: it sends as fast as cwnd and the windows
+  // allow (the default, an ACK-clocked controller).
+  virtual std::optional<double> pacing_rate() const { return std::nullopt; }
 
   virtual std::uint32_t cwnd() const = 0;      // bytes
   virtual std::uint32_t ssthresh() const = 0;  // bytes
@@ -80,6 +113,12 @@ class CongestionController {
 
 // RFC 6928's initial window: min(10 MSS, max(2 MSS, 14600 bytes)).
 std::uint32_t initial_window(std::uint32_t mss);
+
+// What a paced sender may send at once at `rate` bytes per second: a
+// millisecond's worth, at least two segments (Linux's TSO sizing for
+// pacing, without its 64 KB cap: no segmentation offload here). A host
+// wakes about once a millisecond; smaller bursts would cap the rate.
+std::uint32_t pacing_burst(double rate, std::uint32_t mss);
 
 // RFC 5681: slow start (one MSS per MSS acknowledged), congestion avoidance
 // (about one MSS per window), ssthresh half the flight on a loss; RFC 6582
@@ -164,7 +203,7 @@ class CubicController final : public CongestionController {
 using CongestionControllerFactory = std::function<std::unique_ptr<CongestionController>()>;
 
 // Makes `name` choosable. EINVAL for an empty name or factory; EEXIST if
-// the name is taken ("newreno" and "cubic" are there from the start). Names
+// the name is taken ("newreno", "cubic" and "bbr" are there from the start). Names
 // are never removed, so a name once accepted stays valid.
 std::error_code register_congestion_controller(std::string_view name, CongestionControllerFactory factory);
 // A new controller of that name; an empty name means the default (below).
@@ -174,7 +213,8 @@ std::unique_ptr<CongestionController> make_congestion_controller(std::string_vie
 bool congestion_controller_known(std::string_view name);
 // The registered names, sorted.
 std::vector<std::string> congestion_controller_names();
-// VIASTACK_UTCP_CC, or "cubic" when it is unset (a value that is not a
+// VIASTACK_UTCP_CC, or "bbr" when it is unset (Linux's default on this
+// machine; under random loss a loss-based controller collapses, issue 23) (a value that is not a
 // built-in name stops the process with one line, as every VIASTACK_* variable).
 std::string default_congestion_control();
 

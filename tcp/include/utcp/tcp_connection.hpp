@@ -100,9 +100,10 @@ struct TcpConfig {
   // overlaps are trimmed). Past it, or past the stack's shared bound, the
   // segments furthest ahead are dropped first.
   std::size_t max_out_of_order_segments = 2048;
-  // The congestion controller's registered name ("newreno", "cubic", or one
-  // a program registered); empty: VIASTACK_UTCP_CC, else "cubic" (Linux's
-  // default upstream; under loss it kept a larger window than NewReno's).
+  // The congestion controller's registered name ("newreno", "cubic", "bbr", or one
+  // a program registered); empty: VIASTACK_UTCP_CC, else "bbr" (as Linux
+  // where it is the default; random loss does not cut its rate, where
+  // CUBIC's collapses: benchmarks/impairment.sh at 5 % loss, issue 23).
   std::string congestion_control;
 };
 
@@ -147,6 +148,7 @@ struct TcpInfo {
   std::uint32_t slow_start_threshold = 0;
   CongestionPhase congestion_phase = CongestionPhase::slow_start;
   bool in_recovery = false;             // fast recovery
+  std::uint64_t pacing_rate = 0;        // bytes per second the segments are spaced at; 0: not paced
   std::chrono::microseconds smoothed_rtt{0};  // 0 before the first sample
   std::chrono::microseconds rtt_variance{0};
   std::chrono::milliseconds rto{0};
@@ -207,7 +209,7 @@ class TcpConnection {
   // otherwise it is a soft error (RFC 5461), kept for a later timeout.
   void on_icmp_unreachable(std::uint8_t code, Instant now);
   // Runs whatever timer is due: retransmission, delayed ACK, zero-window
-  // probe, keepalive, TIME-WAIT.
+  // probe, keepalive, TIME-WAIT, and pacing's next segment.
   void on_timer(Instant now);
   // When on_timer must next run; none when no timer is set.
   std::optional<Instant> next_timer() const;

@@ -4,6 +4,8 @@
 
 #include <via/config.hpp>
 
+#include "utcp/bbr.hpp"
+
 #include <algorithm>
 #include <cerrno>
 #include <fstream>
@@ -18,6 +20,7 @@ struct Registry {
   std::map<std::string, CongestionControllerFactory, std::less<>> factories{
       {"newreno", [] { return std::make_unique<NewRenoController>(); }},
       {"cubic", [] { return std::make_unique<CubicController>(); }},
+      {"bbr", [] { return std::make_unique<BbrController>(); }},
   };
 };
 
@@ -29,6 +32,11 @@ Registry& registry() {
 }  // namespace
 
 std::uint32_t initial_window(std::uint32_t mss) { return std::min(10 * mss, std::max(2 * mss, 14600u)); }
+
+std::uint32_t pacing_burst(double rate, std::uint32_t mss) {
+  const double millisecond_worth = rate / 1000;
+  return std::max(2 * mss, static_cast<std::uint32_t>(std::min<double>(millisecond_worth, 1u << 30)));
+}
 
 std::error_code register_congestion_controller(std::string_view name, CongestionControllerFactory factory) {
   if (name.empty() || !factory) return std::make_error_code(std::errc::invalid_argument);

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "tcp/byte_ring.hpp"
+#include "utcp/delivery_rate.hpp"
 #include "tcp/loss_recovery.hpp"
 #include "tcp/out_of_order_queue.hpp"
 #include "tcp/rack.hpp"
@@ -152,6 +153,7 @@ struct TcpConnection::Impl {
   void detect_lost_segments();
   void start_fast_retransmit();
   void trace_congestion();
+  void report_delivery(std::uint64_t segments_marked_lost_before);
   void receive_data(const InWindow& part);
   void deliver_in_order(std::span<const std::uint8_t> bytes, bool fin);
   void on_fin_received();
@@ -163,6 +165,9 @@ struct TcpConnection::Impl {
   std::uint32_t transmit_at(SeqNumber sequence, std::uint32_t length);
   std::uint32_t retransmit_first_unacknowledged();
   void transmit_in_sack_recovery();
+  bool held_by_pacing();
+  void account_paced(std::uint32_t bytes);
+  void check_app_limited();
   std::uint32_t retransmit_range(SeqNumber start, std::uint32_t length);
   void add_sack_blocks(wire::TcpOptions& options) const;
   void remember_out_of_order(SeqNumber sequence);
@@ -299,6 +304,12 @@ struct TcpConnection::Impl {
   bool probe_outstanding = false;
   CongestionTrace congestion_trace;
   std::optional<CongestionSample> last_traced;
+  // What each ACK delivered and how fast (for a controller that models the
+  // path); and pacing, when the controller asks for it: segments go no
+  // earlier than next_send_time, the timer below sends the next.
+  DeliveryRateSampler delivery;
+  Instant next_send_time{};
+  std::optional<Instant> pacing_deadline;
 
   // Acknowledgments.
   bool ack_now = false;                       // an ACK is due before on_segment returns
@@ -495,6 +506,7 @@ void TcpConnection::Impl::on_timer() {
   if (state == TcpState::closed) return;
   if (due(reorder_deadline)) on_reorder_timeout();
   if (due(probe_deadline)) on_probe_timeout();
+  if (due(pacing_deadline)) transmit_pending();
   if (due(persist_deadline)) on_persist_timeout();
   if (due(delayed_ack_deadline)) send_ack();
   if (due(keepalive_deadline())) on_keepalive_timeout();
@@ -698,6 +710,7 @@ bool TcpConnection::Impl::process_acknowledgment(const TcpSegment& segment) {
   const bool duplicate = ack == send_unacknowledged && segment.payload.empty() && !header.has(flag::fin) &&
                          window == send_window && send_max != send_unacknowledged;
   const SeqNumber prior_unacknowledged = send_unacknowledged;
+  const std::uint64_t segments_marked_lost_before = rack.segments_marked_lost();
   if (ack > send_unacknowledged) {
     measure_echoed_timestamp(header);
     on_new_acknowledgment(ack, echo_of(header));
@@ -705,6 +718,7 @@ bool TcpConnection::Impl::process_acknowledgment(const TcpSegment& segment) {
   if (sack) take_sack_blocks(header, prior_unacknowledged);
   if (duplicate) on_duplicate_ack();
   if (sack && synchronized()) detect_lost_segments();
+  if (synchronized()) report_delivery(segments_marked_lost_before);
   // The window comes from the newest segment only (§3.10.7.4, SND.WL1/WL2).
   if (send_wl1 < header.sequence || (send_wl1 == header.sequence && send_wl2 <= ack)) {
     send_window = window;
@@ -779,6 +793,7 @@ void TcpConnection::Impl::on_new_acknowledgment(SeqNumber ack, std::optional<std
   send_unacknowledged = ack;
   send_next = std::max(send_next, ack);
   if (sack) rack.on_cumulative_ack(ack, now, echoed);
+  delivery.on_cumulative_ack(ack, now);
   retries = 0;
   probe_outstanding = false;
   if (timed_ack && ack >= *timed_ack) {
@@ -843,8 +858,10 @@ void TcpConnection::Impl::take_sack_blocks(const TcpHeader& header, SeqNumber pr
     }
   }
   for (const wire::SackBlock& block : blocks) {
-    if (send_unacknowledged < block.left && block.left < block.right && block.right <= send_max)
+    if (send_unacknowledged < block.left && block.left < block.right && block.right <= send_max) {
       rack.on_sack_block(block.left, block.right, now);
+      delivery.on_sack_block(block.left, block.right, now);
+    }
   }
 }
 
@@ -963,6 +980,18 @@ std::uint32_t TcpConnection::Impl::sack_option_bytes() const {
 
 // A sample to the trace, if there is one and the window, the threshold or
 // the phase changed since the last.
+// The rate sample of the ACK just processed, if it delivered anything, to
+// the controller: with how many segments it found lost and what is left in
+// the network.
+void TcpConnection::Impl::report_delivery(std::uint64_t segments_marked_lost_before) {
+  std::optional<RateSample> sample = delivery.take_sample(now);
+  if (!sample || !congestion.started()) return;
+  sample->newly_lost_segments = static_cast<std::uint32_t>(rack.segments_marked_lost() - segments_marked_lost_before);
+  sample->bytes_in_flight = sack ? static_cast<std::uint32_t>(rack.pipe()) : bytes_in_flight();
+  congestion.on_rate_sample(*sample);
+  trace_congestion();
+}
+
 void TcpConnection::Impl::trace_congestion() {
   if (!congestion_trace || !congestion.started()) return;
   const CongestionSample sample{now, congestion.window(), congestion.controller().ssthresh(), congestion.phase()};
@@ -1102,18 +1131,55 @@ void TcpConnection::Impl::transmit_pending() {
     if (send_next == iss) send_next += transmit_at(iss, 0);  // the SYN (or SYN-ACK)
     return;
   }
+  pacing_deadline.reset();
   if (may_send_data() && sack && congestion.in_recovery()) {
     transmit_in_sack_recovery();
   } else if (may_send_data()) {
     for (;;) {
       const std::uint32_t unsent = unsent_bytes();
       const std::uint32_t length = std::min({unsent, usable_window(), max_payload()});
-      if (!worth_sending(length, unsent)) break;
+      if (!worth_sending(length, unsent) || held_by_pacing()) break;
       send_next += transmit_at(send_next, length);
+      account_paced(length);
     }
   }
+  check_app_limited();
   update_persist_timer();
   update_probe_timer(false);
+}
+
+// Pacing (for a controller with a pacing rate): whether the next segment
+// must wait; if so the pacing timer is set for when it may go.
+bool TcpConnection::Impl::held_by_pacing() {
+  const std::optional<double> rate = congestion.pacing_rate();
+  if (!rate || *rate <= 0 || next_send_time <= now) return false;
+  pacing_deadline = next_send_time;
+  return true;
+}
+
+// A segment of `bytes` went out paced: the next goes bytes / rate later. A
+// sender that fell behind (the host woke late, or had nothing to send)
+// catches up by at most one burst (pacing_burst), a token bucket of that
+// size: so a host that wakes once a millisecond still reaches the rate,
+// and an idle one does not send a window at once.
+void TcpConnection::Impl::account_paced(std::uint32_t bytes) {
+  const std::optional<double> rate = congestion.pacing_rate();
+  if (!rate || *rate <= 0) return;
+  const auto duration_of = [&](double bytes_at_rate) {
+    return duration_cast<Instant::duration>(std::chrono::duration<double>(bytes_at_rate / *rate));
+  };
+  const Instant earliest = now - duration_of(pacing_burst(*rate, max_payload()));
+  next_send_time = std::max(next_send_time, earliest) + duration_of(bytes);
+}
+
+// draft-cheng-iccrg-delivery-rate-estimation §3.4 (Linux's
+// tcp_rate_check_app_limited): less than a segment left to send, room in
+// cwnd, nothing lost waiting to go again: the application, not the
+// network, limits what is delivered until what is in flight now is.
+void TcpConnection::Impl::check_app_limited() {
+  if (!congestion.started() || !may_send_data() || unsent_bytes() >= max_payload()) return;
+  if (congestion_room() < max_payload() || (sack && rack.any_lost())) return;
+  delivery.on_app_limited(sack ? static_cast<std::uint32_t>(rack.pipe()) : bytes_in_flight());
 }
 
 bool TcpConnection::Impl::worth_sending(std::uint32_t length, std::uint32_t unsent) const {
@@ -1154,6 +1220,7 @@ std::uint32_t TcpConnection::Impl::transmit_at(SeqNumber sequence, std::uint32_t
     }
   }
   const SeqNumber end = sequence + covered;
+  if (synchronized()) delivery.on_transmit(sequence, end, now, send_unacknowledged == send_max);
   if (sequence < send_max) {
     ++counters.retransmitted_segments;
     timed_ack.reset();  // Karn's rule: no sample from a retransmission
@@ -1198,9 +1265,11 @@ std::uint32_t TcpConnection::Impl::retransmit_range(SeqNumber start, std::uint32
 // tail loss probe, which tell when such a hole is lost.)
 void TcpConnection::Impl::transmit_in_sack_recovery() {
   const std::uint32_t mss = max_payload();
-  while (rack.pipe() + mss <= congestion.window()) {
+  while (rack.pipe() + mss <= congestion.window() && !held_by_pacing()) {
     if (const auto lost = rack.first_lost()) {
-      if (retransmit_range(lost->start, std::min<std::uint32_t>(mss, lost->end - lost->start)) == 0) return;
+      const std::uint32_t resent = retransmit_range(lost->start, std::min<std::uint32_t>(mss, lost->end - lost->start));
+      if (resent == 0) return;
+      account_paced(resent);
       continue;
     }
     const std::uint32_t in_flight = bytes_in_flight();
@@ -1208,6 +1277,7 @@ void TcpConnection::Impl::transmit_in_sack_recovery() {
     const std::uint32_t fresh = std::min({unsent_bytes(), room, mss});
     if (fresh == 0 || !worth_sending(fresh, unsent_bytes())) return;
     send_next += transmit_at(send_next, fresh);
+    account_paced(fresh);
   }
 }
 
@@ -1328,6 +1398,7 @@ void TcpConnection::Impl::release_buffers() {
   std::vector<SeqNumber>().swap(recent_out_of_order);
   duplicate_to_report.reset();
   rack.clear();
+  delivery.forget_segments();
   std::vector<std::uint8_t>().swap(segment_scratch);
 }
 
@@ -1344,6 +1415,7 @@ void TcpConnection::Impl::enter_closed(std::error_code why) {
   persist_deadline.reset();
   reorder_deadline.reset();
   probe_deadline.reset();
+  pacing_deadline.reset();
   delayed_ack_deadline.reset();
   closes_at.reset();
   ack_now = false;
@@ -1436,7 +1508,7 @@ std::optional<Instant> TcpConnection::next_timer() const {
   std::optional<Instant> earliest;
   for (const std::optional<Instant>& deadline :
        {impl_->retransmission_deadline, impl_->persist_deadline, impl_->reorder_deadline, impl_->probe_deadline,
-        impl_->delayed_ack_deadline,
+        impl_->pacing_deadline, impl_->delayed_ack_deadline,
         impl_->closes_at, impl_->keepalive_deadline()}) {
     if (deadline && (!earliest || *deadline < *earliest)) earliest = deadline;
   }
@@ -1568,6 +1640,7 @@ TcpInfo TcpConnection::info() const {
   info.slow_start_threshold = c.congestion.controller().ssthresh();
   info.congestion_phase = c.congestion.phase();
   info.in_recovery = c.congestion.in_recovery();
+  info.pacing_rate = static_cast<std::uint64_t>(c.congestion.pacing_rate().value_or(0));
   info.smoothed_rtt = c.rtt.smoothed();
   info.rtt_variance = c.rtt.variance();
   info.rto = c.rtt.rto();

@@ -53,6 +53,9 @@ class LossRecovery {
   void use_sack(bool sack) { sack_ = sack; }
 
   const CongestionController& controller() const { return *controller_; }
+  // Every ACK's delivery rate sample goes to the controller, in recovery too.
+  void on_rate_sample(const RateSample& sample) { controller_->on_rate_sample(sample); }
+  std::optional<double> pacing_rate() const { return started_ ? controller_->pacing_rate() : std::nullopt; }
   bool started() const { return started_; }
   bool in_recovery() const { return in_fast_recovery_; }
   // In fast recovery, or repairing what a timeout found lost.

@@ -114,6 +114,7 @@ class Rack {
       if (remaining <= Duration::zero()) {
         segment.lost = true;
         ++lost_segments_;
+        ++segments_marked_lost_;
         pipe_ -= static_cast<std::uint32_t>(segment.end - start);
       } else {
         wait = std::max(wait.value_or(Duration::zero()), remaining);
@@ -158,6 +159,9 @@ class Rack {
 
   bool any_sacked() const { return sacked_segments_ > 0; }
   bool any_lost() const { return lost_segments_ > 0; }
+  // Segments detect_losses has marked lost, over the connection (a
+  // delivery rate sample tells its controller how many one ACK marked).
+  std::uint64_t segments_marked_lost() const { return segments_marked_lost_; }
 
   // RFC 6675's pipe: the bytes sent and neither SACKed nor deemed lost
   // (kept as the marks change: the sender asks for it per segment it sends).
@@ -249,6 +253,7 @@ class Rack {
   std::map<wire::SeqNumber, Segment> segments_;  // start -> segment, disjoint, SND.UNA to SND.MAX
   std::size_t sacked_segments_ = 0;
   std::size_t lost_segments_ = 0;
+  std::uint64_t segments_marked_lost_ = 0;
   std::size_t retransmitted_segments_ = 0;
   std::uint64_t pipe_ = 0;  // the bytes of the segments neither SACKed nor lost
   std::uint64_t transmissions_ = 0;

@@ -122,7 +122,7 @@ const std::vector<Variable>& declarations() {
                        "receive buffers of one MTU utcp's VIA link posts per peer: the packets in flight to a rank"),
       typed("VIASTACK_UTCP_NETWORK", Type::network, "10.0.0.0/16", "utcp",
             "the network utcp's ranks take their addresses from; rank r is the network's host r + 1"),
-      word_variable("VIASTACK_UTCP_CC", "newreno|cubic", "cubic", "utcp",
+      word_variable("VIASTACK_UTCP_CC", "newreno|cubic|bbr", "bbr", "utcp",
                     "the congestion control of utcp's TCP sockets that choose none themselves"),
       typed("VIASTACK_TRACE", Type::trace, "-", "via, utcp",
             "pcap traces: FILE for utcp's packets, LAYERS:FILE (via, utcp or via,utcp) for VIA frames and "
