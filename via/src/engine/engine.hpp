@@ -186,6 +186,16 @@ class ViImpl final : public Vi {
   bool registered(CheckedRegion& last, MemHandle h, std::uint64_t addr, std::uint64_t len);
   bool look_up_region(CheckedRegion& last, MemHandle h, std::uint64_t addr, std::uint64_t len);
   Result validate_post(VIP_DESCRIPTOR* desc, MemHandle desc_handle);
+  // The commonest descriptor, checked in a few compares: one data segment,
+  // the descriptor in the region the last one passed in and the segment (if
+  // not empty) in the region the last data passed in. Null when it is not
+  // that: the post then makes its full checks, which fail wherever these do.
+  const VIP_DATA_SEGMENT* remembered_single_segment(VIP_DESCRIPTOR* desc, MemHandle desc_handle);
+  // post_send's way for a send of one segment that fits one frame, passes
+  // remembered_single_segment() and has nothing queued ahead of it: queued
+  // and handed to the link at once. False, having done nothing, for any
+  // other post.
+  bool post_small_send(VIP_DESCRIPTOR* desc, MemHandle desc_handle);
   template <Lookup where>
   Result check_descriptor(VIP_DESCRIPTOR* desc, MemHandle desc_handle);
   // post_recv's and repost_recv's common part: queues the descriptor (null
