@@ -215,6 +215,10 @@ class ViImpl final : public Vi {
   bool transmit_data(WorkRequest& wr, std::uint8_t frame_type, std::uint64_t raddr, std::uint32_t rhandle);
   bool transmit_read_responses();
   bool handle_frame(const FrameHeader& h, const std::byte* payload);
+  // handle_frame's way for the commonest frame: a whole message in one send
+  // frame, its payload at hand, into the next posted receive, which holds it.
+  // False, having done nothing, for any other frame.
+  bool receive_whole_message(const FrameHeader& h, const std::byte* payload);
   WorkRequest* take_receive();
   bool deliver(WorkRequest& wr, const FrameHeader& h, const std::byte* payload);
   bool pull_direct_send(WorkRequest& wr, const FrameHeader& h, const std::byte* payload);
