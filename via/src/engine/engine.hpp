@@ -188,9 +188,15 @@ class ViImpl final : public Vi {
   Result validate_post(VIP_DESCRIPTOR* desc, MemHandle desc_handle);
   // The commonest descriptor, checked in a few compares: one data segment,
   // the descriptor in the region the last one passed in and the segment (if
-  // not empty) in the region the last data passed in. Null when it is not
-  // that: the post then makes its full checks, which fail wherever these do.
-  const VIP_DATA_SEGMENT* remembered_single_segment(VIP_DESCRIPTOR* desc, MemHandle desc_handle);
+  // not empty) in the region the last data passed in. True and the segment
+  // as it was checked (read once: the program's memory may change under the
+  // post); false when it is not that: the post then makes its full checks,
+  // which fail wherever these do.
+  struct SingleSegment {
+    void* data;
+    std::uint32_t length;
+  };
+  bool remembered_single_segment(VIP_DESCRIPTOR* desc, MemHandle desc_handle, SingleSegment& out);
   // post_send's way for a send of one segment that fits one frame, passes
   // remembered_single_segment() and has nothing queued ahead of it: queued
   // and handed to the link at once. False, having done nothing, for any

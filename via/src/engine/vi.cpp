@@ -193,7 +193,7 @@ std::uint32_t ViImpl::check_local_segments(const VIP_DESCRIPTOR* desc, std::uint
   return check_segments<Lookup::table>(desc, first_data, total);
 }
 
-inline const VIP_DATA_SEGMENT* ViImpl::remembered_single_segment(VIP_DESCRIPTOR* desc, MemHandle desc_handle) {
+inline bool ViImpl::remembered_single_segment(VIP_DESCRIPTOR* desc, MemHandle desc_handle, SingleSegment& out) {
   const std::uint64_t at = std::uintptr_t(desc);
   // The control segment and the first data segment in one look: a range
   // within the region holds its start, so SegCount is read from checked memory.
@@ -201,30 +201,30 @@ inline const VIP_DATA_SEGMENT* ViImpl::remembered_single_segment(VIP_DESCRIPTOR*
       !registered<Lookup::remembered>(desc_region_, desc_handle, at,
                                       sizeof(VIP_CONTROL_SEGMENT) + sizeof(VIP_DESCRIPTOR_SEGMENT)) ||
       desc->CS.SegCount != 1)
-    return nullptr;
+    return false;
   const VIP_DATA_SEGMENT& seg = data_segment(desc, 0);
-  if (seg.Length != 0 && !registered<Lookup::remembered>(data_region_, seg.Handle, seg.Data.AddressBits, seg.Length))
-    return nullptr;
-  return &seg;
+  out = SingleSegment{seg.Data.Address, seg.Length};
+  return out.length == 0 ||
+         registered<Lookup::remembered>(data_region_, seg.Handle, std::uintptr_t(out.data), out.length);
 }
 
 inline bool ViImpl::post_small_send(VIP_DESCRIPTOR* desc, MemHandle desc_handle) {
   if (state_ != ViState::connected || tx_next_ != sendq_.tail() || sendq_.full() || acks_owed_ ||
       !read_responses_.empty())
     return false;
-  const VIP_DATA_SEGMENT* seg = remembered_single_segment(desc, desc_handle);
+  SingleSegment seg;
   // A plain send, immediate data allowed: no fence, no reserved bit.
-  if (!seg || (desc->CS.Control & ~VIP_CONTROL_IMMEDIATE) != VIP_CONTROL_OP_SENDRECV) return false;
-  // Read once, as checked: the program's memory may change under the post.
-  const std::uint32_t len = seg->Length;
-  void* const data = seg->Data.Address;
+  if (!remembered_single_segment(desc, desc_handle, seg) ||
+      (desc->CS.Control & ~VIP_CONTROL_IMMEDIATE) != VIP_CONTROL_OP_SENDRECV)
+    return false;
+  const std::uint32_t len = seg.length;
   if (len > frame_payload_ || len >= direct_min_ || len > attrs_.max_transfer) return false;
   std::atomic_ref<VIP_UINT32>(desc->CS.Status).store(0, std::memory_order_relaxed);
   WorkRequest& wr = sendq_.push(desc);
   wr.total = len;
   const std::uint8_t flags = kFlagLast | ((desc->CS.Control & VIP_CONTROL_IMMEDIATE) ? kFlagImmediate : 0);
   const FrameHeader h{kFrameSend, flags, tx_message_, len, len, 0, 0, 0, desc->CS.ImmediateData};
-  const iovec iov{data, len};
+  const iovec iov{seg.data, len};
   // No room in the link: the request waits at tx_next_ as any queued send.
   if (!send_frame(h, &iov, len ? 1 : 0)) return true;
   wr.progress = len;
@@ -276,12 +276,10 @@ Result ViImpl::post_send(VIP_DESCRIPTOR* desc, MemHandle desc_handle) {
 }
 
 Result ViImpl::post_recv(VIP_DESCRIPTOR* desc, MemHandle desc_handle) {
-  if (const VIP_DATA_SEGMENT* seg = remembered_single_segment(desc, desc_handle);
-      seg && !(desc->CS.Control & VIP_CONTROL_RESERVED)) {
-    const std::uint32_t len = seg->Length;
+  if (SingleSegment seg; remembered_single_segment(desc, desc_handle, seg) && !(desc->CS.Control & VIP_CONTROL_RESERVED)) {
     WorkRequest* wr = enqueue_recv(desc);
     if (!wr) return Result::error_resource;
-    if (!wr->finished) wr->total = len;
+    if (!wr->finished) wr->total = seg.length;
     return Result::success;
   }
   if (Result r = validate_post(desc, desc_handle); r != Result::success) return r;
