@@ -202,6 +202,9 @@ class ViImpl final : public Vi {
   // and handed to the link at once. False, having done nothing, for any
   // other post.
   bool post_small_send(VIP_DESCRIPTOR* desc, MemHandle desc_handle);
+  // The posts with every check, for whatever the short ways do not take.
+  Result post_send_in_full(VIP_DESCRIPTOR* desc, MemHandle desc_handle);
+  Result post_recv_in_full(VIP_DESCRIPTOR* desc, MemHandle desc_handle);
   template <Lookup where>
   Result check_descriptor(VIP_DESCRIPTOR* desc, MemHandle desc_handle);
   // post_recv's and repost_recv's common part: queues the descriptor (null

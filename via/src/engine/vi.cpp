@@ -239,6 +239,12 @@ inline bool ViImpl::post_small_send(VIP_DESCRIPTOR* desc, MemHandle desc_handle)
 
 Result ViImpl::post_send(VIP_DESCRIPTOR* desc, MemHandle desc_handle) {
   if (post_small_send(desc, desc_handle)) return Result::success;
+  return post_send_in_full(desc, desc_handle);
+}
+
+// Out of line: its registers and its failure path's string would be saved
+// and set up on the short way too.
+[[gnu::noinline]] Result ViImpl::post_send_in_full(VIP_DESCRIPTOR* desc, MemHandle desc_handle) {
   if (state_ == ViState::idle || state_ == ViState::connect_pending) return Result::invalid_state;
   if (Result r = validate_post(desc, desc_handle); r != Result::success) return r;
   if (sendq_.full()) return Result::error_resource;
@@ -282,6 +288,10 @@ Result ViImpl::post_recv(VIP_DESCRIPTOR* desc, MemHandle desc_handle) {
     if (!wr->finished) wr->total = seg.length;
     return Result::success;
   }
+  return post_recv_in_full(desc, desc_handle);
+}
+
+[[gnu::noinline]] Result ViImpl::post_recv_in_full(VIP_DESCRIPTOR* desc, MemHandle desc_handle) {
   if (Result r = validate_post(desc, desc_handle); r != Result::success) return r;
   WorkRequest* wr = enqueue_recv(desc);
   if (!wr) return Result::error_resource;
