@@ -315,8 +315,7 @@ Result ViImpl::repost_recv(VIP_DESCRIPTOR* desc) {
   return Result::success;
 }
 
-// Inline in its callers, post_recv's short way in particular.
-[[gnu::always_inline]] inline WorkRequest* ViImpl::enqueue_recv(VIP_DESCRIPTOR* desc) {
+inline WorkRequest* ViImpl::enqueue_recv(VIP_DESCRIPTOR* desc) {
   if (recvq_.full()) return nullptr;
   std::atomic_ref<VIP_UINT32>(desc->CS.Status).store(0, std::memory_order_relaxed);
   // The receive a message is arriving into, by index: the push may move the queue.
