@@ -230,10 +230,17 @@ inline bool ViImpl::post_small_send(VIP_DESCRIPTOR* desc, MemHandle desc_handle)
   wr.progress = len;
   ++tx_message_;
   const std::uint64_t index = tx_next_++;
-  if (attrs_.reliability == VIP_SERVICE_RELIABLE_RECEPTION)
+  if (attrs_.reliability == VIP_SERVICE_RELIABLE_RECEPTION) {
     awaiting_ack_.push_back(index);
-  else
+  } else if (sendq_.published() == index && !send_cq_ && !send_notify_) {
+    // Done, and the only completion to publish: publish<false>()'s work for it alone.
+    wr.status = VIP_STATUS_OP_SEND;
+    wr.finished = true;
+    std::atomic_ref<VIP_UINT32>(desc->CS.Status).store(VIP_STATUS_OP_SEND | VIP_STATUS_DONE, std::memory_order_release);
+    sendq_.publish_front();
+  } else {
     finish(sendq_, wr, VIP_STATUS_OP_SEND);
+  }
   return true;
 }
 

@@ -64,6 +64,9 @@ class WorkQueue {
       ++published_;
     }
   }
+  // Counts the request at `published` (finished, its completion written out
+  // by the caller) as published: publish()'s step for one request.
+  void publish_front() { ++published_; }
   std::size_t capacity() const { return capacity_; }
   std::size_t allocated() const { return slots_.size(); }
 
