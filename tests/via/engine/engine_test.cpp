@@ -648,6 +648,77 @@ TEST_P(Engine, APostWhoseDescriptorRegionWasDeregisteredAfterAnEarlierPostIsRefu
   EXPECT_EQ(va->recv_done(d), via::Result::not_done);
 }
 
+// A post of one segment from the remembered regions takes a shorter way
+// (ViImpl::post_small_send, remembered_single_segment): it must refuse what
+// the full checks refuse, at the edges of the remembered regions too.
+TEST_P(Engine, AOneSegmentSendRunningPastTheEndOfTheRegionTheLastSendPassedInIsRefused) {
+  auto [va, vb] = connect();
+  std::vector<std::byte> buffer(4096, std::byte{0x17});
+  via::MemHandle bh;
+  expect_ok(a.nic->register_memory(buffer.data(), buffer.size(), via::MemAttributes{a.ptag, false, false}, bh), "reg");
+  auto send_from = [&, va = va](std::size_t offset) {
+    VIP_DESCRIPTOR* send = a.message(0, 64);
+    send->DS[0].Local.Data.Address = buffer.data() + offset;
+    send->DS[0].Local.Handle = bh;
+    expect_ok(va->post_send(send, a.arena.handle), "post send");
+    return wait_done(va, false);
+  };
+  expect_ok(vb->post_recv(b.message(0, 256), b.arena.handle), "post recv");
+  VIP_DESCRIPTOR* first = send_from(0);
+  ASSERT_NE(first, nullptr);
+  EXPECT_EQ(status_err(first), 0u);
+  VIP_DESCRIPTOR* second = send_from(buffer.size() - 8);  // 8 bytes in the region, 56 past it
+  ASSERT_NE(second, nullptr);
+  EXPECT_EQ(status_err(second), std::uint32_t(VIP_STATUS_PROTECTION_ERROR));
+  EXPECT_EQ(va->state(), via::ViState::error);
+}
+
+TEST_P(Engine, AOneSegmentSendFromARegionOfAnotherTagAfterAnAcceptedSendIsRefused) {
+  auto [va, vb] = connect();
+  via::Ptag other;
+  expect_ok(a.nic->create_ptag(other), "ptag");
+  std::vector<std::byte> foreign(4096);
+  via::MemHandle fh;
+  expect_ok(a.nic->register_memory(foreign.data(), foreign.size(), via::MemAttributes{other, false, false}, fh), "reg");
+  expect_ok(vb->post_recv(b.message(0, 256), b.arena.handle), "post recv");
+  expect_ok(va->post_send(a.message(0, 64), a.arena.handle), "post send from the arena");
+  VIP_DESCRIPTOR* first = wait_done(va, false);
+  ASSERT_NE(first, nullptr);
+  EXPECT_EQ(status_err(first), 0u);
+  VIP_DESCRIPTOR* send = a.message(0, 64);
+  send->DS[0].Local.Data.Address = foreign.data();
+  send->DS[0].Local.Handle = fh;
+  expect_ok(va->post_send(send, a.arena.handle), "post send from the other tag's region");
+  VIP_DESCRIPTOR* second = wait_done(va, false);
+  ASSERT_NE(second, nullptr);
+  EXPECT_EQ(status_err(second), std::uint32_t(VIP_STATUS_PROTECTION_ERROR));
+  EXPECT_EQ(va->state(), via::ViState::error);
+}
+
+// The region ends inside the third descriptor: its control segment is
+// registered, its data segment is not.
+TEST_P(Engine, AOneSegmentDescriptorWhoseSegmentLiesPastTheRememberedDescriptorRegionIsRefused) {
+  auto [va, vb] = connect();
+  std::vector<VIP_DESCRIPTOR> descs(4);
+  auto base = reinterpret_cast<std::uintptr_t>(descs.data());
+  auto* desc = reinterpret_cast<VIP_DESCRIPTOR*>((base + VIP_DESCRIPTOR_ALIGNMENT - 1) &
+                                                 ~std::uintptr_t(VIP_DESCRIPTOR_ALIGNMENT - 1));
+  via::MemHandle dh;
+  expect_ok(a.nic->register_memory(desc, 2 * sizeof(VIP_DESCRIPTOR) + sizeof(VIP_CONTROL_SEGMENT),
+                                   via::MemAttributes{a.ptag, false, false}, dh),
+            "reg");
+  for (int i = 0; i < 3; ++i) desc[i] = *a.message(std::size_t(i) * 64, 64);
+  expect_ok(va->post_recv(&desc[0], dh), "post recv");
+  EXPECT_EQ(va->post_recv(&desc[2], dh), via::Result::invalid_parameter);
+  expect_ok(vb->post_recv(b.message(0, 256), b.arena.handle), "post recv");
+  expect_ok(va->post_send(&desc[1], dh), "post send");
+  VIP_DESCRIPTOR* sent = wait_done(va, false);
+  ASSERT_EQ(sent, &desc[1]);
+  EXPECT_EQ(status_err(sent), 0u);
+  EXPECT_EQ(va->post_send(&desc[2], dh), via::Result::invalid_parameter);
+  EXPECT_EQ(va->state(), via::ViState::connected);
+}
+
 TEST_P(Engine, AReceivePostedAfterTheViMovedToAnotherTagIsCheckedUnderTheNewTag) {
   via::Vi* vi = a.create_vi();  // idle: receives may be posted, attributes changed
   expect_ok(vi->post_recv(a.message(0, 64), a.arena.handle), "post recv under the arena's tag");

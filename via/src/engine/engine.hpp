@@ -182,6 +182,25 @@ class ViImpl final : public Vi {
   bool registered(CheckedRegion& last, MemHandle h, std::uint64_t addr, std::uint64_t len);
   bool look_up_region(CheckedRegion& last, MemHandle h, std::uint64_t addr, std::uint64_t len);
   Result validate_post(VIP_DESCRIPTOR* desc, MemHandle desc_handle);
+  // The commonest descriptor, checked in a few compares: one data segment,
+  // the descriptor in the region the last one passed in and the segment (if
+  // not empty) in the region the last data passed in. True and the segment
+  // as it was checked (read once: the program's memory may change under the
+  // post); false when it is not that: the post then makes its full checks,
+  // which fail wherever these do.
+  struct SingleSegment {
+    void* data;
+    std::uint32_t length;
+  };
+  bool remembered_single_segment(VIP_DESCRIPTOR* desc, MemHandle desc_handle, SingleSegment& out);
+  // post_send's way for a send of one segment that fits one frame, passes
+  // remembered_single_segment() and has nothing queued ahead of it: queued
+  // and handed to the link at once. False, having done nothing, for any
+  // other post.
+  bool post_small_send(VIP_DESCRIPTOR* desc, MemHandle desc_handle);
+  // The posts with every check, for whatever the short ways do not take.
+  Result post_send_in_full(VIP_DESCRIPTOR* desc, MemHandle desc_handle);
+  Result post_recv_in_full(VIP_DESCRIPTOR* desc, MemHandle desc_handle);
   template <Lookup where>
   Result check_descriptor(VIP_DESCRIPTOR* desc, MemHandle desc_handle);
   // post_recv's and repost_recv's common part: queues the descriptor (null
@@ -201,6 +220,10 @@ class ViImpl final : public Vi {
   bool transmit_data(WorkRequest& wr, std::uint8_t frame_type, std::uint64_t raddr, std::uint32_t rhandle);
   bool transmit_read_responses();
   bool handle_frame(const FrameHeader& h, const std::byte* payload);
+  // handle_frame's way for the commonest frame: a whole message in one send
+  // frame, its payload at hand, into the next posted receive, which holds it.
+  // False, having done nothing, for any other frame.
+  bool receive_whole_message(const FrameHeader& h, const std::byte* payload);
   WorkRequest* take_receive();
   bool deliver(WorkRequest& wr, const FrameHeader& h, const std::byte* payload);
   bool pull_direct_send(WorkRequest& wr, const FrameHeader& h, const std::byte* payload);

@@ -73,15 +73,22 @@ std::size_t slice_segments(const VIP_DESCRIPTOR* d, std::uint64_t offset, std::u
   return n;
 }
 
-// Copies len bytes from src to [offset, offset+len) of the descriptor's data segments.
-void scatter(const VIP_DESCRIPTOR* d, std::uint64_t offset, const std::byte* src, std::uint64_t len) {
+void scatter_segments(const VIP_DESCRIPTOR* d, std::uint64_t offset, const std::byte* src, std::uint64_t len);
+
+// Copies len bytes from src to [offset, offset+len) of the descriptor's data
+// segments. Most often the bytes all land in the first segment: that case
+// inline, without a call on the path of every small message.
+inline void scatter(const VIP_DESCRIPTOR* d, std::uint64_t offset, const std::byte* src, std::uint64_t len) {
   const std::uint32_t first = first_data_segment(d);
-  // Most often the bytes all land in the first segment.
-  if (first < d->CS.SegCount && offset + len <= data_segment(d, first).Length) {
+  if (first < d->CS.SegCount && offset + len <= data_segment(d, first).Length) [[likely]]
     copy_bytes(static_cast<std::byte*>(data_segment(d, first).Data.Address) + offset, src, std::size_t(len));
-    return;
-  }
-  for (std::uint32_t i = first; i < d->CS.SegCount && len > 0; ++i) {
+  else
+    scatter_segments(d, offset, src, len);
+}
+
+[[gnu::noinline]] void scatter_segments(const VIP_DESCRIPTOR* d, std::uint64_t offset, const std::byte* src,
+                                        std::uint64_t len) {
+  for (std::uint32_t i = first_data_segment(d); i < d->CS.SegCount && len > 0; ++i) {
     const VIP_DATA_SEGMENT& seg = data_segment(d, i);
     if (offset >= seg.Length) {
       offset -= seg.Length;
@@ -186,7 +193,65 @@ std::uint32_t ViImpl::check_local_segments(const VIP_DESCRIPTOR* desc, std::uint
   return check_segments<Lookup::table>(desc, first_data, total);
 }
 
+inline bool ViImpl::remembered_single_segment(VIP_DESCRIPTOR* desc, MemHandle desc_handle, SingleSegment& out) {
+  const std::uint64_t at = std::uintptr_t(desc);
+  // The control segment and the first data segment in one look: a range
+  // within the region holds its start, so SegCount is read from checked memory.
+  if (desc == nullptr || at % VIP_DESCRIPTOR_ALIGNMENT != 0 ||
+      !registered<Lookup::remembered>(desc_region_, desc_handle, at,
+                                      sizeof(VIP_CONTROL_SEGMENT) + sizeof(VIP_DESCRIPTOR_SEGMENT)) ||
+      desc->CS.SegCount != 1)
+    return false;
+  const VIP_DATA_SEGMENT& seg = data_segment(desc, 0);
+  out = SingleSegment{seg.Data.Address, seg.Length};
+  return out.length == 0 ||
+         registered<Lookup::remembered>(data_region_, seg.Handle, std::uintptr_t(out.data), out.length);
+}
+
+inline bool ViImpl::post_small_send(VIP_DESCRIPTOR* desc, MemHandle desc_handle) {
+  if (state_ != ViState::connected || tx_next_ != sendq_.tail() || sendq_.full() || acks_owed_ ||
+      !read_responses_.empty())
+    return false;
+  SingleSegment seg;
+  // A plain send, immediate data allowed: no fence, no reserved bit.
+  if (!remembered_single_segment(desc, desc_handle, seg) ||
+      (desc->CS.Control & ~VIP_CONTROL_IMMEDIATE) != VIP_CONTROL_OP_SENDRECV)
+    return false;
+  const std::uint32_t len = seg.length;
+  if (len > frame_payload_ || len >= direct_min_ || len > attrs_.max_transfer) return false;
+  std::atomic_ref<VIP_UINT32>(desc->CS.Status).store(0, std::memory_order_relaxed);
+  WorkRequest& wr = sendq_.push(desc);
+  wr.total = len;
+  const std::uint8_t flags = kFlagLast | ((desc->CS.Control & VIP_CONTROL_IMMEDIATE) ? kFlagImmediate : 0);
+  const FrameHeader h{kFrameSend, flags, tx_message_, len, len, 0, 0, 0, desc->CS.ImmediateData};
+  const iovec iov{seg.data, len};
+  // No room in the link: the request waits at tx_next_ as any queued send.
+  if (!send_frame(h, &iov, len ? 1 : 0)) return true;
+  wr.progress = len;
+  ++tx_message_;
+  const std::uint64_t index = tx_next_++;
+  if (attrs_.reliability == VIP_SERVICE_RELIABLE_RECEPTION) {
+    awaiting_ack_.push_back(index);
+  } else if (sendq_.published() == index && !send_cq_ && !send_notify_) {
+    // Done, and the only completion to publish: publish<false>()'s work for it alone.
+    wr.status = VIP_STATUS_OP_SEND;
+    wr.finished = true;
+    std::atomic_ref<VIP_UINT32>(desc->CS.Status).store(VIP_STATUS_OP_SEND | VIP_STATUS_DONE, std::memory_order_release);
+    sendq_.publish_front();
+  } else {
+    finish(sendq_, wr, VIP_STATUS_OP_SEND);
+  }
+  return true;
+}
+
 Result ViImpl::post_send(VIP_DESCRIPTOR* desc, MemHandle desc_handle) {
+  if (post_small_send(desc, desc_handle)) return Result::success;
+  return post_send_in_full(desc, desc_handle);
+}
+
+// Out of line: its registers and its failure path's string would be saved
+// and set up on the short way too.
+[[gnu::noinline]] Result ViImpl::post_send_in_full(VIP_DESCRIPTOR* desc, MemHandle desc_handle) {
   if (state_ == ViState::idle || state_ == ViState::connect_pending) return Result::invalid_state;
   if (Result r = validate_post(desc, desc_handle); r != Result::success) return r;
   if (sendq_.full()) return Result::error_resource;
@@ -224,6 +289,16 @@ Result ViImpl::post_send(VIP_DESCRIPTOR* desc, MemHandle desc_handle) {
 }
 
 Result ViImpl::post_recv(VIP_DESCRIPTOR* desc, MemHandle desc_handle) {
+  if (SingleSegment seg; remembered_single_segment(desc, desc_handle, seg) && !(desc->CS.Control & VIP_CONTROL_RESERVED)) {
+    WorkRequest* wr = enqueue_recv(desc);
+    if (!wr) return Result::error_resource;
+    if (!wr->finished) wr->total = seg.length;
+    return Result::success;
+  }
+  return post_recv_in_full(desc, desc_handle);
+}
+
+[[gnu::noinline]] Result ViImpl::post_recv_in_full(VIP_DESCRIPTOR* desc, MemHandle desc_handle) {
   if (Result r = validate_post(desc, desc_handle); r != Result::success) return r;
   WorkRequest* wr = enqueue_recv(desc);
   if (!wr) return Result::error_resource;
@@ -523,7 +598,7 @@ bool ViImpl::receive_and_transmit(const FrameHeader* h, const std::byte* payload
     ++counters_.frames_received;
     moved = true;
     trace::frame_received(*this, *h, payload);
-    if (!handle_frame(*h, payload) || !link_) {  // the VI failed; its link is gone
+    if (!receive_whole_message(*h, payload) && (!handle_frame(*h, payload) || !link_)) {  // the VI failed
       publish_later_ = false;
       return true;
     }
@@ -777,6 +852,32 @@ std::size_t ViImpl::payload_destination(const FrameHeader& h, iovec* out, std::s
   std::uint64_t covered = 0;
   for (std::size_t i = 0; i < n; ++i) covered += out[i].iov_len;
   return covered == h.length ? n : 0;
+}
+
+// The checks are handle_frame's, for this frame: well formed (offset 0,
+// length = total, within a frame's payload), no message half received, a
+// receive posted and large enough. Not a direct send's (it owes an ack) nor
+// one consumed in place (whole_message: next_frame() hands it over).
+inline bool ViImpl::receive_whole_message(const FrameHeader& h, const std::byte* payload) {
+  if (h.type != kFrameSend || (h.flags & ~kFlagImmediate) != kFlagLast || h.offset != 0 || h.length != h.total ||
+      h.length > frame_payload_ || payload == nullptr || receiving_ != nullptr || fill_next_ == recvq_.tail())
+    return false;
+  WorkRequest& wr = recvq_.at(fill_next_);
+  if (h.total > wr.total) return false;
+  ++fill_next_;
+  discarding_ = false;
+  rx_message_ = h.message;
+  scatter(wr.desc, 0, payload, h.length);
+  wr.progress = h.length;
+  wr.length = h.length;
+  if (attrs_.reliability == VIP_SERVICE_RELIABLE_RECEPTION) ++acks_owed_;
+  std::uint32_t status = VIP_STATUS_OP_RECEIVE;
+  if (h.flags & kFlagImmediate) {
+    wr.desc->CS.ImmediateData = h.imm;
+    status |= VIP_STATUS_IMMEDIATE;
+  }
+  finish(recvq_, wr, status);
+  return true;
 }
 
 // Handles one incoming frame; false if it broke the VI. A null payload of a

@@ -39,7 +39,8 @@ class WorkQueue {
   WorkRequest& at(std::uint64_t index) { return slots_[index & mask_]; }
   // Moves every request when the queue grows: a pointer or reference into it
   // is then stale (keep an index across a push, see index_of).
-  WorkRequest& push(VIP_DESCRIPTOR* desc) {
+  // Inline in every post (grow() is the rare part).
+  [[gnu::always_inline]] WorkRequest& push(VIP_DESCRIPTOR* desc) {
     if (tail_ - head_ > mask_) grow();  // every slot taken (mask_ + 1 of them)
     WorkRequest& wr = at(tail_++);
     wr = WorkRequest{};
@@ -63,11 +64,14 @@ class WorkQueue {
       ++published_;
     }
   }
+  // Counts the request at `published` (finished, its completion written out
+  // by the caller) as published: publish()'s step for one request.
+  void publish_front() { ++published_; }
   std::size_t capacity() const { return capacity_; }
   std::size_t allocated() const { return slots_.size(); }
 
  private:
-  void grow() {
+  [[gnu::noinline]] void grow() {
     std::vector<WorkRequest> bigger(slots_.size() * 2);
     const std::uint64_t bigger_mask = bigger.size() - 1;
     for (std::uint64_t i = head_; i != tail_; ++i) bigger[i & bigger_mask] = slots_[i & mask_];
