@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <optional>
 #include <span>
@@ -44,19 +45,60 @@ inline StackConfig stack_config() {
   return config;
 }
 
+// The stack's end of the link, remembering when each packet the test
+// injected arrived (the test's `now` then), for a stack that reads its clock
+// per packet.
+class ArrivalTimedLink final : public Link {
+ public:
+  explicit ArrivalTimedLink(MemoryLink& inner) : inner_(inner) {}
+  std::size_t mtu() const override { return inner_.mtu(); }
+  bool reaches(wire::Ipv4Address address) const override { return inner_.reaches(address); }
+  bool transmit(wire::Ipv4Address next_hop, std::span<const std::uint8_t> packet) override {
+    return inner_.transmit(next_hop, packet);
+  }
+  std::size_t receive(const PacketSink& deliver, std::size_t budget) override {
+    return inner_.receive(
+        [&](std::span<const std::uint8_t> packet) {
+          last_arrival_ = arrivals_.front();
+          arrivals_.pop_front();
+          deliver(packet);
+        },
+        budget);
+  }
+  void arriving_at(Instant arrival) { arrivals_.push_back(arrival); }
+  // The arrival of the packet the stack took last.
+  Instant last_arrival() const { return last_arrival_; }
+
+ private:
+  MemoryLink& inner_;
+  std::deque<Instant> arrivals_;
+  Instant last_arrival_{};
+};
+
 class PeerHarness {
  public:
   explicit PeerHarness(StackConfig config = stack_config(), std::size_t mtu = 1500) {
     auto [near, far] = MemoryLink::make_pair(mtu);
     near_ = std::move(near);
     far_ = std::move(far);
-    stack_ = std::make_unique<Stack>(*near_, config);
+    timed_ = std::make_unique<ArrivalTimedLink>(*near_);
+    stack_ = std::make_unique<Stack>(*timed_, config);
     stack_->set_time(now);
   }
 
   Stack& stack() { return *stack_; }
 
-  void inject_ip_packet(std::span<const std::uint8_t> packet) { far_->transmit(stack_address, packet); }
+  // From now on the stack reads the time per packet, as on real time: each
+  // packet at the `now` it was injected at, though one poll may take it
+  // together with packets that came before.
+  void clock_per_packet() {
+    stack_->set_clock([this] { return timed_->last_arrival(); });
+  }
+
+  void inject_ip_packet(std::span<const std::uint8_t> packet) {
+    timed_->arriving_at(now);
+    far_->transmit(stack_address, packet);
+  }
 
   // Hands the stack one IPv4 packet carrying `transport` (already emitted).
   void inject_ip(const wire::Ipv4Header& header, std::span<const std::uint8_t> transport) {
@@ -87,6 +129,9 @@ class PeerHarness {
     header.destination = stack_address;
     return header;
   }
+
+  // One poll at `start`: a batch, all that is queued taken at once.
+  void poll_once_at(Instant start) { stack_->poll(start); }
 
   // Polls the stack at `now` until it has taken everything queued.
   void poll() {
@@ -134,6 +179,7 @@ class PeerHarness {
 
  private:
   std::unique_ptr<MemoryLink> near_, far_;
+  std::unique_ptr<ArrivalTimedLink> timed_;
   std::unique_ptr<Stack> stack_;
 };
 

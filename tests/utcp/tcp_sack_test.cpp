@@ -742,6 +742,34 @@ TEST_F(ReorderingWindowTest, ADsackWidensTheWindowByAQuarterOfTheMinimumRtt) {
   EXPECT_EQ(retransmissions(), (std::set<std::uint32_t>{acknowledged}));
 }
 
+// The round that must pass before a D-SACK widens the window again ends, as
+// in Linux, once a segment sent after the last widening is delivered, even
+// SACKed past a hole. (RFC 8985 waits for SND.UNA to pass SND.NXT of the
+// widening: with a hole at SND.UNA, as under steady loss, the window
+// stayed narrow and overtaken segments were retransmitted.) Here the second
+// D-SACK comes while the hole holds SND.UNA: the window grows to three
+// quarters of the minimum RTT (7.5 ms).
+TEST_F(ReorderingWindowTest, ADsackARoundLaterWidensAgainThoughAHoleHoldsSndUna) {
+  open_and_fill_the_window();
+  send(pattern(100000));
+  widen_once();  // 5 ms
+  const std::uint32_t hole = acknowledged;
+  next_segment_overtaken();  // what it frees goes: sent after the widening
+  run_for(6ms);
+  ASSERT_EQ(retransmissions(), (std::set<std::uint32_t>{hole}));
+  now += 4ms;  // a round trip (10 ms) after they went: the minimum RTT stays
+  const std::uint32_t sent_then = highest_sent;
+  ack_with_sack(hole, {{hole + 1000, sent_then}});  // delivered past the hole: a round
+  new_segments();
+  ack_with_sack(hole, {{hole + 1000, hole + 2000}, {hole + 1000, sent_then}});  // a duplicate
+  everything_arrives();
+  next_segment_overtaken();
+  run_for(7ms);  // past 5 ms, within 7.5
+  EXPECT_TRUE(retransmissions().empty());
+  run_for(1ms);
+  EXPECT_EQ(retransmissions(), (std::set<std::uint32_t>{acknowledged}));
+}
+
 // RFC 8985 §6.2 step 4: sixteen recoveries in a row without a D-SACK and
 // the window is back to a quarter of the minimum RTT (reo_wnd_persist):
 // reordering the path showed once does not slow loss detection for ever.

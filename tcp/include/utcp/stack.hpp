@@ -151,6 +151,14 @@ class Stack {
   // Tells the stack the time without taking anything in: a host that has
   // sockets to open before packets may be taken (they would find no socket).
   void set_time(Instant now) { now_ = now; }
+  // A host on real time gives its clock: the stack then reads it for each
+  // packet it takes in and each socket call, as Linux stamps each ACK when
+  // it arrives. A batch takes time: timed by the poll's start, an ACK read
+  // late in it would make the round trip of a segment sent early in it look
+  // shorter than it was, down to zero (and RACK's reordering window, a
+  // quarter of the minimum RTT, with it). Without one (virtual time), the
+  // poll's time is the time of all it does.
+  void set_clock(std::function<Instant()> clock) { clock_ = std::move(clock); }
   // When poll must next run even if no packet arrives (a reassembly timeout,
   // a TCP timer).
   std::optional<Instant> poll_at() const;
@@ -342,7 +350,11 @@ class Stack {
   std::uint64_t tcp_secret_;
   static constexpr std::uint32_t kFirstDynamicPort = 49152, kDynamicPorts = 65536 - kFirstDynamicPort;  // RFC 6335
   std::uint16_t next_ephemeral_port_;
-  Instant now_{};  // the last poll's time, for the socket calls
+  // The time of what the stack does now: the clock's reading, if there is a
+  // clock (never earlier than the last), else the last poll's time.
+  Instant current_time();
+  Instant now_{};  // the last time read, for the socket calls
+  std::function<Instant()> clock_;
   bool tcp_batch_ = false;  // poll is taking a batch of packets from the link
   Waiter* waiter_ = nullptr;
 };

@@ -71,17 +71,23 @@ bool Stack::poll(Instant now) {
   // What the link holds is one batch: ACKs that may wait go once at its end
   // (tcp_poll_timers), not one for each segment.
   tcp_batch_ = true;
-  std::size_t handled = link_.receive([&](std::span<const std::uint8_t> packet) { input(packet, now); }, receive_budget);
+  std::size_t handled =
+      link_.receive([&](std::span<const std::uint8_t> packet) { input(packet, current_time()); }, receive_budget);
   tcp_batch_ = false;
   // Only the packets queued so far: answering them may loop more back.
   for (std::size_t n = loopback_.size(); n > 0; --n, ++handled) {
     const std::vector<std::uint8_t> packet = std::move(loopback_.front());
     loopback_.pop_front();
-    input(packet, now);
+    input(packet, current_time());
   }
-  handled += reassembler_.expire(now);
+  handled += reassembler_.expire(current_time());
   handled += tcp_poll_timers();
   return handled > 0;
+}
+
+Instant Stack::current_time() {
+  if (clock_) now_ = std::max(now_, clock_());
+  return now_;
 }
 
 std::optional<Instant> Stack::poll_at() const {

@@ -81,11 +81,11 @@ Result<std::size_t> TcpSocket::send(std::span<const std::uint8_t> data) {
   if (socket->write_shut) return error(std::errc::broken_pipe);
   // The timeout covers the whole call; the stack's clock moves as the waiter polls it.
   const std::optional<Instant> deadline =
-      socket->send_timeout ? std::optional(stack_->now_ + *socket->send_timeout) : std::nullopt;
+      socket->send_timeout ? std::optional(stack_->current_time() + *socket->send_timeout) : std::nullopt;
   const auto room = [connection] { return connection->send_space() > 0 || connection->finished(); };
   std::size_t queued = 0;
   for (;;) {
-    const Result<std::size_t> taken = connection->send(data.subspan(queued), stack_->now_);
+    const Result<std::size_t> taken = connection->send(data.subspan(queued), stack_->current_time());
     if (!taken) {
       if (queued > 0) return queued;  // the error waits for the next call
       if (taken.error() == connection->error()) socket->error_reported = true;
@@ -103,7 +103,7 @@ Result<std::size_t> TcpSocket::send(std::span<const std::uint8_t> data) {
     std::optional<std::chrono::milliseconds> left;
     if (deadline)
       left = std::max(std::chrono::milliseconds(0),
-                      std::chrono::ceil<std::chrono::milliseconds>(*deadline - stack_->now_));
+                      std::chrono::ceil<std::chrono::milliseconds>(*deadline - stack_->current_time()));
     if (const std::error_code not_ready = stack_->wait_for(room, socket->nonblocking, left)) {
       if (queued > 0) return queued;
       return not_ready;
@@ -117,7 +117,7 @@ Result<std::size_t> TcpSocket::receive(std::span<std::uint8_t> buffer) {
   TcpConnection* connection = stack_->tcp_connection(*socket);
   if (!connection) return error(std::errc::not_connected);
   if (socket->read_shut) {
-    discard_received(*connection, stack_->now_);
+    discard_received(*connection, stack_->current_time());
     return std::size_t{0};
   }
   if (buffer.empty()) return std::size_t{0};
@@ -132,11 +132,11 @@ Result<std::size_t> TcpSocket::receive(std::span<std::uint8_t> buffer) {
     if (lent == buffer.size()) return lent;
     // What came after, into the rest of the buffer (an error or the end of
     // the stream waits for the next call).
-    const Result<std::size_t> more = connection->receive(buffer.subspan(lent), stack_->now_);
+    const Result<std::size_t> more = connection->receive(buffer.subspan(lent), stack_->current_time());
     return lent + (more ? *more : 0);
   }
   if (not_ready) return not_ready;
-  Result<std::size_t> received = connection->receive(buffer, stack_->now_);
+  Result<std::size_t> received = connection->receive(buffer, stack_->current_time());
   if (!received && received.error() == connection->error()) socket->error_reported = true;
   return received;
 }
@@ -147,12 +147,12 @@ std::error_code TcpSocket::shutdown(Shutdown how) {
   TcpConnection* connection = stack_->tcp_connection(*socket);
   if (!connection) return error(std::errc::not_connected);
   if (how != Shutdown::read && !socket->write_shut) {
-    connection->shutdown_write(stack_->now_);
+    connection->shutdown_write(stack_->current_time());
     socket->write_shut = true;
   }
   if (how != Shutdown::write) {
     socket->read_shut = true;
-    discard_received(*connection, stack_->now_);
+    discard_received(*connection, stack_->current_time());
   }
   return {};
 }
@@ -179,14 +179,14 @@ void TcpSocket::set_nodelay(bool nodelay) {
   Stack::TcpSocketState* socket = socket_state();
   if (!socket) return;
   socket->config.nodelay = nodelay;
-  if (TcpConnection* connection = stack_->tcp_connection(*socket)) connection->set_nodelay(nodelay, stack_->now_);
+  if (TcpConnection* connection = stack_->tcp_connection(*socket)) connection->set_nodelay(nodelay, stack_->current_time());
 }
 
 void TcpSocket::set_keepalive(bool keepalive) {
   Stack::TcpSocketState* socket = socket_state();
   if (!socket) return;
   socket->config.keepalive = keepalive;
-  if (TcpConnection* connection = stack_->tcp_connection(*socket)) connection->set_keepalive(keepalive, stack_->now_);
+  if (TcpConnection* connection = stack_->tcp_connection(*socket)) connection->set_keepalive(keepalive, stack_->current_time());
 }
 
 std::error_code TcpSocket::set_buffer_sizes(std::size_t send, std::size_t receive) {

@@ -847,11 +847,12 @@ void TcpConnection::Impl::start_fast_retransmit() {
 // ignored (RFC 2018 §8 makes ignoring SACK information always safe).
 void TcpConnection::Impl::take_sack_blocks(const TcpHeader& header, SeqNumber prior_unacknowledged) {
   const std::span<const wire::SackBlock> blocks = header.options.sack();
+  bool duplicate_counts = false;
   if (is_duplicate_report(blocks)) {
     using Outcome = tcp::LossRecovery::DuplicateOutcome;
     const Outcome outcome = congestion.on_duplicate_reported(blocks[0].left, blocks[0].right, prior_unacknowledged,
                                                              send_unacknowledged, now);
-    if (outcome != Outcome::dubious) rack.on_duplicate_reported(send_unacknowledged, send_max);
+    duplicate_counts = outcome != Outcome::dubious;
     if (outcome == Outcome::undone) {
       counters.reductions_undone = congestion.reductions_undone();
       trace_congestion();
@@ -863,6 +864,7 @@ void TcpConnection::Impl::take_sack_blocks(const TcpHeader& header, SeqNumber pr
       delivery.on_sack_block(block.left, block.right, now);
     }
   }
+  if (duplicate_counts) rack.on_duplicate_reported();
 }
 
 // RFC 2883 §4: the first block is a D-SACK when it lies below the

@@ -125,14 +125,19 @@ class Rack {
 
   // A D-SACK (RFC 2883) reported data received twice: the path reorders
   // (or a retransmission was spurious), so the reordering window widens by
-  // a quarter of the minimum RTT, at most once a round trip (RFC 8985 §6.2
-  // step 4: the round ends when what was sent by then is acknowledged),
-  // and stays so for the next sixteen recoveries.
-  void on_duplicate_reported(wire::SeqNumber send_unacknowledged, wire::SeqNumber send_max) {
+  // a quarter of the minimum RTT, at most once a round trip, and stays so
+  // for the next sixteen recoveries (RFC 8985 §6.2 step 4). The round ends
+  // as Linux's tcp_rack_update_reo_wnd ends it: once a segment sent after
+  // the widening is delivered, SACKed or acknowledged. (The RFC waits for
+  // SND.UNA to pass what was sent by then, which a hole holds back: under
+  // steady loss and reordering the window grew once in many round trips
+  // and spurious retransmissions went on.) Call it after the ACK's SACK
+  // blocks are taken: what the ACK delivers counts.
+  void on_duplicate_reported() {
     reordering_seen_ = true;
-    if (widened_until_ && !(send_unacknowledged < *widened_until_)) widened_until_.reset();
-    if (widened_until_) return;
-    widened_until_ = send_max;
+    if (widened_after_ && delivered_order_ > *widened_after_) widened_after_.reset();
+    if (widened_after_) return;
+    widened_after_ = transmissions_;
     ++reordering_window_multiple_;
     recoveries_to_keep_widened_ = recoveries_widened;
   }
@@ -266,7 +271,7 @@ class Rack {
   bool reordering_seen_ = false;
   int reordering_window_multiple_ = 1;              // RACK.reo_wnd_mult
   int recoveries_to_keep_widened_ = 0;              // RACK.reo_wnd_persist
-  std::optional<wire::SeqNumber> widened_until_;    // RACK.dsack_round
+  std::optional<std::uint64_t> widened_after_;       // RACK.dsack_round: the transmissions by the last widening
 };
 
 // RFC 8985 §7.2: the probe timeout, two smoothed RTTs (one second before

@@ -161,6 +161,7 @@ TunHost::TunHost(const TunHostConfig& config) : link_(std::make_unique<TunLink>(
   stack_->set_waiter(this);
   // The time for the first socket call; packets wait for the first poll.
   stack_->set_time(std::chrono::steady_clock::now());
+  stack_->set_clock([] { return std::chrono::steady_clock::now(); });
 }
 
 bool TunHost::poll() { return host::poll_now(*stack_); }

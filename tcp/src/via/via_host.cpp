@@ -63,6 +63,7 @@ void ViaHost::start() {
   // The time for the first socket call; packets wait for the first poll, when
   // the program's sockets exist.
   stack_->set_time(std::chrono::steady_clock::now());
+  stack_->set_clock([] { return std::chrono::steady_clock::now(); });
 }
 
 bool ViaHost::poll() { return host::poll_now(*stack_); }
