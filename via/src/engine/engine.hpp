@@ -224,6 +224,7 @@ class ViImpl final : public Vi {
   // frame, its payload at hand, into the next posted receive, which holds it.
   // False, having done nothing, for any other frame.
   bool receive_whole_message(const FrameHeader& h, const std::byte* payload);
+  void finish_receive(WorkRequest& wr, const FrameHeader& h);
   WorkRequest* take_receive();
   bool deliver(WorkRequest& wr, const FrameHeader& h, const std::byte* payload);
   bool pull_direct_send(WorkRequest& wr, const FrameHeader& h, const std::byte* payload);

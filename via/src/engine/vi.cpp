@@ -854,6 +854,16 @@ std::size_t ViImpl::payload_destination(const FrameHeader& h, iovec* out, std::s
   return covered == h.length ? n : 0;
 }
 
+// A message's last frame is in: its receive completes, with the immediate data it carried.
+inline void ViImpl::finish_receive(WorkRequest& wr, const FrameHeader& h) {
+  std::uint32_t status = VIP_STATUS_OP_RECEIVE;
+  if (h.flags & kFlagImmediate) {
+    wr.desc->CS.ImmediateData = h.imm;
+    status |= VIP_STATUS_IMMEDIATE;
+  }
+  finish(recvq_, wr, status);
+}
+
 // The checks are handle_frame's, for this frame: well formed (offset 0,
 // length = total, within a frame's payload), no message half received, a
 // receive posted and large enough. Not a direct send's (it owes an ack) nor
@@ -871,12 +881,7 @@ inline bool ViImpl::receive_whole_message(const FrameHeader& h, const std::byte*
   wr.progress = h.length;
   wr.length = h.length;
   if (attrs_.reliability == VIP_SERVICE_RELIABLE_RECEPTION) ++acks_owed_;
-  std::uint32_t status = VIP_STATUS_OP_RECEIVE;
-  if (h.flags & kFlagImmediate) {
-    wr.desc->CS.ImmediateData = h.imm;
-    status |= VIP_STATUS_IMMEDIATE;
-  }
-  finish(recvq_, wr, status);
+  finish_receive(wr, h);
   return true;
 }
 
@@ -1027,12 +1032,7 @@ inline bool ViImpl::deliver(WorkRequest& wr, const FrameHeader& h, const std::by
   if (!(h.flags & kFlagLast)) return true;
   receiving_ = nullptr;
   wr.length = std::uint32_t(h.total);
-  std::uint32_t status = VIP_STATUS_OP_RECEIVE;
-  if (h.flags & kFlagImmediate) {
-    wr.desc->CS.ImmediateData = h.imm;
-    status |= VIP_STATUS_IMMEDIATE;
-  }
-  finish(recvq_, wr, status);
+  finish_receive(wr, h);
   return true;
 }
 
