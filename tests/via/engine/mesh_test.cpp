@@ -859,6 +859,12 @@ TEST_P(MeshTest, AMeshDestroyedAtExitAfterTheLibrarysStaticsIsSafe) {
 
 // ---- bad arguments ----
 
+std::size_t max_discriminator(const via::Nic& nic) {
+  VIP_NIC_ATTRIBUTES attributes{};
+  nic.query(attributes);
+  return attributes.MaxDiscriminatorLen;
+}
+
 TEST_P(MeshTest, OpenRejectsBadArguments) {
   via::Nic& n = nic(0);
   Recorder recorder;
@@ -883,12 +889,25 @@ TEST_P(MeshTest, OpenRejectsBadArguments) {
       {"receives_per_peer 0", 0, 2, with([](via::MeshOptions& o) { o.receives_per_peer = 0; })},
       {"send_descriptors 0", 0, 2, with([](via::MeshOptions& o) { o.send_descriptors = 0; })},
       {"bounce_buffers 0", 0, 2, with([](via::MeshOptions& o) { o.bounce_buffers = 0; })},
+      // A requester's discriminator is the service and 4 bytes of rank: it
+      // must fit the NIC's MaxDiscriminatorLen, or no connection could be
+      // asked for (before: accepted, and every peer failed on the first send).
+      {"service too long for a discriminator", 0, 2,
+       with([&](via::MeshOptions& o) { o.service.assign(max_discriminator(n) - 3, 's'); })},
   };
   for (const Case& c : cases) {
     std::unique_ptr<via::Mesh> out;
     EXPECT_EQ(via::Mesh::open(n, c.rank, c.size, c.options, recorder, out), via::Result::invalid_parameter) << c.what;
     EXPECT_EQ(out, nullptr) << c.what;
   }
+}
+
+TEST_P(MeshTest, TheLongestServiceThatFitsConnects) {
+  open_pair(options_for(std::string(max_discriminator(nic(0)) - 4, 'l')));
+  const auto message = bytes_of("fits");
+  EXPECT_NE(mesh(0).send(1, message), Sent::dropped);
+  ASSERT_TRUE(pump([&] { return client(1).messages.size() == 1; }));
+  EXPECT_TRUE(client(0).failed.empty());
 }
 
 TEST_P(MeshTest, SendToNoPeerIsDropped) {

@@ -63,7 +63,9 @@ class MeshClient {
 };
 
 struct MeshOptions {
-  std::string service;  // names the layer's connections (the discriminator), e.g. "mpi"
+  // Names the layer's connections (the discriminator), e.g. "mpi": with the
+  // rank (4 bytes) it must fit the NIC's MaxDiscriminatorLen (16 bytes here).
+  std::string service;
   VIP_RELIABILITY_LEVEL reliability = VIP_SERVICE_RELIABLE_DELIVERY;
   bool flow_control = true;
   bool rdma_read = false;   // peers may read registered memory of ours

@@ -77,9 +77,13 @@ Mesh::Mesh(Nic& nic, int rank, int size, const MeshOptions& options, MeshClient&
 
 Result Mesh::open(Nic& nic, int rank, int size, const MeshOptions& options, MeshClient& client,
                   std::unique_ptr<Mesh>& out) {
-  if (size < 1 || rank < 0 || rank >= size || options.service.empty() || options.message_bytes == 0 ||
-      options.receives_per_peer == 0 || options.send_descriptors == 0 || options.bounce_buffers == 0 ||
-      options.message_bytes > (1u << 30))
+  VIP_NIC_ATTRIBUTES attributes{};
+  nic.query(attributes);
+  // Requests name the service and the requester's rank in one discriminator.
+  const bool service_fits = options.service.size() + sizeof(std::uint32_t) <= attributes.MaxDiscriminatorLen;
+  if (size < 1 || rank < 0 || rank >= size || options.service.empty() || !service_fits ||
+      options.message_bytes == 0 || options.receives_per_peer == 0 || options.send_descriptors == 0 ||
+      options.bounce_buffers == 0 || options.message_bytes > (1u << 30))
     return Result::invalid_parameter;
   std::unique_ptr<Mesh> mesh(new Mesh(nic, rank, size, options, client));
   if (const Result r = mesh->start(); r != Result::success) return r;
