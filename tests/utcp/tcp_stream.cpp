@@ -57,13 +57,20 @@ struct Fnv1a {
   std::exit(1);
 }
 
-// What the NIC saw, for a failure's message: a stall with frames arriving
-// but none taken in reads differently from one where the faults dropped them.
-std::string nic_report(utcp::ViaHost& host) {
+// What the NIC, the link and the connection saw, for a failure's message: a
+// stall with frames arriving but none taken in reads differently from one
+// where the faults dropped them, or where the link to the peer failed.
+std::string stall_report(utcp::ViaHost& host, utcp::TcpSocket& socket) {
   const via::NicCounters& nic = host.nic().counters();
-  return "; NIC frames sent " + std::to_string(nic.frames_sent) + ", received " + std::to_string(nic.frames_received) +
-         ", dropped with no receive posted " + std::to_string(nic.dropped_no_receive) + ", faults dropped " +
-         std::to_string(nic.faults_dropped);
+  std::string report = "; NIC frames sent " + std::to_string(nic.frames_sent) + ", received " +
+                       std::to_string(nic.frames_received) + ", dropped with no receive posted " +
+                       std::to_string(nic.dropped_no_receive) + ", faults dropped " + std::to_string(nic.faults_dropped) +
+                       "; link to the peer " + (host.link().reaches(host.address_of(1 - host.rank())) ? "up" : "FAILED") +
+                       ", sends it dropped " + std::to_string(host.link().counters().dropped);
+  if (const auto counters = socket.counters())
+    report += "; TCP retransmitted " + std::to_string(counters->retransmitted_segments) + " (timeouts " +
+              std::to_string(counters->timeouts) + "), segments in " + std::to_string(counters->segments_in);
+  return report;
 }
 
 // Each rank tells the other that its close finished, out of band: through
@@ -179,7 +186,7 @@ int main(int argc, char** argv) {
         fail(rank, "the stream stalled in " + std::string(utcp::to_string(info.state)) + " with " +
                        std::to_string(sent) + " bytes sent, " + std::to_string(received) + " received, " +
                        std::to_string(info.bytes_unsent) + " unsent, " + std::to_string(info.bytes_in_flight) +
-                       " in flight" + nic_report(host));
+                       " in flight" + stall_report(host, socket));
       }
       if (entry.revents & utcp::poll_events::err) fail(rank, "socket error: " + socket.take_error().message());
 
@@ -248,12 +255,12 @@ int main(int argc, char** argv) {
             [&] { return socket.state() == utcp::TcpState::time_wait || socket.state() == utcp::TcpState::closed; },
             stall_timeout))
       fail(rank, std::string("the close did not finish: ") + std::string(utcp::to_string(socket.state())) +
-                     nic_report(host));
+                     stall_report(host, socket));
     if (socket.take_error()) fail(rank, "the connection ended with an error");
     const utcp::TcpCounters counters = *socket.counters();
     close_notices.tell_peer();
     if (!host.wait_until([&] { return close_notices.peer_closed(); }, stall_timeout))
-      fail(rank, "the peer's close did not finish" + nic_report(host));
+      fail(rank, "the peer's close did not finish" + stall_report(host, socket));
     socket.close();
 
     std::printf(

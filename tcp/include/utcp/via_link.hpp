@@ -88,7 +88,9 @@ class ViaLink final : public Link, private via::MeshClient {
  private:
   void on_message(int peer, std::span<std::byte> message) override;
   void on_rdma_complete(std::uint64_t, bool) override {}
-  void on_peer_failed(int, const std::string&) override {}  // packets to it are dropped, as on any link
+  // Packets to it are dropped from then on, as on any link; the log says why
+  // (a stream that stalls for good otherwise looks like loss).
+  void on_peer_failed(int peer, const std::string& why) override;
   // The VI is done with send buffer `token`.
   void on_sent(int, std::uint64_t token) override { free_send_buffers_.push_back(static_cast<std::uint32_t>(token)); }
   // The send buffer packet_buffer() lent, taken off the free list, if the

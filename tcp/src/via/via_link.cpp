@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "utcp/ipv4.hpp"
+#include "via/log.hpp"
 
 namespace utcp {
 namespace {
@@ -150,6 +151,11 @@ bool ViaLink::transmit_gathered(wire::Ipv4Address next_hop, std::span<const std:
   // packet that finds it so costs a copy.
   if (mesh_->counters().inline_sends == inline_before) packets_before_gathering_ = config_.send_buffers;
   return sent != via::Mesh::Sent::dropped;
+}
+
+void ViaLink::on_peer_failed(int peer, const std::string& why) {
+  VIA_LOG(warn, "utcp", "the link to rank %d failed (%s): packets to %s are dropped from now on", peer, why.c_str(),
+          config_.addresses.address_of(peer).to_string().c_str());
 }
 
 void ViaLink::on_message(int, std::span<std::byte> message) {
