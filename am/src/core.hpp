@@ -241,6 +241,9 @@ class Core final : private LinkClient {
   Counters counters_{};
   unsigned services_run_ = 0;  // service passes, the clock of acknowledgements and timers
   unsigned waits_ = 0;  // block_until's sleeps in the NIC, for the timers' cadence
+  // Requests sent since one polled (Core::send).
+  static constexpr unsigned kRequestsPerPoll = 8;
+  unsigned requests_unpolled_ = 0;
   unsigned open_bundles_ = 0;
   int failed_peers_ = 0;  // peers given up on (fail_peer)
   bool may_owe_acks_ = false;  // some peer may be owed acknowledgements (cleared by send_all_acks)

@@ -131,9 +131,17 @@ Status Core::send(bool reply, int dest, int handler, const Word* args, unsigned 
     send_reply(*ctx->peer, ctx->slot, ctx->seq, 0, std::uint16_t(handler), args, nargs, payload, bytes);
     return Status::ok;
   }
-  const Status s =
-      send_request(*peers_[dest], wire::Kind::request, std::uint16_t(handler), args, nargs, payload, bytes, Sent{});
-  service();  // every request also polls; after sending, so that the request is not kept waiting
+  Peer& p = *peers_[dest];
+  const Status s = send_request(p, wire::Kind::request, std::uint16_t(handler), args, nargs, payload, bytes, Sent{});
+  // A request polls once in kRequestsPerPoll (after sending, so that the
+  // request is not kept waiting), not each time: a poll that finds nothing
+  // costs more than the request. Peers are still answered within a few
+  // requests, and a request short of credits polls until it has one. To this
+  // rank itself, always: its handler runs within the call, as before.
+  if (++requests_unpolled_ >= kRequestsPerPoll || p.is_me) {
+    requests_unpolled_ = 0;
+    service();
+  }
   return s;
 }
 
