@@ -198,6 +198,9 @@ class Core final : private LinkClient {
   }
   [[gnu::noinline]] bool post_send_aside(Peer& p, std::uint32_t buffer, std::uint32_t length);
   [[gnu::noinline]] bool wait_queued(Peer& p);
+  // send_request's body, inline into Core::send as well: a program's request is one call.
+  [[gnu::always_inline]] Status request_to(Peer& p, wire::Kind kind, std::uint16_t handler, const Word* args,
+                                           unsigned nargs, const void* payload, std::size_t bytes, const Sent& sent);
   bool await_credit(Peer& p);
   void wait_send_free(Peer& p, std::uint32_t buffer);
   int handle();
@@ -229,6 +232,7 @@ class Core final : private LinkClient {
   std::uint32_t compose(Peer& p, std::uint32_t buffer, wire::Header h, const Word* args, const void* payload) {
     if (p.filter.owes_acks()) [[unlikely]]
       return compose_with_acks(p, buffer, h, args, payload);
+    h.acks = 0;
     return std::uint32_t(wire::encode(link_.buffer(p.rank, buffer), h, args, nullptr, payload));
   }
   [[gnu::noinline]] std::uint32_t compose_with_acks(Peer& p, std::uint32_t buffer, wire::Header h, const Word* args,

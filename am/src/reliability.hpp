@@ -330,8 +330,13 @@ enum class Answer : std::uint8_t {
   acknowledged,  // an acknowledgement goes out again
 };
 
+// An acknowledgement of request (slot, seq), laid out as on the wire
+// (wire.hpp: slot, two zero bytes, seq), so that a message's are copied in one go.
 struct Ack {
+  Ack() = default;  // an array's, to be filled: nothing written
+  Ack(std::uint16_t s, std::uint32_t q) : slot(s), zero(0), seq(q) {}
   std::uint16_t slot;
+  std::uint16_t zero;
   std::uint32_t seq;
 };
 

@@ -37,8 +37,8 @@ void Core::wait_send_free(Peer& p, std::uint32_t buffer) {
   block_until([&] { return !link_.busy(buffer) || p.failed; });
 }
 
-Status Core::send_request(Peer& p, wire::Kind kind, std::uint16_t handler, const Word* args, unsigned nargs,
-                          const void* payload, std::size_t bytes, const Sent& sent) {
+inline Status Core::request_to(Peer& p, wire::Kind kind, std::uint16_t handler, const Word* args, unsigned nargs,
+                               const void* payload, std::size_t bytes, const Sent& sent) {
   if (p.failed || !await_credit(p))
     return error(Status::unreachable, "rank " + std::to_string(p.rank) + " is unreachable");
   const std::uint16_t slot = p.window.open();
@@ -54,6 +54,11 @@ Status Core::send_request(Peer& p, wire::Kind kind, std::uint16_t handler, const
   post_send(p, b, s.length);
   if (p.window.wants_send_time()) p.window.sent_at(now_ns());  // one request in kTimeEvery, or under backoff
   return Status::ok;
+}
+
+Status Core::send_request(Peer& p, wire::Kind kind, std::uint16_t handler, const Word* args, unsigned nargs,
+                          const void* payload, std::size_t bytes, const Sent& sent) {
+  return request_to(p, kind, handler, args, nargs, payload, bytes, sent);
 }
 
 void Core::send_reply(Peer& p, std::uint16_t slot, std::uint32_t seq, std::uint8_t status, std::uint16_t handler,
@@ -125,7 +130,7 @@ Status Core::send(bool reply, int dest, int handler, const Word* args, unsigned 
   if (bytes && !payload) return error(Status::bad_arg, "payload is null");
   if (reply) return reply_from_handler(dest, handler, args, nargs, payload, bytes);
   Peer& p = *peers_[dest];
-  const Status s = send_request(p, wire::Kind::request, std::uint16_t(handler), args, nargs, payload, bytes, Sent{});
+  const Status s = request_to(p, wire::Kind::request, std::uint16_t(handler), args, nargs, payload, bytes, Sent{});
   // A request polls once in kRequestsPerPoll (after sending, so that the
   // request is not kept waiting), not each time: a poll that finds nothing
   // costs more than the request. Peers are still answered within a few
