@@ -250,8 +250,7 @@ inline std::size_t encode(std::byte* buf, const Header& header, const std::uint6
   std::memcpy(buf, &header, kHeaderBytes);
   copy_words(buf + kHeaderBytes, args, header.nargs);
   std::size_t at = kHeaderBytes + header.nargs * 8u;
-  if (header.acks) std::memcpy(buf + at, acks, header.acks * kAckBytes);  // Ack is the wire's layout
-  at += header.acks * kAckBytes;
+  for (unsigned i = 0; i < header.acks; ++i, at += kAckBytes) std::memcpy(buf + at, &acks[i], kAckBytes);  // the wire's layout
   if (header.payload_bytes) std::memcpy(buf + at, payload, header.payload_bytes);
   return at + header.payload_bytes;
 }
