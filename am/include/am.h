@@ -4,8 +4,9 @@
  * by its index in a table every rank fills the same way, at the destination;
  * a request handler may answer with one reply. Bulk am_store/am_get move data
  * to and from the destination's AM segment. Nothing happens behind the
- * program's back: messages are handled inside am_poll() and inside every
- * other AM call. All functions return AM_OK or a negative AM_ERR_* code;
+ * program's back: messages are handled inside am_poll(), the waits, and the
+ * other AM calls (a request polls once in 8, and whenever it waits for a
+ * credit). All functions return AM_OK or a negative AM_ERR_* code;
  * am_last_error() describes the last failure. One thread at a time. */
 #ifndef VIASTACK_AM_H
 #define VIASTACK_AM_H

@@ -176,20 +176,6 @@ void Core::send_due_acks() {
     if (p->filter.ack_due(services_run_)) send_acks(*p);
 }
 
-int Core::run_loopback() {
-  return loopback_.run([&](std::byte* data, std::size_t length) { dispatch(*peers_[my_proc()], data, length); });
-}
-
-void Core::on_message(int peer, std::span<std::byte> frame) {
-  Peer& p = *peers_[std::size_t(peer)];
-  if (!know(p)) return;  // a peer of another depth could overrun our receives
-  p.window.heard();  // any frame: the peer is alive (a lost answer is not a dead peer)
-  dispatch(p, frame.data(), frame.size());
-  // Due acknowledgements go between frames, not after the last: a peer
-  // that filled its window waits for them while we work through the rest.
-  if (p.filter.ack_due(services_run_)) send_acks(p);
-}
-
 void Core::on_peer_failed(int peer, const std::string& why) {
   fail_peer(*peers_[std::size_t(peer)], AM_E_UNREACHABLE, "the destination is unreachable (" + why + ")");
 }

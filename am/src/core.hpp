@@ -128,6 +128,9 @@ class Core final : private LinkClient {
   int failed_peers() const { return failed_peers_; }
   Status send(bool reply, int dest, int handler, const Word* args, unsigned nargs, const void* payload,
               std::size_t bytes);
+  // send's replies, out of line: a request's way stays short.
+  [[gnu::noinline]] Status reply_from_handler(int dest, int handler, const Word* args, unsigned nargs,
+                                              const void* payload, std::size_t bytes);
   // am::request_deferred: a request that waits in the destination's bundle.
   Status send_deferred(int dest, int handler, const Word* args, unsigned nargs);
   DeferredRoom* deferred_room(int dest);
@@ -176,8 +179,28 @@ class Core final : private LinkClient {
  private:
   std::uint64_t now_ns() const;
   bool learn(Peer& p);
-  bool post_send(Peer& p, std::uint32_t buffer, std::uint32_t length);
+  // Sends the message in `buffer` to p: through the link, or the loopback
+  // queue to this rank (post_send_aside). What the link must queue (the
+  // first message to a peer waits for the connection) is waited for here: a
+  // program may compute for long without an AM call once a send returns, and
+  // its message must have left by then. Inline, the rest out of line: it is
+  // on the path of every message.
+  [[gnu::always_inline]] bool post_send(Peer& p, std::uint32_t buffer, std::uint32_t length) {
+    if (p.is_me || !p.known) [[unlikely]]
+      return post_send_aside(p, buffer, length);
+    switch (link_.send(p.rank, buffer, length)) {
+      case Link::Sent::now:
+      case Link::Sent::posted: return true;
+      case Link::Sent::dropped: return false;
+      case Link::Sent::queued: break;
+    }
+    return wait_queued(p);
+  }
+  [[gnu::noinline]] bool post_send_aside(Peer& p, std::uint32_t buffer, std::uint32_t length);
   [[gnu::noinline]] bool wait_queued(Peer& p);
+  // send_request's body, inline into Core::send as well: a program's request is one call.
+  [[gnu::always_inline]] Status request_to(Peer& p, wire::Kind kind, std::uint16_t handler, const Word* args,
+                                           unsigned nargs, const void* payload, std::size_t bytes, const Sent& sent);
   bool await_credit(Peer& p);
   void wait_send_free(Peer& p, std::uint32_t buffer);
   int handle();
@@ -203,18 +226,31 @@ class Core final : private LinkClient {
   template <class F>
   void for_each_bundled(const Peer& p, std::uint16_t slot, F&& f);
 
-  std::uint32_t compose(Peer& p, std::uint32_t buffer, wire::Header h, const Word* args, const void* payload);
+  // Encodes a message to p into `buffer`, carrying as many of the
+  // acknowledgements p is owed as fit; returns its length. Inline, the
+  // acknowledgements out of line: mostly there are none.
+  std::uint32_t compose(Peer& p, std::uint32_t buffer, wire::Header h, const Word* args, const void* payload) {
+    if (p.filter.owes_acks()) [[unlikely]]
+      return compose_with_acks(p, buffer, h, args, payload);
+    h.acks = 0;
+    return std::uint32_t(wire::encode(link_.buffer(p.rank, buffer), h, args, nullptr, payload));
+  }
+  [[gnu::noinline]] std::uint32_t compose_with_acks(Peer& p, std::uint32_t buffer, wire::Header h, const Word* args,
+                                                    const void* payload);
   void send_acks(Peer& p);
   void send_all_acks();
   bool owes_acks() const;
-  void dispatch(Peer& p, std::byte* data, std::size_t length);
-  void handle_request(Peer& p, const wire::Message& m);
-  std::uint8_t run_request(Peer& p, const wire::Message& m, HandlerContext& ctx);
-  bool close_answered(Peer& p, std::uint16_t slot, std::uint32_t seq);
+  // The receiving side (dispatch.cpp): inline into the frame's handling,
+  // one function from the frame to the handler.
+  [[gnu::always_inline]] void dispatch(Peer& p, std::byte* data, std::size_t length);
+  [[gnu::always_inline]] void handle_request(Peer& p, const wire::Message& m);
+  [[gnu::always_inline]] std::uint8_t run_request(Peer& p, const wire::Message& m, HandlerContext& ctx);
+  [[gnu::noinline]] std::uint8_t run_other_request(Peer& p, const wire::Message& m, HandlerContext& ctx);
+  [[gnu::always_inline]] bool close_answered(Peer& p, std::uint16_t slot, std::uint32_t seq);
   void handle_reply(Peer& p, const wire::Message& m);
   void run_reply_handler(Peer& p, const wire::Header& answer, std::uint16_t handler, unsigned nargs,
                          const std::byte* args, const std::byte* payload, std::uint32_t bytes);
-  void handle_ack(Peer& p, Ack ack);
+  [[gnu::always_inline]] void handle_ack(Peer& p, Ack ack);
   Returned returned_request(const Peer& p, int handler, unsigned nargs, const std::byte* args, int cause,
                             const char* why) const;
   void returned(Peer& p, std::uint16_t slot, int cause, const char* why);
@@ -241,6 +277,9 @@ class Core final : private LinkClient {
   Counters counters_{};
   unsigned services_run_ = 0;  // service passes, the clock of acknowledgements and timers
   unsigned waits_ = 0;  // block_until's sleeps in the NIC, for the timers' cadence
+  // Requests sent since one polled (Core::send).
+  static constexpr unsigned kRequestsPerPoll = 8;
+  unsigned requests_unpolled_ = 0;
   unsigned open_bundles_ = 0;
   int failed_peers_ = 0;  // peers given up on (fail_peer)
   bool may_owe_acks_ = false;  // some peer may be owed acknowledgements (cleared by send_all_acks)

@@ -10,7 +10,7 @@
 namespace am::detail {
 
 // Handles the message of one frame.
-void Core::dispatch(Peer& p, std::byte* data, std::size_t length) {
+inline void Core::dispatch(Peer& p, std::byte* data, std::size_t length) {
   wire::Message m;
   if (const wire::ParseError e = wire::parse(data, length, m); e != wire::ParseError::none) {
     VIA_LOG(warn, "am", "dropped a malformed message from rank %d: %s", p.rank, wire::describe(e));
@@ -27,7 +27,7 @@ void Core::dispatch(Peer& p, std::byte* data, std::size_t length) {
   }
 }
 
-void Core::handle_request(Peer& p, const wire::Message& m) {
+inline void Core::handle_request(Peer& p, const wire::Message& m) {
   const wire::Header& h = m.header;
   switch (p.filter.admit(h.slot, h.seq)) {
     case Admission::bad_slot:
@@ -73,17 +73,22 @@ void Core::handle_request(Peer& p, const wire::Message& m) {
   }
 }
 
-// Runs one fresh request; returns the AM_E_* cause if it is refused.
-std::uint8_t Core::run_request(Peer& p, const wire::Message& m, HandlerContext& ctx) {
+// Runs one fresh request; returns the AM_E_* cause if it is refused. A
+// request to a handler of the table inline, the other kinds out of line.
+inline std::uint8_t Core::run_request(Peer& p, const wire::Message& m, HandlerContext& ctx) {
+  const wire::Header& h = m.header;
+  if (h.kind != wire::Kind::request) [[unlikely]]
+    return run_other_request(p, m, ctx);
+  const HandlerEntry* entry = message_handler(h.handler, h.payload_bytes);
+  if (!entry) return AM_E_BADHANDLER;
+  entry->message(Delivery{p.rank, h.nargs, reinterpret_cast<const std::byte*>(m.args), const_cast<std::byte*>(m.payload),
+                          h.payload_bytes});
+  return 0;
+}
+
+std::uint8_t Core::run_other_request(Peer& p, const wire::Message& m, HandlerContext& ctx) {
   const wire::Header& h = m.header;
   switch (h.kind) {
-    case wire::Kind::request: {
-      const HandlerEntry* entry = message_handler(h.handler, h.payload_bytes);
-      if (!entry) return AM_E_BADHANDLER;
-      entry->message(Delivery{p.rank, h.nargs, reinterpret_cast<const std::byte*>(m.args),
-                              const_cast<std::byte*>(m.payload), h.payload_bytes});
-      return 0;
-    }
     case wire::Kind::bundle:
       run_bundle(p, m, ctx);
       return 0;
@@ -98,7 +103,7 @@ std::uint8_t Core::run_request(Peer& p, const wire::Message& m, HandlerContext& 
 
 // Closes the request a reply or an acknowledgement answers; false for a
 // duplicate or stale answer.
-bool Core::close_answered(Peer& p, std::uint16_t slot, std::uint32_t seq) {
+inline bool Core::close_answered(Peer& p, std::uint16_t slot, std::uint32_t seq) {
   if (!p.window.close(slot, seq)) {
     ++counters_.duplicates_dropped;
     return false;
@@ -146,7 +151,7 @@ void Core::run_reply_handler(Peer& p, const wire::Header& answer, std::uint16_t 
 // a plain request or a bundle is then done; only a service hears of it,
 // with the reply it stands for (built only then: most acknowledgements
 // answer plain requests, one per message).
-void Core::handle_ack(Peer& p, Ack ack) {
+inline void Core::handle_ack(Peer& p, Ack ack) {
   if (!close_answered(p, ack.slot, ack.seq)) return;
   const Sent& s = p.sent[ack.slot];
   if (s.kind == wire::Kind::request || s.kind == wire::Kind::bundle) return;
@@ -155,6 +160,20 @@ void Core::handle_ack(Peer& p, Ack ack) {
   wire::Message bare{};
   bare.header = wire::Header{wire::Kind::reply, 0, 0, 0, wire::kNoHandler, ack.slot, ack.seq, 0};
   service->answered(p, s, bare);
+}
+
+int Core::run_loopback() {
+  return loopback_.run([&](std::byte* data, std::size_t length) { dispatch(*peers_[my_proc()], data, length); });
+}
+
+void Core::on_message(int peer, std::span<std::byte> frame) {
+  Peer& p = *peers_[std::size_t(peer)];
+  if (!know(p)) return;  // a peer of another depth could overrun our receives
+  p.window.heard();  // any frame: the peer is alive (a lost answer is not a dead peer)
+  dispatch(p, frame.data(), frame.size());
+  // Due acknowledgements go between frames, not after the last: a peer
+  // that filled its window waits for them while we work through the rest.
+  if (p.filter.ack_due(services_run_)) send_acks(p);
 }
 
 }  // namespace am::detail

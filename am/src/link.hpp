@@ -68,7 +68,7 @@ class Link final {
   // Buffer i (one of `peer`'s, from the calls above). A peer's buffers are
   // made (and registered) when first asked for. The peer is passed, not
   // found from i: a division on the path of every message.
-  std::byte* buffer(int peer, std::uint32_t i) const {
+  [[gnu::always_inline]] std::byte* buffer(int peer, std::uint32_t i) const {
     std::byte* block = buffers_[std::size_t(peer)].get();
     if (!block) [[unlikely]]
       block = make_buffers(peer);
@@ -81,7 +81,7 @@ class Link final {
   // (now, or posted from the buffer, busy until on_sent), queued (for the
   // connection, or a send buffer), or dropped (the peer is lost).
   using Sent = via::Mesh::Sent;
-  Sent send(int peer, std::uint32_t i, std::uint32_t length) {
+  [[gnu::always_inline]] Sent send(int peer, std::uint32_t i, std::uint32_t length) {
     const Sent sent = mesh_->send_registered(peer, std::span(buffer(peer, i), length), handles_[std::size_t(peer)], i);
     if (sent == Sent::posted) posted_[i] = 1;
     return sent;

@@ -94,14 +94,14 @@ inline unsigned rounds_to_give_up(double loss) {
 class SendWindow {
  public:
   SendWindow(std::uint16_t depth, const RetryPolicy& policy)
-      : policy_(policy), slots_(depth), rto_base_ns_(std::min(policy.min_rto_ns, policy.max_rto_ns)) {
+      : policy_(policy), depth_(depth), slots_(depth), rto_base_ns_(std::min(policy.min_rto_ns, policy.max_rto_ns)) {
     for (std::uint16_t i = depth; i > 0; --i) free_.push_back(std::uint16_t(i - 1));
     unstamped_.reserve(depth);
   }
-  std::uint16_t depth() const { return std::uint16_t(slots_.size()); }
+  std::uint16_t depth() const { return depth_; }
   bool has_credit() const { return !free_.empty(); }
-  unsigned outstanding() const { return unsigned(slots_.size() - free_.size()); }
-  bool is_open(std::uint16_t slot) const { return slot < slots_.size() && slots_[slot].open; }
+  unsigned outstanding() const { return unsigned(depth_ - free_.size()); }
+  bool is_open(std::uint16_t slot) const { return slot < depth_ && slots_[slot].open; }
   std::uint32_t seq(std::uint16_t slot) const { return slots_[slot].seq; }
 
   // The RTO now: measured, backed off, within [min_rto, max_rto].
@@ -155,8 +155,11 @@ class SendWindow {
       answer_pending_ = true;
       answered_sent_ns_ = s.timed_sent_ns;
     }
-    transmissions_ += 1 + s.resent;
-    unanswered_ += s.resent;
+    ++transmissions_;
+    if (s.resent) [[unlikely]] {
+      transmissions_ += s.resent;
+      unanswered_ += s.resent;
+    }
     if (transmissions_ >= kLossWindow) {  // older transmissions count half, and so on
       transmissions_ /= 2;
       unanswered_ /= 2;
@@ -298,6 +301,7 @@ class SendWindow {
   }
 
   RetryPolicy policy_;
+  std::uint16_t depth_;  // slots_.size(), kept: that is a division (a Slot is 40 bytes), on every answer
   std::vector<Slot> slots_;
   std::vector<std::uint16_t> free_;  // LIFO: recently used slots (and their buffers) come back first
   std::vector<std::uint16_t> unstamped_;  // opened since the last advance(); each slot once
@@ -330,8 +334,13 @@ enum class Answer : std::uint8_t {
   acknowledged,  // an acknowledgement goes out again
 };
 
+// An acknowledgement of request (slot, seq), laid out as on the wire
+// (wire.hpp: slot, two zero bytes, seq), so that a message's are copied in one go.
 struct Ack {
+  Ack() = default;  // an array's, to be filled: nothing written
+  Ack(std::uint16_t s, std::uint32_t q) : slot(s), zero(0), seq(q) {}
   std::uint16_t slot;
+  std::uint16_t zero;
   std::uint32_t seq;
 };
 

@@ -6,24 +6,14 @@
 
 namespace am::detail {
 
-// Sends the message in `buffer` to p: through the loopback queue to this
-// rank, else the link. What the link must queue (the first message to a
-// peer waits for the connection) is waited for here: a program may compute
-// for long without an AM call once a send returns, and its message must
-// have left by then.
-bool Core::post_send(Peer& p, std::uint32_t buffer, std::uint32_t length) {
+// The sends post_send leaves aside: to this rank itself, through the
+// loopback queue, and a peer's first, which reads its segment first.
+bool Core::post_send_aside(Peer& p, std::uint32_t buffer, std::uint32_t length) {
   if (p.is_me) {
     loopback_.send(link_.buffer(p.rank, buffer), length);
     return true;
   }
-  if (!know(p)) return false;
-  switch (link_.send(p.rank, buffer, length)) {
-    case Link::Sent::now:
-    case Link::Sent::posted: return true;
-    case Link::Sent::dropped: return false;
-    case Link::Sent::queued: break;
-  }
-  return wait_queued(p);
+  return know(p) && post_send(p, buffer, length);
 }
 
 // Out of post_send, which stays small: it is on the path of every message.
@@ -47,8 +37,8 @@ void Core::wait_send_free(Peer& p, std::uint32_t buffer) {
   block_until([&] { return !link_.busy(buffer) || p.failed; });
 }
 
-Status Core::send_request(Peer& p, wire::Kind kind, std::uint16_t handler, const Word* args, unsigned nargs,
-                          const void* payload, std::size_t bytes, const Sent& sent) {
+inline Status Core::request_to(Peer& p, wire::Kind kind, std::uint16_t handler, const Word* args, unsigned nargs,
+                               const void* payload, std::size_t bytes, const Sent& sent) {
   if (p.failed || !await_credit(p))
     return error(Status::unreachable, "rank " + std::to_string(p.rank) + " is unreachable");
   const std::uint16_t slot = p.window.open();
@@ -66,6 +56,11 @@ Status Core::send_request(Peer& p, wire::Kind kind, std::uint16_t handler, const
   return Status::ok;
 }
 
+Status Core::send_request(Peer& p, wire::Kind kind, std::uint16_t handler, const Word* args, unsigned nargs,
+                          const void* payload, std::size_t bytes, const Sent& sent) {
+  return request_to(p, kind, handler, args, nargs, payload, bytes, sent);
+}
+
 void Core::send_reply(Peer& p, std::uint16_t slot, std::uint32_t seq, std::uint8_t status, std::uint16_t handler,
                       const Word* args, unsigned nargs, const void* payload, std::size_t bytes) {
   const std::uint32_t b = link_.reply_buffer(p.rank, slot);
@@ -77,10 +72,9 @@ void Core::send_reply(Peer& p, std::uint16_t slot, std::uint32_t seq, std::uint8
   p.filter.replied(slot);
 }
 
-// Encodes a message to p into `buffer`, carrying as many of the
-// acknowledgements p is owed as fit; returns its length.
-std::uint32_t Core::compose(Peer& p, std::uint32_t buffer, wire::Header h, const Word* args, const void* payload) {
-  if (!p.filter.owes_acks()) return std::uint32_t(wire::encode(link_.buffer(p.rank, buffer), h, args, nullptr, payload));
+// compose's way when p is owed acknowledgements: they ride along, as many as fit.
+std::uint32_t Core::compose_with_acks(Peer& p, std::uint32_t buffer, wire::Header h, const Word* args,
+                                      const void* payload) {
   Ack acks[wire::kMaxAcks];
   h.acks = std::uint8_t(p.filter.take_acks(acks, wire::kMaxAcks));
   counters_.acks_sent += h.acks;
@@ -110,6 +104,23 @@ bool Core::owes_acks() const {
   return std::any_of(peers_.begin(), peers_.end(), [](auto& p) { return !p->failed && p->filter.owes_acks(); });
 }
 
+// am_reply_*: from inside a request handler only, once, to the requester.
+Status Core::reply_from_handler(int dest, int handler, const Word* args, unsigned nargs, const void* payload,
+                                std::size_t bytes) {
+  HandlerContext* ctx = context_;
+  if (!ctx || !ctx->may_reply) return error(Status::not_in_handler, "a reply is allowed only inside a request handler");
+  if (ctx->replied) return error(Status::not_in_handler, "a request handler may reply only once");
+  if (dest != ctx->peer->rank) return error(Status::bad_arg, "a reply goes only to the requester");
+  if (ctx->in_bundle) {
+    const Status s = add_bundle_reply(*ctx, std::uint16_t(handler), 0, args, nargs, payload, bytes);
+    ctx->replied = s == Status::ok;
+    return s;
+  }
+  ctx->replied = true;
+  send_reply(*ctx->peer, ctx->slot, ctx->seq, 0, std::uint16_t(handler), args, nargs, payload, bytes);
+  return Status::ok;
+}
+
 Status Core::send(bool reply, int dest, int handler, const Word* args, unsigned nargs, const void* payload,
                   std::size_t bytes) {
   if (dest < 0 || dest >= procs()) return error(Status::bad_arg, "no rank " + std::to_string(dest));
@@ -117,23 +128,18 @@ Status Core::send(bool reply, int dest, int handler, const Word* args, unsigned 
   if (nargs > wire::kMaxArgs) return error(Status::bad_arg, "more than 4 arguments");
   if (bytes > wire::kMaxPayload) return error(Status::too_large, "payload larger than am_max_size()");
   if (bytes && !payload) return error(Status::bad_arg, "payload is null");
-  if (reply) {
-    HandlerContext* ctx = context_;
-    if (!ctx || !ctx->may_reply) return error(Status::not_in_handler, "a reply is allowed only inside a request handler");
-    if (ctx->replied) return error(Status::not_in_handler, "a request handler may reply only once");
-    if (dest != ctx->peer->rank) return error(Status::bad_arg, "a reply goes only to the requester");
-    if (ctx->in_bundle) {
-      const Status s = add_bundle_reply(*ctx, std::uint16_t(handler), 0, args, nargs, payload, bytes);
-      ctx->replied = s == Status::ok;
-      return s;
-    }
-    ctx->replied = true;
-    send_reply(*ctx->peer, ctx->slot, ctx->seq, 0, std::uint16_t(handler), args, nargs, payload, bytes);
-    return Status::ok;
+  if (reply) return reply_from_handler(dest, handler, args, nargs, payload, bytes);
+  Peer& p = *peers_[dest];
+  const Status s = request_to(p, wire::Kind::request, std::uint16_t(handler), args, nargs, payload, bytes, Sent{});
+  // A request polls once in kRequestsPerPoll (after sending, so that the
+  // request is not kept waiting), not each time: a poll that finds nothing
+  // costs more than the request. Peers are still answered within a few
+  // requests, and a request short of credits polls until it has one. To this
+  // rank itself, always: its handler runs within the call, as before.
+  if (++requests_unpolled_ >= kRequestsPerPoll || p.is_me) {
+    requests_unpolled_ = 0;
+    service();
   }
-  const Status s =
-      send_request(*peers_[dest], wire::Kind::request, std::uint16_t(handler), args, nargs, payload, bytes, Sent{});
-  service();  // every request also polls; after sending, so that the request is not kept waiting
   return s;
 }
 

@@ -68,6 +68,8 @@ struct Header {
 };
 static_assert(sizeof(Header) == kHeaderBytes);
 
+static_assert(sizeof(Ack) == kAckBytes && offsetof(Ack, zero) == 2 && offsetof(Ack, seq) == 4);
+
 struct Message {
   Header header;
   std::uint64_t args[kMaxArgs];  // unused ones are 0
@@ -75,11 +77,9 @@ struct Message {
   const std::byte* payload;
 
   Ack ack(unsigned i) const {
-    std::uint16_t slot;
-    std::uint32_t seq;
-    std::memcpy(&slot, acks + i * kAckBytes, 2);
-    std::memcpy(&seq, acks + i * kAckBytes + 4, 4);
-    return Ack{slot, seq};
+    Ack a;
+    std::memcpy(&a, acks + i * kAckBytes, kAckBytes);
+    return a;
   }
 };
 
@@ -250,12 +250,7 @@ inline std::size_t encode(std::byte* buf, const Header& header, const std::uint6
   std::memcpy(buf, &header, kHeaderBytes);
   copy_words(buf + kHeaderBytes, args, header.nargs);
   std::size_t at = kHeaderBytes + header.nargs * 8u;
-  for (unsigned i = 0; i < header.acks; ++i, at += kAckBytes) {
-    const std::uint16_t zero = 0;
-    std::memcpy(buf + at, &acks[i].slot, 2);
-    std::memcpy(buf + at + 2, &zero, 2);
-    std::memcpy(buf + at + 4, &acks[i].seq, 4);
-  }
+  for (unsigned i = 0; i < header.acks; ++i, at += kAckBytes) std::memcpy(buf + at, &acks[i], kAckBytes);  // the wire's layout
   if (header.payload_bytes) std::memcpy(buf + at, payload, header.payload_bytes);
   return at + header.payload_bytes;
 }

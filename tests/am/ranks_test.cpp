@@ -442,6 +442,44 @@ int acks_when_a_wait_ends_body(int rank) {
 
 TEST(AmRanks, AcknowledgementsLeaveWhenAWaitEnds) { expect_all_zero(run_ranks(2, acks_when_a_wait_ends_body)); }
 
+// A rank that only sends requests, with credits to spare (so that no
+// request waits for one), still runs the handlers of what arrived: a
+// request polls now and then, if not each time. A request to this rank
+// itself runs its handler within the call.
+int requests_alone_answer_peers_body(int rank) {
+  constexpr int kRequests = 20;  // fewer than the depth (32): no request waits for a credit
+  constexpr auto kArrival = std::chrono::milliseconds(300);
+  bool pinged = false, ponged = false, ran_here = false;
+  int sunk = 0;
+  am::set_handler(1, [&](am::Token t) {
+    pinged = true;
+    t.reply(2);
+  });
+  am::set_handler(2, [&](am::Token) { ponged = true; });
+  am::set_handler(3, [&](am::Token) { ++sunk; });
+  am::set_handler(4, [&](am::Token) { ran_here = true; });
+  CHECK_OR_RETURN(am::enable() == am::Status::ok, 1);
+  CHECK_OR_RETURN(am::barrier() == am::Status::ok, 2);  // connected both ways
+  if (rank == 1) {
+    CHECK_OR_RETURN(am::request(0, 1) == am::Status::ok, 3);
+    // Ends early if rank 0 failed its checks and left.
+    CHECK_OR_RETURN(am::wait_until([&] { return ponged || am::failed_peers() > 0; }) == am::Status::ok, 4);
+    CHECK_OR_RETURN(am::wait_until([&] { return sunk == kRequests || am::failed_peers() > 0; }) == am::Status::ok, 5);
+    CHECK_OR_RETURN(ponged && sunk == kRequests, 6);
+  } else {
+    std::this_thread::sleep_for(kArrival);  // the ping waits at this rank's NIC
+    for (int i = 0; i < kRequests; ++i) CHECK_OR_RETURN(am::request(1, 3) == am::Status::ok, 12);
+    CHECK_OR_RETURN(pinged, 7);
+    CHECK_OR_RETURN(am::request(0, 4) == am::Status::ok, 8);
+    CHECK_OR_RETURN(ran_here, 9);
+  }
+  CHECK_OR_RETURN(am::barrier() == am::Status::ok, 10);
+  CHECK_OR_RETURN(am::disable() == am::Status::ok, 11);
+  return 0;
+}
+
+TEST(AmRanks, RequestsAloneAnswerPeers) { expect_all_zero(run_ranks(2, requests_alone_answer_peers_body)); }
+
 // ---- bad input: a clear error, and the receiver goes on ----
 
 TEST(AmRanks, BadInputIsAClearErrorAndTheReceiverGoesOn) {

@@ -753,6 +753,16 @@ TEST(Wire, AcknowledgementsOnAMessage) {
   for (unsigned i = 0; i < 3; ++i) {
     EXPECT_EQ(m.ack(i).slot, acks[i].slot);
     EXPECT_EQ(m.ack(i).seq, acks[i].seq);
+    // On the wire: slot (2 bytes), two zero bytes, seq (4).
+    const std::byte* at = buf + kHeaderBytes + 2 * 8 + i * kAckBytes;
+    std::uint16_t slot, zero;
+    std::uint32_t seq;
+    std::memcpy(&slot, at, 2);
+    std::memcpy(&zero, at + 2, 2);
+    std::memcpy(&seq, at + 4, 4);
+    EXPECT_EQ(slot, acks[i].slot);
+    EXPECT_EQ(zero, 0);
+    EXPECT_EQ(seq, acks[i].seq);
   }
   EXPECT_EQ(m.args[1], 8u);
   EXPECT_EQ(std::memcmp(m.payload, "abc", 3), 0);
