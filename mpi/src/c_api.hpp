@@ -59,11 +59,23 @@ inline Request* active_request_of(MPI_Request handle) {
   return r && r->persistent && !r->persistent->active ? nullptr : r;
 }
 
+// retire() for a generalized or persistent request (c_api_requests.cpp).
+int retire_generalized_or_persistent(MPI_Request* handle, MPI_Status* status);
+
 // Fills the status of the (complete) request and returns its error class; then
 // frees it and sets the handle to MPI_REQUEST_NULL, or leaves a persistent one
 // inactive. A generalized request's status and error come from its query
-// function, and its free function is called (c_api_requests.cpp).
-int retire(MPI_Request* handle, MPI_Status* status);
+// function, and its free function is called. Inline: most messages retire a request.
+inline int retire(MPI_Request* handle, MPI_Status* status) {
+  Request* r = static_cast<Request*>(*handle);
+  if (r->type == Request::Type::generalized || r->persistent) [[unlikely]]
+    return retire_generalized_or_persistent(handle, status);
+  r->fill_status(status);
+  const int error = r->error;
+  delete r;
+  *handle = MPI_REQUEST_NULL;
+  return error;
+}
 
 // What MPI_Wait and friends report for MPI_REQUEST_NULL.
 inline void fill_empty_status(MPI_Status* status) {

@@ -14,13 +14,16 @@ using namespace viastack::mpi;
 
 namespace {
 
-Request* start_send(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm,
-                    SendMode mode) {
+// Inline, as start_recv: with the checks and the eager way inline too, an
+// MPI_Isend or MPI_Irecv makes no call of the library's own but the transport's.
+[[gnu::always_inline]] inline Request* start_send(const void* buf, int count, MPI_Datatype datatype, int dest,
+                                                  int tag, MPI_Comm comm, SendMode mode) {
   Checked s = check_send(buf, count, datatype, dest, tag, comm);
   return runtime().p2p().isend(buf, std::size_t(count), s.type, dest, tag, s.comm, s.comm.p2p_context(), mode);
 }
 
-Request* start_recv(void* buf, int count, MPI_Datatype datatype, int source, int tag, MPI_Comm comm) {
+[[gnu::always_inline]] inline Request* start_recv(void* buf, int count, MPI_Datatype datatype, int source, int tag,
+                                                  MPI_Comm comm) {
   Checked r = check_recv(buf, count, datatype, source, tag, comm);
   return runtime().p2p().irecv(buf, std::size_t(count), r.type, source, tag, r.comm, r.comm.p2p_context());
 }
@@ -37,7 +40,8 @@ void finish_blocking(Request* r, MPI_Status* status) {
 }
 
 // A blocking standard send: an eager message is complete once queued, and needs no request.
-void blocking_send(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm) {
+[[gnu::always_inline]] inline void blocking_send(const void* buf, int count, MPI_Datatype datatype, int dest, int tag,
+                                                 MPI_Comm comm) {
   Checked s = check_send(buf, count, datatype, dest, tag, comm);
   P2P& p2p = runtime().p2p();
   if (p2p.try_send_eager(buf, std::size_t(count), s.type, dest, tag, s.comm, s.comm.p2p_context())) return;
@@ -107,13 +111,32 @@ Request* receive_message(void* buf, int count, MPI_Datatype datatype, MPI_Messag
   return r;
 }
 
-std::span<Request*> as_requests(std::vector<Request*>& storage, int count, MPI_Request* handles) {
-  require(count >= 0, MPI_ERR_COUNT, "negative request count");
-  require(count == 0 || handles != nullptr, MPI_ERR_REQUEST, "null request array");
-  storage.resize(std::size_t(count));
-  for (int i = 0; i < count; ++i) storage[std::size_t(i)] = active_request_of(handles[i]);
-  return storage;
-}
+// The requests behind `count` handles, checked: nullptr for MPI_REQUEST_NULL and
+// inactive persistent ones. Up to kOnStack of them are kept on the stack, so
+// that waiting for a window of messages allocates nothing.
+class ActiveRequests {
+ public:
+  ActiveRequests(int count, MPI_Request* handles) {
+    require(count >= 0, MPI_ERR_COUNT, "negative request count");
+    require(count == 0 || handles != nullptr, MPI_ERR_REQUEST, "null request array");
+    Request** slots = on_stack_;
+    if (count > kOnStack) {
+      on_heap_.resize(std::size_t(count));
+      slots = on_heap_.data();
+    }
+    for (int i = 0; i < count; ++i) slots[i] = active_request_of(handles[i]);
+    requests_ = {slots, std::size_t(count)};
+  }
+  ActiveRequests(const ActiveRequests&) = delete;
+  ActiveRequests& operator=(const ActiveRequests&) = delete;
+  std::span<Request*> get() const { return requests_; }
+
+ private:
+  static constexpr int kOnStack = 64;
+  Request* on_stack_[kOnStack];
+  std::vector<Request*> on_heap_;
+  std::span<Request*> requests_;
+};
 
 }  // namespace
 
@@ -274,7 +297,7 @@ namespace {
 // Retires one complete request, its status (if wanted) with its MPI_ERROR;
 // the first failure names the communicator whose handler reports it.
 void retire_noting_failure(MPI_Request& handle, MPI_Status* status, bool& failed, MPI_Comm& comm) {
-  const MPI_Comm request_comm = comm_of(request_of(handle));
+  const MPI_Comm request_comm = comm_of(static_cast<Request*>(handle));  // the handle was checked
   const int error = retire(&handle, status);
   if (status != MPI_STATUS_IGNORE) status->MPI_ERROR = error;
   if (error != MPI_SUCCESS && !failed) {
@@ -326,8 +349,8 @@ void retire_every(int count, MPI_Request* handles, std::span<Request*> rs, MPI_S
 int MPI_Waitall(int count, MPI_Request requests[], MPI_Status statuses[]) {
   MPI_Comm comm = MPI_COMM_WORLD;
   return guarded("MPI_Waitall", comm, [&] {
-    std::vector<Request*> storage;
-    auto rs = as_requests(storage, count, requests);
+    ActiveRequests active(count, requests);
+    auto rs = active.get();
     std::size_t first_incomplete = 0;
     runtime().p2p().wait_until([&] { return all_complete_from(rs, first_incomplete); });
     retire_every(count, requests, rs, statuses, comm);
@@ -338,8 +361,8 @@ int MPI_Testall(int count, MPI_Request requests[], int* flag, MPI_Status statuse
   MPI_Comm comm = MPI_COMM_WORLD;
   return guarded("MPI_Testall", comm, [&] {
     check_pointer(flag, "null flag pointer");
-    std::vector<Request*> storage;
-    auto rs = as_requests(storage, count, requests);
+    ActiveRequests active(count, requests);
+    auto rs = active.get();
     runtime().p2p().poll();
     *flag = all_complete(rs);
     if (*flag) retire_every(count, requests, rs, statuses, comm);
@@ -365,8 +388,8 @@ int MPI_Waitany(int count, MPI_Request requests[], int* index, MPI_Status* statu
   MPI_Comm comm = MPI_COMM_WORLD;
   return guarded("MPI_Waitany", comm, [&] {
     check_pointer(index, "null index pointer");
-    std::vector<Request*> storage;
-    auto rs = as_requests(storage, count, requests);
+    ActiveRequests active(count, requests);
+    auto rs = active.get();
     int found = first_complete(rs);
     if (found == -1) runtime().p2p().wait_until([&] { return (found = first_complete(rs)) != -1; });
     *index = found;
@@ -381,8 +404,8 @@ int MPI_Testany(int count, MPI_Request requests[], int* index, int* flag, MPI_St
   return guarded("MPI_Testany", comm, [&] {
     check_pointer(index, "null index pointer");
     check_pointer(flag, "null flag pointer");
-    std::vector<Request*> storage;
-    auto rs = as_requests(storage, count, requests);
+    ActiveRequests active(count, requests);
+    auto rs = active.get();
     runtime().p2p().poll();
     const int found = first_complete(rs);
     *flag = found != -1;
@@ -401,8 +424,8 @@ int some(int incount, MPI_Request requests[], int* outcount, int indices[], MPI_
   MPI_Comm comm = MPI_COMM_WORLD;
   return guarded(function, comm, [&] {
     check_pointer(outcount, "null count pointer");
-    std::vector<Request*> storage;
-    auto rs = as_requests(storage, incount, requests);
+    ActiveRequests active(incount, requests);
+    auto rs = active.get();
     if (block)
       runtime().p2p().wait_until([&] { return first_complete(rs) != -1; });
     else

@@ -22,7 +22,7 @@ int query_generalized(const Request& r, MPI_Status* status) {
 
 }  // namespace
 
-int retire(MPI_Request* handle, MPI_Status* status) {
+int retire_generalized_or_persistent(MPI_Request* handle, MPI_Status* status) {
   Request* r = static_cast<Request*>(*handle);
   if (r->type == Request::Type::generalized) {
     const int error = query_generalized(*r, status);
@@ -32,14 +32,8 @@ int retire(MPI_Request* handle, MPI_Status* status) {
     return error != MPI_SUCCESS ? error : free_error;
   }
   r->fill_status(status);
-  const int error = r->error;
-  if (r->persistent) {
-    r->persistent->active = false;
-    return error;
-  }
-  delete r;
-  *handle = MPI_REQUEST_NULL;
-  return error;
+  r->persistent->active = false;
+  return r->error;
 }
 
 }  // namespace viastack::mpi

@@ -22,7 +22,12 @@ int Group::rank_of_world(int world_rank) const {
 }
 
 Communicator::Communicator(std::shared_ptr<const Group> group, std::uint32_t context, ErrhandlerRef errhandler)
-    : handle(&owned_handle), group_(std::move(group)), context_(context), errhandler_(std::move(errhandler)) {
+    : handle(&owned_handle),
+      group_(std::move(group)),
+      rank_(group_->rank()),
+      peer_world_ranks_(group_->world_ranks()),
+      context_(context),
+      errhandler_(std::move(errhandler)) {
   publish_group(owned_handle);
 }
 
@@ -42,6 +47,7 @@ std::uint32_t Communicator::next_intercomm_collective_sequence() const {
 
 void Communicator::make_inter(std::shared_ptr<const Group> remote, std::unique_ptr<Communicator> local) {
   remote_ = std::move(remote);
+  peer_world_ranks_ = remote_->world_ranks();
   local_ = std::move(local);
   // What Open MPI's Fortran and C++ bindings read of an intercommunicator
   // straight from the handle (abi.hpp): its flag and its remote group.

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -39,12 +40,12 @@ class Group {
 class Communicator {
  public:
   Communicator(std::shared_ptr<const Group> group, std::uint32_t context, ErrhandlerRef errhandler);
-  int rank() const { return group_->rank(); }
+  int rank() const { return rank_; }
   int size() const { return group_->size(); }
   const Group& group() const { return *group_; }
   std::shared_ptr<const Group> shared_group() const { return group_; }
   // The world rank of a peer: a rank of the group, or of the remote group on an intercommunicator.
-  int world_rank(int rank) const { return peers().world_rank(rank); }
+  int world_rank(int rank) const { return peer_world_ranks_[std::size_t(rank)]; }
   std::uint32_t p2p_context() const { return context_; }
   std::uint32_t collective_context() const { return context_ + 1; }
   const ErrhandlerRef& errhandler() const { return errhandler_; }
@@ -85,7 +86,7 @@ class Communicator {
   // Throws MPI_ERR_RANK unless 0 <= rank < the number of peers (or an allowed wildcard).
   // Inline: every send and receive asks, and the answer is nearly always yes.
   void check_rank(int rank, bool allow_any_source, bool allow_proc_null) const {
-    if (rank >= 0 && rank < peers().size()) return;
+    if (rank >= 0 && std::size_t(rank) < peer_world_ranks_.size()) return;
     if (allow_any_source && rank == MPI_ANY_SOURCE) return;
     if (allow_proc_null && rank == MPI_PROC_NULL) return;
     fail_rank(rank);
@@ -105,6 +106,10 @@ class Communicator {
 
   std::shared_ptr<const Group> group_;
   std::shared_ptr<const Group> remote_;  // null: an intracommunicator
+  // What every send and receive asks, kept here to save the indirections:
+  // group_'s rank of this process, and peers()' world ranks.
+  int rank_;
+  std::span<const int> peer_world_ranks_;
   std::unique_ptr<Communicator> local_;
   std::uint32_t context_;
   ErrhandlerRef errhandler_;

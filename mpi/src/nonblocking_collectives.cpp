@@ -90,7 +90,10 @@ Request* NonblockingCollectives::start(const Communicator& comm, CollectiveTask 
   auto* request = new Request(Request::Type::collective, &comm);
   request->complete = op->driver.finished;
   op->request = request;
-  if (!op->driver.finished) running_.push_back(std::move(op));
+  if (!op->driver.finished) {
+    running_.push_back(std::move(op));
+    p2p_.set_progress_client(this);
+  }
   return request;
 }
 
@@ -125,6 +128,7 @@ void NonblockingCollectives::progress() {
     running_.erase(running_.begin() + std::ptrdiff_t(i));
   }
   progressing_ = false;
+  if (running_.empty()) p2p_.set_progress_client(nullptr);  // polls and waits need not ask until the next start
 }
 
 }  // namespace viastack::mpi

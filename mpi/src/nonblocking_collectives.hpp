@@ -13,7 +13,7 @@ namespace viastack::mpi {
 
 class NonblockingCollectives final : public ProgressClient {
  public:
-  explicit NonblockingCollectives(P2P& p2p) { p2p.set_progress_client(*this); }
+  explicit NonblockingCollectives(P2P& p2p) : p2p_(p2p) {}
   NonblockingCollectives(const NonblockingCollectives&) = delete;
   NonblockingCollectives& operator=(const NonblockingCollectives&) = delete;
 
@@ -34,6 +34,7 @@ class NonblockingCollectives final : public ProgressClient {
     Request* request = nullptr;
     TaskDriver driver;
   };
+  P2P& p2p_;  // asks progress() in its polls and waits while running_ holds operations
   std::vector<std::unique_ptr<Operation>> running_;
   bool progressing_ = false;  // a user op's function that calls MPI must not resume tasks inside a task
 };

@@ -32,26 +32,7 @@ std::size_t eager_limit_setting() {
   return std::size_t(via::config::integer("VIASTACK_MPI_EAGER_LIMIT"));
 }
 
-namespace {
-
-// Freed requests, linked through their first bytes.
-struct FreeRequest {
-  FreeRequest* next;
-};
-FreeRequest* free_requests = nullptr;
-
-}  // namespace
-
-// Under the library lock, like the rest of the library (progress_agent.hpp).
-void* Request::operator new(std::size_t size) {
-  if (size != sizeof(Request) || !free_requests) return ::operator new(size);
-  return std::exchange(free_requests, free_requests->next);
-}
-
-void Request::operator delete(void* p, std::size_t size) noexcept {
-  if (size != sizeof(Request)) return ::operator delete(p);
-  free_requests = new (p) FreeRequest{free_requests};
-}
+Request::Free* Request::free_list = nullptr;
 
 bool matches(std::uint32_t context, int source, int tag, std::uint32_t want_context, int want_source, int want_tag) {
   return context == want_context && (want_source == MPI_ANY_SOURCE || source == want_source) &&
@@ -63,38 +44,6 @@ P2P::P2P(int world_rank, int world_size) : world_rank_(world_rank), eager_limit_
 }
 
 P2P::~P2P() = default;
-
-namespace {
-
-WireHeader eager_header(std::uint32_t context, int source, int tag, std::size_t bytes) {
-  WireHeader h{WireType::eager};
-  h.context = context;
-  h.source = source;
-  h.tag = tag;
-  h.size = bytes;
-  return h;
-}
-
-}  // namespace
-
-bool P2P::try_send_eager(const void* buf, std::size_t count, const Datatype& type, int dest, int tag,
-                         const Communicator& comm, std::uint32_t context) {
-  const std::size_t bytes = count * type.size();
-  if (dest == MPI_PROC_NULL || !type.contiguous() || bytes > eager_limit_) return false;
-  const int peer = comm.world_rank(dest);
-  if (peer == world_rank_) return false;
-  // No request is waited on, so nothing polls unless the send had to queue: then the backlog needs progress.
-  const std::span<const std::byte> data{static_cast<const std::byte*>(buf), bytes};
-  if (!transport_->send(peer, eager_header(context, comm.rank(), tag, bytes), data)) poll();
-  return true;
-}
-
-Request* P2P::isend(const void* buf, std::size_t count, const Datatype& type, int dest, int tag,
-                    const Communicator& comm, std::uint32_t context, SendMode mode) {
-  auto* r = new Request(Request::Type::send, &comm);
-  post_send(*r, buf, count, type, dest, tag, context, mode);
-  return r;
-}
 
 void P2P::post_send(Request& r, const void* buf, std::size_t count, const Datatype& type, int dest, int tag,
                     std::uint32_t context, SendMode mode) {
@@ -172,33 +121,14 @@ void P2P::recycle_unexpected(std::list<Incoming>::iterator entry) {
     unexpected_.erase(entry);
 }
 
-Request* P2P::irecv(void* buf, std::size_t count, const Datatype& type, int source, int tag, const Communicator& comm,
-                    std::uint32_t context) {
-  auto* r = new Request(Request::Type::recv, &comm);
-  post_recv(*r, buf, count, type, source, tag, context);
-  return r;
-}
-
-void P2P::set_receive_buffer(Request& r, void* buf, std::size_t count, const Datatype& type) {
-  r.buffer = buf;
-  r.count = count;
-  r.datatype = &type;
-  r.capacity = count * type.size();
-}
-
-void P2P::post_recv(Request& r, void* buf, std::size_t count, const Datatype& type, int source, int tag,
-                    std::uint32_t context) {
-  set_receive_buffer(r, buf, count, type);
-  r.context = context;
-  r.source = source;
-  r.tag = tag;
-  if (source == MPI_PROC_NULL) {
+void P2P::match_or_post(Request& r) {
+  if (r.source == MPI_PROC_NULL) {
     r.status_source = MPI_PROC_NULL;
     r.complete = true;
     return;
   }
   for (auto it = unexpected_.begin(); it != unexpected_.end(); ++it) {
-    if (!matches(it->context, it->source, it->tag, context, source, tag)) continue;
+    if (!matches(it->context, it->source, it->tag, r.context, r.source, r.tag)) continue;
     deliver_unexpected(r, *it);
     recycle_unexpected(it);
     return;
@@ -229,13 +159,6 @@ std::optional<Incoming> P2P::take_unexpected(int source, int tag, std::uint32_t 
   return std::nullopt;
 }
 
-void P2P::append_posted(Request& recv) {
-  recv.prev_posted = posted_tail_;
-  recv.next_posted = nullptr;
-  (posted_tail_ ? posted_tail_->next_posted : posted_head_) = &recv;
-  posted_tail_ = &recv;
-}
-
 void P2P::remove_posted(Request& recv) {
   (recv.prev_posted ? recv.prev_posted->next_posted : posted_head_) = recv.next_posted;
   (recv.next_posted ? recv.next_posted->prev_posted : posted_tail_) = recv.prev_posted;
@@ -252,19 +175,28 @@ Request* P2P::match_posted(std::uint32_t context, int source, int tag) {
   return nullptr;
 }
 
-void P2P::deliver(Request& recv, const Message& message) {
-  recv.status_source = message.source;
-  recv.status_tag = message.tag;
-  if (message.size > recv.capacity) recv.error = MPI_ERR_TRUNCATE;
-  recv.bytes = std::min(message.size, recv.capacity);
-  if (message.rendezvous) return start_read(recv, message);
-  if (recv.bytes > 0) {  // with nothing to copy the buffer may be null
+std::size_t P2P::set_receive_status(Request& recv, int source, int tag, std::size_t size) {
+  recv.status_source = source;
+  recv.status_tag = tag;
+  if (size > recv.capacity) recv.error = MPI_ERR_TRUNCATE;
+  return recv.bytes = std::min(size, recv.capacity);
+}
+
+void P2P::deliver_eager(Request& recv, int source, int tag, std::span<const std::byte> data) {
+  if (const std::size_t bytes = set_receive_status(recv, source, tag, data.size()); bytes > 0) {
+    // with nothing to copy the buffer may be null
     if (recv.datatype->contiguous())
-      std::memcpy(recv.buffer, message.data.data(), recv.bytes);
+      std::memcpy(recv.buffer, data.data(), bytes);
     else
-      recv.datatype->unpack(message.data.data(), recv.bytes, recv.buffer);
+      recv.datatype->unpack(data.data(), bytes, recv.buffer);
   }
   complete(recv);
+}
+
+void P2P::deliver(Request& recv, const Message& message) {
+  if (!message.rendezvous) return deliver_eager(recv, message.source, message.tag, message.data);
+  set_receive_status(recv, message.source, message.tag, message.size);
+  start_read(recv, message);
 }
 
 void P2P::start_read(Request& recv, const Message& message) {
@@ -300,6 +232,10 @@ void P2P::on_rdma_complete(std::uint64_t id) {
 }
 
 void P2P::on_message(int peer, const WireHeader& h, std::span<const std::byte> payload) {
+  if (h.type == WireType::eager && payload.size() == h.size) [[likely]] {
+    if (Request* recv = match_posted(h.context, h.source, h.tag)) return deliver_eager(*recv, h.source, h.tag, payload);
+    return keep_unexpected(peer, h, payload);
+  }
   if (h.type == WireType::accumulate || h.type == WireType::rma) return rma_->on_rma_message(peer, h, payload);
   if (h.type == WireType::cancel_send) return on_cancel_send(peer, h.token);
   if (h.type == WireType::cancel_reply) return on_cancel_reply(h.token, h.size == 1);
@@ -312,22 +248,26 @@ void P2P::on_message(int peer, const WireHeader& h, std::span<const std::byte> p
     complete(send);
     return;
   }
-  const bool rendezvous = h.type == WireType::rts;
-  if (!rendezvous && payload.size() != h.size) {
+  // An eager message whose payload is not the size its header says, or a type unknown here.
+  if (h.type != WireType::rts) {
     std::string why = "a message from rank ";
     why += std::to_string(peer);
     why += " does not match its header";
     abort_job("progress", why);
   }
-  Message m{h.source, h.tag, peer, std::size_t(h.size), payload, rendezvous, h.token, h.address, h.handle};
+  Message m{h.source, h.tag, peer, std::size_t(h.size), payload, true, h.token, h.address, h.handle};
   if (Request* recv = match_posted(h.context, h.source, h.tag)) return deliver(*recv, m);
+  keep_unexpected(peer, h, payload);
+}
+
+void P2P::keep_unexpected(int peer, const WireHeader& h, std::span<const std::byte> payload) {
   Incoming& in = append_unexpected(payload);
   in.context = h.context;
   in.source = h.source;
   in.tag = h.tag;
   in.peer = peer;
   in.size = std::size_t(h.size);
-  in.rendezvous = rendezvous;
+  in.rendezvous = h.type == WireType::rts;
   in.token = h.token;
   in.address = h.address;
   in.handle = h.handle;

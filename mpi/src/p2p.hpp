@@ -12,14 +12,13 @@
 #include <unordered_map>
 #include <vector>
 
+#include "comm.hpp"
+#include "datatype.hpp"
 #include "progress_agent.hpp"
 #include "request.hpp"
 #include "transport.hpp"
 
 namespace viastack::mpi {
-
-class Communicator;
-class Datatype;
 
 enum class SendMode : std::uint8_t { standard, synchronous };
 
@@ -39,7 +38,7 @@ class RmaClient {
 };
 
 // Work that moves on whenever messages do (the non-blocking collectives):
-// asked to progress in every poll and every wait.
+// asked to progress in every poll and every wait while it has work.
 class ProgressClient {
  public:
   virtual void progress() = 0;
@@ -74,20 +73,54 @@ class P2P final : public TransportClient {
   ~P2P();
 
   // The communicator's context is the request's; `context` picks p2p or collective traffic.
+  // Inline, as try_send_eager and irecv: the eager way is a message's common case.
   Request* isend(const void* buf, std::size_t count, const Datatype& type, int dest, int tag, const Communicator& comm,
-                 std::uint32_t context, SendMode mode);
+                 std::uint32_t context, SendMode mode) {
+    auto* r = new Request(Request::Type::send, &comm);
+    const std::size_t bytes = count * type.size();
+    const int peer = mode == SendMode::standard ? eager_peer(bytes, type, dest, comm) : -1;
+    if (peer < 0) [[unlikely]] {
+      post_send(*r, buf, count, type, dest, tag, context, mode);
+      return r;
+    }
+    transport_->send(peer, eager_header(context, comm.rank(), tag, bytes), {static_cast<const std::byte*>(buf), bytes});
+    r->complete = true;
+    return r;
+  }
   // isend into a request the caller owns (a persistent request started again).
   void post_send(Request& r, const void* buf, std::size_t count, const Datatype& type, int dest, int tag,
                  std::uint32_t context, SendMode mode);
   // A standard-mode send that fits the eager protocol is complete once queued: it
   // needs no request. False, having done nothing, when the message needs one.
   bool try_send_eager(const void* buf, std::size_t count, const Datatype& type, int dest, int tag,
-                      const Communicator& comm, std::uint32_t context);
+                      const Communicator& comm, std::uint32_t context) {
+    const std::size_t bytes = count * type.size();
+    const int peer = eager_peer(bytes, type, dest, comm);
+    if (peer < 0) return false;
+    // No request is waited on, so nothing polls unless the send had to queue: then the backlog needs progress.
+    if (!transport_->send(peer, eager_header(context, comm.rank(), tag, bytes),
+                          {static_cast<const std::byte*>(buf), bytes}))
+      poll();
+    return true;
+  }
   Request* irecv(void* buf, std::size_t count, const Datatype& type, int source, int tag, const Communicator& comm,
-                 std::uint32_t context);
+                 std::uint32_t context) {
+    auto* r = new Request(Request::Type::recv, &comm);
+    post_recv(*r, buf, count, type, source, tag, context);
+    return r;
+  }
   // irecv into a request the caller owns (a blocking receive's, on its stack).
   void post_recv(Request& r, void* buf, std::size_t count, const Datatype& type, int source, int tag,
-                 std::uint32_t context);
+                 std::uint32_t context) {
+    set_receive_buffer(r, buf, count, type);
+    r.context = context;
+    r.source = source;
+    r.tag = tag;
+    // With nothing waiting unmatched, a receive from a rank only joins the posted queue.
+    if (source == MPI_PROC_NULL || !unexpected_.empty()) [[unlikely]]
+      return match_or_post(r);
+    append_posted(r);
+  }
   std::optional<ProbeResult> iprobe(int source, int tag, std::uint32_t context);
   ProbeResult probe(int source, int tag, std::uint32_t context);
   // MPI_Improbe / MPI_Mprobe: the first matching message, taken out of
@@ -122,7 +155,8 @@ class P2P final : public TransportClient {
   }
   // Under MPI_THREAD_MULTIPLE, how long a waiting call keeps the library before letting other threads in.
   static constexpr std::uint32_t kThreadSliceMs = 1;
-  void set_progress_client(ProgressClient& client) { progress_client_ = &client; }
+  // The client asked in every poll and wait while it has work to do; nullptr while it has none.
+  void set_progress_client(ProgressClient* client) { progress_client_ = client; }
   void wait(Request& request) {
     wait_until([&] { return request.complete; });
   }
@@ -148,15 +182,48 @@ class P2P final : public TransportClient {
     std::uint64_t token, address;
     via::MemHandle handle;
   };
-  void append_posted(Request& recv);
+  // The peer (world rank) of a standard send of `bytes` that goes by the eager protocol's
+  // common way: contiguous, to another rank, up to the eager limit; -1 for any other send.
+  int eager_peer(std::size_t bytes, const Datatype& type, int dest, const Communicator& comm) const {
+    if (dest == MPI_PROC_NULL || !type.contiguous() || bytes > eager_limit_) return -1;
+    const int peer = comm.world_rank(dest);
+    return peer == world_rank_ ? -1 : peer;
+  }
+  static WireHeader eager_header(std::uint32_t context, int source, int tag, std::size_t bytes) {
+    WireHeader h{WireType::eager};
+    h.context = context;
+    h.source = source;
+    h.tag = tag;
+    h.size = bytes;
+    return h;
+  }
+  // post_recv's less common ways: the message may be in the unexpected queue, or the source is MPI_PROC_NULL.
+  void match_or_post(Request& recv);
+  void append_posted(Request& recv) {
+    recv.prev_posted = posted_tail_;
+    recv.next_posted = nullptr;
+    (posted_tail_ ? posted_tail_->next_posted : posted_head_) = &recv;
+    posted_tail_ = &recv;
+  }
   void remove_posted(Request& recv);
   Request* match_posted(std::uint32_t context, int source, int tag);
+  // The receive's status for a message of `size` bytes (MPI_ERR_TRUNCATE if it is
+  // longer than the receive takes); returns the bytes the receive takes.
+  static std::size_t set_receive_status(Request& recv, int source, int tag, std::size_t size);
   void deliver(Request& recv, const Message& message);
+  void deliver_eager(Request& recv, int source, int tag, std::span<const std::byte> data);
+  // An eager message or a request to send that no posted receive matched: into the unexpected queue.
+  void keep_unexpected(int peer, const WireHeader& h, std::span<const std::byte> payload);
   void deliver_to_self(Request& send, std::span<const std::byte> data, std::uint32_t context, int source, int tag,
                        SendMode mode);
   std::optional<ProbeResult> find_unexpected(int source, int tag, std::uint32_t context) const;
   std::optional<Incoming> take_unexpected(int source, int tag, std::uint32_t context);
-  void set_receive_buffer(Request& r, void* buf, std::size_t count, const Datatype& type);
+  static void set_receive_buffer(Request& r, void* buf, std::size_t count, const Datatype& type) {
+    r.buffer = buf;
+    r.count = count;
+    r.datatype = &type;
+    r.capacity = count * type.size();
+  }
   void deliver_unexpected(Request& recv, const Incoming& in);
   // A new entry at the end of the unexpected queue holding a copy of data, its other fields zero.
   Incoming& append_unexpected(std::span<const std::byte> data);

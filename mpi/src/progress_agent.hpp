@@ -12,6 +12,7 @@
 // inside MPI makes progress itself; the agent covers the time outside.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <functional>
@@ -20,12 +21,59 @@
 
 namespace viastack::mpi {
 
+// The library lock: a word in three states, so that taking and giving it
+// uncontended is one atomic instruction each, a few times cheaper than a
+// pthread mutex's (every MPI call takes it), while a contended taker sleeps
+// in the kernel (atomic wait) instead of spinning. The classic three-state
+// mutex (Drepper, "Futexes Are Tricky", mutex 3). The uncontended ways are
+// inline: every MPI call takes and gives it.
+class LibraryLock {
+ public:
+  void lock() {
+    int seen = kFree;
+    if (!state_.compare_exchange_strong(seen, kLocked, std::memory_order_acquire)) lock_contended(seen);
+  }
+  bool try_lock() {
+    int seen = kFree;
+    return state_.compare_exchange_strong(seen, kLocked, std::memory_order_acquire);
+  }
+  void unlock() {
+    if (state_.exchange(kFree, std::memory_order_release) == kContended) state_.notify_one();
+  }
+
+ private:
+  void lock_contended(int seen);
+  static constexpr int kFree = 0, kLocked = 1, kContended = 2;  // kContended: someone may sleep on it
+  std::atomic<int> state_ = kFree;
+};
+
+namespace library_entry {
+extern LibraryLock lock;
+// Calls of this thread into the library under way: the lock is taken by the outermost.
+// initial-exec: read on every entry and exit, it is then one load off the
+// thread pointer instead of a call to __tls_get_addr (the library's one
+// thread-local, well within the static TLS glibc keeps for a library that
+// is dlopen'ed); constinit: no TLS wrapper call either.
+[[gnu::tls_model("initial-exec")]] extern thread_local constinit int depth;
+extern std::atomic<bool> threads_share;
+// Takes the lock where other threads share the library (progress_agent.cpp).
+void lock_counted();
+}  // namespace library_entry
+
 // The library lock, held for the duration of an MPI call; calls made from
 // inside a call (an error handler's) are nested, not locked again.
 class LibraryEntry {
  public:
-  LibraryEntry();
-  ~LibraryEntry();
+  LibraryEntry() {
+    if (library_entry::depth++ > 0) return;
+    if (!library_entry::threads_share.load(std::memory_order_relaxed))  // no other thread to make way for
+      library_entry::lock.lock();
+    else
+      library_entry::lock_counted();
+  }
+  ~LibraryEntry() {
+    if (--library_entry::depth == 0) library_entry::lock.unlock();
+  }
   LibraryEntry(const LibraryEntry&) = delete;
   LibraryEntry& operator=(const LibraryEntry&) = delete;
 };
@@ -34,7 +82,7 @@ class LibraryEntry {
 // that waits (P2P::wait_until) lets the others in now and then, so that a
 // thread blocked in MPI_Recv does not keep out the thread whose send it waits for.
 void set_threads_share_library(bool shared);
-bool threads_share_library();
+inline bool threads_share_library() { return library_entry::threads_share.load(std::memory_order_relaxed); }
 // With the lock held: gives it up until a thread waiting for it has had its
 // turn (or a moment has passed), then takes it back.
 void let_other_threads_in();

@@ -4,7 +4,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <new>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "abi.hpp"
@@ -23,9 +25,19 @@ class Request : public ompi_request_t {
   Request(Type type, const Communicator* comm)
       : ompi_request_t{HandleKind::request, GapsUnset{}}, type(type), comm(comm) {}
 
-  // Most messages make and retire a request: they come from a free list, not malloc (p2p.cpp).
-  static void* operator new(std::size_t size);
-  static void operator delete(void* p, std::size_t size) noexcept;
+  // Most messages make and retire a request: they come from a free list, not
+  // malloc; inline, as the calls that make and retire them. Under the library
+  // lock, like the rest of the library (progress_agent.hpp).
+  static void* operator new(std::size_t size) {
+    if (size != sizeof(Request) || !free_list) [[unlikely]]
+      return ::operator new(size);
+    return std::exchange(free_list, free_list->next);
+  }
+  static void operator delete(void* p, std::size_t size) noexcept {
+    if (size != sizeof(Request)) [[unlikely]]
+      return ::operator delete(p);
+    free_list = new (p) Free{free_list};
+  }
 
   Type type;
   const Communicator* comm;  // whose error handler reports this request's errors
@@ -80,6 +92,12 @@ class Request : public ompi_request_t {
   int status_tag = MPI_ANY_TAG;
   int error = MPI_SUCCESS;
   std::size_t bytes = 0;
+
+  // Freed requests, linked through their first bytes (p2p.cpp).
+  struct Free {
+    Free* next;
+  };
+  static Free* free_list;
 
   void fill_status(MPI_Status* status) const {
     if (status == MPI_STATUS_IGNORE) return;

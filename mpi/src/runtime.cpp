@@ -13,9 +13,10 @@ namespace viastack::mpi {
 namespace {
 
 LifeStage stage = LifeStage::before_init;
-Runtime* running = nullptr;
 
 }  // namespace
+
+Runtime* running_runtime = nullptr;
 
 Runtime::Runtime(int world_rank, int world_size)
     : world_rank_(world_rank), world_size_(world_size), p2p_(world_rank, world_size) {
@@ -50,11 +51,9 @@ std::uint32_t Runtime::agree_on_context(const Communicator& parent) {
 
 LifeStage life_stage() { return stage; }
 
-Runtime& runtime() {
-  if (stage != LifeStage::running)
-    fail(MPI_ERR_OTHER, stage == LifeStage::before_init ? "MPI is not initialized (call MPI_Init first)"
-                                                        : "MPI was finalized");
-  return *running;
+void fail_not_running() {
+  fail(MPI_ERR_OTHER, stage == LifeStage::before_init ? "MPI is not initialized (call MPI_Init first)"
+                                                      : "MPI was finalized");
 }
 
 void start_runtime() {
@@ -63,7 +62,7 @@ void start_runtime() {
   const auto job = via::job_bootstrap(why);
   if (!job) abort_job("MPI_Init", why);
   ompi_mpi_state = kOpenMpiInitStarted;
-  running = new Runtime(job->rank(), job->size());
+  running_runtime = new Runtime(job->rank(), job->size());
   stage = LifeStage::running;
   ompi_mpi_state = kOpenMpiInitCompleted;
 }
@@ -74,8 +73,8 @@ void stop_runtime() {
   rt.bsend().flush();  // MPI_Finalize delivers buffered messages, as MPI_Buffer_detach would
   barrier(rt.world());
   rt.p2p().shutdown();
-  delete running;
-  running = nullptr;
+  delete running_runtime;
+  running_runtime = nullptr;
   stage = LifeStage::finalized;
   ompi_mpi_state = kOpenMpiFinalizeCompleted;
 }

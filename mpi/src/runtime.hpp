@@ -49,8 +49,16 @@ class Runtime {
 
 enum class LifeStage { before_init, running, finalized };
 LifeStage life_stage();
+// Set while the stage is `running` (runtime.cpp).
+extern Runtime* running_runtime;
+[[noreturn]] void fail_not_running();
 // The running library; throws MPI_ERR_OTHER before MPI_Init and after MPI_Finalize.
-Runtime& runtime();
+// Inline: every call asks.
+inline Runtime& runtime() {
+  if (!running_runtime) [[unlikely]]
+    fail_not_running();
+  return *running_runtime;
+}
 void start_runtime();
 void stop_runtime();
 

@@ -43,10 +43,6 @@ Transport::~Transport() {
   nic_.reset();
 }
 
-bool Transport::send(int peer, const WireHeader& header, std::span<const std::byte> payload) {
-  return mesh_->send(peer, std::as_bytes(std::span(&header, 1)), payload) == via::Mesh::Sent::now;
-}
-
 via::MemHandle Transport::acquire_buffer(const void* addr, std::size_t len) {
   via::MemHandle handle = 0;
   if (const via::Result r = mesh_->registrations().acquire(addr, len, handle); r != via::Result::success) {

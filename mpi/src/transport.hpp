@@ -65,7 +65,9 @@ class Transport final : private via::MeshClient {
   // Queues a message for `peer` (header + payload copy); never blocks. False
   // when it waits in the backlog (for the connection, credits, a bounce buffer
   // or a descriptor).
-  bool send(int peer, const WireHeader& header, std::span<const std::byte> payload);
+  bool send(int peer, const WireHeader& header, std::span<const std::byte> payload) {
+    return mesh_->send(peer, std::as_bytes(std::span(&header, 1)), payload) == via::Mesh::Sent::now;
+  }
   // Reads len bytes at (remote_address, remote_handle) of `peer` into local;
   // on_rdma_complete(id) follows once they are here.
   void read(int peer, void* local, std::size_t len, std::uint64_t remote_address, via::MemHandle remote_handle,

@@ -1,7 +1,8 @@
 /* Point-to-point semantics: ordering, wildcards, sizes across the eager /
  * rendezvous threshold (0 bytes included), truncation, PROC_NULL, self
  * sends, probe, non-blocking completion calls, cancel, derived datatypes,
- * buffered sends, many messages that arrive before their receives. */
+ * buffered sends, many messages that arrive before their receives, and what
+ * the eager way's short cuts step around. */
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -336,6 +337,143 @@ static void unexpected_reuse(void) {
   free(in);
 }
 
+static int error_class(int rc) {
+  int cls = -1;
+  MPI_Error_class(rc, &cls);
+  return cls;
+}
+
+/* What the eager way's short cuts step around (issue 25): MPI_PROC_NULL and
+ * the argument errors of the non-blocking calls; receives posted before their
+ * message arrives, with wildcards, both tag bounds and a truncation; messages
+ * that wait unmatched while other receives are posted, and a truncated one
+ * among them; Waitall over more requests than it keeps on the stack, with
+ * MPI_REQUEST_NULL among them. */
+static void eager_short_cuts(void) {
+  int* tag_ub = NULL;
+  int flag = 0;
+  MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &tag_ub, &flag);
+  CHECK(flag);
+  const int top_tag = *tag_ub;
+
+  /* MPI_PROC_NULL: complete at once; the receive's status is the empty one of MPI_PROC_NULL. */
+  int v = 3;
+  MPI_Request two[2];
+  MPI_Status two_st[2];
+  CHECK(MPI_Irecv(&v, 1, MPI_INT, MPI_PROC_NULL, 5, MPI_COMM_WORLD, &two[0]) == MPI_SUCCESS);
+  CHECK(MPI_Isend(&v, 1, MPI_INT, MPI_PROC_NULL, 5, MPI_COMM_WORLD, &two[1]) == MPI_SUCCESS);
+  CHECK(MPI_Waitall(2, two, two_st) == MPI_SUCCESS);
+  CHECK(two[0] == MPI_REQUEST_NULL && two[1] == MPI_REQUEST_NULL && v == 3);
+  CHECK(two_st[0].MPI_SOURCE == MPI_PROC_NULL && two_st[0].MPI_TAG == MPI_ANY_TAG);
+  int count = -1;
+  MPI_Get_count(&two_st[0], MPI_INT, &count);
+  CHECK(count == 0);
+
+  /* Bad arguments: an error, and nothing sent or posted. */
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  MPI_Request bad = MPI_REQUEST_NULL;
+  CHECK(error_class(MPI_Isend(&v, 1, MPI_INT, 0, -1, MPI_COMM_WORLD, &bad)) == MPI_ERR_TAG);
+  CHECK(error_class(MPI_Irecv(&v, 1, MPI_INT, 0, -5, MPI_COMM_WORLD, &bad)) == MPI_ERR_TAG);
+  CHECK(error_class(MPI_Isend(&v, 1, MPI_INT, size, 0, MPI_COMM_WORLD, &bad)) == MPI_ERR_RANK);
+  CHECK(error_class(MPI_Irecv(&v, 1, MPI_INT, -7, 0, MPI_COMM_WORLD, &bad)) == MPI_ERR_RANK);
+  CHECK(error_class(MPI_Send(&v, 1, MPI_INT, MPI_ANY_SOURCE, 0, MPI_COMM_WORLD)) == MPI_ERR_RANK);
+  CHECK(error_class(MPI_Isend(&v, -1, MPI_INT, 0, 0, MPI_COMM_WORLD, &bad)) == MPI_ERR_COUNT);
+  CHECK(error_class(MPI_Irecv(NULL, 1, MPI_INT, 0, 0, MPI_COMM_WORLD, &bad)) == MPI_ERR_BUFFER);
+  CHECK(error_class(MPI_Isend(&v, 1, MPI_DATATYPE_NULL, 0, 0, MPI_COMM_WORLD, &bad)) == MPI_ERR_TYPE);
+  CHECK(error_class(MPI_Irecv(&v, 1, MPI_INT, 0, 0, MPI_COMM_NULL, &bad)) == MPI_ERR_COMM);
+  CHECK(error_class(MPI_Isend(&v, 1, MPI_INT, 0, 0, MPI_COMM_WORLD, NULL)) == MPI_ERR_ARG);
+  CHECK(bad == MPI_REQUEST_NULL);
+
+  if (size >= 2 && rank < 2) {
+    /* Posted before arrival: rank 1 posts, then tells rank 0 to send. */
+    if (rank == 1) {
+      int a = 0, b = 0, c = 0, small[2] = {0, 0};
+      MPI_Request rq[4];
+      MPI_Status st[4];
+      MPI_Irecv(&a, 1, MPI_INT, 0, 0, MPI_COMM_WORLD, &rq[0]);
+      MPI_Irecv(&b, 1, MPI_INT, MPI_ANY_SOURCE, top_tag, MPI_COMM_WORLD, &rq[1]);
+      MPI_Irecv(&c, 1, MPI_INT, 0, MPI_ANY_TAG, MPI_COMM_WORLD, &rq[2]);
+      MPI_Irecv(small, 2, MPI_INT, MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &rq[3]);
+      MPI_Send(NULL, 0, MPI_BYTE, 0, 1, MPI_COMM_WORLD);
+      CHECK(error_class(MPI_Waitall(4, rq, st)) == MPI_ERR_IN_STATUS);
+      CHECK(a == 11 && st[0].MPI_TAG == 0 && st[0].MPI_SOURCE == 0 && st[0].MPI_ERROR == MPI_SUCCESS);
+      CHECK(b == 22 && st[1].MPI_TAG == top_tag && st[1].MPI_SOURCE == 0 && st[1].MPI_ERROR == MPI_SUCCESS);
+      CHECK(c == 33 && st[2].MPI_TAG == 7 && st[2].MPI_ERROR == MPI_SUCCESS);
+      CHECK(st[3].MPI_TAG == 8 && st[3].MPI_SOURCE == 0 && st[3].MPI_ERROR == MPI_ERR_TRUNCATE);
+      CHECK(small[0] == 44 && small[1] == 45);
+    } else {
+      int a = 11, b = 22, c = 33, d[3] = {44, 45, 46};
+      MPI_Recv(NULL, 0, MPI_BYTE, 1, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+      MPI_Send(&a, 1, MPI_INT, 1, 0, MPI_COMM_WORLD);
+      MPI_Send(&b, 1, MPI_INT, 1, top_tag, MPI_COMM_WORLD);
+      MPI_Send(&c, 1, MPI_INT, 1, 7, MPI_COMM_WORLD);
+      MPI_Send(d, 3, MPI_INT, 1, 8, MPI_COMM_WORLD);
+    }
+
+    /* Unexpected: once rank 1 has rank 0's tag-4 message, the four sent before
+     * it wait unmatched; a receive posted then that matches none of them waits
+     * for a later message. */
+    if (rank == 0) {
+      int x = 1, y = 2, z = 3, t[3] = {5, 6, 7}, w = 4;
+      MPI_Send(&x, 1, MPI_INT, 1, 2, MPI_COMM_WORLD);
+      MPI_Send(&y, 1, MPI_INT, 1, top_tag, MPI_COMM_WORLD);
+      MPI_Send(&z, 1, MPI_INT, 1, 3, MPI_COMM_WORLD);
+      MPI_Send(t, 3, MPI_INT, 1, 9, MPI_COMM_WORLD);
+      MPI_Send(NULL, 0, MPI_BYTE, 1, 4, MPI_COMM_WORLD);
+      MPI_Recv(NULL, 0, MPI_BYTE, 1, 5, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+      MPI_Send(&w, 1, MPI_INT, 1, 6, MPI_COMM_WORLD);
+    } else {
+      int x = 0, y = 0, z = 0, t = 0, w = 0;
+      MPI_Status st;
+      MPI_Recv(NULL, 0, MPI_BYTE, 0, 4, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+      MPI_Request late;
+      MPI_Irecv(&w, 1, MPI_INT, 0, 6, MPI_COMM_WORLD, &late);
+      int done = 1;
+      MPI_Test(&late, &done, MPI_STATUS_IGNORE);
+      CHECK(!done);
+      MPI_Recv(&y, 1, MPI_INT, MPI_ANY_SOURCE, top_tag, MPI_COMM_WORLD, &st);
+      CHECK(y == 2 && st.MPI_TAG == top_tag && st.MPI_SOURCE == 0);
+      MPI_Recv(&z, 1, MPI_INT, 0, 3, MPI_COMM_WORLD, &st);
+      CHECK(z == 3 && st.MPI_TAG == 3);
+      CHECK(error_class(MPI_Recv(&t, 1, MPI_INT, 0, 9, MPI_COMM_WORLD, &st)) == MPI_ERR_TRUNCATE);
+      CHECK(t == 5 && st.MPI_TAG == 9);
+      MPI_Recv(&x, 1, MPI_INT, MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &st);
+      CHECK(x == 1 && st.MPI_TAG == 2 && st.MPI_SOURCE == 0);
+      MPI_Test(&late, &done, MPI_STATUS_IGNORE);
+      CHECK(!done && w == 0);
+      MPI_Send(NULL, 0, MPI_BYTE, 0, 5, MPI_COMM_WORLD);
+      MPI_Wait(&late, &st);
+      CHECK(w == 4 && st.MPI_TAG == 6 && st.MPI_SOURCE == 0);
+    }
+
+    /* More requests than Waitall keeps on the stack, every tenth MPI_REQUEST_NULL. */
+    enum { many = 150 };
+    MPI_Request rq[many];
+    MPI_Status st[many];
+    int values[many];
+    for (int i = 0; i < many; ++i) {
+      values[i] = rank == 0 ? i * 3 : -1;
+      if (i % 10 == 9)
+        rq[i] = MPI_REQUEST_NULL;
+      else if (rank == 1)
+        MPI_Irecv(&values[i], 1, MPI_INT, 0, i, MPI_COMM_WORLD, &rq[i]);
+      else
+        MPI_Isend(&values[i], 1, MPI_INT, 1, i, MPI_COMM_WORLD, &rq[i]);
+    }
+    CHECK(MPI_Waitall(many, rq, st) == MPI_SUCCESS);
+    int good = 1;
+    for (int i = 0; i < many; ++i) {
+      good &= rq[i] == MPI_REQUEST_NULL;
+      if (i % 10 == 9)
+        good &= st[i].MPI_SOURCE == MPI_ANY_SOURCE && st[i].MPI_TAG == MPI_ANY_TAG && st[i].MPI_ERROR == MPI_SUCCESS;
+      else if (rank == 1)
+        good &= values[i] == i * 3 && st[i].MPI_TAG == i && st[i].MPI_SOURCE == 0 && st[i].MPI_ERROR == MPI_SUCCESS;
+    }
+    CHECK(good);
+  }
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
+}
+
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -349,5 +487,6 @@ int main(int argc, char** argv) {
   derived();
   buffered();
   unexpected_reuse();
+  eager_short_cuts();
   return finish("p2p_test");
 }
