@@ -478,6 +478,26 @@ TEST_F(RackTest, AnAckEchoingTheOriginalDoesNotMakeEarlierSegmentsLost) {
   EXPECT_EQ(retransmissions(), (std::set<std::uint32_t>{}));
 }
 
+// The same for a SACK (RFC 8985 §6.2 step 2 asks it of every segment newly
+// acknowledged, cumulatively or selectively): segments 2 and 3 deemed lost
+// and sent again, then segment 3's original SACKed late by an ACK echoing a
+// TSval older than its retransmission. Taken as the retransmission's
+// delivery, it made segment 2's retransmission, sent just before, lost a
+// reordering window later, and under reordering each spurious retransmission
+// made the ones sent before it lost in turn.
+TEST_F(RackTest, ASackEchoingTheOriginalDoesNotMakeEarlierRetransmissionsLost) {
+  const std::uint32_t first_sent = send_and_acknowledge_the_first_segment();  // a 1 ms round trip
+  const std::uint32_t segment = kTimestampedSegment;
+  now += 200us;
+  ack_echoing(segment, std::pair{3 * segment, 10 * segment}, first_sent);
+  run_for(1ms);
+  ASSERT_EQ(retransmissions(), (std::set<std::uint32_t>{segment, 2 * segment}));
+  now += 1500us;  // longer ago than the minimum RTT: that test cannot tell
+  ack_echoing(segment, std::pair{2 * segment, 10 * segment}, first_sent);
+  run_for(1ms);
+  EXPECT_EQ(retransmissions(), (std::set<std::uint32_t>{}));
+}
+
 // ---- ACKs overtaken on the path (PAWS) ----
 
 // PAWS (RFC 7323 §5.3) would drop every ACK that a later one overtook, its

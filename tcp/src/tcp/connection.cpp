@@ -888,7 +888,7 @@ void TcpConnection::Impl::take_sack_blocks(const TcpHeader& header, SeqNumber pr
   }
   for (const wire::SackBlock& block : blocks) {
     if (send_unacknowledged < block.left && block.left < block.right && block.right <= send_max) {
-      rack.on_sack_block(block.left, block.right, now);
+      rack.on_sack_block(block.left, block.right, now, echo_of(header));
       delivery.on_sack_block(block.left, block.right, now);
     }
   }
