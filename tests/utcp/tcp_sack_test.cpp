@@ -554,6 +554,40 @@ TEST_F(RackTest, OvertakenAcksThatAreNotHarmlessDuplicatesAreStillRejected) {
   EXPECT_EQ(connection->counters().paws_rejected, 3u);
 }
 
+// RFC 7323 §5.3 answers a segment PAWS drops with an ACK; for one without
+// data Linux sends that ACK at most once per 500 ms (tcp_oow_rate_limited,
+// tcp_invalid_ratelimit): on a path that reorders, every overtaken old ACK
+// drew one, as many ACKs as the peer sent, none of use to it.
+TEST_F(RackTest, OvertakenAcksDrawAtMostOneAckPerHalfSecond) {
+  const std::uint32_t first_sent = send_and_acknowledge_the_first_segment();
+  const std::uint32_t segment = kTimestampedSegment;
+  now += 200us;
+  ack_stamped(2 * segment, {}, first_sent, peer_clock_ + 3);
+  peer_clock_ += 3;
+  retransmissions();
+  const auto pure_acks = [&] {
+    std::size_t count = 0;
+    for (; !sent.empty(); sent.pop_front()) count += sent.front().payload.empty() ? 1 : 0;
+    return count;
+  };
+  ack_stamped(segment, {}, first_sent, peer_clock_ - 2);  // both below SND.UNA now, and overtaken
+  ack_stamped(segment, {}, first_sent, peer_clock_ - 1);
+  EXPECT_EQ(connection->counters().paws_rejected, 2u);
+  EXPECT_EQ(pure_acks(), 1u);
+  now += 499ms;
+  ack_stamped(segment, {}, first_sent, peer_clock_ - 1);
+  EXPECT_EQ(pure_acks(), 0u);
+  now += 1ms;
+  ack_stamped(segment, {}, first_sent, peer_clock_ - 1);
+  EXPECT_EQ(pure_acks(), 1u);
+  // A segment with data that PAWS drops is still answered every time.
+  TcpHeader old_data = from_peer(peer_iss + 1, iss + 1 + 2 * segment, flag::ack);
+  old_data.options.timestamps = wire::TcpTimestamps{peer_clock_ - 1, first_sent};
+  feed(old_data, pattern(10));
+  feed(old_data, pattern(10));
+  EXPECT_EQ(pure_acks(), 2u);
+}
+
 // ---- D-SACK (RFC 2883) ----
 
 // A segment that arrives again (all of it, or part of it, below RCV.NXT) is

@@ -336,6 +336,9 @@ struct TcpConnection::Impl {
   // Linux's tcp_fin_timeout, here the same 2 MSL).
   std::optional<Instant> closes_at;
   Instant heard_since;  // the last acceptable segment, for keepalive
+  // When an ACK last answered a pure ACK that PAWS dropped.
+  std::optional<Instant> last_invalid_reply;
+  static constexpr milliseconds invalid_reply_interval{500};  // Linux's tcp_invalid_ratelimit
   int keepalive_probes_unanswered = 0;
 
   std::vector<std::uint8_t> segment_scratch;  // a segment's payload that wraps around the ring's end
@@ -447,7 +450,14 @@ void TcpConnection::Impl::on_segment_synchronized(const TcpSegment& segment) {
   // First: PAWS (RFC 7323 §5.3), then the sequence number.
   if (paws_rejects(segment)) {
     ++counters.paws_rejected;
-    send_ack();
+    // Answered (RFC 7323 §5.3), but a segment that takes no sequence space
+    // (a pure ACK) at most once per invalid_reply_interval, as Linux's
+    // tcp_oow_rate_limited: on a path that reorders, most old ACKs arrive
+    // overtaken, and one ACK each is an ACK for every ACK the peer sent.
+    if (sequence_length(segment) > 0 || !last_invalid_reply || now - *last_invalid_reply >= invalid_reply_interval) {
+      last_invalid_reply = now;
+      send_ack();
+    }
     return;
   }
   const std::optional<InWindow> part = trim_to_window(segment);
