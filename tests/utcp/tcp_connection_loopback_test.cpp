@@ -38,10 +38,13 @@ TransferResult transfer(Loopback& loopback, const std::vector<std::uint8_t>& dat
       client_closed = true;
     }
     result.most_in_flight = std::max(result.most_in_flight, client.info().bytes_in_flight);
-    if (loopback.server && loopback.server->readable() && !server_closed) {
+    // All that is readable: no segment may come to call this again (the
+    // last of the data and the FIN may be in already).
+    while (loopback.server && loopback.server->readable() && !server_closed) {
       auto got = loopback.server->receive(buffer, loopback.now);
-      if (got && *got > 0) result.received.insert(result.received.end(), buffer.begin(), buffer.begin() + *got);
-      if (got && *got == 0) {
+      if (!got) break;
+      result.received.insert(result.received.end(), buffer.begin(), buffer.begin() + *got);
+      if (*got == 0) {
         loopback.server->close(loopback.now);
         server_closed = true;
       }

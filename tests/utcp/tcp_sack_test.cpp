@@ -256,8 +256,13 @@ class RackTest : public SackTest {
   // `echoed` (the peer's own clock ticking once per ACK).
   void ack_echoing(std::uint32_t ack, std::optional<std::pair<std::uint32_t, std::uint32_t>> block,
                    std::uint32_t echoed) {
+    ack_stamped(ack, block, echoed, ++peer_clock_);
+  }
+  // The same with the peer's TSval given: an ACK the path delayed past later ones.
+  void ack_stamped(std::uint32_t ack, std::optional<std::pair<std::uint32_t, std::uint32_t>> block,
+                   std::uint32_t echoed, std::uint32_t stamp) {
     TcpHeader header = from_peer(peer_iss + 1, iss + 1 + ack, flag::ack);
-    header.options.timestamps = wire::TcpTimestamps{++peer_clock_, echoed};
+    header.options.timestamps = wire::TcpTimestamps{stamp, echoed};
     if (block)
       header.options.sack_blocks[header.options.sack_block_count++] =
           wire::SackBlock{SeqNumber(iss + 1 + block->first), SeqNumber(iss + 1 + block->second)};
@@ -471,6 +476,116 @@ TEST_F(RackTest, AnAckEchoingTheOriginalDoesNotMakeEarlierSegmentsLost) {
   ack_echoing(3 * kTimestampedSegment, {}, first_sent);  // its original arrives, late
   run_for(100us);
   EXPECT_EQ(retransmissions(), (std::set<std::uint32_t>{}));
+}
+
+// The same for a SACK (RFC 8985 §6.2 step 2 asks it of every segment newly
+// acknowledged, cumulatively or selectively): segments 2 and 3 deemed lost
+// and sent again, then segment 3's original SACKed late by an ACK echoing a
+// TSval older than its retransmission. Taken as the retransmission's
+// delivery, it made segment 2's retransmission, sent just before, lost a
+// reordering window later, and under reordering each spurious retransmission
+// made the ones sent before it lost in turn.
+TEST_F(RackTest, ASackEchoingTheOriginalDoesNotMakeEarlierRetransmissionsLost) {
+  const std::uint32_t first_sent = send_and_acknowledge_the_first_segment();  // a 1 ms round trip
+  const std::uint32_t segment = kTimestampedSegment;
+  now += 200us;
+  ack_echoing(segment, std::pair{3 * segment, 10 * segment}, first_sent);
+  run_for(1ms);
+  ASSERT_EQ(retransmissions(), (std::set<std::uint32_t>{segment, 2 * segment}));
+  now += 1500us;  // longer ago than the minimum RTT: that test cannot tell
+  ack_echoing(segment, std::pair{2 * segment, 10 * segment}, first_sent);
+  run_for(1ms);
+  EXPECT_EQ(retransmissions(), (std::set<std::uint32_t>{}));
+}
+
+// ---- ACKs overtaken on the path (PAWS) ----
+
+// PAWS (RFC 7323 §5.3) would drop every ACK that a later one overtook, its
+// TSval being older than TS.Recent; on a path that reorders, most of them,
+// and the SACK blocks they alone carried with them: the segments those
+// reported were then called lost when a later one was SACKed, and sent
+// again for nothing. As Linux's tcp_disordered_ack, a duplicate ACK that
+// changes neither SND.UNA nor the window, within an RTO of TS.Recent, is
+// taken; it cannot move the connection's state backwards (a smaller window
+// it offers is from before the one in use, and left alone).
+TEST_F(RackTest, AnOvertakenDuplicateAckIsTakenWithItsSackBlock) {
+  const std::uint32_t first_sent = send_and_acknowledge_the_first_segment();
+  const std::uint32_t segment = kTimestampedSegment;
+  now += 200us;
+  ack_stamped(segment, std::pair{3 * segment, 4 * segment}, first_sent, peer_clock_ + 2);
+  const std::uint32_t window = connection->info().send_window;
+  TcpHeader overtaken = from_peer(peer_iss + 1, iss + 1 + segment, flag::ack, 50000);  // sent before it
+  overtaken.options.timestamps = wire::TcpTimestamps{peer_clock_ + 1, first_sent};
+  overtaken.options.sack_blocks[overtaken.options.sack_block_count++] =
+      wire::SackBlock{SeqNumber(iss + 1 + 2 * segment), SeqNumber(iss + 1 + 3 * segment)};
+  feed(overtaken);
+  peer_clock_ += 2;
+  EXPECT_EQ(connection->counters().paws_rejected, 0u);
+  EXPECT_EQ(connection->info().send_window, window);
+  for (const SentSegment& reply : sent) EXPECT_FALSE(reply.payload.empty()) << "an ACK answered a duplicate ACK";
+  run_for(1ms);
+  std::set<std::uint32_t> resent = retransmissions();
+  // All past segment 2 SACKed: the pipe empties and whatever is deemed lost goes.
+  ack_echoing(segment, std::pair{3 * segment, highest_sent}, first_sent);
+  run_for(1ms);
+  resent.merge(retransmissions());
+  EXPECT_EQ(resent, (std::set<std::uint32_t>{segment}));
+}
+
+// Everything else PAWS still drops: an overtaken ACK that acknowledges less
+// than SND.UNA (it is old), one offering more window than the one in use
+// (it would open it), one older than TS.Recent by more than an RTO.
+TEST_F(RackTest, OvertakenAcksThatAreNotHarmlessDuplicatesAreStillRejected) {
+  const std::uint32_t first_sent = send_and_acknowledge_the_first_segment();
+  const std::uint32_t segment = kTimestampedSegment;
+  now += 200us;
+  ack_stamped(2 * segment, {}, first_sent, peer_clock_ + 2);
+  ack_stamped(segment, {}, first_sent, peer_clock_ + 1);  // below SND.UNA now
+  EXPECT_EQ(connection->counters().paws_rejected, 1u);
+  TcpHeader wider = from_peer(peer_iss + 1, iss + 1 + 2 * segment, flag::ack, 65000);
+  wider.options.timestamps = wire::TcpTimestamps{peer_clock_ + 1, first_sent};
+  feed(wider);
+  EXPECT_EQ(connection->counters().paws_rejected, 2u);
+  peer_clock_ += 2;
+  const auto rto_ticks = static_cast<std::uint32_t>(connection->info().rto.count());  // the peer's clock: 1 ms
+  ack_stamped(2 * segment, {}, first_sent, peer_clock_ - rto_ticks - 1);
+  EXPECT_EQ(connection->counters().paws_rejected, 3u);
+  ack_stamped(2 * segment, {}, first_sent, peer_clock_ - rto_ticks);
+  EXPECT_EQ(connection->counters().paws_rejected, 3u);
+}
+
+// RFC 7323 §5.3 answers a segment PAWS drops with an ACK; for one without
+// data Linux sends that ACK at most once per 500 ms (tcp_oow_rate_limited,
+// tcp_invalid_ratelimit): on a path that reorders, every overtaken old ACK
+// drew one, as many ACKs as the peer sent, none of use to it.
+TEST_F(RackTest, OvertakenAcksDrawAtMostOneAckPerHalfSecond) {
+  const std::uint32_t first_sent = send_and_acknowledge_the_first_segment();
+  const std::uint32_t segment = kTimestampedSegment;
+  now += 200us;
+  ack_stamped(2 * segment, {}, first_sent, peer_clock_ + 3);
+  peer_clock_ += 3;
+  retransmissions();
+  const auto pure_acks = [&] {
+    std::size_t count = 0;
+    for (; !sent.empty(); sent.pop_front()) count += sent.front().payload.empty() ? 1 : 0;
+    return count;
+  };
+  ack_stamped(segment, {}, first_sent, peer_clock_ - 2);  // both below SND.UNA now, and overtaken
+  ack_stamped(segment, {}, first_sent, peer_clock_ - 1);
+  EXPECT_EQ(connection->counters().paws_rejected, 2u);
+  EXPECT_EQ(pure_acks(), 1u);
+  now += 499ms;
+  ack_stamped(segment, {}, first_sent, peer_clock_ - 1);
+  EXPECT_EQ(pure_acks(), 0u);
+  now += 1ms;
+  ack_stamped(segment, {}, first_sent, peer_clock_ - 1);
+  EXPECT_EQ(pure_acks(), 1u);
+  // A segment with data that PAWS drops is still answered every time.
+  TcpHeader old_data = from_peer(peer_iss + 1, iss + 1 + 2 * segment, flag::ack);
+  old_data.options.timestamps = wire::TcpTimestamps{peer_clock_ - 1, first_sent};
+  feed(old_data, pattern(10));
+  feed(old_data, pattern(10));
+  EXPECT_EQ(pure_acks(), 2u);
 }
 
 // ---- D-SACK (RFC 2883) ----

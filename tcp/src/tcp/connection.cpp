@@ -128,7 +128,9 @@ struct TcpConnection::Impl {
 
   // --- Receiving ---
   void take_peer_syn(const TcpHeader& syn);
-  bool paws_rejects(const TcpHeader& header) const;
+  bool paws_rejects(const TcpSegment& segment) const;
+  bool is_harmless_duplicate_ack(const TcpSegment& segment) const;
+  bool overtaken(const TcpHeader& header) const;
   struct InWindow {
     SeqNumber sequence;
     std::span<const std::uint8_t> payload;
@@ -334,6 +336,9 @@ struct TcpConnection::Impl {
   // Linux's tcp_fin_timeout, here the same 2 MSL).
   std::optional<Instant> closes_at;
   Instant heard_since;  // the last acceptable segment, for keepalive
+  // When an ACK last answered a pure ACK that PAWS dropped.
+  std::optional<Instant> last_invalid_reply;
+  static constexpr milliseconds invalid_reply_interval{500};  // Linux's tcp_invalid_ratelimit
   int keepalive_probes_unanswered = 0;
 
   std::vector<std::uint8_t> segment_scratch;  // a segment's payload that wraps around the ring's end
@@ -443,9 +448,16 @@ void TcpConnection::Impl::on_segment_synchronized(const TcpSegment& segment) {
     return;
   }
   // First: PAWS (RFC 7323 §5.3), then the sequence number.
-  if (paws_rejects(header)) {
+  if (paws_rejects(segment)) {
     ++counters.paws_rejected;
-    send_ack();
+    // Answered (RFC 7323 §5.3), but a segment that takes no sequence space
+    // (a pure ACK) at most once per invalid_reply_interval, as Linux's
+    // tcp_oow_rate_limited: on a path that reorders, most old ACKs arrive
+    // overtaken, and one ACK each is an ACK for every ACK the peer sent.
+    if (sequence_length(segment) > 0 || !last_invalid_reply || now - *last_invalid_reply >= invalid_reply_interval) {
+      last_invalid_reply = now;
+      send_ack();
+    }
     return;
   }
   const std::optional<InWindow> part = trim_to_window(segment);
@@ -618,8 +630,33 @@ void TcpConnection::Impl::take_peer_syn(const TcpHeader& syn) {
 }
 
 // RFC 7323 §5.3 R1: a timestamp older than TS.Recent marks an old duplicate.
-bool TcpConnection::Impl::paws_rejects(const TcpHeader& header) const {
-  return timestamps && !header.has(flag::rst) && header.options.timestamps &&
+// Save, as Linux's tcp_disordered_ack, a harmless duplicate ACK older by at
+// most an RTO (the peer's clock taken to tick about once a millisecond, as
+// Linux takes it): on a path that reorders, most ACKs arrive after one the
+// peer sent later, and dropping them dropped the SACK blocks only they
+// carried; the segments those reported were then deemed lost as soon as a
+// later one was SACKed, and sent again for nothing.
+bool TcpConnection::Impl::paws_rejects(const TcpSegment& segment) const {
+  const TcpHeader& header = segment.header;
+  if (header.has(flag::rst) || !overtaken(header)) return false;
+  const auto age = static_cast<std::int32_t>(timestamp_recent - header.options.timestamps->value);
+  return age > rtt.rto().count() || !is_harmless_duplicate_ack(segment);
+}
+
+// A pure ACK at RCV.NXT of SND.UNA again, with no more window than the one
+// in use (less is a window from before the one in use, and left alone):
+// taken, it changes nothing but what it SACKs.
+bool TcpConnection::Impl::is_harmless_duplicate_ack(const TcpSegment& segment) const {
+  const TcpHeader& header = segment.header;
+  return header.has(flag::ack) && !header.has(flag::syn) && !header.has(flag::fin) && segment.payload.empty() &&
+         header.sequence == receive_next && header.acknowledgment == send_unacknowledged &&
+         (std::uint32_t{header.window} << send_window_scale) <= send_window;
+}
+
+// Sent by the peer before the segment that set TS.Recent (RFC 7323): the
+// network delivered it late.
+bool TcpConnection::Impl::overtaken(const TcpHeader& header) const {
+  return timestamps && header.options.timestamps &&
          static_cast<std::int32_t>(header.options.timestamps->value - timestamp_recent) < 0;
 }
 
@@ -719,8 +756,9 @@ bool TcpConnection::Impl::process_acknowledgment(const TcpSegment& segment) {
   if (duplicate) on_duplicate_ack();
   if (sack && synchronized()) detect_lost_segments();
   if (synchronized()) report_delivery(segments_marked_lost_before);
-  // The window comes from the newest segment only (§3.10.7.4, SND.WL1/WL2).
-  if (send_wl1 < header.sequence || (send_wl1 == header.sequence && send_wl2 <= ack)) {
+  // The window comes from the newest segment only (§3.10.7.4, SND.WL1/WL2;
+  // with timestamps, not one that a later segment overtook).
+  if (!overtaken(header) && (send_wl1 < header.sequence || (send_wl1 == header.sequence && send_wl2 <= ack))) {
     send_window = window;
     max_send_window = std::max(max_send_window, window);
     send_wl1 = header.sequence;
@@ -860,7 +898,7 @@ void TcpConnection::Impl::take_sack_blocks(const TcpHeader& header, SeqNumber pr
   }
   for (const wire::SackBlock& block : blocks) {
     if (send_unacknowledged < block.left && block.left < block.right && block.right <= send_max) {
-      rack.on_sack_block(block.left, block.right, now);
+      rack.on_sack_block(block.left, block.right, now, echo_of(header));
       delivery.on_sack_block(block.left, block.right, now);
     }
   }

@@ -73,12 +73,11 @@ class Rack {
     }
   }
 
-  // A SACK block: the segments wholly inside it are delivered. (Not split
-  // at its edges: a receiver SACKs whole segments, and splitting at edges a
+  // A SACK block, in an ACK echoing `echoed` (its TSecr, when timestamps
+  // are in use): the segments wholly inside it are delivered. (Not split at
+  // its edges: a receiver SACKs whole segments, and splitting at edges a
   // forger chose would let it grow the map byte by byte.)
-  // (The ACK's echo is of the last segment that arrived in order, not of
-  // the ones it SACKs: it tells nothing about them.)
-  void on_sack_block(wire::SeqNumber left, wire::SeqNumber right, Instant now) {
+  void on_sack_block(wire::SeqNumber left, wire::SeqNumber right, Instant now, std::optional<std::uint32_t> echoed) {
     if (!(left < right) || segments_.empty()) return;
     auto it = segments_.upper_bound(left);
     if (it != segments_.begin() && std::prev(it)->first == left) --it;
@@ -90,7 +89,7 @@ class Rack {
       segment.sacked = true;
       segment.lost = false;
       ++sacked_segments_;
-      on_delivered(segment, now, std::nullopt);
+      on_delivered(segment, now, echoed);
     }
   }
 
@@ -212,8 +211,15 @@ class Rack {
   }
 
   // RFC 8985 §6.2 steps 2 and 3 for a segment just delivered, by an ACK
-  // whose echo is that of the segment's last transmission or of its
-  // original (`echoed`; none when unknown).
+  // echoing `echoed` (none when unknown). Step 2 asks the echo of every
+  // segment newly delivered, cumulatively or selectively: a SACK's echo is
+  // of the last segment that arrived in order (RFC 7323 §4.3), so one older
+  // than a SACKed retransmission cannot show that the retransmission
+  // arrived, and a SACK of its original (reordered, not lost) is common.
+  // Taken as the retransmission's, it made every segment sent before it lost
+  // a reordering window later, retransmissions among them, whose originals'
+  // SACKs did the same in turn: under issue 23's impairment, 84 k of 87 k
+  // segments deemed lost in a 20 MB transfer.
   void on_delivered(const Segment& segment, Instant now, std::optional<std::uint32_t> echoed) {
     const auto rtt = std::chrono::duration_cast<Duration>(now - segment.sent_at);
     // Delivered before the one after it in sequence, though sent once: the path reorders.
