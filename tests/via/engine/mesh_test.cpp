@@ -954,6 +954,34 @@ TEST_P(MeshTest, UnreliableWithoutFlowControlBoundsTheBacklog) {
   EXPECT_EQ(mesh(1).counters().receive_errors, 0u);
 }
 
+// Without flow control a frame longer than the receiver's buffers completes
+// its receive with an error: counted, never handed to the client, and the
+// buffer goes back (many more such frames than there are buffers, then good ones).
+TEST_P(MeshTest, UnreliableFramesTooLongForTheBuffersAreCountedAndTheirBuffersReposted) {
+  via::MeshOptions options = options_for("datagrams");
+  options.reliability = VIP_SERVICE_UNRELIABLE;
+  options.flow_control = false;
+  options.message_bytes = 1024;
+  open_mesh(0, 2, options);
+  options.message_bytes = 64;
+  options.receives_per_peer = 8;
+  open_mesh(1, 2, options);
+  ASSERT_TRUE(connect_pair());
+  constexpr std::uint64_t kTooLong = 30;
+  for (std::uint64_t i = 0; i < kTooLong; ++i) {
+    ASSERT_EQ(mesh(0).send(1, numbered_message(i, 100)), Sent::now) << i;
+    ASSERT_TRUE(pump([&] { return mesh(1).counters().receive_errors == i + 1; })) << "too long " << i;
+  }
+  EXPECT_TRUE(client(1).messages.empty());
+  for (std::uint64_t i = 0; i < 20; ++i) {
+    ASSERT_EQ(mesh(0).send(1, numbered_message(100 + i, 64)), Sent::now) << i;
+    ASSERT_TRUE(pump([&] { return client(1).messages.size() == i + 1; })) << "fits " << i;
+  }
+  for (std::size_t i = 0; i < 20; ++i)
+    EXPECT_TRUE(same_bytes(client(1).messages[i].bytes, numbered_message(100 + i, 64))) << i;
+  EXPECT_EQ(mesh(1).counters().receive_errors, kTooLong);
+}
+
 // ---- meshes side by side ----
 
 TEST_P(MeshTest, MeshesWithDifferentServicesDoNotMeet) {

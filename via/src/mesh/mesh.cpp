@@ -289,10 +289,28 @@ int Mesh::drain(std::size_t max_messages) {
   return handled;
 }
 
+// In one call to the VI: its oldest completions leave, these buffers go back.
 void Mesh::repost_receives(Peer& p) {
-  for (std::uint32_t slot : p.reposts) repost(p, slot);
+  ViImpl& vi = impl(*p.vi);
+  const std::size_t count = p.reposts.size();
+  vi.retire_recvs(count);
+  if (!p.failed && !p.closed) {
+    VIP_DESCRIPTOR* descs[kRepostBatch];
+    for (std::size_t done = 0; done < count;) {
+      const std::size_t n = std::min(count - done, kRepostBatch);
+      for (std::size_t i = 0; i < n; ++i) descs[i] = receive_descriptor(p, p.reposts[done + i]);
+      // The descriptors are as post_receive left them (the VI writes only
+      // their status, length and immediate data), over the receive block
+      // registered until the VI is destroyed: the engine's trusted re-post,
+      // without post_recv's checks.
+      const std::size_t posted = vi.repost_recvs(descs, n);
+      for (std::size_t i = 0; i < posted; ++i) p.receives.push(p.reposts[done + i]);
+      if (posted < n) break;
+      done += n;
+    }
+  }
   if (options_.flow_control) {
-    p.owed_credits += std::uint32_t(p.reposts.size());
+    p.owed_credits += std::uint32_t(count);
     if (p.owed_credits >= options_.receives_per_peer / 2) backlogged_ = true;
   }
   p.reposts.clear();
@@ -300,13 +318,9 @@ void Mesh::repost_receives(Peer& p) {
 
 void Mesh::repost(Peer& p, std::uint32_t slot) {
   ViImpl& vi = impl(*p.vi);
-  VIP_DESCRIPTOR* done;
-  vi.recv_done(done);  // the VI's oldest, not necessarily this slot's: one leaves per re-post
-  if (p.failed || p.closed) return;
-  // The descriptor is as post_receive left it (the VI writes only its status,
-  // length and immediate data), over the receive block registered until the
-  // VI is destroyed: the engine's trusted re-post, without post_recv's checks.
-  if (vi.repost_recv(receive_descriptor(p, slot)) == Result::success) p.receives.push(slot);
+  vi.retire_recvs(1);  // the VI's oldest, not necessarily this slot's: one leaves per re-post
+  VIP_DESCRIPTOR* d = receive_descriptor(p, slot);
+  if (!p.failed && !p.closed && vi.repost_recvs(&d, 1) == 1) p.receives.push(slot);
 }
 
 void Mesh::reap_sends(Peer& p) {
@@ -330,10 +344,22 @@ int Mesh::take_receives(Peer& p, std::size_t max_messages) {
     while (!p.receives.empty() && std::size_t(handled) < max_messages) {
       const std::uint32_t slot = p.receives.front();
       const VIP_DESCRIPTOR* d = receive_descriptor(p, slot);
-      if (!(d->CS.Status & VIP_STATUS_DONE)) break;
+      const VIP_UINT32 status = d->CS.Status;
+      if (!(status & VIP_STATUS_DONE)) break;
       p.receives.pop();
-      on_receive(p, slot, d);
       ++handled;
+      // The commonest message, without a frame header (no flow control) and
+      // not broken, here; on_receive the rest.
+      if (header_bytes_ != 0 || (status & VIP_STATUS_ERROR_MASK)) [[unlikely]] {
+        on_receive(p, slot, d);
+        continue;
+      }
+      client_.on_message(p.rank, {receive_buffer(p, slot), d->CS.Length});
+      // After the handler, which may poll: the buffer is its until then. A
+      // few wait for the next poll (the receives' spares), and go back
+      // together when they are that many: a peer that floods us must find buffers.
+      p.reposts.push_back(slot);
+      if (p.reposts.size() >= kDeferredReposts) repost_receives(p);
     }
     if (!options_.consume_in_place || std::size_t(handled) >= max_messages) return handled;
     ViImpl& vi = impl(*p.vi);
@@ -440,12 +466,9 @@ void Mesh::on_receive(Peer& p, std::uint32_t slot, const VIP_DESCRIPTOR* d) {
     client_.on_message(p.rank, {buf + header_bytes_, d->CS.Length - header_bytes_});
     // After the handler, which may poll: the buffer is its until then. The
     // next poll re-posts it, off the path from this message to the program's
-    // next send; without credits only a few wait so (the receives' spares),
-    // the rest go back at once: a peer that floods us must find buffers.
-    if (options_.flow_control || p.reposts.size() < kDeferredReposts)
-      p.reposts.push_back(slot);
-    else
-      repost(p, slot);
+    // next send; without credits only a few wait so (take_receives).
+    p.reposts.push_back(slot);
+    if (!options_.flow_control && p.reposts.size() >= kDeferredReposts) repost_receives(p);
   }
   // Credits only matter to this peer's waiting work; most messages bring one and find none.
   if (h.credits > 0 && !p.backlog.empty()) flush_backlogs();

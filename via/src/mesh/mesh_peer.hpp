@@ -73,7 +73,8 @@ constexpr std::size_t kDescriptorBytes = 64;  // VIP_DESCRIPTOR_ALIGNMENT; a des
 // send_registered copies a message of up to this many bytes as send() does:
 // for so few bytes a descriptor and the client's on_sent cost more than the copy.
 constexpr std::size_t kCopiedRegisteredSend = 256;
-constexpr std::size_t kDeferredReposts = 4;  // without credits: handled receives re-posted by the next poll
+constexpr std::size_t kDeferredReposts = 4;  // without credits: handled receives re-posted by the next poll, or once this many wait
+constexpr std::size_t kRepostBatch = 16;     // receive descriptors handed to the VI in one call
 constexpr unsigned kAcceptEvery = 256;  // polls between looks for connection requests, when none of ours is pending (each look runs the provider's control traffic)
 std::uint64_t now_ns();
 std::size_t round_up(std::size_t n, std::size_t to);
