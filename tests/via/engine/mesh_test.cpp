@@ -982,6 +982,38 @@ TEST_P(MeshTest, UnreliableFramesTooLongForTheBuffersAreCountedAndTheirBuffersRe
   EXPECT_EQ(mesh(1).counters().receive_errors, kTooLong);
 }
 
+// Without flow control the layer above keeps at most receives_per_peer - 4
+// messages in flight to a peer: the mesh holds back no more than 4 handled
+// buffers, the one in the handler included. Here each handler lets the next
+// message of a window of 4 go (as an acknowledgement sent from a handler
+// would), and rank 1's NIC takes it in at once: on a reliable VI a message
+// that found no receive posted would break it.
+TEST_P(MeshTest, WithoutFlowControlAFullWindowAlwaysFindsReceivesPosted) {
+  via::MeshOptions options = options_for("window");
+  options.flow_control = false;
+  options.receives_per_peer = 8;
+  constexpr std::uint64_t kWindow = 4, kMessages = 64;
+  open_pair(options);
+  ASSERT_TRUE(connect_pair());
+  std::uint64_t next = 0;
+  auto send_next = [&] {
+    ASSERT_EQ(mesh(0).send(1, numbered_message(next, 16)), Sent::now) << next;
+    ++next;
+  };
+  client(1).during_message = [&](int) {
+    if (next == kMessages) return;
+    send_next();
+    nic(1).progress();
+  };
+  for (std::uint64_t i = 0; i < kWindow; ++i) send_next();
+  ASSERT_TRUE(pump([&] { return client(1).messages.size() == kMessages || !client(1).failed.empty(); }));
+  EXPECT_TRUE(client(1).failed.empty()) << client(1).failed.front().second;
+  EXPECT_TRUE(client(0).failed.empty());
+  ASSERT_EQ(client(1).messages.size(), kMessages);
+  for (std::size_t i = 0; i < kMessages; ++i)
+    EXPECT_TRUE(same_bytes(client(1).messages[i].bytes, numbered_message(i, 16))) << i;
+}
+
 // ---- meshes side by side ----
 
 TEST_P(MeshTest, MeshesWithDifferentServicesDoNotMeet) {

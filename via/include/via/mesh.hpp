@@ -72,8 +72,8 @@ struct MeshOptions {
   bool rdma_write = false;  // peers may write registered memory of ours
   std::size_t message_bytes = 8192;  // the largest message send() takes
   // With flow control: the credit window. Without: the layer above's bound
-  // on messages in flight to us, plus 4 spares (handled receives wait for
-  // the next poll to be posted again).
+  // on messages in flight to us, plus 4 spares (handled receives go back
+  // to the VI four at a time).
   std::uint32_t receives_per_peer = 32;
   std::uint32_t send_descriptors = 512;  // shared by every peer: bounce sends and RDMA chunks
   std::uint32_t bounce_buffers = 128;    // shared by every peer
@@ -214,6 +214,7 @@ class Mesh {
   // Messages (mesh.cpp).
   VIP_DESCRIPTOR* send_descriptor(std::size_t index);
   VIP_DESCRIPTOR* receive_descriptor(const Peer& p, std::uint32_t slot);
+  std::uint32_t receive_slot(const Peer& p, const VIP_DESCRIPTOR* d);
   std::byte* receive_buffer(const Peer& p, std::uint32_t slot);
   std::byte* bounce_buffer(std::uint32_t index);
   bool post_receive(Peer& p, std::uint32_t slot);

@@ -42,6 +42,10 @@ VIP_DESCRIPTOR* Mesh::receive_descriptor(const Peer& p, std::uint32_t slot) {
   return reinterpret_cast<VIP_DESCRIPTOR*>(p.receive_block.get() + std::size_t(slot) * kDescriptorBytes);
 }
 
+std::uint32_t Mesh::receive_slot(const Peer& p, const VIP_DESCRIPTOR* d) {
+  return std::uint32_t((reinterpret_cast<const std::byte*>(d) - p.receive_block.get()) / kDescriptorBytes);
+}
+
 std::byte* Mesh::receive_buffer(const Peer& p, std::uint32_t slot) {
   return p.receive_block.get() + receives_per_peer_ * kDescriptorBytes + std::size_t(slot) * slot_bytes_;
 }
@@ -280,7 +284,9 @@ int Mesh::drain(std::size_t max_messages) {
   for (std::size_t n = 0; n < count; ++n) {
     Peer& p = *connected_[i];
     if (++i == count) i = 0;
-    if (!p.reposts.empty()) repost_receives(p);
+    // With credits, handled receives go back here, and their credits with
+    // them; without, take_receives sends them back a few at a time.
+    if (options_.flow_control && !p.reposts.empty()) repost_receives(p);
     if (!p.sends.empty()) reap_sends(p);
     handled += take_receives(p, max_messages - std::size_t(handled));
   }
@@ -295,19 +301,12 @@ void Mesh::repost_receives(Peer& p) {
   const std::size_t count = p.reposts.size();
   vi.retire_recvs(count);
   if (!p.failed && !p.closed) {
-    VIP_DESCRIPTOR* descs[kRepostBatch];
-    for (std::size_t done = 0; done < count;) {
-      const std::size_t n = std::min(count - done, kRepostBatch);
-      for (std::size_t i = 0; i < n; ++i) descs[i] = receive_descriptor(p, p.reposts[done + i]);
-      // The descriptors are as post_receive left them (the VI writes only
-      // their status, length and immediate data), over the receive block
-      // registered until the VI is destroyed: the engine's trusted re-post,
-      // without post_recv's checks.
-      const std::size_t posted = vi.repost_recvs(descs, n);
-      for (std::size_t i = 0; i < posted; ++i) p.receives.push(p.reposts[done + i]);
-      if (posted < n) break;
-      done += n;
-    }
+    // The descriptors are as post_receive left them (the VI writes only their
+    // status, length and immediate data), over the receive block registered
+    // until the VI is destroyed: the engine's trusted re-post, without
+    // post_recv's checks.
+    const std::size_t posted = vi.repost_recvs(p.reposts.data(), count);
+    for (std::size_t i = 0; i < posted; ++i) p.receives.push(receive_slot(p, p.reposts[i]));
   }
   if (options_.flow_control) {
     p.owed_credits += std::uint32_t(count);
@@ -343,7 +342,7 @@ int Mesh::take_receives(Peer& p, std::size_t max_messages) {
   for (;;) {
     while (!p.receives.empty() && std::size_t(handled) < max_messages) {
       const std::uint32_t slot = p.receives.front();
-      const VIP_DESCRIPTOR* d = receive_descriptor(p, slot);
+      VIP_DESCRIPTOR* d = receive_descriptor(p, slot);
       const VIP_UINT32 status = d->CS.Status;
       if (!(status & VIP_STATUS_DONE)) break;
       p.receives.pop();
@@ -356,9 +355,9 @@ int Mesh::take_receives(Peer& p, std::size_t max_messages) {
       }
       client_.on_message(p.rank, {receive_buffer(p, slot), d->CS.Length});
       // After the handler, which may poll: the buffer is its until then. A
-      // few wait for the next poll (the receives' spares), and go back
-      // together when they are that many: a peer that floods us must find buffers.
-      p.reposts.push_back(slot);
+      // few wait (the receives' spares: fewer than that many between two
+      // messages, so a peer that floods us finds buffers), and go back in one call.
+      p.reposts.push_back(d);
       if (p.reposts.size() >= kDeferredReposts) repost_receives(p);
     }
     if (!options_.consume_in_place || std::size_t(handled) >= max_messages) return handled;
@@ -465,10 +464,9 @@ void Mesh::on_receive(Peer& p, std::uint32_t slot, const VIP_DESCRIPTOR* d) {
   } else {
     client_.on_message(p.rank, {buf + header_bytes_, d->CS.Length - header_bytes_});
     // After the handler, which may poll: the buffer is its until then. The
-    // next poll re-posts it, off the path from this message to the program's
-    // next send; without credits only a few wait so (take_receives).
-    p.reposts.push_back(slot);
-    if (!options_.flow_control && p.reposts.size() >= kDeferredReposts) repost_receives(p);
+    // next poll re-posts it (a message with a header has credits), off the
+    // path from this message to the program's next send.
+    p.reposts.push_back(receive_descriptor(p, slot));
   }
   // Credits only matter to this peer's waiting work; most messages bring one and find none.
   if (h.credits > 0 && !p.backlog.empty()) flush_backlogs();
