@@ -607,6 +607,37 @@ TEST_P(MeshTest, RegisteredSendsLeaveFromTheCallersMemoryUntilOnSent) {
   nic(0).deregister_memory(buffer.data, handle);
 }
 
+// The small messages send_registered copies inline keep send()'s rules: none
+// longer than message_bytes leaves, and with flow control each takes its header and a credit.
+TEST_P(MeshTest, SmallRegisteredSendsKeepTheLimitAndTheFrameHeader) {
+  for (const bool flow_control : {false, true}) {
+    SCOPED_TRACE(flow_control ? "flow control" : "no flow control");
+    via::MeshOptions options = options_for(flow_control ? "small-fc" : "small");
+    options.flow_control = flow_control;
+    options.message_bytes = 64;
+    open_pair(options);
+    ASSERT_TRUE(connect_pair());
+    Pages buffer(kPage);
+    buffer.fill(5);
+    via::MemHandle handle = 0;
+    expect_ok(nic(0).register_memory(buffer.data, buffer.size, via::MemAttributes{mesh(0).ptag(), false, false}, handle),
+              "register");
+    EXPECT_EQ(mesh(0).send_registered(1, {buffer.data, 65}, handle, 1), Sent::dropped) << "above message_bytes";
+    EXPECT_EQ(mesh(0).send_registered(1, {buffer.data, 64}, handle, 2), Sent::now);
+    EXPECT_EQ(mesh(0).send_registered(1, {buffer.data, 0}, handle, 3), Sent::now);
+    ASSERT_TRUE(pump([&] { return client(1).messages.size() == 2; }));
+    EXPECT_TRUE(same_bytes(client(1).messages[0].bytes, {buffer.data, buffer.data + 64}));
+    EXPECT_TRUE(client(1).messages[1].bytes.empty());
+    EXPECT_EQ(mesh(0).counters().dropped, 1u);
+    EXPECT_EQ(mesh(1).counters().receive_errors, 0u);
+    EXPECT_TRUE(client(0).sent.empty()) << "copied: no on_sent";
+    nic(0).deregister_memory(buffer.data, handle);
+    meshes_[0].reset();
+    meshes_[1].reset();
+    client(1).clear();
+  }
+}
+
 // ---- RDMA ----
 
 TEST_P(MeshTest, RdmaWriteAndReadThroughTheRegistrationCache) {

@@ -218,6 +218,8 @@ class Mesh {
   std::byte* receive_buffer(const Peer& p, std::uint32_t slot);
   std::byte* bounce_buffer(std::uint32_t index);
   bool post_receive(Peer& p, std::uint32_t slot);
+  // send_registered of a message above copied_registered_limit_ to a connected peer.
+  Sent post_registered(Peer& p, std::span<const std::byte> bytes, MemHandle handle, std::uint64_t token);
   bool try_send(Peer& p, bool credit_only, std::span<const std::byte> head, std::span<const std::byte> body);
   void rdma(int peer, const PendingRdma& op);
   bool try_rdma(Peer& p, const PendingRdma& op);
@@ -242,6 +244,9 @@ class Mesh {
   std::uint32_t receives_per_peer_;  // with flow control, 4 more than the window: credit-only messages need none
   std::size_t header_bytes_;         // the frame header's, with flow control; else 0
   std::size_t slot_bytes_;
+  // send_registered copies a message shorter than this as send() would,
+  // with no checks of its own (no header, no credits, not above message_bytes); 0 with flow control.
+  std::size_t copied_registered_limit_;
   Ptag ptag_ = 0;
   NetAddress service_;  // where this rank accepts connection requests
   std::vector<std::unique_ptr<Peer>> peers_;  // by rank; null until first used

@@ -91,30 +91,36 @@ Mesh::Sent Mesh::send(int rank, std::span<const std::byte> head, std::span<const
 
 Mesh::Sent Mesh::send_registered(int rank, std::span<const std::byte> bytes, MemHandle handle, std::uint64_t token) {
   Peer* p = unsigned(rank) < peers_.size() ? peers_[std::size_t(rank)].get() : nullptr;
-  if (header_bytes_ || bytes.size() > options_.message_bytes || !p || !p->connected || p->failed || p->closed ||
-      !p->backlog.empty())
-    return send(rank, bytes);
-  if (bytes.size() <= kCopiedRegisteredSend) {
+  if (!p || !p->connected || p->failed || p->closed || !p->backlog.empty()) return send(rank, bytes);
+  if (bytes.size() < copied_registered_limit_) {
     // What send() would do with it (no header, no credit to take or return),
     // without its checks again: the path of every small message.
     const iovec iov{const_cast<std::byte*>(bytes.data()), bytes.size()};
-    if (p->vi->send_inline(&iov, bytes.empty() ? 0 : 1) != Result::success) return send(rank, bytes);
+    if (p->vi->send_inline(&iov, bytes.empty() ? 0 : 1) != Result::success) [[unlikely]]
+      return send(p->rank, {static_cast<const std::byte*>(iov.iov_base), iov.iov_len});
     ++counters_.inline_sends;
     return Sent::now;
   }
-  if (free_send_descriptors_.empty()) reclaim_sends(*p);
-  if (free_send_descriptors_.empty()) return send(rank, bytes);
+  return post_registered(*p, bytes, handle, token);
+}
+
+// Out of line: send_registered's common case then saves no registers for it.
+[[gnu::noinline]] Mesh::Sent Mesh::post_registered(Peer& p, std::span<const std::byte> bytes, MemHandle handle,
+                                                   std::uint64_t token) {
+  if (header_bytes_ || bytes.size() > options_.message_bytes) return send(p.rank, bytes);
+  if (free_send_descriptors_.empty()) reclaim_sends(p);
+  if (free_send_descriptors_.empty()) return send(p.rank, bytes);
   const std::uint32_t index = free_send_descriptors_.back();
   free_send_descriptors_.pop_back();
   send_slots_[index] = SendSlot{SendSlot::kNoBounce, token, false, true, 0};
   VIP_DESCRIPTOR* d = send_descriptor(index);
   set_single_segment(d, const_cast<std::byte*>(bytes.data()), std::uint32_t(bytes.size()), handle);
-  if (p->vi->post_send(d, arena_handle_) != Result::success) {
+  if (p.vi->post_send(d, arena_handle_) != Result::success) {
     free_send_descriptors_.push_back(index);
-    return send(rank, bytes);  // the VI is gone: dropped with the peer
+    return send(p.rank, bytes);  // the VI is gone: dropped with the peer
   }
   ++counters_.registered_sends;
-  p->sends.push(index);
+  p.sends.push(index);
   return Sent::posted;
 }
 
