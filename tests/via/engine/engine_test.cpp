@@ -129,8 +129,15 @@ TEST_P(Engine, ReceivesPostedWhileAMessageArrivesGrowTheQueueUnderIt) {
   VIP_DESCRIPTOR* early = nullptr;
   pump({a.nic.get(), b.nic.get()}, [&] { return b.mismatch(0, small, 11) == -1; }, 5000);
   if (vb->recv_done(early) == via::Result::success) GTEST_SKIP() << "the whole message was in before a part of it could be seen (CMA, or a fast link)";
-  for (std::size_t i = 0; i < 100; ++i)
+  // Half one at a time, half in batches as the mesh re-posts them: the queue
+  // grows (past 64) inside a batch.
+  for (std::size_t i = 0; i < 50; ++i)
     expect_ok(vb->post_recv(b.message(size + i * small, small), b.arena.handle), "post a small receive");
+  for (std::size_t i = 50; i < 100; i += 10) {
+    VIP_DESCRIPTOR* batch[10];
+    for (std::size_t k = 0; k < 10; ++k) batch[k] = b.message(size + (i + k) * small, small);
+    EXPECT_EQ(via::impl(*vb).repost_recvs(batch, 10), 10u);
+  }
   VIP_DESCRIPTOR* r = wait_done(vb, true);
   ASSERT_NE(r, nullptr);
   EXPECT_EQ(status_err(r), 0u);
@@ -801,6 +808,37 @@ TEST_P(Engine, AReceivePostedAgainTakesMessagesUpToItsSegmentsAndNoMore) {
   EXPECT_EQ(status_err(r), 0u);
   EXPECT_EQ(r->CS.Length, capacity);
   EXPECT_EQ(b.mismatch(0, capacity, 21), -1);
+}
+
+// The mesh's batch: completions it saw leave the queue together
+// (retire_recvs), and their descriptors go back together (repost_recvs),
+// each taking messages up to the sum of its segments, in order.
+TEST_P(Engine, ReceivesPostedAgainInABatchTakeMessagesInOrderUpToTheirSegments) {
+  auto [va, vb] = connect(VIP_SERVICE_UNRELIABLE);
+  VIP_DESCRIPTOR* recvs[3] = {b.message(0, 300, 2), b.message(1000, 100), b.message(2000, 100)};
+  for (VIP_DESCRIPTOR* d : recvs) expect_ok(vb->post_recv(d, b.arena.handle), "post recv");
+  a.fill(0, 301, 31);
+  for (int i = 0; i < 3; ++i) expect_ok(va->post_send(a.message(0, 10), a.arena.handle), "first sends");
+  ASSERT_TRUE(pump({a.nic.get(), b.nic.get()}, [&] { return recvs[2]->CS.Status & VIP_STATUS_DONE; }));
+  via::impl(*vb).retire_recvs(3);
+  VIP_DESCRIPTOR* left = nullptr;
+  EXPECT_EQ(vb->recv_done(left), via::Result::not_done) << "the three left the queue";
+
+  EXPECT_EQ(via::impl(*vb).repost_recvs(recvs, 3), 3u);
+  std::memset(b.arena.data(), 0, 300);
+  expect_ok(va->post_send(a.message(0, 300), a.arena.handle), "fills the first's two segments");
+  expect_ok(va->post_send(a.message(0, 101), a.arena.handle), "one byte too long for the second");
+  expect_ok(va->post_send(a.message(0, 100), a.arena.handle), "fits the third");
+  for (int i = 0; i < 3; ++i) {
+    VIP_DESCRIPTOR* r = wait_done(vb, true);
+    ASSERT_EQ(r, recvs[i]) << i;
+    EXPECT_EQ(status_err(r), i == 1 ? std::uint32_t(VIP_STATUS_LENGTH_ERROR) : 0u) << i;
+  }
+  EXPECT_EQ(recvs[0]->CS.Length, 300u);
+  EXPECT_EQ(b.mismatch(0, 300, 31), -1);
+  EXPECT_EQ(recvs[2]->CS.Length, 100u);
+  EXPECT_EQ(b.mismatch(2000, 100, 31), -1);
+  EXPECT_EQ(vb->state(), via::ViState::connected);
 }
 
 TEST_P(Engine, MessageLongerThanTheReceiveOnReliableViBreaksIt) {

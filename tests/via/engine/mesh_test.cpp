@@ -607,6 +607,37 @@ TEST_P(MeshTest, RegisteredSendsLeaveFromTheCallersMemoryUntilOnSent) {
   nic(0).deregister_memory(buffer.data, handle);
 }
 
+// The small messages send_registered copies inline keep send()'s rules: none
+// longer than message_bytes leaves, and with flow control each takes its header and a credit.
+TEST_P(MeshTest, SmallRegisteredSendsKeepTheLimitAndTheFrameHeader) {
+  for (const bool flow_control : {false, true}) {
+    SCOPED_TRACE(flow_control ? "flow control" : "no flow control");
+    via::MeshOptions options = options_for(flow_control ? "small-fc" : "small");
+    options.flow_control = flow_control;
+    options.message_bytes = 64;
+    open_pair(options);
+    ASSERT_TRUE(connect_pair());
+    Pages buffer(kPage);
+    buffer.fill(5);
+    via::MemHandle handle = 0;
+    expect_ok(nic(0).register_memory(buffer.data, buffer.size, via::MemAttributes{mesh(0).ptag(), false, false}, handle),
+              "register");
+    EXPECT_EQ(mesh(0).send_registered(1, {buffer.data, 65}, handle, 1), Sent::dropped) << "above message_bytes";
+    EXPECT_EQ(mesh(0).send_registered(1, {buffer.data, 64}, handle, 2), Sent::now);
+    EXPECT_EQ(mesh(0).send_registered(1, {buffer.data, 0}, handle, 3), Sent::now);
+    ASSERT_TRUE(pump([&] { return client(1).messages.size() == 2; }));
+    EXPECT_TRUE(same_bytes(client(1).messages[0].bytes, {buffer.data, buffer.data + 64}));
+    EXPECT_TRUE(client(1).messages[1].bytes.empty());
+    EXPECT_EQ(mesh(0).counters().dropped, 1u);
+    EXPECT_EQ(mesh(1).counters().receive_errors, 0u);
+    EXPECT_TRUE(client(0).sent.empty()) << "copied: no on_sent";
+    nic(0).deregister_memory(buffer.data, handle);
+    meshes_[0].reset();
+    meshes_[1].reset();
+    client(1).clear();
+  }
+}
+
 // ---- RDMA ----
 
 TEST_P(MeshTest, RdmaWriteAndReadThroughTheRegistrationCache) {
@@ -952,6 +983,66 @@ TEST_P(MeshTest, UnreliableWithoutFlowControlBoundsTheBacklog) {
         << i;
   EXPECT_EQ(mesh(0).counters().credit_messages + mesh(1).counters().credit_messages, 0u);
   EXPECT_EQ(mesh(1).counters().receive_errors, 0u);
+}
+
+// Without flow control a frame longer than the receiver's buffers completes
+// its receive with an error: counted, never handed to the client, and the
+// buffer goes back (many more such frames than there are buffers, then good ones).
+TEST_P(MeshTest, UnreliableFramesTooLongForTheBuffersAreCountedAndTheirBuffersReposted) {
+  via::MeshOptions options = options_for("datagrams");
+  options.reliability = VIP_SERVICE_UNRELIABLE;
+  options.flow_control = false;
+  options.message_bytes = 1024;
+  open_mesh(0, 2, options);
+  options.message_bytes = 64;
+  options.receives_per_peer = 8;
+  open_mesh(1, 2, options);
+  ASSERT_TRUE(connect_pair());
+  constexpr std::uint64_t kTooLong = 30;
+  for (std::uint64_t i = 0; i < kTooLong; ++i) {
+    ASSERT_EQ(mesh(0).send(1, numbered_message(i, 100)), Sent::now) << i;
+    ASSERT_TRUE(pump([&] { return mesh(1).counters().receive_errors == i + 1; })) << "too long " << i;
+  }
+  EXPECT_TRUE(client(1).messages.empty());
+  for (std::uint64_t i = 0; i < 20; ++i) {
+    ASSERT_EQ(mesh(0).send(1, numbered_message(100 + i, 64)), Sent::now) << i;
+    ASSERT_TRUE(pump([&] { return client(1).messages.size() == i + 1; })) << "fits " << i;
+  }
+  for (std::size_t i = 0; i < 20; ++i)
+    EXPECT_TRUE(same_bytes(client(1).messages[i].bytes, numbered_message(100 + i, 64))) << i;
+  EXPECT_EQ(mesh(1).counters().receive_errors, kTooLong);
+}
+
+// Without flow control the layer above keeps at most receives_per_peer - 4
+// messages in flight to a peer: the mesh holds back no more than 4 handled
+// buffers, the one in the handler included. Here each handler lets the next
+// message of a window of 4 go (as an acknowledgement sent from a handler
+// would), and rank 1's NIC takes it in at once: on a reliable VI a message
+// that found no receive posted would break it.
+TEST_P(MeshTest, WithoutFlowControlAFullWindowAlwaysFindsReceivesPosted) {
+  via::MeshOptions options = options_for("window");
+  options.flow_control = false;
+  options.receives_per_peer = 8;
+  constexpr std::uint64_t kWindow = 4, kMessages = 64;
+  open_pair(options);
+  ASSERT_TRUE(connect_pair());
+  std::uint64_t next = 0;
+  auto send_next = [&] {
+    ASSERT_EQ(mesh(0).send(1, numbered_message(next, 16)), Sent::now) << next;
+    ++next;
+  };
+  client(1).during_message = [&](int) {
+    if (next == kMessages) return;
+    send_next();
+    nic(1).progress();
+  };
+  for (std::uint64_t i = 0; i < kWindow; ++i) send_next();
+  ASSERT_TRUE(pump([&] { return client(1).messages.size() == kMessages || !client(1).failed.empty(); }));
+  EXPECT_TRUE(client(1).failed.empty()) << client(1).failed.front().second;
+  EXPECT_TRUE(client(0).failed.empty());
+  ASSERT_EQ(client(1).messages.size(), kMessages);
+  for (std::size_t i = 0; i < kMessages; ++i)
+    EXPECT_TRUE(same_bytes(client(1).messages[i].bytes, numbered_message(i, 16))) << i;
 }
 
 // ---- meshes side by side ----

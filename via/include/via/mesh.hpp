@@ -72,8 +72,8 @@ struct MeshOptions {
   bool rdma_write = false;  // peers may write registered memory of ours
   std::size_t message_bytes = 8192;  // the largest message send() takes
   // With flow control: the credit window. Without: the layer above's bound
-  // on messages in flight to us, plus 4 spares (handled receives wait for
-  // the next poll to be posted again).
+  // on messages in flight to us, plus 4 spares (handled receives go back
+  // to the VI four at a time).
   std::uint32_t receives_per_peer = 32;
   std::uint32_t send_descriptors = 512;  // shared by every peer: bounce sends and RDMA chunks
   std::uint32_t bounce_buffers = 128;    // shared by every peer
@@ -214,9 +214,12 @@ class Mesh {
   // Messages (mesh.cpp).
   VIP_DESCRIPTOR* send_descriptor(std::size_t index);
   VIP_DESCRIPTOR* receive_descriptor(const Peer& p, std::uint32_t slot);
+  std::uint32_t receive_slot(const Peer& p, const VIP_DESCRIPTOR* d);
   std::byte* receive_buffer(const Peer& p, std::uint32_t slot);
   std::byte* bounce_buffer(std::uint32_t index);
   bool post_receive(Peer& p, std::uint32_t slot);
+  // send_registered of a message above copied_registered_limit_ to a connected peer.
+  Sent post_registered(Peer& p, std::span<const std::byte> bytes, MemHandle handle, std::uint64_t token);
   bool try_send(Peer& p, bool credit_only, std::span<const std::byte> head, std::span<const std::byte> body);
   void rdma(int peer, const PendingRdma& op);
   bool try_rdma(Peer& p, const PendingRdma& op);
@@ -241,6 +244,9 @@ class Mesh {
   std::uint32_t receives_per_peer_;  // with flow control, 4 more than the window: credit-only messages need none
   std::size_t header_bytes_;         // the frame header's, with flow control; else 0
   std::size_t slot_bytes_;
+  // send_registered copies a message shorter than this as send() would,
+  // with no checks of its own (no header, no credits, not above message_bytes); 0 with flow control.
+  std::size_t copied_registered_limit_;
   Ptag ptag_ = 0;
   NetAddress service_;  // where this rank accepts connection requests
   std::vector<std::unique_ptr<Peer>> peers_;  // by rank; null until first used

@@ -92,6 +92,13 @@ class ViImpl final : public Vi {
   // nor the public Vi reaches this, so every descriptor a program posts is
   // still checked.
   Result repost_recv(VIP_DESCRIPTOR* desc);
+  // repost_recv for descs[0..n) in one call: the mesh re-posts the buffers
+  // it handled in batches. Returns how many were posted, in order (fewer
+  // only when the queue is full).
+  std::size_t repost_recvs(VIP_DESCRIPTOR* const* descs, std::size_t n);
+  // The n oldest receives, whose completion the caller has seen, leave the
+  // queue: recv_done n times, without looking for more (at most those published).
+  void retire_recvs(std::size_t n) { recvq_.pop_done(n); }
   Result send_inline(const iovec* iov, std::size_t iovcnt);
   std::size_t max_inline_send() const;
   Result send_done(VIP_DESCRIPTOR*& out);

@@ -322,6 +322,26 @@ Result ViImpl::repost_recv(VIP_DESCRIPTOR* desc) {
   return Result::success;
 }
 
+// enqueue_recv's work once for the batch: the room, the receive a message is
+// arriving into; on a VI in the error state, one at a time (each is flushed).
+std::size_t ViImpl::repost_recvs(VIP_DESCRIPTOR* const* descs, std::size_t n) {
+  if (state_ == ViState::error) [[unlikely]] {
+    std::size_t posted = 0;
+    while (posted < n && repost_recv(descs[posted]) == Result::success) ++posted;
+    return posted;
+  }
+  n = std::size_t(std::min<std::uint64_t>(n, recvq_.room()));
+  const std::uint64_t receiving = receiving_ ? recvq_.index_of(*receiving_) : 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    VIP_DESCRIPTOR* desc = descs[i];
+    std::atomic_ref<VIP_UINT32>(desc->CS.Status).store(0, std::memory_order_relaxed);
+    WorkRequest& wr = recvq_.push(desc);
+    for (std::uint32_t s = 0; s < desc->CS.SegCount; ++s) wr.total += data_segment(desc, s).Length;
+  }
+  if (receiving_) receiving_ = &recvq_.at(receiving);
+  return n;
+}
+
 inline WorkRequest* ViImpl::enqueue_recv(VIP_DESCRIPTOR* desc) {
   if (recvq_.full()) return nullptr;
   std::atomic_ref<VIP_UINT32>(desc->CS.Status).store(0, std::memory_order_relaxed);

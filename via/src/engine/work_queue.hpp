@@ -53,6 +53,10 @@ class WorkQueue {
   }
   // Returns the head descriptor if its completion was published, else null.
   VIP_DESCRIPTOR* pop_done() { return head_ == published_ ? nullptr : at(head_++).desc; }
+  // Dequeues up to n published descriptors at once.
+  void pop_done(std::uint64_t n) { head_ += std::min(n, published_ - head_); }
+  // Requests that can still be posted.
+  std::uint64_t room() const { return capacity_ - (tail_ - head_); }
   // Writes out the finished requests at the front of the unpublished part, in
   // order; calls `on_publish` for each.
   template <class F>

@@ -42,6 +42,10 @@ VIP_DESCRIPTOR* Mesh::receive_descriptor(const Peer& p, std::uint32_t slot) {
   return reinterpret_cast<VIP_DESCRIPTOR*>(p.receive_block.get() + std::size_t(slot) * kDescriptorBytes);
 }
 
+std::uint32_t Mesh::receive_slot(const Peer& p, const VIP_DESCRIPTOR* d) {
+  return std::uint32_t((reinterpret_cast<const std::byte*>(d) - p.receive_block.get()) / kDescriptorBytes);
+}
+
 std::byte* Mesh::receive_buffer(const Peer& p, std::uint32_t slot) {
   return p.receive_block.get() + receives_per_peer_ * kDescriptorBytes + std::size_t(slot) * slot_bytes_;
 }
@@ -87,30 +91,36 @@ Mesh::Sent Mesh::send(int rank, std::span<const std::byte> head, std::span<const
 
 Mesh::Sent Mesh::send_registered(int rank, std::span<const std::byte> bytes, MemHandle handle, std::uint64_t token) {
   Peer* p = unsigned(rank) < peers_.size() ? peers_[std::size_t(rank)].get() : nullptr;
-  if (header_bytes_ || bytes.size() > options_.message_bytes || !p || !p->connected || p->failed || p->closed ||
-      !p->backlog.empty())
-    return send(rank, bytes);
-  if (bytes.size() <= kCopiedRegisteredSend) {
+  if (!p || !p->connected || p->failed || p->closed || !p->backlog.empty()) return send(rank, bytes);
+  if (bytes.size() < copied_registered_limit_) {
     // What send() would do with it (no header, no credit to take or return),
     // without its checks again: the path of every small message.
     const iovec iov{const_cast<std::byte*>(bytes.data()), bytes.size()};
-    if (p->vi->send_inline(&iov, bytes.empty() ? 0 : 1) != Result::success) return send(rank, bytes);
+    if (p->vi->send_inline(&iov, bytes.empty() ? 0 : 1) != Result::success) [[unlikely]]
+      return send(p->rank, {static_cast<const std::byte*>(iov.iov_base), iov.iov_len});
     ++counters_.inline_sends;
     return Sent::now;
   }
-  if (free_send_descriptors_.empty()) reclaim_sends(*p);
-  if (free_send_descriptors_.empty()) return send(rank, bytes);
+  return post_registered(*p, bytes, handle, token);
+}
+
+// Out of line: send_registered's common case then saves no registers for it.
+[[gnu::noinline]] Mesh::Sent Mesh::post_registered(Peer& p, std::span<const std::byte> bytes, MemHandle handle,
+                                                   std::uint64_t token) {
+  if (header_bytes_ || bytes.size() > options_.message_bytes) return send(p.rank, bytes);
+  if (free_send_descriptors_.empty()) reclaim_sends(p);
+  if (free_send_descriptors_.empty()) return send(p.rank, bytes);
   const std::uint32_t index = free_send_descriptors_.back();
   free_send_descriptors_.pop_back();
   send_slots_[index] = SendSlot{SendSlot::kNoBounce, token, false, true, 0};
   VIP_DESCRIPTOR* d = send_descriptor(index);
   set_single_segment(d, const_cast<std::byte*>(bytes.data()), std::uint32_t(bytes.size()), handle);
-  if (p->vi->post_send(d, arena_handle_) != Result::success) {
+  if (p.vi->post_send(d, arena_handle_) != Result::success) {
     free_send_descriptors_.push_back(index);
-    return send(rank, bytes);  // the VI is gone: dropped with the peer
+    return send(p.rank, bytes);  // the VI is gone: dropped with the peer
   }
   ++counters_.registered_sends;
-  p->sends.push(index);
+  p.sends.push(index);
   return Sent::posted;
 }
 
@@ -280,7 +290,9 @@ int Mesh::drain(std::size_t max_messages) {
   for (std::size_t n = 0; n < count; ++n) {
     Peer& p = *connected_[i];
     if (++i == count) i = 0;
-    if (!p.reposts.empty()) repost_receives(p);
+    // With credits, handled receives go back here, and their credits with
+    // them; without, take_receives sends them back a few at a time.
+    if (options_.flow_control && !p.reposts.empty()) repost_receives(p);
     if (!p.sends.empty()) reap_sends(p);
     handled += take_receives(p, max_messages - std::size_t(handled));
   }
@@ -289,10 +301,21 @@ int Mesh::drain(std::size_t max_messages) {
   return handled;
 }
 
+// In one call to the VI: its oldest completions leave, these buffers go back.
 void Mesh::repost_receives(Peer& p) {
-  for (std::uint32_t slot : p.reposts) repost(p, slot);
+  ViImpl& vi = impl(*p.vi);
+  const std::size_t count = p.reposts.size();
+  vi.retire_recvs(count);
+  if (!p.failed && !p.closed) {
+    // The descriptors are as post_receive left them (the VI writes only their
+    // status, length and immediate data), over the receive block registered
+    // until the VI is destroyed: the engine's trusted re-post, without
+    // post_recv's checks.
+    const std::size_t posted = vi.repost_recvs(p.reposts.data(), count);
+    for (std::size_t i = 0; i < posted; ++i) p.receives.push(receive_slot(p, p.reposts[i]));
+  }
   if (options_.flow_control) {
-    p.owed_credits += std::uint32_t(p.reposts.size());
+    p.owed_credits += std::uint32_t(count);
     if (p.owed_credits >= options_.receives_per_peer / 2) backlogged_ = true;
   }
   p.reposts.clear();
@@ -300,13 +323,9 @@ void Mesh::repost_receives(Peer& p) {
 
 void Mesh::repost(Peer& p, std::uint32_t slot) {
   ViImpl& vi = impl(*p.vi);
-  VIP_DESCRIPTOR* done;
-  vi.recv_done(done);  // the VI's oldest, not necessarily this slot's: one leaves per re-post
-  if (p.failed || p.closed) return;
-  // The descriptor is as post_receive left it (the VI writes only its status,
-  // length and immediate data), over the receive block registered until the
-  // VI is destroyed: the engine's trusted re-post, without post_recv's checks.
-  if (vi.repost_recv(receive_descriptor(p, slot)) == Result::success) p.receives.push(slot);
+  vi.retire_recvs(1);  // the VI's oldest, not necessarily this slot's: one leaves per re-post
+  VIP_DESCRIPTOR* d = receive_descriptor(p, slot);
+  if (!p.failed && !p.closed && vi.repost_recvs(&d, 1) == 1) p.receives.push(slot);
 }
 
 void Mesh::reap_sends(Peer& p) {
@@ -329,11 +348,23 @@ int Mesh::take_receives(Peer& p, std::size_t max_messages) {
   for (;;) {
     while (!p.receives.empty() && std::size_t(handled) < max_messages) {
       const std::uint32_t slot = p.receives.front();
-      const VIP_DESCRIPTOR* d = receive_descriptor(p, slot);
-      if (!(d->CS.Status & VIP_STATUS_DONE)) break;
+      VIP_DESCRIPTOR* d = receive_descriptor(p, slot);
+      const VIP_UINT32 status = d->CS.Status;
+      if (!(status & VIP_STATUS_DONE)) break;
       p.receives.pop();
-      on_receive(p, slot, d);
       ++handled;
+      // The commonest message, without a frame header (no flow control) and
+      // not broken, here; on_receive the rest.
+      if (header_bytes_ != 0 || (status & VIP_STATUS_ERROR_MASK)) [[unlikely]] {
+        on_receive(p, slot, d);
+        continue;
+      }
+      client_.on_message(p.rank, {receive_buffer(p, slot), d->CS.Length});
+      // After the handler, which may poll: the buffer is its until then. A
+      // few wait (the receives' spares: fewer than that many between two
+      // messages, so a peer that floods us finds buffers), and go back in one call.
+      p.reposts.push_back(d);
+      if (p.reposts.size() >= kDeferredReposts) repost_receives(p);
     }
     if (!options_.consume_in_place || std::size_t(handled) >= max_messages) return handled;
     ViImpl& vi = impl(*p.vi);
@@ -439,13 +470,9 @@ void Mesh::on_receive(Peer& p, std::uint32_t slot, const VIP_DESCRIPTOR* d) {
   } else {
     client_.on_message(p.rank, {buf + header_bytes_, d->CS.Length - header_bytes_});
     // After the handler, which may poll: the buffer is its until then. The
-    // next poll re-posts it, off the path from this message to the program's
-    // next send; without credits only a few wait so (the receives' spares),
-    // the rest go back at once: a peer that floods us must find buffers.
-    if (options_.flow_control || p.reposts.size() < kDeferredReposts)
-      p.reposts.push_back(slot);
-    else
-      repost(p, slot);
+    // next poll re-posts it (a message with a header has credits), off the
+    // path from this message to the program's next send.
+    p.reposts.push_back(receive_descriptor(p, slot));
   }
   // Credits only matter to this peer's waiting work; most messages bring one and find none.
   if (h.credits > 0 && !p.backlog.empty()) flush_backlogs();

@@ -73,6 +73,7 @@ Mesh::Mesh(Nic& nic, int rank, int size, const MeshOptions& options, MeshClient&
       receives_per_peer_(options.receives_per_peer + (options.flow_control ? 4 : 0)),
       header_bytes_(options.flow_control ? sizeof(MeshFrameHeader) : 0),
       slot_bytes_(round_up(header_bytes_ + options.message_bytes, 64)),
+      copied_registered_limit_(options.flow_control ? 0 : std::min(kCopiedRegisteredSend, options.message_bytes) + 1),
       service_{{}, {options.service.begin(), options.service.end()}}, peers_(std::size_t(size)) {}
 
 Result Mesh::open(Nic& nic, int rank, int size, const MeshOptions& options, MeshClient& client,

@@ -52,7 +52,7 @@ struct Mesh::Peer {
   std::uint32_t owed_credits = 0;  // receive buffers re-posted since we last told the peer
   PostedQueue receives;  // receive slots posted to the VI, oldest first
   PostedQueue sends;     // send descriptors posted to the VI, oldest first
-  std::vector<std::uint32_t> reposts;  // receive slots of handled messages, re-posted by the next poll
+  std::vector<VIP_DESCRIPTOR*> reposts;  // receive descriptors of handled messages, waiting to be re-posted
   std::deque<Queued> backlog;  // waiting for the connection, credits, a bounce buffer or descriptors
 };
 
@@ -73,7 +73,7 @@ constexpr std::size_t kDescriptorBytes = 64;  // VIP_DESCRIPTOR_ALIGNMENT; a des
 // send_registered copies a message of up to this many bytes as send() does:
 // for so few bytes a descriptor and the client's on_sent cost more than the copy.
 constexpr std::size_t kCopiedRegisteredSend = 256;
-constexpr std::size_t kDeferredReposts = 4;  // without credits: handled receives re-posted by the next poll
+constexpr std::size_t kDeferredReposts = 4;  // without credits: handled receives re-posted together once this many wait
 constexpr unsigned kAcceptEvery = 256;  // polls between looks for connection requests, when none of ours is pending (each look runs the provider's control traffic)
 std::uint64_t now_ns();
 std::size_t round_up(std::size_t n, std::size_t to);
