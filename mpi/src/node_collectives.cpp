@@ -418,21 +418,28 @@ bool barrier(const Communicator& comm) {
   return true;
 }
 
+// Only the root's size decides the way (a receiver's may differ, in an
+// erroneous call that must end in MPI_ERR_TRUNCATE, not a hang): the root
+// always posts its size, with the data when it fits the slot; above it
+// every member returns false, and the data follows point to point.
 bool bcast(void* buf, std::size_t count, const Datatype& type, int root, const Communicator& comm) {
   const std::size_t bytes = count * type.size();
-  if (bytes > kSlotBytes) return false;
   NodeCollectives* node = NodeCollectives::of(comm);
   if (!node) return false;
-  if (bytes == 0) return true;
   const std::uint64_t call = node->begin();
   if (node->rank() == root) {
     node->wait_buffers_free(call);
-    to_slot(buf, count, type, node->buffer(root, call));
+    const bool in_slot = bytes <= kSlotBytes;
+    if (in_slot) to_slot(buf, count, type, node->buffer(root, call));
     node->post(call, bytes, true);
-    return true;
+    return in_slot;
   }
   node->wait_posted(root, call);
   const std::uint64_t sent = node->posted_bytes(root, call);
+  if (sent > kSlotBytes) {
+    node->finish(call);
+    return false;
+  }
   from_slot(node->buffer(root, call), std::min<std::uint64_t>(sent, bytes), type, buf);
   node->finish(call);  // before the error, so that the root is not held up by it
   require(sent <= bytes, MPI_ERR_TRUNCATE, "the root broadcast more data than this rank's buffer holds");

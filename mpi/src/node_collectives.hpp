@@ -64,6 +64,9 @@ inline constexpr std::size_t kLargeBytes = std::size_t{1} << 20;
 // arguments are as for the functions of collectives.hpp, MPI_IN_PLACE
 // resolved into send == recv (or into the root's own block).
 bool barrier(const Communicator& comm);
+// MPI_Bcast: the root's size decides for every member (above kSlotBytes all
+// return false, having agreed through the segment), so a receiver whose
+// buffer is smaller gets MPI_ERR_TRUNCATE whichever way the data goes.
 bool bcast(void* buf, std::size_t count, const Datatype& type, int root, const Communicator& comm);
 bool reduce(const void* send, void* recv, std::size_t count, const Datatype& type, const Op& op, int root,
             const Communicator& comm);
