@@ -88,6 +88,11 @@ std::unique_ptr<WindowMemory> WindowMemory::shared_segment(std::size_t size, con
     const int fd = shm_open(name.c_str(), flags, 0600);
     if (fd < 0) return void(why = errno_text("opening the shared segment"));
     if (leader && ftruncate(fd, off_t(mapped)) != 0) why = errno_text("sizing the shared segment");
+    // The pages now, not at first touch: a full /dev/shm is then an error
+    // here rather than a SIGBUS in whichever member touches a page first.
+    if (leader && why.empty())
+      if (const int e = posix_fallocate(fd, 0, off_t(mapped)); e != 0)
+        why = "reserving " + std::to_string(mapped) + " bytes in /dev/shm for the shared segment: " + std::strerror(e);
     if (why.empty()) {
       p = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
       if (p == MAP_FAILED) why = errno_text("mapping the shared segment");
