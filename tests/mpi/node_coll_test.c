@@ -28,6 +28,8 @@
  *   node_coll_test spans_nodes ranks on two nodes (NODE_TEST_HOST names each
  *                              rank's): the world falls back to point-to-point,
  *                              each node's MPI_COMM_TYPE_SHARED part does not
+ *   node_coll_test truncated_bcast  the broadcasts with a receiver's buffer too
+ *                              small alone (over tcp: the point-to-point tree)
  */
 #include <limits.h>
 #include <stdint.h>
@@ -929,6 +931,53 @@ static void truncated_bcast(MPI_Comm comm) {
   MPI_Comm_set_errhandler(comm, MPI_ERRORS_ARE_FATAL);
 }
 
+/* A rank of the point-to-point tree that passes the data on (relative rank 2
+ * of 4 or more, the parent of 3) has the smaller buffer, under
+ * MPI_ERRORS_RETURN: it gets MPI_ERR_TRUNCATE with its buffer filled as far
+ * as it goes, and the ranks below it still get the whole message (they
+ * waited forever when its receive truncated). Blocking and non-blocking, at
+ * sizes for the slot, the eager and rendezvous messages and the large areas
+ * (in more than one piece); with fewer ranks there is no such rank and a leaf truncates. */
+static void truncated_bcast_inner(MPI_Comm comm) {
+  int rank, n;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &n);
+  MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+  const int root_ints[] = {16, 4096, 16384, 300000};
+  const int receiver_ints[] = {3, 1000, 1024, 100000};
+  const int inner = n >= 4 ? 2 : 1;
+  int* buf = malloc(300001 * sizeof(int));
+  CHECK(buf != NULL);
+  for (int nonblocking = 0; nonblocking < 2; ++nonblocking) {
+    for (int c = 0; c < 4; ++c) {
+      const int root = (c + nonblocking) % n;
+      const int truncated = n > 1 && (rank - root + n) % n == inner;
+      const int count = truncated ? receiver_ints[c] : root_ints[c];
+      for (int i = 0; i <= root_ints[c]; ++i) buf[i] = rank == root ? i * 5 + c : -1;
+      int rc;
+      if (nonblocking) {
+        MPI_Request request;
+        /* The error at the start when the task meets it there (the message was in), else at the wait. */
+        rc = MPI_Ibcast(buf, count, MPI_INT, root, comm, &request);
+        if (rc == MPI_SUCCESS) rc = MPI_Wait(&request, MPI_STATUS_IGNORE);
+      } else {
+        rc = MPI_Bcast(buf, count, MPI_INT, root, comm);
+      }
+      int error_class = MPI_SUCCESS;
+      MPI_Error_class(rc, &error_class);
+      CHECK(error_class == (truncated ? MPI_ERR_TRUNCATE : MPI_SUCCESS));
+      CHECK(buf[0] == c && buf[count - 1] == (count - 1) * 5 + c);
+      CHECK(buf[count] == (rank == root ? count * 5 + c : -1));
+      int v[3] = {rank, rank, rank};
+      if (rank == root) v[0] = v[1] = v[2] = 2000 + c;
+      CHECK(MPI_Bcast(v, 3, MPI_INT, root, comm) == MPI_SUCCESS);
+      CHECK(v[0] == 2000 + c && v[2] == 2000 + c);
+    }
+  }
+  free(buf);
+  MPI_Comm_set_errhandler(comm, MPI_ERRORS_ARE_FATAL);
+}
+
 static void everything(MPI_Comm comm) {
   int round = 0;
   check_segment(comm);
@@ -943,6 +992,7 @@ static void everything(MPI_Comm comm) {
   large_allgatherv(comm, round);
   large_back_to_back(comm, 60);
   truncated_bcast(comm);
+  truncated_bcast_inner(comm);
 }
 
 /* Two halves by parity, a duplicate of one, and the world, used in turn. */
@@ -978,6 +1028,7 @@ static void spans_nodes(void) {
   int round = 0;
   data_movement(MPI_COMM_WORLD, &round);
   reductions_user(MPI_COMM_WORLD, &round);
+  truncated_bcast_inner(MPI_COMM_WORLD);
   MPI_Comm_free(&node);
 }
 
@@ -988,6 +1039,11 @@ int main(int argc, char** argv) {
   if (argc > 1 && strcmp(argv[1], "spans_nodes") == 0) {
     spans_nodes();
     return finish("node_coll_test spans_nodes");
+  }
+  if (argc > 1 && strcmp(argv[1], "truncated_bcast") == 0) {
+    truncated_bcast(MPI_COMM_WORLD);
+    truncated_bcast_inner(MPI_COMM_WORLD);
+    return finish("node_coll_test truncated_bcast");
   }
   everything(MPI_COMM_WORLD);
   sub_communicators();
