@@ -13,8 +13,8 @@
  *     and non-contiguous types at sizes below, at and above the switch point;
  *     gatherv, scatterv and alltoallv with blocks small on some ranks (or
  *     pairs) and large (sent as messages) on others;
- *   - MPI_Allreduce and MPI_Allgather(v) above the switch point (their large
- *     areas; allgather's blocks read from the lender's memory unless the
+ *   - MPI_Allreduce, MPI_Allgather(v) and MPI_Bcast above the switch point (their large
+ *     areas, bcast's with the root's type and the receivers' differing in layout; allgather's blocks read from the lender's memory unless the
  *     node is oversubscribed or VIASTACK_SHM_CMA=0): vectors cut into n parts of uneven length and into pieces of
  *     kLargeBytes, elements of 4, 8 and 12 bytes, blocks of different sizes
  *     per rank, in place and not, back to back with stragglers so that the
@@ -871,12 +871,56 @@ static void large_back_to_back(MPI_Comm comm, int rounds) {
     MPI_Allgather(v, (int)count, MPI_INT, all, (int)count, MPI_INT, comm);
     for (int r = 0; r < n; ++r)
       for (size_t j = 0; j < count; ++j) wrong += all[(size_t)r * count + j] != (large_value(round, r, j) ^ 0x5555);
+    const int root = round % n;
+    for (size_t j = 0; j < count; ++j) v[j] = rank == root ? large_value(round, root, j) : -1;
+    MPI_Bcast(v, (int)count, MPI_INT, root, comm);
+    for (size_t j = 0; j < count; ++j) wrong += v[j] != large_value(round, root, j);
     if (wrong) fprintf(stderr, "rank %d: large round %d: %zu wrong\n", rank, round, wrong);
     CHECK(wrong == 0);
     if (wrong) break;
   }
   free(v);
   free(all);
+}
+
+/* Bcast above the switch point with the root's type contiguous and the
+ * receivers' not (3 ints in 16 bytes), and the other way round: packed and
+ * unpacked across the pieces of the large areas (one piece and two). */
+static void large_bcast_mixed_types(MPI_Comm comm) {
+  int rank, n;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &n);
+  MPI_Datatype gappy, gappy_resized;
+  MPI_Type_contiguous(3, MPI_INT, &gappy);
+  MPI_Type_create_resized(gappy, 0, 16, &gappy_resized);
+  MPI_Type_commit(&gappy_resized);
+  const size_t triples[] = {5000, 100003};
+  int* v = malloc(100003 * 16);
+  CHECK(v != NULL);
+  for (int c = 0; c < 4; ++c) {
+    const size_t k = triples[c % 2];
+    const int root = c % n, gappy_root = c / 2, gappy_here = (rank == root) == gappy_root;
+    for (size_t t = 0; t < k; ++t)
+      for (int i = 0; i < 4; ++i) {
+        int* element = gappy_here ? v + t * 4 : v + t * 3;
+        if (!gappy_here && i == 3) break;
+        element[i] = rank == root && i < 3 ? large_value(c, root, t * 3 + (size_t)i) : -1;
+      }
+    if (gappy_here)
+      MPI_Bcast(v, (int)k, gappy_resized, root, comm);
+    else
+      MPI_Bcast(v, (int)(3 * k), MPI_INT, root, comm);
+    size_t wrong = 0;
+    for (size_t t = 0; t < k; ++t)
+      for (int i = 0; i < 3; ++i) wrong += (gappy_here ? v[t * 4 + (size_t)i] : v[t * 3 + (size_t)i]) !=
+                                           large_value(c, root, t * 3 + (size_t)i);
+    if (gappy_here)
+      for (size_t t = 0; t < k; ++t) wrong += v[t * 4 + 3] != -1;
+    CHECK(wrong == 0);
+  }
+  free(v);
+  MPI_Type_free(&gappy_resized);
+  MPI_Type_free(&gappy);
 }
 
 /* Reduce with the root in place, back to back: the root's data must be read before the result lands. */
@@ -991,6 +1035,7 @@ static void everything(MPI_Comm comm) {
   large_allreduce(comm, round);
   large_allgatherv(comm, round);
   large_back_to_back(comm, 60);
+  large_bcast_mixed_types(comm);
   truncated_bcast(comm);
   truncated_bcast_inner(comm);
 }
