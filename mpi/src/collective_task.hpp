@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <coroutine>
+#include <cstddef>
 #include <cstdint>
 #include <exception>
 #include <utility>
@@ -123,6 +124,12 @@ class Batch {
   // Each posts a message of the round; both return the batch, so that a round reads as one expression.
   Batch& send(const void* buf, std::size_t count, const Datatype& type, int dest, int step);
   Batch& recv(void* buf, std::size_t count, const Datatype& type, int source, int step);
+  // As recv, for a rank that passes the message on (at most one such per
+  // batch): a message longer than buf takes fills buf as far as it goes and,
+  // instead of failing the batch, leaves the whole of it (packed) in `whole`,
+  // which is left empty otherwise.
+  Batch& recv_passing_on(void* buf, std::size_t count, const Datatype& type, int source, int step,
+                         std::vector<std::byte>& whole);
   bool complete() const {
     return std::all_of(requests_.begin(), requests_.end(), [](const Request* r) { return r->complete; });
   }
@@ -144,6 +151,8 @@ class Batch {
   void retire();
   const Call& call_;
   std::vector<Request*> requests_;
+  const Request* passing_on_ = nullptr;  // recv_passing_on's
+  std::vector<std::byte>* whole_ = nullptr;
 };
 
 // Runs a task to its end in the calling thread (a blocking collective), progressing everything else meanwhile.

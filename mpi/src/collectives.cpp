@@ -102,20 +102,38 @@ CollectiveTask barrier(Call call) {
         .send(nullptr, 0, bytes_type(), (me + distance) % n, barrier_tag);
 }
 
+// Binomial tree. A rank whose buffer is shorter than the root's message (an
+// erroneous call) fails with MPI_ERR_TRUNCATE, its buffer filled as far as it
+// goes; one with children first passes the whole message on, so that they do
+// not wait forever.
 CollectiveTask bcast(Call call, void* buf, std::size_t count, const Datatype& type, int root) {
   const Communicator& comm = call.comm();
   const int n = comm.size();
   const int relative = (comm.rank() - root + n) % n;
+  std::vector<std::byte> whole;  // the message, when longer than buf takes
   int mask = 1;
   for (; mask < n; mask <<= 1)
     if (relative & mask) {
-      co_await Batch(call).recv(buf, count, type, (relative - mask + root) % n, bcast_tag);
+      const int parent = (relative - mask + root) % n;
+      Batch from_parent(call);
+      if (mask > 1 && relative + 1 < n)  // it has children: relative + mask / 2, ..., relative + 1
+        from_parent.recv_passing_on(buf, count, type, parent, bcast_tag, whole);
+      else
+        from_parent.recv(buf, count, type, parent, bcast_tag);
+      co_await from_parent;
       break;
     }
   Batch children(call);
-  for (mask >>= 1; mask > 0; mask >>= 1)
-    if (relative + mask < n) children.send(buf, count, type, (relative + mask + root) % n, bcast_tag);
+  for (mask >>= 1; mask > 0; mask >>= 1) {
+    const int child = (relative + mask + root) % n;
+    if (relative + mask >= n) continue;
+    if (whole.empty())
+      children.send(buf, count, type, child, bcast_tag);
+    else
+      children.send(whole.data(), whole.size(), bytes_type(), child, bcast_tag);
+  }
   co_await children;
+  require(whole.empty(), MPI_ERR_TRUNCATE, "the root broadcast more data than this rank's buffer holds");
 }
 
 // Binomial tree. A leaf sends its own buffer; a rank with children receives

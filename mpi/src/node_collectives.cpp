@@ -72,13 +72,14 @@ struct alignas(kLineBytes) Buffer {
   std::uint64_t bytes;                // how many bytes (per block) the data has
   alignas(16) std::byte data[kSlotBytes];  // aligned for any type the reductions work on in place
 };
-// Large calls (allreduce and allgather(v) above kSlotBytes) stage their data
-// in areas of kLargeBytes, taken in turn; a member writes one again once every
-// member has finished the large call that used it before. With two areas that
-// costs no wait: to take an area again a member has seen every member post
-// the large call in between, which each does only after finishing the one
-// before (with one area, a member would wait for the slowest reader of the
-// last call).
+// Large calls (bcast, allreduce and allgather(v) above kSlotBytes) stage their
+// data in areas of kLargeBytes, taken in turn; a member writes one again once
+// every member has finished the large call that used it before. With two
+// areas that costs allreduce and allgather(v) no wait: to take an area again a
+// member has seen every member post the large call in between, which each does
+// only after finishing the one before (with one area, a member would wait for
+// the slowest reader of the last call). A bcast's root waits there when it is
+// two pieces ahead of its slowest reader.
 constexpr std::size_t kLargeAreas = 2;
 constexpr std::size_t kPageBytes = 4096;
 struct Member {
@@ -225,15 +226,22 @@ class NodeCollectives {
   void wait_buffers_free(std::uint64_t call) {
     if (call > kBuffers) wait_all_done_through(call - kBuffers);
   }
-  // A large call (allreduce, allgather(v) above kSlotBytes): the large area it
+  // A large call (bcast, allreduce, allgather(v) above kSlotBytes): the large area it
   // stages its data in, the same on every member (each counts its large calls
   // alike), once every member has finished the call that used it before. The
   // call's buffer (for its flag) is free too. Member `rank`'s part of it is
   // large_area(rank, area).
   std::size_t take_large_area(std::uint64_t call) {
     wait_buffers_free(call);
+    const std::uint64_t last_used_by = large_area_used_by_[large_calls_ % kLargeAreas];
+    const std::size_t area = count_large_call(call);
+    wait_all_done_through(last_used_by);
+    return area;
+  }
+  // A large call in which this member only reads another's large area (a
+  // bcast's receivers): the area, counted as take_large_area counts it, with no wait.
+  std::size_t count_large_call(std::uint64_t call) {
     const std::size_t area = large_calls_++ % kLargeAreas;
-    wait_all_done_through(large_area_used_by_[area]);
     large_area_used_by_[area] = call;
     return area;
   }
@@ -420,28 +428,70 @@ bool barrier(const Communicator& comm) {
 
 // Only the root's size decides the way (a receiver's may differ, in an
 // erroneous call that must end in MPI_ERR_TRUNCATE, not a hang): the root
-// always posts its size, with the data when it fits the slot; above it
-// every member returns false, and the data follows point to point.
+// posts its size with every call. Up to kSlotBytes the data is in its slot;
+// above, in its large areas, in pieces of kLargeBytes, a call each: the root
+// stages the next piece while the members copy the last one out, and only it
+// waits, for an area to be free (the members count the large calls alike, so
+// that their take_large_area stays in step). A rank whose buffer is shorter
+// copies out what it takes and goes through every piece all the same.
 bool bcast(void* buf, std::size_t count, const Datatype& type, int root, const Communicator& comm) {
   const std::size_t bytes = count * type.size();
   NodeCollectives* node = NodeCollectives::of(comm);
   if (!node) return false;
-  const std::uint64_t call = node->begin();
+  std::uint64_t call = node->begin();
   if (node->rank() == root) {
-    node->wait_buffers_free(call);
-    const bool in_slot = bytes <= kSlotBytes;
-    if (in_slot) to_slot(buf, count, type, node->buffer(root, call));
-    node->post(call, bytes, true);
-    return in_slot;
+    if (bytes <= kSlotBytes) {
+      node->wait_buffers_free(call);
+      to_slot(buf, count, type, node->buffer(root, call));
+      node->post(call, bytes, true);
+      return true;
+    }
+    // A non-contiguous type's data in more than one piece: packed once, then staged piece by piece.
+    std::vector<std::byte> packed;
+    if (!type.contiguous() && bytes > kLargeBytes) {
+      packed.resize(bytes);
+      type.pack(buf, count, packed.data());
+    }
+    const auto* source = packed.empty() ? static_cast<const std::byte*>(buf) : packed.data();
+    for (std::size_t first = 0; first < bytes; first += kLargeBytes) {
+      if (first > 0) call = node->begin();
+      std::byte* const area = node->large_area(root, node->take_large_area(call));
+      if (type.contiguous() || !packed.empty())
+        std::memcpy(area, source + first, std::min(kLargeBytes, bytes - first));
+      else
+        type.pack(buf, count, area);  // the only piece
+      node->post(call, bytes, true);
+    }
+    return true;
   }
   node->wait_posted(root, call);
   const std::uint64_t sent = node->posted_bytes(root, call);
-  if (sent > kSlotBytes) {
-    node->finish(call);
-    return false;
+  const std::size_t taken = std::min<std::uint64_t>(sent, bytes);
+  if (sent <= kSlotBytes) {
+    from_slot(node->buffer(root, call), taken, type, buf);
+    node->finish(call);  // before the error, so that the root is not held up by it
+  } else {
+    // A non-contiguous type's share of more than one piece: gathered, then unpacked once.
+    std::vector<std::byte> packed(!type.contiguous() && taken > kLargeBytes ? taken : 0);
+    for (std::size_t first = 0; first < sent; first += kLargeBytes) {
+      if (first > 0) {
+        call = node->begin();
+        node->wait_posted(root, call);
+      }
+      const std::byte* const area = node->large_area(root, node->count_large_call(call));
+      if (first < taken) {
+        const std::size_t length = std::min(kLargeBytes, taken - first);
+        if (type.contiguous())
+          std::memcpy(static_cast<std::byte*>(buf) + first, area, length);
+        else if (packed.empty())
+          type.unpack(area, length, buf);  // the only piece it takes
+        else
+          std::memcpy(packed.data() + first, area, length);
+      }
+      node->finish(call);
+    }
+    if (!packed.empty()) type.unpack(packed.data(), taken, buf);
   }
-  from_slot(node->buffer(root, call), std::min<std::uint64_t>(sent, bytes), type, buf);
-  node->finish(call);  // before the error, so that the root is not held up by it
   require(sent <= bytes, MPI_ERR_TRUNCATE, "the root broadcast more data than this rank's buffer holds");
   return true;
 }

@@ -10,7 +10,7 @@
 // at most kSlotBytes of data per rank (the switch point; larger calls keep the
 // point-to-point algorithms of collectives.hpp), but for gather(v),
 // scatter(v) and alltoallv, which send a larger block as a message, and
-// allreduce and allgather(v), which stage larger data in large areas
+// bcast, allreduce and allgather(v), which stage larger data in large areas
 // (kLargeBytes). Reductions need a contiguous
 // datatype (the op works on the slots in place) and a commutative op (a
 // non-commutative one keeps the bracketing of the point-to-point algorithms,
@@ -54,9 +54,9 @@ namespace node_collectives {
 
 inline constexpr int kMaxRanks = 16;
 inline constexpr std::size_t kSlotBytes = 8192;
-// Allreduce and allgather(v) above kSlotBytes stage data in a member's large
-// areas of this size (allreduce in pieces of it; allgather(v) only when
-// every block fits).
+// Bcast, allreduce and allgather(v) above kSlotBytes stage data in a member's
+// large areas of this size (bcast and allreduce in pieces of it; allgather(v)
+// only when every block fits).
 inline constexpr std::size_t kLargeBytes = std::size_t{1} << 20;
 
 // Each returns false, having done nothing, when the call is not for shared
@@ -64,9 +64,9 @@ inline constexpr std::size_t kLargeBytes = std::size_t{1} << 20;
 // arguments are as for the functions of collectives.hpp, MPI_IN_PLACE
 // resolved into send == recv (or into the root's own block).
 bool barrier(const Communicator& comm);
-// MPI_Bcast: the root's size decides for every member (above kSlotBytes all
-// return false, having agreed through the segment), so a receiver whose
-// buffer is smaller gets MPI_ERR_TRUNCATE whichever way the data goes.
+// MPI_Bcast at any size: the root's size decides for every member (above
+// kSlotBytes the root stages the data in its large areas), so a receiver
+// whose buffer is smaller gets MPI_ERR_TRUNCATE whichever way the data goes.
 bool bcast(void* buf, std::size_t count, const Datatype& type, int root, const Communicator& comm);
 bool reduce(const void* send, void* recv, std::size_t count, const Datatype& type, const Op& op, int root,
             const Communicator& comm);

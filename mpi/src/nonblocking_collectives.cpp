@@ -45,9 +45,25 @@ Batch& Batch::recv(void* buf, std::size_t count, const Datatype& type, int sourc
   return *this;
 }
 
+Batch& Batch::recv_passing_on(void* buf, std::size_t count, const Datatype& type, int source, int step,
+                              std::vector<std::byte>& whole) {
+  const Communicator& comm = call_.comm();
+  auto* r = new Request(Request::Type::recv, &comm);
+  r->keep_whole = true;
+  runtime().p2p().post_recv(*r, buf, count, type, source, call_.tag(step), comm.collective_context());
+  requests_.push_back(r);
+  passing_on_ = r;
+  whole_ = &whole;
+  return *this;
+}
+
 void Batch::retire() {
   for (Request* r : requests_) {
-    const int error = r->error;
+    int error = r->error;
+    if (r == passing_on_ && error == MPI_ERR_TRUNCATE) {
+      *whole_ = std::move(r->staging);
+      error = MPI_SUCCESS;
+    }
     delete r;
     if (error != MPI_SUCCESS) {
       requests_.clear();

@@ -183,6 +183,8 @@ std::size_t P2P::set_receive_status(Request& recv, int source, int tag, std::siz
 }
 
 void P2P::deliver_eager(Request& recv, int source, int tag, std::span<const std::byte> data) {
+  if (data.size() > recv.capacity && recv.keep_whole) [[unlikely]]
+    recv.staging.assign(data.begin(), data.end());
   if (const std::size_t bytes = set_receive_status(recv, source, tag, data.size()); bytes > 0) {
     // with nothing to copy the buffer may be null
     if (recv.datatype->contiguous())
@@ -202,7 +204,8 @@ void P2P::deliver(Request& recv, const Message& message) {
 void P2P::start_read(Request& recv, const Message& message) {
   recv.peer = message.peer;
   recv.token = message.token;
-  if (recv.bytes == 0) {
+  const std::size_t read_bytes = recv.keep_whole ? message.size : recv.bytes;
+  if (read_bytes == 0) {
     WireHeader fin{WireType::fin};
     fin.token = recv.token;
     transport_->send(recv.peer, fin, {});
@@ -210,13 +213,13 @@ void P2P::start_read(Request& recv, const Message& message) {
     return;
   }
   void* landing = recv.buffer;
-  if (!recv.datatype->contiguous()) {
-    recv.staging.resize(recv.bytes);
+  if (lands_in_staging(recv)) {
+    recv.staging.resize(read_bytes);
     landing = recv.staging.data();
   }
   const std::uint64_t read_id = next_token_++;
   reads_[read_id] = &recv;
-  transport_->read(recv.peer, landing, recv.bytes, message.address, message.handle, read_id);
+  transport_->read(recv.peer, landing, read_bytes, message.address, message.handle, read_id);
 }
 
 void P2P::on_rdma_complete(std::uint64_t id) {
@@ -224,7 +227,12 @@ void P2P::on_rdma_complete(std::uint64_t id) {
   if (it == reads_.end()) return rma_->on_rdma_complete(id);
   Request& recv = *it->second;
   reads_.erase(it);
-  if (!recv.datatype->contiguous()) recv.datatype->unpack(recv.staging.data(), recv.bytes, recv.buffer);
+  if (lands_in_staging(recv) && recv.bytes > 0) {
+    if (recv.datatype->contiguous())
+      std::memcpy(recv.buffer, recv.staging.data(), recv.bytes);
+    else
+      recv.datatype->unpack(recv.staging.data(), recv.bytes, recv.buffer);
+  }
   WireHeader fin{WireType::fin};
   fin.token = recv.token;
   transport_->send(recv.peer, fin, {});

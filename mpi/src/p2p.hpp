@@ -230,6 +230,11 @@ class P2P final : public TransportClient {
   // Drops a delivered entry of the unexpected queue, keeping its node and buffer for the next one.
   void recycle_unexpected(std::list<Incoming>::iterator entry);
   void start_read(Request& recv, const Message& message);
+  // A rendezvous read lands in the receive's staging (and is copied out when
+  // complete): a non-contiguous type's, or the whole of a longer message that the receive keeps.
+  static bool lands_in_staging(const Request& recv) {
+    return !recv.datatype->contiguous() || (recv.keep_whole && recv.error == MPI_ERR_TRUNCATE);
+  }
   [[noreturn]] static void would_wait_forever();
   void finish_receive(Request& recv);
   void on_cancel_send(int peer, std::uint64_t token);

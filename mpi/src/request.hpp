@@ -56,6 +56,10 @@ class Request : public ompi_request_t {
   int source = 0;
   int tag = 0;
   std::size_t capacity = 0;
+  // A message longer than the receive takes fills the buffer as far as it
+  // goes, and the whole of it (packed) lands in staging too: a broadcast's
+  // rank that passes the message on (collectives.cpp), in an erroneous call.
+  bool keep_whole = false;
   Request* next_posted = nullptr;  // P2P's queue of posted receives, linked through the requests
   Request* prev_posted = nullptr;
 

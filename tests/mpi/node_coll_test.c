@@ -13,8 +13,8 @@
  *     and non-contiguous types at sizes below, at and above the switch point;
  *     gatherv, scatterv and alltoallv with blocks small on some ranks (or
  *     pairs) and large (sent as messages) on others;
- *   - MPI_Allreduce and MPI_Allgather(v) above the switch point (their large
- *     areas; allgather's blocks read from the lender's memory unless the
+ *   - MPI_Allreduce, MPI_Allgather(v) and MPI_Bcast above the switch point (their large
+ *     areas, bcast's with the root's type and the receivers' differing in layout; allgather's blocks read from the lender's memory unless the
  *     node is oversubscribed or VIASTACK_SHM_CMA=0): vectors cut into n parts of uneven length and into pieces of
  *     kLargeBytes, elements of 4, 8 and 12 bytes, blocks of different sizes
  *     per rank, in place and not, back to back with stragglers so that the
@@ -28,6 +28,8 @@
  *   node_coll_test spans_nodes ranks on two nodes (NODE_TEST_HOST names each
  *                              rank's): the world falls back to point-to-point,
  *                              each node's MPI_COMM_TYPE_SHARED part does not
+ *   node_coll_test truncated_bcast  the broadcasts with a receiver's buffer too
+ *                              small alone (over tcp: the point-to-point tree)
  */
 #include <limits.h>
 #include <stdint.h>
@@ -869,12 +871,56 @@ static void large_back_to_back(MPI_Comm comm, int rounds) {
     MPI_Allgather(v, (int)count, MPI_INT, all, (int)count, MPI_INT, comm);
     for (int r = 0; r < n; ++r)
       for (size_t j = 0; j < count; ++j) wrong += all[(size_t)r * count + j] != (large_value(round, r, j) ^ 0x5555);
+    const int root = round % n;
+    for (size_t j = 0; j < count; ++j) v[j] = rank == root ? large_value(round, root, j) : -1;
+    MPI_Bcast(v, (int)count, MPI_INT, root, comm);
+    for (size_t j = 0; j < count; ++j) wrong += v[j] != large_value(round, root, j);
     if (wrong) fprintf(stderr, "rank %d: large round %d: %zu wrong\n", rank, round, wrong);
     CHECK(wrong == 0);
     if (wrong) break;
   }
   free(v);
   free(all);
+}
+
+/* Bcast above the switch point with the root's type contiguous and the
+ * receivers' not (3 ints in 16 bytes), and the other way round: packed and
+ * unpacked across the pieces of the large areas (one piece and two). */
+static void large_bcast_mixed_types(MPI_Comm comm) {
+  int rank, n;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &n);
+  MPI_Datatype gappy, gappy_resized;
+  MPI_Type_contiguous(3, MPI_INT, &gappy);
+  MPI_Type_create_resized(gappy, 0, 16, &gappy_resized);
+  MPI_Type_commit(&gappy_resized);
+  const size_t triples[] = {5000, 100003};
+  int* v = malloc(100003 * 16);
+  CHECK(v != NULL);
+  for (int c = 0; c < 4; ++c) {
+    const size_t k = triples[c % 2];
+    const int root = c % n, gappy_root = c / 2, gappy_here = (rank == root) == gappy_root;
+    for (size_t t = 0; t < k; ++t)
+      for (int i = 0; i < 4; ++i) {
+        int* element = gappy_here ? v + t * 4 : v + t * 3;
+        if (!gappy_here && i == 3) break;
+        element[i] = rank == root && i < 3 ? large_value(c, root, t * 3 + (size_t)i) : -1;
+      }
+    if (gappy_here)
+      MPI_Bcast(v, (int)k, gappy_resized, root, comm);
+    else
+      MPI_Bcast(v, (int)(3 * k), MPI_INT, root, comm);
+    size_t wrong = 0;
+    for (size_t t = 0; t < k; ++t)
+      for (int i = 0; i < 3; ++i) wrong += (gappy_here ? v[t * 4 + (size_t)i] : v[t * 3 + (size_t)i]) !=
+                                           large_value(c, root, t * 3 + (size_t)i);
+    if (gappy_here)
+      for (size_t t = 0; t < k; ++t) wrong += v[t * 4 + 3] != -1;
+    CHECK(wrong == 0);
+  }
+  free(v);
+  MPI_Type_free(&gappy_resized);
+  MPI_Type_free(&gappy);
 }
 
 /* Reduce with the root in place, back to back: the root's data must be read before the result lands. */
@@ -929,6 +975,53 @@ static void truncated_bcast(MPI_Comm comm) {
   MPI_Comm_set_errhandler(comm, MPI_ERRORS_ARE_FATAL);
 }
 
+/* A rank of the point-to-point tree that passes the data on (relative rank 2
+ * of 4 or more, the parent of 3) has the smaller buffer, under
+ * MPI_ERRORS_RETURN: it gets MPI_ERR_TRUNCATE with its buffer filled as far
+ * as it goes, and the ranks below it still get the whole message (they
+ * waited forever when its receive truncated). Blocking and non-blocking, at
+ * sizes for the slot, the eager and rendezvous messages and the large areas
+ * (in more than one piece); with fewer ranks there is no such rank and a leaf truncates. */
+static void truncated_bcast_inner(MPI_Comm comm) {
+  int rank, n;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &n);
+  MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+  const int root_ints[] = {16, 4096, 16384, 300000};
+  const int receiver_ints[] = {3, 1000, 1024, 100000};
+  const int inner = n >= 4 ? 2 : 1;
+  int* buf = malloc(300001 * sizeof(int));
+  CHECK(buf != NULL);
+  for (int nonblocking = 0; nonblocking < 2; ++nonblocking) {
+    for (int c = 0; c < 4; ++c) {
+      const int root = (c + nonblocking) % n;
+      const int truncated = n > 1 && (rank - root + n) % n == inner;
+      const int count = truncated ? receiver_ints[c] : root_ints[c];
+      for (int i = 0; i <= root_ints[c]; ++i) buf[i] = rank == root ? i * 5 + c : -1;
+      int rc;
+      if (nonblocking) {
+        MPI_Request request;
+        /* The error at the start when the task meets it there (the message was in), else at the wait. */
+        rc = MPI_Ibcast(buf, count, MPI_INT, root, comm, &request);
+        if (rc == MPI_SUCCESS) rc = MPI_Wait(&request, MPI_STATUS_IGNORE);
+      } else {
+        rc = MPI_Bcast(buf, count, MPI_INT, root, comm);
+      }
+      int error_class = MPI_SUCCESS;
+      MPI_Error_class(rc, &error_class);
+      CHECK(error_class == (truncated ? MPI_ERR_TRUNCATE : MPI_SUCCESS));
+      CHECK(buf[0] == c && buf[count - 1] == (count - 1) * 5 + c);
+      CHECK(buf[count] == (rank == root ? count * 5 + c : -1));
+      int v[3] = {rank, rank, rank};
+      if (rank == root) v[0] = v[1] = v[2] = 2000 + c;
+      CHECK(MPI_Bcast(v, 3, MPI_INT, root, comm) == MPI_SUCCESS);
+      CHECK(v[0] == 2000 + c && v[2] == 2000 + c);
+    }
+  }
+  free(buf);
+  MPI_Comm_set_errhandler(comm, MPI_ERRORS_ARE_FATAL);
+}
+
 static void everything(MPI_Comm comm) {
   int round = 0;
   check_segment(comm);
@@ -942,7 +1035,9 @@ static void everything(MPI_Comm comm) {
   large_allreduce(comm, round);
   large_allgatherv(comm, round);
   large_back_to_back(comm, 60);
+  large_bcast_mixed_types(comm);
   truncated_bcast(comm);
+  truncated_bcast_inner(comm);
 }
 
 /* Two halves by parity, a duplicate of one, and the world, used in turn. */
@@ -978,6 +1073,7 @@ static void spans_nodes(void) {
   int round = 0;
   data_movement(MPI_COMM_WORLD, &round);
   reductions_user(MPI_COMM_WORLD, &round);
+  truncated_bcast_inner(MPI_COMM_WORLD);
   MPI_Comm_free(&node);
 }
 
@@ -988,6 +1084,11 @@ int main(int argc, char** argv) {
   if (argc > 1 && strcmp(argv[1], "spans_nodes") == 0) {
     spans_nodes();
     return finish("node_coll_test spans_nodes");
+  }
+  if (argc > 1 && strcmp(argv[1], "truncated_bcast") == 0) {
+    truncated_bcast(MPI_COMM_WORLD);
+    truncated_bcast_inner(MPI_COMM_WORLD);
+    return finish("node_coll_test truncated_bcast");
   }
   everything(MPI_COMM_WORLD);
   sub_communicators();
