@@ -63,6 +63,30 @@ class ShmLinkPair : public ::testing::Test {
     return at;
   }
 
+  // Sends a frame of `head` header bytes and a body of `body` bytes, as two
+  // pieces (as MPI sends a message); false if the ring had no room.
+  bool send_pieces(std::size_t head, std::size_t body, unsigned seed) {
+    std::vector<std::byte> bytes(head + body);
+    for (std::size_t i = 0; i < bytes.size(); ++i) bytes[i] = std::byte(i * 13 + seed);
+    const via::FrameHeader h{via::kFrameSend, via::kFlagLast, 0, std::uint32_t(bytes.size()), bytes.size(), 0, 0, 0, 0};
+    const iovec iov[2] = {{bytes.data(), head}, {bytes.data() + head, body}};
+    return sender_.try_send(h, iov, 2);
+  }
+  // The oldest frame not yet popped: where it is, after checking its bytes.
+  const std::byte* peek_pieces(std::size_t head, std::size_t body, unsigned seed) {
+    const via::FrameHeader* got = nullptr;
+    const std::byte* at = nullptr;
+    EXPECT_TRUE(receiver_.peek(got, at));
+    if (!at) return nullptr;
+    EXPECT_EQ(got->length, head + body);
+    for (std::size_t i = 0; i < head + body; ++i)
+      if (at[i] != std::byte(i * 13 + seed)) {
+        ADD_FAILURE() << "byte " << i << " of a frame of " << head << " + " << body;
+        break;
+      }
+    return at;
+  }
+
   static constexpr shm::RingGeometry kGeometry{32, 16 * 1024};
   TestRing to_, back_;
   shm::ShmLink sender_, receiver_;
@@ -88,6 +112,34 @@ TEST_F(ShmLinkPair, ALargerFrameGoesThroughTheDataRing) {
   receiver_.pop();
   EXPECT_EQ(to_.ring->data_consumed.load(), shm::kInlineBytes + 1);
   EXPECT_TRUE(to_.in_cells(send_and_peek(shm::kInlineBytes)));
+}
+
+// Frames of every size up to the largest (half the data ring), with the
+// receiver behind by up to all the ring holds, keep flowing through the
+// ring's wrap, wherever in the ring the frame before ended: whenever the ring
+// is empty again, the next frame fits.
+TEST_F(ShmLinkPair, FramesOfEverySizeKeepFlowingThroughTheWrap) {
+  const std::size_t max_frame = kGeometry.max_frame_payload();
+  constexpr std::size_t kHeaders = 56;
+  std::vector<std::pair<std::size_t, unsigned>> in_flight;  // body, seed
+  std::uint32_t x = 12345;
+  for (unsigned seed = 1; seed <= 4000; ++seed) {
+    x = x * 1664525u + 1013904223u;
+    // Every other frame of the largest sizes, the rest of any size the data ring takes.
+    const std::size_t frame = (x >> 31) ? max_frame - (x >> 8) % 64 : shm::kInlineBytes + 1 + (x >> 8) % (max_frame - shm::kInlineBytes);
+    const std::size_t body = frame - kHeaders;
+    while (!send_pieces(kHeaders, body, seed)) {
+      ASSERT_FALSE(in_flight.empty()) << "a frame of " << frame << " bytes does not fit an empty ring";
+      ASSERT_NE(peek_pieces(kHeaders, in_flight.front().first, in_flight.front().second), nullptr);
+      receiver_.pop();
+      in_flight.erase(in_flight.begin());
+    }
+    in_flight.emplace_back(body, seed);
+  }
+  for (const auto& [body, s] : in_flight) {
+    ASSERT_NE(peek_pieces(kHeaders, body, s), nullptr);
+    receiver_.pop();
+  }
 }
 
 }  // namespace
