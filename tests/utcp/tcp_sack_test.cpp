@@ -498,6 +498,38 @@ TEST_F(RackTest, ASackEchoingTheOriginalDoesNotMakeEarlierRetransmissionsLost) {
   EXPECT_EQ(retransmissions(), (std::set<std::uint32_t>{}));
 }
 
+// RFC 8985 §6.2 step 2: RACK.rtt is the round trip of the segment sent
+// last among those each ACK delivers, whether or not it was sent after
+// RACK.xmit_ts (which only moves forward). A segment overtaken on the path
+// gives a short round trip; the ACKs of the segments it overtook, sent
+// before it, give the path's longer one again, and the segments still
+// waiting for their ACK are judged by that. Kept from the overtaking
+// segment until a later one was delivered, the short round trip made
+// them lost before their ACK could come, and they went again for nothing.
+TEST_F(RackTest, TheRoundTripOfEachAckJudgesTheSegmentsStillWaiting) {
+  handshake_round_trip = 10ms;  // SRTT, which bounds the window, is above it
+  open_offering_sack();
+  send(pattern(1000));
+  retransmissions();
+  now += 10ms;
+  ack_with_sack(1000, {});  // the minimum RTT: 10 ms; the reordering window 2.5 ms
+  for (int i = 0; i < 3; ++i) {  // segments 2, 3, 4 (offsets 1000-3000), a millisecond apart
+    send(pattern(1000));
+    now += 1ms;
+  }
+  retransmissions();
+  ASSERT_EQ(highest_sent, 4000u);
+  now += 9ms;  // segment 4 SACKed 10 ms after it went: it overtook 2 and 3
+  ack_with_sack(1000, {{3000, 4000}});
+  EXPECT_TRUE(retransmissions().empty());  // 2 and 3 within RACK.rtt plus the window
+  now += 200us;  // segment 2's ACK, 12.2 ms after it went: RACK.rtt 12.2 ms
+  ack_with_sack(2000, {{3000, 4000}});
+  run_for(2ms);  // segment 3 is due at 1 + 12.2 + 2.5 ms, not 1 + 10 + 2.5
+  EXPECT_TRUE(retransmissions().empty());
+  ack_with_sack(4000, {});
+  EXPECT_EQ(connection->counters().retransmitted_segments, 0u);
+}
+
 // ---- ACKs overtaken on the path (PAWS) ----
 
 // PAWS (RFC 7323 §5.3) would drop every ACK that a later one overtook, its

@@ -748,6 +748,7 @@ bool TcpConnection::Impl::process_acknowledgment(const TcpSegment& segment) {
                          window == send_window && send_max != send_unacknowledged;
   const SeqNumber prior_unacknowledged = send_unacknowledged;
   const std::uint64_t segments_marked_lost_before = rack.segments_marked_lost();
+  if (sack) rack.on_ack();
   if (ack > send_unacknowledged) {
     measure_echoed_timestamp(header);
     on_new_acknowledgment(ack, echo_of(header));
