@@ -530,6 +530,48 @@ TEST_F(RackTest, TheRoundTripOfEachAckJudgesTheSegmentsStillWaiting) {
   EXPECT_EQ(connection->counters().retransmitted_segments, 0u);
 }
 
+// RFC 6675 §5.1 and Linux (tcp_timeout_mark_lost): a retransmission
+// timeout keeps the SACK marks, and what it repairs are the holes, not the
+// data SACKed. Here segments 2 and 6 (offsets 1000, 5000) are lost, and
+// their retransmissions too; after the timeout, the ACK that the first hole's
+// repair draws lets two segments go, and only the second hole does. Going
+// back N, segment 7 went too, SACKed long before.
+TEST_F(RackTest, ATimeoutKeepsTheSackMarksAndRepairsOnlyTheHoles) {
+  open_offering_sack();
+  send(pattern(12000));  // no more: recovery sends nothing new
+  retransmissions();
+  now += 10ms;
+  ack_with_sack(1000, {});
+  retransmissions();
+  ASSERT_EQ(highest_sent, 12000u);
+  ack_with_sack(1000, {{2000, 5000}});
+  ack_with_sack(1000, {{6000, 12000}, {2000, 5000}});
+  run_for(1ms);
+  ASSERT_EQ(retransmissions(), (std::set<std::uint32_t>{1000, 5000}));
+  while (connection->counters().timeouts == 0) run_for(1ms);  // both retransmissions lost: the RTO
+  EXPECT_EQ(retransmissions(), (std::set<std::uint32_t>{1000}));
+  now += 10ms;
+  ack_with_sack(5000, {{6000, 12000}});
+  EXPECT_EQ(retransmissions(), (std::set<std::uint32_t>{5000}));
+}
+
+// RFC 2018 §8: a receiver may discard what it SACKed. When the first
+// segment outstanding is marked SACKed at a timeout, the peer acknowledged
+// up to it and not past it: it reneged (as Linux tells it), and the marks
+// go; everything is sent again, SACKed or not.
+TEST_F(RackTest, ATimeoutAfterTheReceiverRenegedSendsTheSackedDataAgain) {
+  open_and_fill_the_window();
+  ack_with_sack(1000, {{2000, 5000}});
+  now += 1ms;
+  ack_with_sack(2000, {});  // segment 2 arrived; 3 and 4, SACKed, were dropped
+  retransmissions();
+  while (connection->counters().timeouts == 0) run_for(1ms);
+  EXPECT_EQ(retransmissions(), (std::set<std::uint32_t>{2000}));
+  now += 10ms;
+  ack_with_sack(3000, {});
+  EXPECT_EQ(retransmissions(), (std::set<std::uint32_t>{3000, 4000}));
+}
+
 // ---- ACKs overtaken on the path (PAWS) ----
 
 // PAWS (RFC 7323 §5.3) would drop every ACK that a later one overtook, its

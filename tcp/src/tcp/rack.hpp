@@ -152,16 +152,30 @@ class Rack {
     if (recoveries_to_keep_widened_ > 0 && --recoveries_to_keep_widened_ == 0) reordering_window_multiple_ = 1;
   }
 
-  // A retransmission timeout (RFC 8985 §6.3): everything outstanding goes
-  // again; as RFC 2018 §8 allows the receiver to discard what it SACKed,
-  // those marks go too.
-  void on_timeout() {
+  // A retransmission timeout (RFC 8985 §6.3, RFC 6675 §5.1), as Linux's
+  // tcp_timeout_mark_lost: the SACK marks stay, and every segment not
+  // SACKed is lost but those sent within RACK.rtt (the first outstanding
+  // always), so that recovery repairs the holes, not what arrived. Unless
+  // the receiver reneged (RFC 2018 §8 lets it discard what it SACKed): the
+  // first segment outstanding SACKed means that the peer acknowledged up
+  // to it and not past; then the marks go, everything is in the network
+  // again, and the sender goes back N. Returns whether the marks stayed.
+  bool on_timeout(Instant now) {
+    const bool reneged = !segments_.empty() && segments_.begin()->second.sacked;
     pipe_ = 0;
+    lost_segments_ = 0;
+    if (reneged) sacked_segments_ = 0;
     for (auto& [start, segment] : segments_) {
-      segment.sacked = segment.lost = false;
-      pipe_ += static_cast<std::uint32_t>(segment.end - start);
+      if (reneged)
+        segment.sacked = segment.lost = false;
+      else if (!segment.sacked)
+        segment.lost = start == segments_.begin()->first || segment.sent_at + rtt_ <= now;
+      if (segment.lost)
+        ++lost_segments_;
+      else if (!segment.sacked)
+        pipe_ += static_cast<std::uint32_t>(segment.end - start);
     }
-    sacked_segments_ = lost_segments_ = 0;
+    return !reneged;
   }
 
   bool any_sacked() const { return sacked_segments_ > 0; }
