@@ -498,6 +498,80 @@ TEST_F(RackTest, ASackEchoingTheOriginalDoesNotMakeEarlierRetransmissionsLost) {
   EXPECT_EQ(retransmissions(), (std::set<std::uint32_t>{}));
 }
 
+// RFC 8985 §6.2 step 2: RACK.rtt is the round trip of the segment sent
+// last among those each ACK delivers, whether or not it was sent after
+// RACK.xmit_ts (which only moves forward). A segment overtaken on the path
+// gives a short round trip; the ACKs of the segments it overtook, sent
+// before it, give the path's longer one again, and the segments still
+// waiting for their ACK are judged by that. Kept from the overtaking
+// segment until a later one was delivered, the short round trip made
+// them lost before their ACK could come, and they went again for nothing.
+TEST_F(RackTest, TheRoundTripOfEachAckJudgesTheSegmentsStillWaiting) {
+  handshake_round_trip = 10ms;  // SRTT, which bounds the window, is above it
+  open_offering_sack();
+  send(pattern(1000));
+  retransmissions();
+  now += 10ms;
+  ack_with_sack(1000, {});  // the minimum RTT: 10 ms; the reordering window 2.5 ms
+  for (int i = 0; i < 3; ++i) {  // segments 2, 3, 4 (offsets 1000-3000), a millisecond apart
+    send(pattern(1000));
+    now += 1ms;
+  }
+  retransmissions();
+  ASSERT_EQ(highest_sent, 4000u);
+  now += 9ms;  // segment 4 SACKed 10 ms after it went: it overtook 2 and 3
+  ack_with_sack(1000, {{3000, 4000}});
+  EXPECT_TRUE(retransmissions().empty());  // 2 and 3 within RACK.rtt plus the window
+  now += 200us;  // segment 2's ACK, 12.2 ms after it went: RACK.rtt 12.2 ms
+  ack_with_sack(2000, {{3000, 4000}});
+  run_for(2ms);  // segment 3 is due at 1 + 12.2 + 2.5 ms, not 1 + 10 + 2.5
+  EXPECT_TRUE(retransmissions().empty());
+  ack_with_sack(4000, {});
+  EXPECT_EQ(connection->counters().retransmitted_segments, 0u);
+}
+
+// RFC 6675 §5.1 and Linux (tcp_timeout_mark_lost): a retransmission
+// timeout keeps the SACK marks, and what it repairs are the holes, not the
+// data SACKed. Here segments 2 and 6 (offsets 1000, 5000) are lost, and
+// their retransmissions too; after the timeout, the ACK that the first hole's
+// repair draws lets two segments go, and only the second hole does. Going
+// back N, segment 7 went too, SACKed long before.
+TEST_F(RackTest, ATimeoutKeepsTheSackMarksAndRepairsOnlyTheHoles) {
+  open_offering_sack();
+  send(pattern(12000));  // no more: recovery sends nothing new
+  retransmissions();
+  now += 10ms;
+  ack_with_sack(1000, {});
+  retransmissions();
+  ASSERT_EQ(highest_sent, 12000u);
+  ack_with_sack(1000, {{2000, 5000}});
+  ack_with_sack(1000, {{6000, 12000}, {2000, 5000}});
+  run_for(1ms);
+  ASSERT_EQ(retransmissions(), (std::set<std::uint32_t>{1000, 5000}));
+  while (connection->counters().timeouts == 0) run_for(1ms);  // both retransmissions lost: the RTO
+  EXPECT_EQ(retransmissions(), (std::set<std::uint32_t>{1000}));
+  now += 10ms;
+  ack_with_sack(5000, {{6000, 12000}});
+  EXPECT_EQ(retransmissions(), (std::set<std::uint32_t>{5000}));
+}
+
+// RFC 2018 §8: a receiver may discard what it SACKed. When the first
+// segment outstanding is marked SACKed at a timeout, the peer acknowledged
+// up to it and not past it: it reneged (as Linux tells it), and the marks
+// go; everything is sent again, SACKed or not.
+TEST_F(RackTest, ATimeoutAfterTheReceiverRenegedSendsTheSackedDataAgain) {
+  open_and_fill_the_window();
+  ack_with_sack(1000, {{2000, 5000}});
+  now += 1ms;
+  ack_with_sack(2000, {});  // segment 2 arrived; 3 and 4, SACKed, were dropped
+  retransmissions();
+  while (connection->counters().timeouts == 0) run_for(1ms);
+  EXPECT_EQ(retransmissions(), (std::set<std::uint32_t>{2000}));
+  now += 10ms;
+  ack_with_sack(3000, {});
+  EXPECT_EQ(retransmissions(), (std::set<std::uint32_t>{3000, 4000}));
+}
+
 // ---- ACKs overtaken on the path (PAWS) ----
 
 // PAWS (RFC 7323 §5.3) would drop every ACK that a later one overtook, its

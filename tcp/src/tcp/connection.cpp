@@ -216,6 +216,8 @@ struct TcpConnection::Impl {
   bool fin_acknowledged() const { return fin_queued && send_unacknowledged > fin_sequence(); }
   std::uint32_t unsent_bytes() const { return data_end() > send_next ? data_end() - send_next : 0; }
   std::uint32_t bytes_in_flight() const { return send_next - send_unacknowledged; }
+  // After a timeout, sending again what SND.NXT went back over (only then is it below SND.MAX).
+  bool going_back_n() const { return congestion.phase() == CongestionPhase::timeout_recovery && send_next < send_max; }
   std::uint32_t usable_window() const;
   std::uint32_t congestion_room() const;
   std::uint32_t receive_window() const { return std::max(0, receive_advertised_edge - receive_next); }
@@ -534,16 +536,18 @@ void TcpConnection::Impl::on_retransmission_timeout() {
   }
   ++retries;
   rtt.back_off();
+  bool go_back_n = true;
   if (synchronized()) {
     congestion.on_timeout(send_max - send_unacknowledged, send_unacknowledged, send_max, now);
-    // RFC 2018 §8: after a timeout the receiver may have discarded what it
-    // SACKed; go-back-N resends it all and later ACKs report afresh.
-    rack.on_timeout();
+    // With SACK the scoreboard says what to send again (transmit_pending),
+    // unless the receiver reneged on what it SACKed (rack.hpp).
+    go_back_n = !sack || !rack.on_timeout(now);
     reorder_deadline.reset();
     probe_deadline.reset();
     trace_congestion();
   }
-  send_next = send_unacknowledged;  // go back N: the rest follows in slow start as ACKs come
+  // Go back N: the rest follows in slow start as ACKs come.
+  if (go_back_n) send_next = send_unacknowledged;
   retransmit_first_unacknowledged();
 }
 
@@ -748,6 +752,7 @@ bool TcpConnection::Impl::process_acknowledgment(const TcpSegment& segment) {
                          window == send_window && send_max != send_unacknowledged;
   const SeqNumber prior_unacknowledged = send_unacknowledged;
   const std::uint64_t segments_marked_lost_before = rack.segments_marked_lost();
+  if (sack) rack.on_ack();
   if (ack > send_unacknowledged) {
     measure_echoed_timestamp(header);
     on_new_acknowledgment(ack, echo_of(header));
@@ -1150,13 +1155,13 @@ std::uint32_t TcpConnection::Impl::usable_window() const {
 }
 
 // What cwnd lets go now. With SACK (outside the go-back-N that follows a
-// timeout, whose marks are gone) cwnd less the pipe, RFC 6675 §5 step (3):
+// timeout after the receiver reneged, whose marks are gone) cwnd less the pipe, RFC 6675 §5 step (3):
 // a segment the peer SACKed has left the network, so while RACK waits out
 // its reordering window a new one takes its place (as Linux's in_flight);
 // this covers limited transmit. Without SACK, cwnd less all outstanding
 // plus limited transmit (RFC 3042).
 std::uint32_t TcpConnection::Impl::congestion_room() const {
-  if (sack && congestion.phase() != CongestionPhase::timeout_recovery) {
+  if (sack && !going_back_n()) {
     const std::uint64_t pipe = rack.pipe();
     return congestion.window() > pipe ? static_cast<std::uint32_t>(congestion.window() - pipe) : 0;
   }
@@ -1172,7 +1177,10 @@ void TcpConnection::Impl::transmit_pending() {
     return;
   }
   pacing_deadline.reset();
-  if (may_send_data() && sack && congestion.in_recovery()) {
+  // The scoreboard in fast recovery, and after a timeout that kept it.
+  const bool by_scoreboard =
+      congestion.in_recovery() || (congestion.phase() == CongestionPhase::timeout_recovery && !going_back_n());
+  if (may_send_data() && sack && by_scoreboard) {
     transmit_in_sack_recovery();
   } else if (may_send_data()) {
     for (;;) {

@@ -58,6 +58,9 @@ class Rack {
     pipe_ += static_cast<std::uint32_t>(end - start);
   }
 
+  // An ACK arrived: what it delivers (on_cumulative_ack, on_sack_block) sets RACK.rtt afresh.
+  void on_ack() { newest_in_ack_ = 0; }
+
   // SND.UNA moved to `ack`, by an ACK echoing `echoed` (its TSecr, when
   // timestamps are in use): what lies below is delivered and forgotten.
   // (RFC 7323 §4.3 makes the echo that of the segment that moved the
@@ -149,16 +152,30 @@ class Rack {
     if (recoveries_to_keep_widened_ > 0 && --recoveries_to_keep_widened_ == 0) reordering_window_multiple_ = 1;
   }
 
-  // A retransmission timeout (RFC 8985 §6.3): everything outstanding goes
-  // again; as RFC 2018 §8 allows the receiver to discard what it SACKed,
-  // those marks go too.
-  void on_timeout() {
+  // A retransmission timeout (RFC 8985 §6.3, RFC 6675 §5.1), as Linux's
+  // tcp_timeout_mark_lost: the SACK marks stay, and every segment not
+  // SACKed is lost but those sent within RACK.rtt (the first outstanding
+  // always), so that recovery repairs the holes, not what arrived. Unless
+  // the receiver reneged (RFC 2018 §8 lets it discard what it SACKed): the
+  // first segment outstanding SACKed means that the peer acknowledged up
+  // to it and not past; then the marks go, everything is in the network
+  // again, and the sender goes back N. Returns whether the marks stayed.
+  bool on_timeout(Instant now) {
+    const bool reneged = !segments_.empty() && segments_.begin()->second.sacked;
     pipe_ = 0;
+    lost_segments_ = 0;
+    if (reneged) sacked_segments_ = 0;
     for (auto& [start, segment] : segments_) {
-      segment.sacked = segment.lost = false;
-      pipe_ += static_cast<std::uint32_t>(segment.end - start);
+      if (reneged)
+        segment.sacked = segment.lost = false;
+      else if (!segment.sacked)
+        segment.lost = start == segments_.begin()->first || segment.sent_at + rtt_ <= now;
+      if (segment.lost)
+        ++lost_segments_;
+      else if (!segment.sacked)
+        pipe_ += static_cast<std::uint32_t>(segment.end - start);
     }
-    sacked_segments_ = lost_segments_ = 0;
+    return !reneged;
   }
 
   bool any_sacked() const { return sacked_segments_ > 0; }
@@ -233,9 +250,15 @@ class Rack {
     if (segment.retransmitted && echoed && segment.timestamp &&
         static_cast<std::int32_t>(*echoed - *segment.timestamp) < 0)
       return;
-    if (segment.sent_order <= delivered_order_) return;  // 0: none delivered yet
-    delivered_order_ = segment.sent_order;
-    rtt_ = rtt;
+    // RACK.rtt: of the segment sent last among those this ACK delivers
+    // (the RFC takes them in the order they were sent), though sent before
+    // RACK.xmit_ts: an overtaking segment's short round trip must not judge
+    // the segments it overtook once their own ACKs show the path's longer one.
+    if (segment.sent_order > newest_in_ack_) {
+      newest_in_ack_ = segment.sent_order;
+      rtt_ = rtt;
+    }
+    delivered_order_ = std::max(delivered_order_, segment.sent_order);  // 0: none delivered yet
   }
 
   // RFC 8985 §6.2 step 4: until the path has shown it reorders, no wait in
@@ -268,10 +291,12 @@ class Rack {
   std::size_t retransmitted_segments_ = 0;
   std::uint64_t pipe_ = 0;  // the bytes of the segments neither SACKed nor lost
   std::uint64_t transmissions_ = 0;
-  // RACK.xmit_ts and RACK.rtt: of the most recently sent segment delivered
-  // (by its sent_order, the segments sent no later are the ones it judges).
+  // RACK.xmit_ts: the most recently sent segment delivered (by its
+  // sent_order, the segments sent no later are the ones it judges); RACK.rtt:
+  // of the last ACK's most recently sent segment delivered (on_delivered).
   std::uint64_t delivered_order_ = 0;
   Duration rtt_{0};
+  std::uint64_t newest_in_ack_ = 0;  // the sent_order of the segment that set rtt_, in the ACK being taken
   std::optional<wire::SeqNumber> highest_delivered_;  // RACK.fack
   std::optional<Duration> min_rtt_;
   bool reordering_seen_ = false;
