@@ -383,18 +383,18 @@ int Mesh::take_receives(Peer& p, std::size_t max_messages) {
       p.reposts.push_back(d);
       if (p.reposts.size() >= kDeferredReposts) repost_receives(p);
     }
-    if (!options_.consume_in_place || std::size_t(handled) >= max_messages) return handled;
+    if (!options_.consume_in_place) return handled;
+    // Messages in the link one after another; a frame that is not one may
+    // have completed a receive: those first, back at the top.
     ViImpl& vi = impl(*p.vi);
     std::span<const std::byte> frame;
-    switch (vi.next_frame(frame)) {
-      case ViImpl::NextFrame::none: return handled;
-      case ViImpl::NextFrame::other: break;  // it may have completed a receive: those first
-      case ViImpl::NextFrame::message:
-        on_frame_in_place(p, frame);
-        vi.release_frame();
-        ++handled;
-        break;
+    ViImpl::NextFrame next = ViImpl::NextFrame::none;
+    while (std::size_t(handled) < max_messages && (next = vi.next_frame(frame)) == ViImpl::NextFrame::message) {
+      on_frame_in_place(p, frame);
+      vi.release_frame();
+      ++handled;
     }
+    if (std::size_t(handled) >= max_messages || next == ViImpl::NextFrame::none) return handled;
   }
 }
 
