@@ -244,6 +244,11 @@ void P2P::on_message(int peer, const WireHeader& h, std::span<const std::byte> p
     if (Request* recv = match_posted(h.context, h.source, h.tag)) return deliver_eager(*recv, h.source, h.tag, payload);
     return keep_unexpected(peer, h, payload);
   }
+  on_other_message(peer, h, payload);
+}
+
+// on_message's less common ways, out of line: the eager way then saves no registers for them.
+[[gnu::noinline]] void P2P::on_other_message(int peer, const WireHeader& h, std::span<const std::byte> payload) {
   if (h.type == WireType::accumulate || h.type == WireType::rma) return rma_->on_rma_message(peer, h, payload);
   if (h.type == WireType::cancel_send) return on_cancel_send(peer, h.token);
   if (h.type == WireType::cancel_reply) return on_cancel_reply(h.token, h.size == 1);

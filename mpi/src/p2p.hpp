@@ -213,6 +213,7 @@ class P2P final : public TransportClient {
   void deliver(Request& recv, const Message& message);
   void deliver_eager(Request& recv, int source, int tag, std::span<const std::byte> data);
   // An eager message or a request to send that no posted receive matched: into the unexpected queue.
+  void on_other_message(int peer, const WireHeader& h, std::span<const std::byte> payload);
   void keep_unexpected(int peer, const WireHeader& h, std::span<const std::byte> payload);
   void deliver_to_self(Request& send, std::span<const std::byte> data, std::uint32_t context, int source, int tag,
                        SendMode mode);

@@ -92,6 +92,8 @@ struct MeshOptions {
   std::size_t registration_bytes = 1ull << 30;  // and on the bytes they hold
 };
 
+struct MeshFrameHeader;  // mesh_peer.hpp
+
 class Mesh {
  public:
   // now: on its way, the caller's bytes free; posted (send_registered only):
@@ -220,7 +222,11 @@ class Mesh {
   bool post_receive(Peer& p, std::uint32_t slot);
   // send_registered of a message above copied_registered_limit_ to a connected peer.
   Sent post_registered(Peer& p, std::span<const std::byte> bytes, MemHandle handle, std::uint64_t token);
+  Sent send_waiting(int peer, std::span<const std::byte> head, std::span<const std::byte> body);
   bool try_send(Peer& p, bool credit_only, std::span<const std::byte> head, std::span<const std::byte> body);
+  bool send_bounced(Peer& p, const MeshFrameHeader& h, bool needs_credit, std::span<const std::byte> head,
+                    std::span<const std::byte> body);
+  static void settle_send(Peer& p, const MeshFrameHeader& h, bool needs_credit);
   void rdma(int peer, const PendingRdma& op);
   bool try_rdma(Peer& p, const PendingRdma& op);
   void flush_backlogs();

@@ -100,6 +100,9 @@ class ViImpl final : public Vi {
   // queue: recv_done n times, without looking for more (at most those published).
   void retire_recvs(std::size_t n) { recvq_.pop_done(n); }
   Result send_inline(const iovec* iov, std::size_t iovcnt);
+  // The same with the pieces' total length given (the mesh knows it): no
+  // loop over the pieces to add it up.
+  Result send_inline(const iovec* iov, std::size_t iovcnt, std::uint64_t len);
   std::size_t max_inline_send() const;
   Result send_done(VIP_DESCRIPTOR*& out);
   Result recv_done(VIP_DESCRIPTOR*& out);

@@ -354,10 +354,14 @@ inline WorkRequest* ViImpl::enqueue_recv(VIP_DESCRIPTOR* desc) {
 }
 
 Result ViImpl::send_inline(const iovec* iov, std::size_t iovcnt) {
-  if (state_ != ViState::connected) return Result::invalid_state;
-  if (attrs_.reliability == VIP_SERVICE_RELIABLE_RECEPTION) return Result::invalid_reliability_level;
   std::uint64_t len = 0;
   for (std::size_t i = 0; i < iovcnt; ++i) len += iov[i].iov_len;
+  return send_inline(iov, iovcnt, len);
+}
+
+Result ViImpl::send_inline(const iovec* iov, std::size_t iovcnt, std::uint64_t len) {
+  if (state_ != ViState::connected) return Result::invalid_state;
+  if (attrs_.reliability == VIP_SERVICE_RELIABLE_RECEPTION) return Result::invalid_reliability_level;
   if (len > max_inline_send()) return Result::invalid_parameter;
   // Behind earlier work it would overtake it.
   if (transmit_waiting()) return Result::not_done;

@@ -66,6 +66,13 @@ Mesh::Sent Mesh::send(int rank, std::span<const std::byte> head, std::span<const
       known && known->connected && !known->failed && !known->closed && known->backlog.empty() && fits &&
       try_send(*known, false, head, body))
     return Sent::now;
+  return send_waiting(rank, head, body);
+}
+
+// send()'s other ways, out of line: its common case then saves no registers for them.
+[[gnu::noinline]] Mesh::Sent Mesh::send_waiting(int rank, std::span<const std::byte> head,
+                                                std::span<const std::byte> body) {
+  const bool fits = head.size() + body.size() <= options_.message_bytes;
   if (!reachable(rank) || !fits) {
     ++counters_.dropped;
     return Sent::dropped;
@@ -125,19 +132,15 @@ Mesh::Sent Mesh::send_registered(int rank, std::span<const std::byte> bytes, Mem
 }
 
 // False when it must wait: no credit, or no descriptor or bounce buffer.
-bool Mesh::try_send(Peer& p, bool credit_only, std::span<const std::byte> head, std::span<const std::byte> body) {
+// Inline: what send() does for nearly every message.
+[[gnu::always_inline]] inline bool Mesh::try_send(Peer& p, bool credit_only, std::span<const std::byte> head,
+                                                  std::span<const std::byte> body) {
   const bool needs_credit = options_.flow_control && !credit_only;
   if (needs_credit && p.send_credits == 0) return false;
   if (p.closed || p.failed) return true;  // nothing the peer could still want
   MeshFrameHeader h{};
   h.credits = std::uint16_t(std::min<std::uint32_t>(p.owed_credits, 0xFFFF));
   h.kind = credit_only ? MeshFrameHeader::credit : MeshFrameHeader::data;
-  // Once the message is on its way: the credits it returns are paid, and it
-  // holds one of ours.
-  auto settle = [&] {
-    p.owed_credits -= h.credits;
-    if (needs_credit) --p.send_credits;
-  };
   // A message of one frame leaves at once, copied by the VI from the
   // caller's memory straight into the link (the shm ring); the rest, and any
   // the link has no room for now, go through a bounce buffer and a
@@ -149,11 +152,25 @@ bool Mesh::try_send(Peer& p, bool credit_only, std::span<const std::byte> head, 
   if (header_bytes_) iov[parts++] = {&h, header_bytes_};
   if (!head.empty()) iov[parts++] = {const_cast<std::byte*>(head.data()), head.size()};
   if (!body.empty()) iov[parts++] = {const_cast<std::byte*>(body.data()), body.size()};
-  if (p.vi->send_inline(iov, parts) == Result::success) {
-    settle();
+  if (impl(*p.vi).send_inline(iov, parts, length) == Result::success) {
+    settle_send(p, h, needs_credit);
     ++counters_.inline_sends;
     return true;
   }
+  return send_bounced(p, h, needs_credit, head, body);
+}
+
+// Once a message is on its way: the credits it returns are paid, and it
+// holds one of ours.
+void Mesh::settle_send(Peer& p, const MeshFrameHeader& h, bool needs_credit) {
+  p.owed_credits -= h.credits;
+  if (needs_credit) --p.send_credits;
+}
+
+// try_send's way through a bounce buffer and a descriptor, out of line.
+[[gnu::noinline]] bool Mesh::send_bounced(Peer& p, const MeshFrameHeader& h, bool needs_credit,
+                                          std::span<const std::byte> head, std::span<const std::byte> body) {
+  const std::size_t length = header_bytes_ + head.size() + body.size();
   if (free_send_descriptors_.empty() || free_bounces_.empty()) reclaim_sends(p);
   if (free_send_descriptors_.empty() || free_bounces_.empty()) return false;
   const std::uint32_t index = free_send_descriptors_.back();
@@ -161,7 +178,7 @@ bool Mesh::try_send(Peer& p, bool credit_only, std::span<const std::byte> head, 
   const std::uint32_t bounce = free_bounces_.back();
   free_bounces_.pop_back();
   send_slots_[index] = SendSlot{bounce, 0, false, false, 0};
-  settle();
+  settle_send(p, h, needs_credit);
   std::byte* buf = bounce_buffer(bounce);
   std::memcpy(buf, &h, header_bytes_);
   if (!head.empty()) std::memcpy(buf + header_bytes_, head.data(), head.size());
@@ -366,18 +383,18 @@ int Mesh::take_receives(Peer& p, std::size_t max_messages) {
       p.reposts.push_back(d);
       if (p.reposts.size() >= kDeferredReposts) repost_receives(p);
     }
-    if (!options_.consume_in_place || std::size_t(handled) >= max_messages) return handled;
+    if (!options_.consume_in_place) return handled;
+    // Messages in the link one after another; a frame that is not one may
+    // have completed a receive: those first, back at the top.
     ViImpl& vi = impl(*p.vi);
     std::span<const std::byte> frame;
-    switch (vi.next_frame(frame)) {
-      case ViImpl::NextFrame::none: return handled;
-      case ViImpl::NextFrame::other: break;  // it may have completed a receive: those first
-      case ViImpl::NextFrame::message:
-        on_frame_in_place(p, frame);
-        vi.release_frame();
-        ++handled;
-        break;
+    ViImpl::NextFrame next = ViImpl::NextFrame::none;
+    while (std::size_t(handled) < max_messages && (next = vi.next_frame(frame)) == ViImpl::NextFrame::message) {
+      on_frame_in_place(p, frame);
+      vi.release_frame();
+      ++handled;
     }
+    if (std::size_t(handled) >= max_messages || next == ViImpl::NextFrame::none) return handled;
   }
 }
 
