@@ -20,7 +20,19 @@ namespace library_entry {
 
 LibraryLock lock;
 thread_local constinit int depth = 0;
+thread_local constinit bool holding = false;
+std::atomic<bool> locking = false;
 std::atomic<bool> threads_share = false;
+
+void start_locking() {
+  if (locking.exchange(true)) return;
+  // Inside a call that began without the lock (the one starting an agent):
+  // taken now, before the other thread exists, and given at the call's end.
+  if (depth > 0 && !holding) {
+    lock.lock();
+    holding = true;
+  }
+}
 
 }  // namespace library_entry
 
@@ -40,11 +52,14 @@ void library_entry::lock_counted() {
   ++lock_acquisitions;
 }
 
-void set_threads_share_library(bool shared) { library_entry::threads_share = shared; }
+void set_threads_share_library(bool shared) {
+  library_entry::threads_share = shared;
+  if (shared) library_entry::start_locking();
+}
 
 void let_other_threads_in() {
   using library_entry::depth;
-  if (depth == 0) return;
+  if (depth == 0 || !library_entry::holding) return;
   const int held_depth = std::exchange(depth, 0);
   const unsigned before = lock_acquisitions;
   library_entry::lock.unlock();
@@ -59,7 +74,9 @@ void let_other_threads_in() {
   depth = held_depth;
 }
 
-ProgressAgent::ProgressAgent(std::function<bool()> poll) : poll_(std::move(poll)), thread_([this] { run(); }) {}
+// The calls of the application's threads take the lock before the agent's thread exists.
+ProgressAgent::ProgressAgent(std::function<bool()> poll)
+    : poll_((library_entry::start_locking(), std::move(poll))), thread_([this] { run(); }) {}
 
 ProgressAgent::~ProgressAgent() {
   {

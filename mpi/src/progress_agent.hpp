@@ -7,8 +7,9 @@
 // with other processes, an agent thread polls the transport on its behalf.
 //
 // The engine is single-threaded (one thread at a time on a NIC), so the
-// library has one lock: every MPI call holds it (guarded() takes it), and the
-// agent polls only when it can take it without waiting. An application thread
+// library has one lock: once a second thread may enter the library (an
+// agent, or MPI_THREAD_MULTIPLE) every MPI call holds it (guarded() takes
+// it), and the agent polls only when it can take it without waiting. An application thread
 // inside MPI makes progress itself; the agent covers the time outside.
 #pragma once
 
@@ -55,9 +56,18 @@ extern LibraryLock lock;
 // thread-local, well within the static TLS glibc keeps for a library that
 // is dlopen'ed); constinit: no TLS wrapper call either.
 [[gnu::tls_model("initial-exec")]] extern thread_local constinit int depth;
+// Whether this thread's outermost call under way holds the lock.
+[[gnu::tls_model("initial-exec")]] extern thread_local constinit bool holding;
+// Whether calls take the lock at all: only once another thread may enter the
+// library (MPI_THREAD_MULTIPLE, or a progress agent); until then a call does
+// without its two atomic instructions (a single thread, or threads the
+// application serialises, have nobody to keep out). Never off again.
+extern std::atomic<bool> locking;
 extern std::atomic<bool> threads_share;
 // Takes the lock where other threads share the library (progress_agent.cpp).
 void lock_counted();
+// From now on calls take the lock; a call under way on this thread takes it now.
+void start_locking();
 }  // namespace library_entry
 
 // The library lock, held for the duration of an MPI call; calls made from
@@ -65,14 +75,18 @@ void lock_counted();
 class LibraryEntry {
  public:
   LibraryEntry() {
-    if (library_entry::depth++ > 0) return;
+    if (library_entry::depth++ > 0 || !library_entry::locking.load(std::memory_order_relaxed)) return;
     if (!library_entry::threads_share.load(std::memory_order_relaxed))  // no other thread to make way for
       library_entry::lock.lock();
     else
       library_entry::lock_counted();
+    library_entry::holding = true;
   }
   ~LibraryEntry() {
-    if (--library_entry::depth == 0) library_entry::lock.unlock();
+    if (--library_entry::depth == 0 && library_entry::holding) {
+      library_entry::holding = false;
+      library_entry::lock.unlock();
+    }
   }
   LibraryEntry(const LibraryEntry&) = delete;
   LibraryEntry& operator=(const LibraryEntry&) = delete;
