@@ -32,6 +32,8 @@ constexpr std::size_t kMaxWakeBytes = 256 * 1024;  // the largest SO_RCVLOWAT as
 // of the payload bytes through the buffer (the reader, faster than the
 // sender, found each header arriving with 64-512 KiB of its payload).
 constexpr std::size_t kReadAhead = 32 * 1024;
+// A frame up to this long (header, payload, padding) is copied into one piece before it is sent.
+constexpr std::size_t kGatheredFrameMax = sizeof(FrameHeader) + 1024;
 // A payload whose memory is in more pieces than this goes through the buffer.
 constexpr std::size_t kMaxDirectSlices = 64;
 
@@ -138,10 +140,24 @@ bool TcpLink::try_send(const FrameHeader& header, const iovec* iov, std::size_t 
     iov_scratch_[n++] = {const_cast<std::uint8_t*>(kPadding), pad};
     total += pad;
   }
-  msghdr msg{};
-  msg.msg_iov = iov_scratch_.data();
-  msg.msg_iovlen = n;
-  const ssize_t sent = sendmsg(fd(), &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
+  ssize_t sent;
+  if (total <= kGatheredFrameMax) {
+    // A small frame is gathered here and leaves by send(): on loopback a
+    // 48-byte frame in one piece costs the kernel ~200-300 ns less than
+    // sendmsg() of its two pieces (header, payload), of a ~5 us one-way trip.
+    alignas(8) std::byte frame[kGatheredFrameMax];
+    std::size_t at = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      std::memcpy(frame + at, iov_scratch_[i].iov_base, iov_scratch_[i].iov_len);
+      at += iov_scratch_[i].iov_len;
+    }
+    sent = send(fd(), frame, total, MSG_DONTWAIT | MSG_NOSIGNAL);
+  } else {
+    msghdr msg{};
+    msg.msg_iov = iov_scratch_.data();
+    msg.msg_iovlen = n;
+    sent = sendmsg(fd(), &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
+  }
   refused_for_room_ = sent < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
   if (sent < 0) {
     if (refused_for_room_ || errno == EINTR) return false;
