@@ -24,7 +24,7 @@ inline constexpr std::uint8_t kFrameLinkClose = 0xC0;
 // sender pays per byte); 1 and 2 MiB frames measured slower again.
 inline constexpr std::size_t kMaxFramePayload = 512 * 1024;
 
-inline std::size_t padded_frame_bytes(std::size_t payload) { return sizeof(FrameHeader) + ((payload + 7) & ~std::size_t(7)); }
+constexpr std::size_t padded_frame_bytes(std::size_t payload) { return sizeof(FrameHeader) + ((payload + 7) & ~std::size_t(7)); }
 // A send or RDMA write payload at least this long whose end has not arrived
 // is read from the socket straight into the memory it goes to, when the
 // engine already knows where that is (ViImpl::payload_destination), instead
