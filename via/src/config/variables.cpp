@@ -55,6 +55,9 @@ const std::vector<Variable>& declarations() {
             "1: single-copy transfers through Linux CMA where available; 0: all data through the rings"),
       integer_variable("VIASTACK_DIRECT_THRESHOLD", 0, kTiB, "bytes", "16777216", "via",
                        "sends and RDMA of at least this many bytes use CMA when available"),
+      integer_variable("VIASTACK_DIRECT_READ_THRESHOLD", 0, kTiB, "bytes", "524288", "via",
+                       "RDMA reads of at least this many bytes (or of VIASTACK_DIRECT_THRESHOLD, if lower) use CMA "
+                       "when available; smaller ones come through the rings, served by the target's engine"),
       typed("VIASTACK_FAULTS", Type::fault_plan, "-", "via",
             "injected loss, duplication, reordering and delay of data frames on unreliable VIs, reproducible "
             "from the seed"),
