@@ -938,6 +938,23 @@ static void reduce_in_place_back_to_back(MPI_Comm comm, int rounds) {
   }
 }
 
+/* A truncating bcast's outcome on this rank: MPI_ERR_TRUNCATE where its buffer was short, success elsewhere. */
+static void check_truncation_outcome(int rc, int truncated) {
+  int error_class = MPI_SUCCESS;
+  MPI_Error_class(rc, &error_class);
+  CHECK(error_class == (truncated ? MPI_ERR_TRUNCATE : MPI_SUCCESS));
+}
+
+/* The next broadcast, well formed, arrives whole: nobody is a call behind. */
+static void check_next_bcast_whole(MPI_Comm comm, int root, int value) {
+  int rank;
+  MPI_Comm_rank(comm, &rank);
+  int v[3] = {rank, rank, rank};
+  if (rank == root) v[0] = v[1] = v[2] = value;
+  CHECK(MPI_Bcast(v, 3, MPI_INT, root, comm) == MPI_SUCCESS);
+  CHECK(v[0] == value && v[2] == value);
+}
+
 /* An erroneous MPI_Bcast whose root sends more than a receiver's buffer
  * holds, with the two sizes on either side of the shared-memory switch
  * point (8 KiB) and of none: each receiver gets MPI_ERR_TRUNCATE, the root
@@ -945,8 +962,7 @@ static void reduce_in_place_back_to_back(MPI_Comm comm, int rounds) {
  * each member chose the algorithm by its own size: the receivers waited in
  * shared memory for a root that sent point to point, and the job hung.
  * Only the leaves of the point-to-point tree (odd ranks counted from the
- * root) take the smaller buffer: an inner rank whose receive truncates does
- * not pass the data on, and its children still wait (not fixed yet). */
+ * root) take the smaller buffer here; truncated_bcast_inner has an inner rank do so. */
 static void truncated_bcast(MPI_Comm comm) {
   int rank, n;
   MPI_Comm_rank(comm, &rank);
@@ -961,15 +977,9 @@ static void truncated_bcast(MPI_Comm comm) {
     for (int i = 0; i < root_ints[c]; ++i) buf[i] = rank == root ? i * 7 + c : -1;
     const int truncated = (rank - root + n) % n % 2 == 1;
     const int rc = MPI_Bcast(buf, truncated ? receiver_ints[c] : root_ints[c], MPI_INT, root, comm);
-    int error_class = MPI_SUCCESS;
-    MPI_Error_class(rc, &error_class);
-    CHECK(error_class == (truncated ? MPI_ERR_TRUNCATE : MPI_SUCCESS));
+    check_truncation_outcome(rc, truncated);
     if (!truncated) CHECK(buf[root_ints[c] - 1] == (root_ints[c] - 1) * 7 + c);
-    /* The next broadcast, well formed, arrives whole: nobody is a call behind. */
-    int v[3] = {rank, rank, rank};
-    if (rank == root) v[0] = v[1] = v[2] = 1000 + c;
-    CHECK(MPI_Bcast(v, 3, MPI_INT, root, comm) == MPI_SUCCESS);
-    CHECK(v[0] == 1000 + c && v[2] == 1000 + c);
+    check_next_bcast_whole(comm, root, 1000 + c);
   }
   free(buf);
   MPI_Comm_set_errhandler(comm, MPI_ERRORS_ARE_FATAL);
@@ -1007,15 +1017,10 @@ static void truncated_bcast_inner(MPI_Comm comm) {
       } else {
         rc = MPI_Bcast(buf, count, MPI_INT, root, comm);
       }
-      int error_class = MPI_SUCCESS;
-      MPI_Error_class(rc, &error_class);
-      CHECK(error_class == (truncated ? MPI_ERR_TRUNCATE : MPI_SUCCESS));
+      check_truncation_outcome(rc, truncated);
       CHECK(buf[0] == c && buf[count - 1] == (count - 1) * 5 + c);
       CHECK(buf[count] == (rank == root ? count * 5 + c : -1));
-      int v[3] = {rank, rank, rank};
-      if (rank == root) v[0] = v[1] = v[2] = 2000 + c;
-      CHECK(MPI_Bcast(v, 3, MPI_INT, root, comm) == MPI_SUCCESS);
-      CHECK(v[0] == 2000 + c && v[2] == 2000 + c);
+      check_next_bcast_whole(comm, root, 2000 + c);
     }
   }
   free(buf);

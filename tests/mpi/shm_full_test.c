@@ -6,18 +6,10 @@
  * the right answers, point to point if they must.
  * Usage: shm_full_test MIB (the shared window's size per rank, in MiB). */
 #include <mpi.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static int failures = 0;
-#define CHECK(cond)                                                                     \
-  do {                                                                                  \
-    if (!(cond)) {                                                                      \
-      fprintf(stderr, "rank %d: %s:%d: check failed: %s\n", rank, __FILE__, __LINE__, #cond); \
-      ++failures;                                                                       \
-    }                                                                                   \
-  } while (0)
+#include "check.h"
 
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
@@ -61,9 +53,5 @@ int main(int argc, char** argv) {
     MPI_Comm_free(&dup);
   }
 
-  int all_failures = 0;
-  MPI_Allreduce(&failures, &all_failures, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-  if (rank == 0) printf("shm_full_test on %d ranks: %s (%d failed checks)\n", size, all_failures ? "FAILED" : "ok", all_failures);
-  MPI_Finalize();
-  return all_failures ? 1 : 0;
+  return finish("shm_full_test");
 }
