@@ -460,15 +460,22 @@ static int matches(const struct Layout* l, const void* buf, size_t count, int ro
   return 1;
 }
 
+/* 3 ints in 16 bytes, committed: a type the collectives pack and unpack. */
+static MPI_Datatype three_ints_in_16_bytes(void) {
+  MPI_Datatype ints, resized;
+  MPI_Type_contiguous(3, MPI_INT, &ints);
+  MPI_Type_create_resized(ints, 0, 16, &resized);
+  MPI_Type_free(&ints); /* the resized type keeps what it needs of it */
+  MPI_Type_commit(&resized);
+  return resized;
+}
+
 static void data_movement(MPI_Comm comm, int* round) {
   int rank, n;
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &n);
   /* 12 bytes of every 16: the pack/unpack path. */
-  MPI_Datatype gappy, gappy_resized;
-  MPI_Type_contiguous(3, MPI_INT, &gappy);
-  MPI_Type_create_resized(gappy, 0, 16, &gappy_resized);
-  MPI_Type_commit(&gappy_resized);
+  MPI_Datatype gappy_resized = three_ints_in_16_bytes();
   const struct Layout layouts[] = {{"MPI_BYTE", MPI_BYTE, 1, 1}, {"MPI_INT", MPI_INT, 4, 4},
                                    {"3 ints in 16 bytes", gappy_resized, 12, 16}};
   for (int li = 0; li < 3; ++li) {
@@ -621,7 +628,6 @@ static void data_movement(MPI_Comm comm, int* round) {
       free(displs);
     }
   }
-  MPI_Type_free(&gappy);
   MPI_Type_free(&gappy_resized);
 }
 
@@ -806,10 +812,7 @@ static void large_allgatherv(MPI_Comm comm, int round) {
   int rank, n;
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &n);
-  MPI_Datatype gappy, gappy_resized;
-  MPI_Type_contiguous(3, MPI_INT, &gappy);
-  MPI_Type_create_resized(gappy, 0, 16, &gappy_resized);
-  MPI_Type_commit(&gappy_resized);
+  MPI_Datatype gappy_resized = three_ints_in_16_bytes();
   const struct Layout layouts[] = {{"MPI_INT", MPI_INT, 4, 4}, {"3 ints in 16 bytes", gappy_resized, 12, 16}};
   for (int li = 0; li < 2; ++li)
     for (int shape = 0; shape < 4; ++shape, ++round) {
@@ -844,7 +847,6 @@ static void large_allgatherv(MPI_Comm comm, int round) {
       free(mine);
     }
   MPI_Type_free(&gappy_resized);
-  MPI_Type_free(&gappy);
 }
 
 /* Large allreduce and allgather back to back, one rank in turn late: an area
@@ -890,10 +892,7 @@ static void large_bcast_mixed_types(MPI_Comm comm) {
   int rank, n;
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &n);
-  MPI_Datatype gappy, gappy_resized;
-  MPI_Type_contiguous(3, MPI_INT, &gappy);
-  MPI_Type_create_resized(gappy, 0, 16, &gappy_resized);
-  MPI_Type_commit(&gappy_resized);
+  MPI_Datatype gappy_resized = three_ints_in_16_bytes();
   const size_t triples[] = {5000, 100003};
   int* v = malloc(100003 * 16);
   CHECK(v != NULL);
@@ -920,7 +919,6 @@ static void large_bcast_mixed_types(MPI_Comm comm) {
   }
   free(v);
   MPI_Type_free(&gappy_resized);
-  MPI_Type_free(&gappy);
 }
 
 /* Reduce with the root in place, back to back: the root's data must be read before the result lands. */
