@@ -275,7 +275,7 @@ class ViImpl final : public Vi {
   // What the link offers, read once when it is attached.
   std::uint64_t frame_payload_ = 0;  // largest payload of one frame
   bool direct_capable_ = false;      // single-copy access to the peer's memory
-  std::uint64_t direct_min_ = UINT64_MAX;  // sends/RDMA this large use it
+  std::uint64_t direct_min_ = UINT64_MAX;  // sends and RDMA writes this large use it
   std::uint64_t direct_read_min_ = UINT64_MAX;  // RDMA reads this large use it
   std::unique_ptr<FaultInjector> faults_;  // unreliable VIs under VIASTACK_FAULTS
   DescriptorNotify send_notify_, recv_notify_;

@@ -20,7 +20,8 @@ namespace {
 
 constexpr std::uint16_t kMaxSegments = 252;
 
-// Sends and RDMA at or above this size use the link's single-copy path when it has one.
+// Sends and RDMA writes at or above this size use the link's single-copy path
+// when it has one; RDMA reads too, from direct_read_threshold() (never above it).
 std::uint64_t direct_threshold() {
   static const std::uint64_t value = [] {
     // Measured on this project's 2-vCPU machines (docs/PERFORMANCE.md): the
