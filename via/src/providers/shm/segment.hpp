@@ -150,6 +150,9 @@ struct SegmentHeader {
   std::uint64_t probe_value;       // read through CMA to learn whether CMA works
   std::uint64_t segment_size;
   RingGeometry rings;  // of every VI slot in this segment
+  // The owner runs membarrier before it sleeps (sleeper_fences below);
+  // 0 in older segments, whose peers then fence on every frame.
+  std::uint32_t sleeper_fences;
   alignas(64) std::atomic<std::uint32_t> sleeping;  // the owner is (about to be) asleep
   alignas(64) std::atomic<std::uint32_t> doorbell;  // futex word peers bump to wake it
   alignas(64) std::atomic<std::uint64_t> inbox_write;
@@ -173,6 +176,25 @@ inline Ring Segment::ring(std::uint32_t slot) {
   auto* cells = reinterpret_cast<Cell*>(base + sizeof(ViSlot));
   return Ring{s, cells, reinterpret_cast<std::byte*>(cells + g.cells), g};
 }
+
+// Asymmetric fences. A sender stores its frame, then looks at the receiver's
+// `sleeping` flag; a receiver about to sleep stores that flag, then looks at
+// its rings. Each side needs its store ordered before its load, or both may
+// miss the other (x86 lets a load overtake an earlier store to another
+// location). A full fence on every frame stalls the sender until its stores
+// have reached the other core, which cut the small-message rate by a quarter;
+// so the side that rarely needs it pays instead: the sleeper runs
+// membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED), which puts a full fence into
+// every running thread of the processes registered for it. The same holds for
+// a producer that waits for room in a full ring (it sleeps through the same
+// path) and the consumer that frees it.
+// Whether this process is registered (once per process; false where the
+// kernel or a seccomp filter refuses): links between two registered processes
+// leave their per-frame fences to the sleeper.
+bool sleeper_fences();
+// What a NIC about to sleep runs between announcing it and its last look:
+// membarrier if this process is registered, else a full fence.
+void fence_before_sleep();
 
 // The folder holding a job's segments, "/dev/shm/viastack.<job>", job being the bootstrap's job id.
 std::string job_directory(const std::string& job);

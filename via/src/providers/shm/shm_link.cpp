@@ -55,7 +55,12 @@ bool cma_works(const Segment& peer) {
 }
 
 ShmLink::ShmLink(Ring mine, std::shared_ptr<Segment> peer, Ring theirs, bool cma)
-    : mine_(mine), peer_mapping_(std::move(peer)), peer_(*peer_mapping_), theirs_(theirs), cma_(cma) {}
+    : mine_(mine),
+      peer_mapping_(std::move(peer)),
+      peer_(*peer_mapping_),
+      theirs_(theirs),
+      cma_(cma),
+      fence_(!(sleeper_fences() && peer_.header.sleeper_fences)) {}
 
 bool ShmLink::has_room(std::uint64_t data_end) const {
   return send_pos_ - seen_cells_consumed_ < theirs_.geometry.cells &&
@@ -78,7 +83,7 @@ bool ShmLink::try_send(const FrameHeader& header, const iovec* iov, std::size_t 
     if (!has_room(end)) {
       // Ask the consumer to ring our doorbell when it frees space, then look once more.
       theirs_->producer_waiting.store(1, std::memory_order_relaxed);
-      std::atomic_thread_fence(std::memory_order_seq_cst);
+      if (fence_) std::atomic_thread_fence(std::memory_order_seq_cst);
       seen_cells_consumed_ = theirs_->cells_consumed.load(std::memory_order_acquire);
       seen_data_consumed_ = theirs_->data_consumed.load(std::memory_order_acquire);
       if (!has_room(end)) return false;
@@ -97,7 +102,7 @@ bool ShmLink::try_send(const FrameHeader& header, const iovec* iov, std::size_t 
   cell.header = header;
   cell.seq.store(std::uint32_t(send_pos_ + 1), std::memory_order_release);
   ++send_pos_;
-  wake(peer_);
+  wake(peer_, fence_);
   return true;
 }
 
@@ -126,13 +131,14 @@ void ShmLink::pop() {
   if (freed_data) mine_->data_consumed.store(cell.data_end, std::memory_order_release);
   ++recv_pos_;
   mine_->cells_consumed.store(recv_pos_, std::memory_order_release);
-  // A producer that found the ring full waits for our doorbell. The fence that
-  // makes the check race-free is paid only now and then for small frames: a
-  // producer blocked on cells is seen within 32 frames.
-  if (freed_data || recv_pos_ % 32 == 0) std::atomic_thread_fence(std::memory_order_seq_cst);
+  // A producer that found the ring full waits for our doorbell. Where this
+  // side fences on its own, the fence that makes the check race-free is paid
+  // only now and then for small frames: a producer blocked on cells is seen
+  // within 32 frames.
+  if (fence_ && (freed_data || recv_pos_ % 32 == 0)) std::atomic_thread_fence(std::memory_order_seq_cst);
   if (mine_->producer_waiting.load(std::memory_order_relaxed)) {
     mine_->producer_waiting.store(0, std::memory_order_relaxed);
-    wake(peer_);
+    wake(peer_, fence_);
   }
 }
 

@@ -35,6 +35,9 @@ class ShmLink final : public Link {
   Segment& peer_;
   const Ring theirs_;
   const bool cma_;
+  // Whether each frame sent or taken fences on its own: unless both ends are
+  // registered for the sleeper's membarrier.
+  const bool fence_;
   // Producer side (into theirs_).
   std::uint64_t send_pos_ = 0;
   std::uint64_t send_data_pos_ = 0;
@@ -51,13 +54,12 @@ void reset_rings(const Ring& ring);
 bool cma_works(const Segment& peer);
 // Wakes the owner of a segment.
 void ring_doorbell(Segment& s);
+
 // Wakes the owner of a segment if it announced that it sleeps. Inline: every
-// frame sent pays for it, and mostly nobody sleeps.
-inline void wake(Segment& s) {
-  // Pairs with the sleeper's fence between announcing sleep and its last look
-  // at the rings: a store-load order, which nothing weaker than a full fence
-  // gives (x86 lets a load overtake an earlier store to another location).
-  std::atomic_thread_fence(std::memory_order_seq_cst);
+// frame sent pays for it, and mostly nobody sleeps. `fence`: whether this side
+// must order its earlier stores before the look itself (see sleeper_fences).
+inline void wake(Segment& s, bool fence = true) {
+  if (fence) std::atomic_thread_fence(std::memory_order_seq_cst);
   if (s.header.sleeping.load(std::memory_order_relaxed)) [[unlikely]]
     ring_doorbell(s);
 }

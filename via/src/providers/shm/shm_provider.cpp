@@ -278,7 +278,7 @@ class ShmProvider final : public Provider {
   std::uint32_t arm_sleep() override {
     std::uint32_t token = self_->header.doorbell.load(std::memory_order_acquire);
     self_->header.sleeping.store(1, std::memory_order_relaxed);
-    std::atomic_thread_fence(std::memory_order_seq_cst);
+    fence_before_sleep();
     return token;
   }
 
