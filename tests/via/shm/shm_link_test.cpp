@@ -39,8 +39,9 @@ class ShmLinkPair : public ::testing::Test {
   ShmLinkPair()
       : to_(kGeometry),
         back_(kGeometry),
-        sender_(back_.ring, quiet_segment(), to_.ring, false),
-        receiver_(to_.ring, quiet_segment(), back_.ring, false) {}
+        self_(quiet_segment()),
+        sender_(*self_, back_.ring, quiet_segment(), to_.ring, false),
+        receiver_(*self_, to_.ring, quiet_segment(), back_.ring, false) {}
 
   static std::shared_ptr<shm::Segment> quiet_segment() {
     auto* s = static_cast<shm::Segment*>(std::aligned_alloc(alignof(shm::Segment), sizeof(shm::Segment)));
@@ -89,6 +90,7 @@ class ShmLinkPair : public ::testing::Test {
 
   static constexpr shm::RingGeometry kGeometry{32, 16 * 1024};
   TestRing to_, back_;
+  std::shared_ptr<shm::Segment> self_;
   shm::ShmLink sender_, receiver_;
 };
 

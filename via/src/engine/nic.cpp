@@ -470,10 +470,14 @@ Result Nic::wait_impl(const std::function<bool()>& done, std::uint32_t timeout_m
   // read of /proc per peer): it doubles while the wait goes on, so that hundreds
   // of idle processes on a few cores do not keep the machine busy checking.
   constexpr std::uint64_t kFirstSlice = 10'000'000, kLongestSlice = 1'000'000'000;
+  bool slept_out = false;  // the last sleep ran its whole slice: nothing rang
   for (std::uint64_t slice = kFirstSlice;; slice = std::min(2 * slice, kLongestSlice)) {
     self.slow_progress(true);
     progress();
-    if (done()) return Result::success;
+    if (done()) {
+      if (slept_out) ++self.counters_.late_wakeups;
+      return Result::success;
+    }
     std::uint64_t now = now_ns();
     if (now >= deadline) return Result::timeout;
     std::uint32_t token = provider.arm_sleep();
@@ -483,8 +487,10 @@ Result Nic::wait_impl(const std::function<bool()>& done, std::uint32_t timeout_m
       return Result::success;
     }
     ++self.counters_.sleeps;
-    provider.sleep(token, std::chrono::nanoseconds(std::min(slice, deadline - now)));
+    const std::uint64_t length = std::min(slice, deadline - now);
+    provider.sleep(token, std::chrono::nanoseconds(length));
     provider.disarm_sleep();
+    slept_out = now_ns() - now >= length;
   }
 }
 

@@ -359,17 +359,20 @@ bool sleeper_fences() {
   return registered.load(std::memory_order_relaxed);
 }
 
+namespace {
+std::atomic<bool> membarrier_failed{false};
+}
+
 void fence_before_sleep() {
   if (!sleeper_fences()) return std::atomic_thread_fence(std::memory_order_seq_cst);
   if (syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL_EXPEDITED, 0, 0) == 0) return;
   const int error = errno;
   std::atomic_thread_fence(std::memory_order_seq_cst);
-  // Registered yet refused (not known to happen): peers that leave their
-  // fences to us may go unnoticed until the sleep's time slice ends.
-  static std::atomic<bool> told{false};
-  if (!told.exchange(true))
-    VIA_LOG(warn, "shm", "membarrier failed (%s): wake-ups may come a time slice late", std::strerror(error));
+  if (!membarrier_failed.exchange(true))
+    VIA_LOG(warn, "shm", "membarrier failed (%s): sleeps are cut to 1 ms slices", std::strerror(error));
 }
+
+bool sleeper_fences_failed() { return membarrier_failed.load(std::memory_order_relaxed); }
 
 Segment* create_segment(const std::string& job, std::uint32_t nic, RingGeometry rings, int& fd_out,
                         std::string& error) {

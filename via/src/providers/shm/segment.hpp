@@ -181,20 +181,24 @@ inline Ring Segment::ring(std::uint32_t slot) {
 // `sleeping` flag; a receiver about to sleep stores that flag, then looks at
 // its rings. Each side needs its store ordered before its load, or both may
 // miss the other (x86 lets a load overtake an earlier store to another
-// location). A full fence on every frame stalls the sender until its stores
-// have reached the other core, which cut the small-message rate by a quarter;
-// so the side that rarely needs it pays instead: the sleeper runs
+// location); the same goes for a producer that asks for a doorbell when room
+// is made (`producer_waiting`) and the consumer that makes it. A full fence on
+// every frame stalls the sender until its stores have reached the other core,
+// which cut the small-message rate by a fifth or more; so the side that
+// rarely needs it pays instead: a NIC on its way into its sleep runs
 // membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED), which puts a full fence into
-// every running thread of the processes registered for it. The same holds for
-// a producer that waits for room in a full ring (it sleeps through the same
-// path) and the consumer that frees it.
+// every running thread of the processes registered for it, after announcing
+// the sleep and again after any request for a doorbell its last look makes
+// (ShmLink::try_send).
 // Whether this process is registered (once per process; false where the
 // kernel or a seccomp filter refuses): links between two registered processes
 // leave their per-frame fences to the sleeper.
 bool sleeper_fences();
-// What a NIC about to sleep runs between announcing it and its last look:
-// membarrier if this process is registered, else a full fence.
+// That membarrier, if this process is registered, else a full fence of its own.
 void fence_before_sleep();
+// Whether a membarrier failed after registering (not known to happen): peers
+// may then go unseen, so sleeps are kept short.
+bool sleeper_fences_failed();
 
 // The folder holding a job's segments, "/dev/shm/viastack.<job>", job being the bootstrap's job id.
 std::string job_directory(const std::string& job);

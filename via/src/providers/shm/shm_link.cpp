@@ -54,8 +54,9 @@ bool cma_works(const Segment& peer) {
   return n == sizeof value && value == peer.header.probe_value;
 }
 
-ShmLink::ShmLink(Ring mine, std::shared_ptr<Segment> peer, Ring theirs, bool cma)
-    : mine_(mine),
+ShmLink::ShmLink(Segment& self, Ring mine, std::shared_ptr<Segment> peer, Ring theirs, bool cma)
+    : self_(self),
+      mine_(mine),
       peer_mapping_(std::move(peer)),
       peer_(*peer_mapping_),
       theirs_(theirs),
@@ -81,9 +82,19 @@ bool ShmLink::try_send(const FrameHeader& header, const iovec* iov, std::size_t 
     seen_cells_consumed_ = theirs_->cells_consumed.load(std::memory_order_acquire);
     seen_data_consumed_ = theirs_->data_consumed.load(std::memory_order_acquire);
     if (!has_room(end)) {
-      // Ask the consumer to ring our doorbell when it frees space, then look once more.
+      // Ask the consumer to ring our doorbell when it frees space, then look
+      // once more: the store must come before the look, against the
+      // consumer's "store what is free, look at producer_waiting" in pop().
+      // Without fences of our own, that matters only on the way into a
+      // sleep: a request made before the NIC announced it is ordered by the
+      // membarrier that follows the announcement, one made in the last look
+      // after it needs a membarrier of its own (a NIC that keeps polling
+      // sees the room anyway).
       theirs_->producer_waiting.store(1, std::memory_order_relaxed);
-      if (fence_) std::atomic_thread_fence(std::memory_order_seq_cst);
+      if (fence_)
+        std::atomic_thread_fence(std::memory_order_seq_cst);
+      else if (self_.header.sleeping.load(std::memory_order_relaxed))
+        fence_before_sleep();
       seen_cells_consumed_ = theirs_->cells_consumed.load(std::memory_order_acquire);
       seen_data_consumed_ = theirs_->data_consumed.load(std::memory_order_acquire);
       if (!has_room(end)) return false;
@@ -134,7 +145,8 @@ void ShmLink::pop() {
   // A producer that found the ring full waits for our doorbell. Where this
   // side fences on its own, the fence that makes the check race-free is paid
   // only now and then for small frames: a producer blocked on cells is seen
-  // within 32 frames.
+  // within 32 frames. Where not, the producer's membarriers on its way into
+  // its sleep order our store and look (try_send).
   if (fence_ && (freed_data || recv_pos_ % 32 == 0)) std::atomic_thread_fence(std::memory_order_seq_cst);
   if (mine_->producer_waiting.load(std::memory_order_relaxed)) {
     mine_->producer_waiting.store(0, std::memory_order_relaxed);

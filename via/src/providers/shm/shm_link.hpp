@@ -11,9 +11,10 @@ namespace via::shm {
 
 class ShmLink final : public Link {
  public:
-  // `mine`: this VI's slot in our segment; `theirs`: the peer VI's slot in the
-  // peer's segment, which the link keeps mapped for as long as it lives.
-  ShmLink(Ring mine, std::shared_ptr<Segment> peer, Ring theirs, bool cma);
+  // `self`: this NIC's segment; `mine`: this VI's slot in it; `theirs`: the
+  // peer VI's slot in the peer's segment, which the link keeps mapped for as
+  // long as it lives.
+  ShmLink(Segment& self, Ring mine, std::shared_ptr<Segment> peer, Ring theirs, bool cma);
   const char* transport() const override { return "shm"; }
   // A frame must fit the peer's data ring twice over (payloads do not wrap).
   std::size_t max_payload() const override { return theirs_.geometry.max_frame_payload(); }
@@ -30,6 +31,7 @@ class ShmLink final : public Link {
  private:
   bool has_room(std::uint64_t data_end) const;
 
+  Segment& self_;
   const Ring mine_;
   std::shared_ptr<Segment> peer_mapping_;
   Segment& peer_;

@@ -283,6 +283,9 @@ class ShmProvider final : public Provider {
   }
 
   void sleep(std::uint32_t token, std::chrono::nanoseconds max) override {
+    // Peers that leave their fences to our membarrier may go unseen if it
+    // failed: wake up often enough to look.
+    if (sleeper_fences_failed()) max = std::min<std::chrono::nanoseconds>(max, std::chrono::milliseconds(1));
     timespec ts{time_t(max.count() / 1000000000), long(max.count() % 1000000000)};
     syscall(SYS_futex, &self_->header.doorbell, FUTEX_WAIT, token, &ts, nullptr, 0);
   }
@@ -472,7 +475,7 @@ class ShmProvider final : public Provider {
   std::unique_ptr<Link> make_link(const Ring& mine, const std::shared_ptr<Segment>& peer, std::uint32_t peer_slot) {
     auto cma = cma_.find(peer->header.nic_id);
     if (cma == cma_.end()) cma = cma_.emplace(peer->header.nic_id, !cma_disabled() && cma_works(*peer)).first;
-    return std::make_unique<ShmLink>(mine, peer, peer->ring(peer_slot), cma->second);
+    return std::make_unique<ShmLink>(*self_, mine, peer, peer->ring(peer_slot), cma->second);
   }
 
   struct PeerMapping {
