@@ -517,6 +517,36 @@ TEST_F(TcpSockets, IcmpPortUnreachableRefusesAnOpeningConnection) {
   EXPECT_EQ(net_.a().counters().tcp.unreachable_in, 1u);
 }
 
+// RFC 5927 §4.1: an ICMP error whose quoted segment is not in flight (its
+// sequence number outside SND.UNA..SND.NXT) is dropped and counted, and the
+// connection opens.
+TEST_F(TcpSockets, IcmpErrorQuotingASequenceNumberNotInFlightIsIgnored) {
+  ASSERT_FALSE(listener_.listen({{}, port}));
+  bool answered = false;
+  net_.set_tamper([&](std::vector<Bytes>& packets, bool a_to_b) {
+    if (!a_to_b || answered || packets.empty()) return;
+    answered = true;
+    Bytes quote(utcp::wire::icmp_error_quote(packets.front()).begin(),
+                utcp::wire::icmp_error_quote(packets.front()).end());
+    quote.at(20 + 7) ^= 0x01;  // the SYN's sequence number, now one that was never sent
+    Bytes answer(200);
+    const std::size_t length = utcp::wire::emit_icmp(utcp::wire::IcmpDestinationUnreachable{}, quote,
+                                                     std::span(answer).subspan(20));
+    utcp::wire::Ipv4Header ip;
+    ip.protocol = utcp::wire::ip_protocol::icmp;
+    ip.time_to_live = 64;
+    ip.source = address_b;
+    ip.destination = address_a;
+    answer.resize(utcp::wire::emit_ipv4(ip, std::span(answer).subspan(20, length), answer));
+    net_.inject_to_a(answer);
+  });
+  TcpSocket client(net_.a());
+  EXPECT_EQ(client.connect({address_b, port}), std::error_code());
+  EXPECT_TRUE(answered);
+  EXPECT_EQ(net_.a().counters().tcp.unreachable_in, 0u);
+  EXPECT_EQ(net_.a().counters().tcp.unreachable_ignored, 1u);
+}
+
 TEST_F(TcpSockets, NonBlockingConnectThenPollForWritable) {
   ASSERT_FALSE(listener_.listen({{}, port}));
   TcpSocket client(net_.a());

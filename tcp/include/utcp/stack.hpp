@@ -105,6 +105,7 @@ struct StackCounters {
     std::uint64_t active_opens = 0;       // connect
     std::uint64_t passive_opens = 0;      // SYNs taken by a listener
     std::uint64_t unreachable_in = 0;     // ICMP destination unreachable passed to a connection
+    std::uint64_t unreachable_ignored = 0;  // ... quoting a segment not in flight (RFC 5927)
     std::uint64_t half_open_evictions = 0;   // half-open connections dropped for a newer SYN
     std::uint64_t out_of_order_bytes = 0;    // now held ahead of RCV.NXT, all connections
     std::uint64_t out_of_order_segments = 0;

@@ -204,10 +204,13 @@ class TcpConnection {
   void on_segment(const wire::TcpSegment& segment, Instant now, bool in_batch = false);
   // Sends the ACK held while a batch came in, if there is one.
   void flush_held_ack(Instant now);
-  // An ICMP destination unreachable about a segment we sent: in SYN-SENT a
-  // port or protocol unreachable ends the connection with ECONNREFUSED;
-  // otherwise it is a soft error (RFC 5461), kept for a later timeout.
-  void on_icmp_unreachable(std::uint8_t code, Instant now);
+  // An ICMP destination unreachable about a segment we sent, whose quoted
+  // header carries `quoted_sequence`: taken only if that is in flight,
+  // SND.UNA <= SEG.SEQ < SND.NXT (RFC 5927 §4.1; returns whether it was).
+  // In SYN-SENT a port or protocol unreachable ends the connection with
+  // ECONNREFUSED; otherwise it is a soft error (RFC 5461), kept for a later
+  // timeout.
+  bool on_icmp_unreachable(std::uint8_t code, wire::SeqNumber quoted_sequence, Instant now);
   // Runs whatever timer is due: retransmission, delayed ACK, zero-window
   // probe, keepalive, TIME-WAIT, and pacing's next segment.
   void on_timer(Instant now);

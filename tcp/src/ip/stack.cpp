@@ -311,8 +311,13 @@ void Stack::input_icmp(const Ipv4Header& header, std::span<const std::uint8_t> m
   if (quoted->header.protocol == wire::ip_protocol::tcp) {
     const auto connection = tcp_connections_.find(TcpQuad{source_port, {quoted->header.destination, destination_port}});
     if (connection == tcp_connections_.end()) return;
-    ++counters_.tcp.unreachable_in;
-    return connection->second.connection->on_icmp_unreachable(unreachable.code, now_);
+    // The quote holds at least the first 8 bytes of the TCP header: the ports and the sequence number.
+    const wire::SeqNumber sequence{wire::detail::load32(quoted->payload_start.data() + 4)};
+    if (connection->second.connection->on_icmp_unreachable(unreachable.code, sequence, now_))
+      ++counters_.tcp.unreachable_in;
+    else
+      ++counters_.tcp.unreachable_ignored;
+    return;
   }
   if (quoted->header.protocol != wire::ip_protocol::udp) return;
   const auto port = udp_ports_.find(source_port);

@@ -1533,18 +1533,20 @@ void TcpConnection::flush_held_ack(Instant now) {
   impl_->send_ack();
 }
 
-void TcpConnection::on_icmp_unreachable(std::uint8_t code, Instant now) {
+bool TcpConnection::on_icmp_unreachable(std::uint8_t code, SeqNumber quoted_sequence, Instant now) {
   impl_->now = now;
   constexpr std::uint8_t net_unreachable = 0, protocol_unreachable = 2, port_unreachable = 3;
-  if (impl_->state == TcpState::closed) return;
+  if (impl_->state == TcpState::closed) return false;
+  if (quoted_sequence < impl_->send_unacknowledged || quoted_sequence >= impl_->send_max) return false;
   const bool refused = code == protocol_unreachable || code == port_unreachable;
   if (refused && impl_->state == TcpState::syn_sent) {
     impl_->enter_closed(error_of(std::errc::connection_refused));
-    return;
+    return true;
   }
   impl_->soft_error = refused                     ? error_of(std::errc::connection_refused)
                       : code == net_unreachable ? error_of(std::errc::network_unreachable)
                                                 : error_of(std::errc::host_unreachable);
+  return true;
 }
 
 void TcpConnection::on_timer(Instant now) {
