@@ -123,6 +123,30 @@ TEST_F(OpenTest, SimultaneousOpenGoesThroughSynReceived) {
   EXPECT_TRUE(connection->was_established());
 }
 
+// RFC 7323 §2.2: the window of a SYN-ACK is never scaled, also when it
+// ends a simultaneous open in SYN-RECEIVED, after both SYNs offered scaling.
+TEST_F(OpenTest, ASimultaneousOpensSynAckWindowIsNotScaled) {
+  config.window_scaling = true;
+  connection = TcpConnection::connect(ports, config, SeqNumber(iss), now, capture());
+  next_sent();
+  TcpHeader syn = from_peer(peer_iss, 0, flag::syn, 30000);
+  syn.options.max_segment_size = 1000;
+  syn.options.window_scale = 7;
+  feed(syn);
+  ASSERT_EQ(connection->state(), TcpState::syn_received);
+  ASSERT_EQ(connection->info().send_window_scale, 7);
+  next_sent();
+  TcpHeader syn_ack = from_peer(peer_iss, iss + 1, flag::syn | flag::ack, 20000);
+  syn_ack.options.max_segment_size = 1000;
+  syn_ack.options.window_scale = 7;
+  feed(syn_ack);
+  EXPECT_EQ(connection->state(), TcpState::established);
+  EXPECT_EQ(connection->info().send_window, 20000u);
+  // The next segment's window is scaled.
+  feed(from_peer(peer_iss + 1, iss + 1, flag::ack, 300));
+  EXPECT_EQ(connection->info().send_window, 300u << 7);
+}
+
 TEST_F(OpenTest, SimultaneousOpenOfTwoConnections) {
   Loopback::Options options{plain_config(), plain_config()};
   Loopback loopback(options);

@@ -117,7 +117,9 @@ struct TcpConnection::Impl {
   // --- Events ---
   void on_segment(const TcpSegment& segment);
   void on_segment_in_syn_sent(const TcpSegment& segment);
-  void on_segment_synchronized(const TcpSegment& segment);
+  // window_unscaled: the segment is a SYN-ACK with its SYN taken off, whose
+  // window is never scaled (RFC 7323 §2.2).
+  void on_segment_synchronized(const TcpSegment& segment, bool window_unscaled = false);
   void on_timer();
   void on_retransmission_timeout();
   void on_reorder_timeout();
@@ -138,7 +140,7 @@ struct TcpConnection::Impl {
   };
   std::optional<InWindow> trim_to_window(const TcpSegment& segment) const;
   void on_acceptable_reset(const TcpHeader& header);
-  bool process_acknowledgment(const TcpSegment& segment);
+  bool process_acknowledgment(const TcpSegment& segment, bool window_unscaled = false);
   void measure_echoed_timestamp(const TcpHeader& header);
   void add_rtt_sample(microseconds sample);
   void on_new_acknowledgment(SeqNumber ack, std::optional<std::uint32_t> echoed);
@@ -434,7 +436,7 @@ void TcpConnection::Impl::on_segment_in_syn_sent(const TcpSegment& segment) {
 }
 
 // RFC 9293 §3.10.7.4, for every state from SYN-RECEIVED on.
-void TcpConnection::Impl::on_segment_synchronized(const TcpSegment& segment) {
+void TcpConnection::Impl::on_segment_synchronized(const TcpSegment& segment, bool window_unscaled) {
   const TcpHeader& header = segment.header;
   if (state == TcpState::syn_received && header.has(flag::syn) && header.sequence == irs) {
     if (!header.has(flag::ack)) {
@@ -446,7 +448,7 @@ void TcpConnection::Impl::on_segment_synchronized(const TcpSegment& segment) {
     TcpSegment rest = segment;
     rest.header.flags &= static_cast<std::uint8_t>(~flag::syn);
     rest.header.sequence = irs + 1;
-    on_segment_synchronized(rest);
+    on_segment_synchronized(rest, true);
     return;
   }
   // First: PAWS (RFC 7323 §5.3), then the sequence number.
@@ -504,7 +506,7 @@ void TcpConnection::Impl::on_segment_synchronized(const TcpSegment& segment) {
       static_cast<std::int32_t>(header.options.timestamps->value - timestamp_recent) >= 0) {
     timestamp_recent = header.options.timestamps->value;
   }
-  if (!process_acknowledgment(segment)) return;
+  if (!process_acknowledgment(segment, window_unscaled)) return;
   note_duplicate(segment);
   // Seventh and eighth: the text and FIN.
   if ((!part->payload.empty() || part->fin) && accepts_data()) receive_data(*part);
@@ -727,7 +729,7 @@ void TcpConnection::Impl::on_acceptable_reset(const TcpHeader& header) {
 }
 
 // §3.10.7.4's fifth check. Returns whether the segment goes on to its text.
-bool TcpConnection::Impl::process_acknowledgment(const TcpSegment& segment) {
+bool TcpConnection::Impl::process_acknowledgment(const TcpSegment& segment, bool window_unscaled) {
   const TcpHeader& header = segment.header;
   const SeqNumber ack = header.acknowledgment;
   if (state == TcpState::syn_received) {
@@ -745,7 +747,7 @@ bool TcpConnection::Impl::process_acknowledgment(const TcpSegment& segment) {
     send_challenge_ack();
     return false;
   }
-  const std::uint32_t window = std::uint32_t{header.window} << send_window_scale;
+  const std::uint32_t window = std::uint32_t{header.window} << (window_unscaled ? 0 : send_window_scale);
   // RFC 5681 §2: a duplicate ACK carries no data, no SYN or FIN, does not move
   // SND.UNA or the window, while data is outstanding.
   const bool duplicate = ack == send_unacknowledged && segment.payload.empty() && !header.has(flag::fin) &&
