@@ -837,6 +837,9 @@ void TcpConnection::Impl::on_new_acknowledgment(SeqNumber ack, std::optional<std
   send_buffer_start += acked_data;
   send_unacknowledged = ack;
   send_next = std::max(send_next, ack);
+  // Nagle's mark follows SND.UNA once passed: left behind, it would read as
+  // ahead of it after 2 GiB of full segments (modulo 2^32) and hold a short write.
+  if (short_segment_end < ack) short_segment_end = ack;
   if (sack) rack.on_cumulative_ack(ack, now, echoed);
   delivery.on_cumulative_ack(ack, now);
   retries = 0;
