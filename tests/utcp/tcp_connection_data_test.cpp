@@ -52,6 +52,40 @@ TEST_F(DataTest, ReceivesInOrderData) {
   EXPECT_EQ(connection->counters().bytes_in, 700u);
 }
 
+// RFC 9293 §3.8.5: the application learns of urgent data, and how much of it
+// is left to read. The urgent pointer points past the last urgent byte (RFC
+// 6093); the data stays in the stream. How many bytes from the next one read
+// lead up to the pointer is reported until they are read, and again when
+// the pointer advances; one that does not advance changes nothing.
+TEST_F(DataTest, UrgentDataIsReportedUntilReadPast) {
+  open_active();
+  EXPECT_EQ(connection->info().urgent_bytes, 0u);
+  TcpHeader segment = from_peer(peer_iss + 1, iss + 1, flag::ack | flag::psh | flag::urg);
+  segment.urgent_pointer = 60;
+  feed(segment, pattern(100));
+  EXPECT_EQ(connection->info().urgent_bytes, 60u);
+  EXPECT_EQ(connection->counters().urgent_in, 1u);
+  std::array<std::uint8_t, 50> part{};
+  ASSERT_EQ(*connection->receive(part, now), 50u);
+  EXPECT_EQ(connection->info().urgent_bytes, 10u);
+  ASSERT_EQ(*connection->receive(part, now), 50u);
+  EXPECT_EQ(connection->info().urgent_bytes, 0u);
+
+  // A pointer past the data received: urgent data still to come.
+  segment.sequence = SeqNumber(peer_iss + 101);
+  segment.urgent_pointer = 500;
+  feed(segment, pattern(100));
+  EXPECT_EQ(connection->info().urgent_bytes, 500u);
+  // The rest of that segment's stream, with the same pointer: no news.
+  segment.sequence = SeqNumber(peer_iss + 201);
+  segment.urgent_pointer = 400;
+  feed(segment, pattern(100));
+  EXPECT_EQ(connection->info().urgent_bytes, 500u);
+  EXPECT_EQ(connection->counters().urgent_in, 2u);
+  EXPECT_EQ(receive_all().size(), 200u);
+  EXPECT_EQ(connection->info().urgent_bytes, 300u);
+}
+
 TEST_F(DataTest, EchoBothWaysPiggybacksTheAck) {
   open_active();
   feed(from_peer(peer_iss + 1, iss + 1, flag::ack | flag::psh), pattern(100));

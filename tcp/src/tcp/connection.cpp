@@ -275,6 +275,24 @@ struct TcpConnection::Impl {
   // RFC 2883), reported once.
   std::optional<wire::SackBlock> duplicate_to_report;
   bool fin_received = false;
+  // RCV.UP: where the urgent data the peer signalled ends (RFC 9293 §3.8.5;
+  // the pointer points past the last urgent byte, RFC 6093). The data stays
+  // in the stream; urgent_bytes() tells the application how much of what it
+  // reads next leads up to it.
+  std::optional<SeqNumber> receive_urgent;
+  // Where the next byte the application reads sits in the sequence space.
+  SeqNumber read_position() const {
+    return receive_next - static_cast<std::uint32_t>(receive_buffer.size()) - (fin_received ? 1u : 0u);
+  }
+  std::uint32_t urgent_bytes() const {
+    return receive_urgent && read_position() < *receive_urgent ? *receive_urgent - read_position() : 0;
+  }
+  void take_urgent_pointer(const TcpHeader& header);
+  // Once read past, RCV.UP is forgotten: kept, it would read as ahead again
+  // 2 GiB later (sequence numbers compare modulo 2^32).
+  void forget_urgent_read() {
+    if (receive_urgent && *receive_urgent <= read_position()) receive_urgent.reset();
+  }
 
   // Options negotiated on the SYNs.
   std::uint16_t local_max_segment_size;
@@ -508,6 +526,8 @@ void TcpConnection::Impl::on_segment_synchronized(const TcpSegment& segment, boo
   }
   if (!process_acknowledgment(segment, window_unscaled)) return;
   note_duplicate(segment);
+  // Sixth: URG.
+  if (header.has(flag::urg) && accepts_data()) take_urgent_pointer(header);
   // Seventh and eighth: the text and FIN.
   if ((!part->payload.empty() || part->fin) && accepts_data()) receive_data(*part);
 }
@@ -1052,6 +1072,16 @@ void TcpConnection::Impl::trace_congestion() {
   congestion_trace(sample);
 }
 
+// RFC 9293 §3.10.7.4's sixth check: RCV.UP = max(RCV.UP, SEG.UP). A pointer
+// that advances past what was read is news for the application (counted).
+void TcpConnection::Impl::take_urgent_pointer(const TcpHeader& header) {
+  if (header.urgent_pointer == 0) return;  // points at the segment's first byte: nothing before it is urgent
+  const SeqNumber pointer = header.sequence + header.urgent_pointer;
+  if (pointer <= read_position() || (receive_urgent && pointer <= *receive_urgent)) return;
+  receive_urgent = pointer;
+  ++counters.urgent_in;
+}
+
 void TcpConnection::Impl::receive_data(const InWindow& part) {
   if (application_closed && !part.payload.empty()) {
     // Nobody will read it: tell the peer (RFC 9293 §3.6.1, as Linux does).
@@ -1107,6 +1137,7 @@ void TcpConnection::Impl::deliver_in_order(std::span<const std::uint8_t> bytes, 
   }
   const std::size_t taken = lent + receive_buffer.push(bytes.subspan(lent));
   receive_next += static_cast<std::uint32_t>(taken);
+  if (lent > 0) forget_urgent_read();
   bytes_unacknowledged += static_cast<std::uint32_t>(taken);
   counters.bytes_in += taken;
   if (taken < bytes.size()) {
@@ -1587,6 +1618,7 @@ Result<std::size_t> TcpConnection::receive(std::span<std::uint8_t> buffer, Insta
     const std::size_t count = std::min(buffer.size(), c.receive_buffer.size());
     c.receive_buffer.copy_out(0, buffer.first(count));
     c.receive_buffer.pop(count);
+    c.forget_urgent_read();
     if (c.state == TcpState::time_wait || c.state == TcpState::closed) c.receive_buffer.release();
     c.send_window_update_if_grown();
     return count;
@@ -1648,6 +1680,8 @@ TcpState TcpConnection::state() const { return impl_->state; }
 std::error_code TcpConnection::error() const { return impl_->error; }
 bool TcpConnection::was_established() const { return impl_->established_once; }
 
+std::size_t TcpConnection::urgent_bytes() const { return impl_->urgent_bytes(); }
+
 bool TcpConnection::readable() const {
   const Impl& c = *impl_;
   return c.read_loan_filled > 0 || !c.receive_buffer.empty() || c.fin_received || c.error ||
@@ -1702,6 +1736,7 @@ TcpInfo TcpConnection::info() const {
   info.bytes_unsent = c.unsent_bytes();
   info.bytes_in_flight = c.bytes_in_flight();
   info.bytes_readable = c.receive_buffer.size();
+  info.urgent_bytes = c.urgent_bytes();
   info.out_of_order_bytes = c.out_of_order.bytes();
   info.out_of_order_segments = c.out_of_order.size();
   return info;
