@@ -280,6 +280,33 @@ TEST_F(WindowTest, ZeroWindowIsProbedWithBackoffUntilItOpens) {
   EXPECT_EQ(connection->state(), TcpState::established);
 }
 
+// A FIN takes a sequence number, and a peer whose window is closed drops
+// it (as Linux does): sent into the closed window it was retried only by the
+// retransmission timer, seconds after the window opened. As Linux, it now
+// waits for room in the window, the persist timer probes meanwhile, and it
+// goes as soon as the window opens.
+TEST_F(WindowTest, AFinWaitsForTheWindowToOpenAndGoesWhenItDoes) {
+  open_active(1000);
+  send(pattern(1000));
+  next_sent();
+  feed(from_peer(peer_iss + 1, iss + 1001, flag::ack, 0));  // all taken, the window closed
+  connection->close(now);
+  EXPECT_EQ(connection->state(), TcpState::fin_wait_1);
+  EXPECT_TRUE(sent.empty());
+  ASSERT_TRUE(connection->next_timer());
+  run_for(*connection->next_timer() - now);
+  const SentSegment probe = next_sent();
+  EXPECT_FALSE(probe.header.has(flag::fin));
+  EXPECT_EQ(connection->counters().zero_window_probes, 1u);
+  feed(from_peer(peer_iss + 1, iss + 1001, flag::ack, 1000));  // the answer opens it
+  const SentSegment fin = next_sent();
+  EXPECT_TRUE(fin.header.has(flag::fin));
+  EXPECT_EQ(fin.header.sequence, SeqNumber(iss + 1001));
+  feed(from_peer(peer_iss + 1, iss + 1002, flag::ack, 1000));
+  EXPECT_EQ(connection->state(), TcpState::fin_wait_2);
+  EXPECT_EQ(connection->counters().timeouts, 0u);
+}
+
 TEST_F(WindowTest, ZeroWindowLaterInTheTransfer) {
   open_active(2000);
   send(pattern(3000));

@@ -217,6 +217,8 @@ struct TcpConnection::Impl {
   SeqNumber fin_sequence() const { return data_end(); }  // meaningful once fin_queued
   bool fin_acknowledged() const { return fin_queued && send_unacknowledged > fin_sequence(); }
   std::uint32_t unsent_bytes() const { return data_end() > send_next ? data_end() - send_next : 0; }
+  // The FIN is next to go: all data has gone, it has not (or goes again).
+  bool fin_unsent() const { return fin_queued && send_next == fin_sequence(); }
   std::uint32_t bytes_in_flight() const { return send_next - send_unacknowledged; }
   // After a timeout, sending again what SND.NXT went back over (only then is it below SND.MAX).
   bool going_back_n() const { return congestion.phase() == CongestionPhase::timeout_recovery && send_next < send_max; }
@@ -1267,7 +1269,11 @@ void TcpConnection::Impl::check_app_limited() {
 }
 
 bool TcpConnection::Impl::worth_sending(std::uint32_t length, std::uint32_t unsent) const {
-  if (length == 0) return unsent == 0 && fin_queued && send_next == fin_sequence();  // the FIN alone
+  // The FIN alone, once the peer's window has room for its sequence number
+  // (as Linux's tcp_snd_wnd_test): into a closed window it would be dropped,
+  // and retried only by the retransmission timer; the persist timer probes
+  // meanwhile, and the ACK that opens the window lets it go.
+  if (length == 0) return unsent == 0 && fin_unsent() && send_window > bytes_in_flight();
   if (length == max_payload()) return true;
   // The rest of the data in one short segment: Nagle's algorithm (RFC 896,
   // RFC 9293 §3.7.4) holds it back while an earlier short segment is
@@ -1507,10 +1513,12 @@ void TcpConnection::Impl::enter_closed(std::error_code why) {
   release_buffers();
 }
 
-// The persist timer runs while data waits, nothing is in flight, and the
-// window keeps it back; it backs off as the retransmission timer does.
+// The persist timer runs while data (or the FIN) waits, nothing is in
+// flight, and the window keeps it back; it backs off as the retransmission
+// timer does.
 void TcpConnection::Impl::update_persist_timer() {
-  const bool stalled = may_send_data() && unsent_bytes() > 0 && send_max == send_unacknowledged;
+  const bool stalled =
+      may_send_data() && (unsent_bytes() > 0 || fin_unsent()) && send_max == send_unacknowledged;
   if (!stalled) {
     persist_deadline.reset();
     persist_backoff = 0;
