@@ -153,6 +153,30 @@ TEST_F(DataTest, OverlappingRetransmissionIsTrimmed) {
   EXPECT_EQ(receive_all(), data);
 }
 
+// A segment whose data all arrived already is unacceptable (§3.10.7.4), but
+// the ACK riding on it may be new: the peer resent its data, and meanwhile
+// received ours. As BSD (which trims such a segment to nothing and goes on),
+// its ACK is taken; the data is not, and is answered with an ACK at once.
+TEST_F(DataTest, TheAckOnADuplicateSegmentIsTaken) {
+  open_active();
+  send(pattern(500));
+  next_sent();
+  const auto data = pattern(100, 5);
+  feed(from_peer(peer_iss + 1, iss + 1, flag::ack | flag::psh), data);
+  EXPECT_EQ(receive_all(), data);
+  sent.clear();
+  // The same data again, now acknowledging ours.
+  feed(from_peer(peer_iss + 1, iss + 501, flag::ack | flag::psh), data);
+  EXPECT_EQ(connection->info().bytes_in_flight, 0u);
+  EXPECT_EQ(connection->info().bytes_readable, 0u);
+  const SentSegment ack = next_sent();
+  EXPECT_EQ(ack.header.acknowledgment, SeqNumber(peer_iss + 101));
+  EXPECT_TRUE(ack.payload.empty());
+  // One acknowledging what was never sent changes nothing.
+  feed(from_peer(peer_iss + 1, iss + 900, flag::ack | flag::psh), data);
+  EXPECT_EQ(connection->info().send_unacknowledged, SeqNumber(iss + 501));
+}
+
 TEST_F(DataTest, OutOfOrderFinIsTakenWhenTheHoleFills) {
   open_active();
   feed(from_peer(peer_iss + 101, iss + 1, flag::ack | flag::fin), pattern(100, 2));

@@ -491,11 +491,16 @@ void TcpConnection::Impl::on_segment_synchronized(const TcpSegment& segment, boo
     ++counters.outside_window;
     // A retransmitted FIN restarts TIME-WAIT's 2 MSL (§3.10.7.4, TIME-WAIT).
     if (state == TcpState::time_wait && header.has(flag::fin)) enter_time_wait();
-    // With our window closed no segment with data is acceptable, "but special
-    // allowance should be made to accept valid ACKs" (§3.10.7.4): a probe at
-    // RCV.NXT still carries the peer's acknowledgement of our data.
-    if (receive_window() == 0 && header.sequence == receive_next && header.has(flag::ack) &&
-        !header.has(flag::syn) && !process_acknowledgment(segment))
+    // The segment is dropped, "but special allowance should be made to
+    // accept valid ACKs" (§3.10.7.4): with our window closed, a probe at
+    // RCV.NXT still carries the peer's acknowledgement of our data; and a
+    // segment whose data all arrived already (the peer resent it) may carry
+    // a newer ACK than the one it first came with (BSD trims such a segment
+    // to nothing and takes its ACK). process_acknowledgment checks the ACK.
+    const std::uint32_t length = sequence_length(segment);
+    const bool probe = receive_window() == 0 && header.sequence == receive_next;
+    const bool all_old = length > 0 && header.sequence + length <= receive_next;
+    if ((probe || all_old) && header.has(flag::ack) && !header.has(flag::syn) && !process_acknowledgment(segment))
       return;
     send_ack();
     return;
