@@ -35,6 +35,9 @@ TEST_F(DataTest, SendsFullSegmentsWithPushOnTheLast) {
 
   feed(from_peer(peer_iss + 1, iss + 2501, flag::ack));
   EXPECT_TRUE(connection->all_acknowledged());
+  // No timer but the one that gives the emptied send buffer back a second later.
+  EXPECT_EQ(connection->next_timer(), now + 1s);
+  run_for(1s);
   EXPECT_FALSE(connection->next_timer());
 }
 

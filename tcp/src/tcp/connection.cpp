@@ -364,6 +364,17 @@ struct TcpConnection::Impl {
   std::optional<Instant> last_invalid_reply;
   static constexpr milliseconds invalid_reply_interval{500};  // Linux's tcp_invalid_ratelimit
   int keepalive_probes_unanswered = 0;
+  // The buffers shrink when idle: a buffer emptied while it holds storage
+  // gives it back if it is still empty a second later. A quiet connection
+  // does not keep a burst's megabytes; a busy one, whose buffers empty and
+  // fill all the time, reallocates at most once a second.
+  std::optional<Instant> idle_buffers_deadline;
+  static constexpr milliseconds idle_buffers_delay{1000};
+  void note_emptied_buffers() {
+    const auto emptied = [](const tcp::ByteRing& ring) { return ring.empty() && ring.allocated() > 0; };
+    if (!idle_buffers_deadline && (emptied(send_buffer) || emptied(receive_buffer)))
+      idle_buffers_deadline = now + idle_buffers_delay;
+  }
 
   std::vector<std::uint8_t> segment_scratch;  // a segment's payload that wraps around the ring's end
 };
@@ -553,6 +564,11 @@ void TcpConnection::Impl::on_timer() {
   if (due(persist_deadline)) on_persist_timeout();
   if (due(delayed_ack_deadline)) send_ack();
   if (due(keepalive_deadline())) on_keepalive_timeout();
+  if (due(idle_buffers_deadline)) {
+    idle_buffers_deadline.reset();
+    send_buffer.release();  // each only if still empty
+    receive_buffer.release();
+  }
 }
 
 // RFC 6298 §5.4-5.6, RFC 5681 §3.1 and RFC 9293 §3.8.3's R2.
@@ -862,6 +878,7 @@ void TcpConnection::Impl::on_new_acknowledgment(SeqNumber ack, std::optional<std
   const std::uint32_t acked_data = ack > send_buffer_start ? std::min(ack, data_end()) - send_buffer_start : 0;
   send_buffer.pop(acked_data);
   send_buffer_start += acked_data;
+  note_emptied_buffers();
   send_unacknowledged = ack;
   send_next = std::max(send_next, ack);
   // Nagle's mark follows SND.UNA once passed: left behind, it would read as
@@ -1489,6 +1506,7 @@ void TcpConnection::Impl::enter_time_wait() {
 void TcpConnection::Impl::release_buffers() {
   send_buffer.release();
   receive_buffer.release();
+  idle_buffers_deadline.reset();
   out_of_order.clear();
   std::vector<SeqNumber>().swap(recent_out_of_order);
   duplicate_to_report.reset();
@@ -1608,7 +1626,7 @@ std::optional<Instant> TcpConnection::next_timer() const {
   for (const std::optional<Instant>& deadline :
        {impl_->retransmission_deadline, impl_->persist_deadline, impl_->reorder_deadline, impl_->probe_deadline,
         impl_->pacing_deadline, impl_->delayed_ack_deadline,
-        impl_->closes_at, impl_->keepalive_deadline()}) {
+        impl_->closes_at, impl_->keepalive_deadline(), impl_->idle_buffers_deadline}) {
     if (deadline && (!earliest || *deadline < *earliest)) earliest = deadline;
   }
   return earliest;
@@ -1632,6 +1650,7 @@ Result<std::size_t> TcpConnection::receive(std::span<std::uint8_t> buffer, Insta
     c.receive_buffer.copy_out(0, buffer.first(count));
     c.receive_buffer.pop(count);
     c.forget_urgent_read();
+    c.note_emptied_buffers();
     if (c.state == TcpState::time_wait || c.state == TcpState::closed) c.receive_buffer.release();
     c.send_window_update_if_grown();
     return count;
