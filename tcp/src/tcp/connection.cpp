@@ -1102,7 +1102,7 @@ void TcpConnection::Impl::take_urgent_pointer(const TcpHeader& header) {
   if (header.urgent_pointer == 0) return;  // points at the segment's first byte: nothing before it is urgent
   const SeqNumber pointer = header.sequence + header.urgent_pointer;
   if (pointer <= read_position() || (receive_urgent && pointer <= *receive_urgent)) return;
-  receive_urgent = pointer;
+  receive_urgent.emplace(pointer);
   ++counters.urgent_in;
 }
 
