@@ -13,7 +13,8 @@
  * SERVER-ADDRESS is in utcp's network, which the kernel has no route to, so
  * an echo that works went through utcp. Every mode moves the bytes by turns
  * with read/write, recv/send and readv/writev (two buffers each), the
- * non-blocking modes' server accepts with accept4(SOCK_NONBLOCK), and the
+ * non-blocking modes' server accepts with accept4(SOCK_NONBLOCK) and every
+ * other wait is ppoll, pselect or epoll_pwait, and the
  * client reads back TCP_NODELAY, SO_KEEPALIVE, SO_SNDBUF and TCP_INFO and
  * goes on through a dup2 of its socket. fork is blocking, and the client
  * forks first: the child finds the inherited socket unusable (EOPNOTSUPP),
@@ -71,12 +72,17 @@ static void kernel_pair(int ends[2]) {
 }
 
 /* Waits until fd is ready for `events` (POLLIN/POLLOUT), with the kernel
- * socket `other` in the same wait; returns whether `other` was readable. */
+ * socket `other` in the same wait; returns whether `other` was readable.
+ * Every other wait goes through the call's variant with a signal mask
+ * (ppoll, pselect, epoll_pwait). */
 static int wait_for(enum mode mode, int fd, short events, int other) {
+  static unsigned waits_made;
+  const int masked = waits_made++ % 2;
   int other_ready = 0;
   if (mode == POLL) {
     struct pollfd fds[2] = {{fd, events, 0}, {other, POLLIN, 0}};
-    if (poll(fds, 2, 10000) <= 0) fail("poll timed out or failed");
+    const struct timespec ten_seconds = {10, 0};
+    if ((masked ? ppoll(fds, 2, &ten_seconds, NULL) : poll(fds, 2, 10000)) <= 0) fail("poll timed out or failed");
     other_ready = (fds[1].revents & POLLIN) != 0;
   } else if (mode == SELECT) {
     fd_set readable, writable;
@@ -85,7 +91,11 @@ static int wait_for(enum mode mode, int fd, short events, int other) {
     FD_SET(other, &readable);
     FD_SET(fd, events == POLLIN ? &readable : &writable);
     struct timeval timeout = {10, 0};
-    if (select((fd > other ? fd : other) + 1, &readable, &writable, NULL, &timeout) <= 0) fail("select timed out");
+    const struct timespec ten_seconds = {10, 0};
+    const int nfds = (fd > other ? fd : other) + 1;
+    if ((masked ? pselect(nfds, &readable, &writable, NULL, &ten_seconds, NULL)
+                : select(nfds, &readable, &writable, NULL, &timeout)) <= 0)
+      fail("select timed out");
     other_ready = FD_ISSET(other, &readable);
   } else {
     const int epfd = epoll_create1(EPOLL_CLOEXEC);
@@ -95,7 +105,7 @@ static int wait_for(enum mode mode, int fd, short events, int other) {
     event.data.fd = other;
     if (epoll_ctl(epfd, EPOLL_CTL_ADD, other, &event) != 0) fail("epoll_ctl on the kernel socket");
     struct epoll_event ready[2];
-    const int n = epoll_wait(epfd, ready, 2, 10000);
+    const int n = masked ? epoll_pwait(epfd, ready, 2, 10000, NULL) : epoll_wait(epfd, ready, 2, 10000);
     if (n <= 0) fail("epoll_wait timed out or failed");
     for (int i = 0; i < n; ++i) other_ready |= ready[i].data.fd == other;
     close(epfd);
