@@ -6,20 +6,24 @@
 // a SYN whose options come from the input: any MSS, 0-255 included, with or
 // without timestamps and window scale); then each op is a segment from the
 // peer (any flags, sequence and acknowledgment near the connection's own,
-// any window and options, SACK blocks near what we sent, a payload), an
-// application call (send, receive,
-// shutdown, close, abort), time passing (timers run), or a flood of
-// overlapping out-of-order segments. Checked after every op: no exception
+// any window and options, SACK blocks near what we sent, an urgent pointer
+// with URG, a payload), an application call (send, receive,
+// shutdown, close, abort), time passing (timers run), a flood of
+// overlapping out-of-order segments, or an ICMP unreachable quoting a
+// sequence number near ours. Checked after every op: no exception
 // escaped; no segment sent carries more than the MSS in effect (and that
 // MSS is in [48, ours]); every SACK block we send holds data ahead of
 // RCV.NXT (a first one reporting a duplicate, below it); the out-of-order queue stays within its bounds;
 // every byte delivered is the byte the peer sent at that sequence number
-// (the peer's payload is a function of the sequence number).
+// (the peer's payload is a function of the sequence number); an ICMP error is
+// taken only if the sequence number it quotes is in flight (RFC 5927); the
+// urgent bytes reported lie within what the window and a pointer can reach.
 //
 // Mode 1, reassembly: a flood of fragments generated from a few parameters
 // (sizes down to 8 bytes, many identifications, overlaps, duplicates,
 // missing ends) through a reassembler with small limits, which must hold:
-// datagrams, bytes; a datagram completed must carry the bytes sent.
+// datagrams, bytes; a datagram completed must carry the bytes sent, and one
+// timed out is reported (for ICMP time exceeded) with its first fragment's bytes.
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
@@ -95,7 +99,7 @@ class ConnectionDriver {
   }
 
   void step() {
-    switch (input_.u8() % 9) {
+    switch (input_.u8() % 10) {
       case 0:
       case 1:
         peer_segment();
@@ -128,6 +132,9 @@ class ConnectionDriver {
       case 8:
         overlapping_flood();
         break;
+      case 9:
+        icmp_unreachable();
+        break;
     }
     check();
   }
@@ -141,7 +148,8 @@ class ConnectionDriver {
       }
       // No segment larger than the MSS in effect (its payload less options).
       if (connection_ && !payload.empty()) require(payload.size() <= connection_->info().max_segment_size);
-      our_next_ = std::max(our_next_, sent.sequence.value() + static_cast<std::uint32_t>(payload.size()));
+      our_next_ = std::max(our_next_, sent.sequence.value() + static_cast<std::uint32_t>(payload.size()) +
+                                          (sent.has(flag::fin) ? 1u : 0u));
       if (sent.options.timestamps) peer_echo_ = sent.options.timestamps->value;
       // Every SACK block holds data ahead of RCV.NXT, but for a D-SACK (RFC
       // 2883) in the first place: data received twice, below the ACK.
@@ -194,6 +202,7 @@ class ConnectionDriver {
                               static_cast<std::uint32_t>(input_.s16() >> 8);
     TcpHeader h = header(flags, sequence, ack);
     h.window = input_.u16();
+    if (flags & flag::urg) h.urgent_pointer = input_.u16();
     read_options(h);
     send_stream(h, input_.u16() % 3000);
   }
@@ -211,6 +220,14 @@ class ConnectionDriver {
       if (peer_clock_ != 0) h.options.timestamps = utcp::wire::TcpTimestamps{peer_clock_, peer_echo_};
       send_stream(h, length);
     }
+  }
+
+  void icmp_unreachable() {
+    const utcp::TcpInfo before = connection_->info();
+    const std::uint8_t code = input_.u8() % 16;
+    const SeqNumber quoted(before.send_unacknowledged.value() + static_cast<std::uint32_t>(input_.s16()));
+    const bool in_flight = before.send_unacknowledged <= quoted && quoted < SeqNumber(our_next_);
+    if (connection_->on_icmp_unreachable(code, quoted, now_)) require(in_flight);
   }
 
   void send_stream(const TcpHeader& h, std::size_t length) {
@@ -243,6 +260,7 @@ class ConnectionDriver {
       const std::uint32_t options = info.timestamps ? 12 : 0;
       require(info.max_segment_size + options >= 48 && info.max_segment_size + options <= our_mss);
     }
+    require(info.urgent_bytes <= info.bytes_readable + config_.receive_buffer + 65535);
   }
 
   Input& input_;
@@ -300,7 +318,10 @@ void fuzz_reassembly(Input& input) {
       require(reassembler.bytes_held() <= 65535 + 256 + limits.max_fragments_per_datagram * 64);
     }
     now += std::chrono::milliseconds(input.u8() * 4);
-    reassembler.expire(now);
+    reassembler.expire(now, [](const utcp::wire::Ipv4Header& first, std::span<const std::uint8_t> bytes) {
+      require(first.fragment_offset == 0 && !bytes.empty());
+      for (std::size_t b = 0; b < bytes.size(); ++b) require(bytes[b] == datagram_byte(first.identification, b));
+    });
     if (const auto next = reassembler.next_deadline()) require(*next > now);
   }
 }

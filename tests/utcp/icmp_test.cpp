@@ -71,6 +71,21 @@ TEST(Icmp, RoundTripsEchoRequestAndFragmentationNeeded) {
   EXPECT_EQ(message[6] | message[7], 0);
 }
 
+// Time exceeded (type 11), code 1: fragment reassembly time exceeded (RFC
+// 792), which a host sends when it gives up reassembling a datagram.
+TEST(Icmp, RoundTripsTimeExceeded) {
+  const auto offending = from_hex(test::linux_syn);
+  const IcmpHeader reassembly = IcmpTimeExceeded{time_exceeded_code::reassembly};
+  const auto message = build(reassembly, icmp_error_quote(offending));
+  EXPECT_EQ(message[0], 11);
+  EXPECT_EQ(message[1], 1);
+  EXPECT_EQ(message[4] | message[5] | message[6] | message[7], 0);
+  const auto parsed = parse_icmp(message);
+  ASSERT_TRUE(parsed) << to_string(parsed.error());
+  EXPECT_EQ(parsed->header, reassembly);
+  EXPECT_EQ(parsed->data.size(), 28u);
+}
+
 TEST(Icmp, QuoteIsTheHeaderAndEightBytes) {
   const auto packet = from_hex(test::linux_syn);
   const auto quote = icmp_error_quote(packet);
@@ -115,7 +130,16 @@ TEST(Icmp, RejectsEachMalformedField) {
   changed = unreachable;
   changed[1] = 16;
   EXPECT_EQ(error_of(changed, true), Error::bad_icmp_code);
-  for (const std::uint8_t type : {4, 5, 11, 12, 13, 255}) {
+  changed = unreachable;
+  changed[0] = 11;  // time exceeded: codes 0 and 1
+  changed[1] = 2;
+  EXPECT_EQ(error_of(changed, true), Error::bad_icmp_code);
+  changed[1] = 1;
+  EXPECT_EQ(error_of(changed, true), std::nullopt);
+  changed = echo;
+  changed[0] = 11;  // its data is no quote
+  EXPECT_EQ(error_of(changed, true), Error::bad_quoted_datagram);
+  for (const std::uint8_t type : {4, 5, 12, 13, 255}) {
     changed = echo;
     changed[0] = type;
     EXPECT_EQ(error_of(changed, true), Error::unsupported_icmp_type) << int(type);

@@ -205,6 +205,50 @@ TEST_F(Reassembly, IncompleteDatagramTimesOut) {
   EXPECT_EQ(socket_.queued_datagrams(), 0u);
 }
 
+// RFC 792, RFC 1122 §3.2.2.4: a datagram whose reassembly timed out is
+// reported to its source with ICMP time exceeded (code 1) quoting its first
+// fragment, but only if that fragment (offset 0) arrived.
+TEST_F(Reassembly, ATimeoutIsReportedWithTimeExceededQuotingTheFirstFragment) {
+  inject({piece(0, 1480), piece(2960, 48)}, start);
+  inject({piece(1480, 1480, 78), piece(2960, 48, 78)}, start + 1s);  // no first fragment
+  Bytes icmp_error = pattern(3000, 5);  // a fragmented ICMP error: never answered with one
+  icmp_error[0] = 3;
+  inject({fragment(header_from_b(wire::ip_protocol::icmp, 79), icmp_error, 0, 1480)}, start + 1s);
+  EXPECT_TRUE(sent().empty());
+  stack_->poll(start + 31s);
+  EXPECT_EQ(stack_->counters().reassembly.timeouts, 3u);
+  const auto replies = sent();
+  ASSERT_EQ(replies.size(), 1u);
+  const auto packet = wire::parse_ipv4(replies[0]);
+  ASSERT_TRUE(packet);
+  EXPECT_EQ(packet->header.source, address_a);
+  EXPECT_EQ(packet->header.destination, address_b);
+  const auto message = wire::parse_icmp(packet->payload);
+  ASSERT_TRUE(message);
+  EXPECT_EQ(message->header, wire::IcmpHeader(wire::IcmpTimeExceeded{wire::time_exceeded_code::reassembly}));
+  const auto quoted = wire::parse_quoted_datagram(message->data);
+  ASSERT_TRUE(quoted);
+  EXPECT_EQ(quoted->header.identification, 77);
+  EXPECT_EQ(quoted->header.protocol, wire::ip_protocol::udp);
+  EXPECT_TRUE(quoted->header.more_fragments);
+  EXPECT_EQ(quoted->header.fragment_offset, 0);
+  EXPECT_EQ(message->data[2] << 8 | message->data[3], 20 + 1480);  // the fragment's total length
+  EXPECT_EQ(Bytes(quoted->payload_start.begin(), quoted->payload_start.end()),
+            Bytes(datagram_.begin(), datagram_.begin() + 8));
+  EXPECT_EQ(stack_->counters().icmp.time_exceeded_out, 1u);
+}
+
+// One that comes in (about a datagram we sent) is counted, and changes nothing.
+TEST_F(OneStack, TimeExceededInIsCounted) {
+  const Bytes offending = ip_packet(header_from_b(wire::ip_protocol::udp), pattern(8));
+  Bytes message(wire::icmp_header_length + offending.size());
+  message.resize(wire::emit_icmp(wire::IcmpTimeExceeded{wire::time_exceeded_code::in_transit},
+                                 wire::icmp_error_quote(offending), message));
+  inject({ip_packet(header_from_b(wire::ip_protocol::icmp), message)});
+  EXPECT_EQ(stack_->counters().icmp.time_exceeded_in, 1u);
+  EXPECT_TRUE(sent().empty());
+}
+
 TEST(Reassembler, MemoryBoundEvictsTheOldestDatagram) {
   Reassembler reassembler(ReassemblyLimits{30s, 0});  // raised to one largest datagram
   wire::Ipv4Header header = header_from_b(wire::ip_protocol::udp);

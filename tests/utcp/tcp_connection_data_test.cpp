@@ -35,6 +35,9 @@ TEST_F(DataTest, SendsFullSegmentsWithPushOnTheLast) {
 
   feed(from_peer(peer_iss + 1, iss + 2501, flag::ack));
   EXPECT_TRUE(connection->all_acknowledged());
+  // No timer but the one that gives the emptied send buffer back a second later.
+  EXPECT_EQ(connection->next_timer(), now + 1s);
+  run_for(1s);
   EXPECT_FALSE(connection->next_timer());
 }
 
@@ -50,6 +53,40 @@ TEST_F(DataTest, ReceivesInOrderData) {
   EXPECT_EQ(receive_all(), std::vector<std::uint8_t>(data.begin() + 300, data.end()));
   EXPECT_EQ(connection->receive(part, now).error(), std::errc::resource_unavailable_try_again);
   EXPECT_EQ(connection->counters().bytes_in, 700u);
+}
+
+// RFC 9293 §3.8.5: the application learns of urgent data, and how much of it
+// is left to read. The urgent pointer points past the last urgent byte (RFC
+// 6093); the data stays in the stream. How many bytes from the next one read
+// lead up to the pointer is reported until they are read, and again when
+// the pointer advances; one that does not advance changes nothing.
+TEST_F(DataTest, UrgentDataIsReportedUntilReadPast) {
+  open_active();
+  EXPECT_EQ(connection->info().urgent_bytes, 0u);
+  TcpHeader segment = from_peer(peer_iss + 1, iss + 1, flag::ack | flag::psh | flag::urg);
+  segment.urgent_pointer = 60;
+  feed(segment, pattern(100));
+  EXPECT_EQ(connection->info().urgent_bytes, 60u);
+  EXPECT_EQ(connection->counters().urgent_in, 1u);
+  std::array<std::uint8_t, 50> part{};
+  ASSERT_EQ(*connection->receive(part, now), 50u);
+  EXPECT_EQ(connection->info().urgent_bytes, 10u);
+  ASSERT_EQ(*connection->receive(part, now), 50u);
+  EXPECT_EQ(connection->info().urgent_bytes, 0u);
+
+  // A pointer past the data received: urgent data still to come.
+  segment.sequence = SeqNumber(peer_iss + 101);
+  segment.urgent_pointer = 500;
+  feed(segment, pattern(100));
+  EXPECT_EQ(connection->info().urgent_bytes, 500u);
+  // The rest of that segment's stream, with the same pointer: no news.
+  segment.sequence = SeqNumber(peer_iss + 201);
+  segment.urgent_pointer = 400;
+  feed(segment, pattern(100));
+  EXPECT_EQ(connection->info().urgent_bytes, 500u);
+  EXPECT_EQ(connection->counters().urgent_in, 2u);
+  EXPECT_EQ(receive_all().size(), 200u);
+  EXPECT_EQ(connection->info().urgent_bytes, 300u);
 }
 
 TEST_F(DataTest, EchoBothWaysPiggybacksTheAck) {
@@ -117,6 +154,30 @@ TEST_F(DataTest, OverlappingRetransmissionIsTrimmed) {
   feed(from_peer(peer_iss + 1, iss + 1, flag::ack), bytes.first(1000));
   feed(from_peer(peer_iss + 501, iss + 1, flag::ack), bytes.subspan(500));  // 500 old bytes, 500 new
   EXPECT_EQ(receive_all(), data);
+}
+
+// A segment whose data all arrived already is unacceptable (§3.10.7.4), but
+// the ACK riding on it may be new: the peer resent its data, and meanwhile
+// received ours. As BSD (which trims such a segment to nothing and goes on),
+// its ACK is taken; the data is not, and is answered with an ACK at once.
+TEST_F(DataTest, TheAckOnADuplicateSegmentIsTaken) {
+  open_active();
+  send(pattern(500));
+  next_sent();
+  const auto data = pattern(100, 5);
+  feed(from_peer(peer_iss + 1, iss + 1, flag::ack | flag::psh), data);
+  EXPECT_EQ(receive_all(), data);
+  sent.clear();
+  // The same data again, now acknowledging ours.
+  feed(from_peer(peer_iss + 1, iss + 501, flag::ack | flag::psh), data);
+  EXPECT_EQ(connection->info().bytes_in_flight, 0u);
+  EXPECT_EQ(connection->info().bytes_readable, 0u);
+  const SentSegment ack = next_sent();
+  EXPECT_EQ(ack.header.acknowledgment, SeqNumber(peer_iss + 101));
+  EXPECT_TRUE(ack.payload.empty());
+  // One acknowledging what was never sent changes nothing.
+  feed(from_peer(peer_iss + 1, iss + 900, flag::ack | flag::psh), data);
+  EXPECT_EQ(connection->info().send_unacknowledged, SeqNumber(iss + 501));
 }
 
 TEST_F(DataTest, OutOfOrderFinIsTakenWhenTheHoleFills) {
@@ -244,6 +305,33 @@ TEST_F(WindowTest, ZeroWindowIsProbedWithBackoffUntilItOpens) {
   const SentSegment data = next_sent();
   EXPECT_EQ(data.payload.size(), 300u);
   EXPECT_EQ(connection->state(), TcpState::established);
+}
+
+// A FIN takes a sequence number, and a peer whose window is closed drops
+// it (as Linux does): sent into the closed window it was retried only by the
+// retransmission timer, seconds after the window opened. As Linux, it now
+// waits for room in the window, the persist timer probes meanwhile, and it
+// goes as soon as the window opens.
+TEST_F(WindowTest, AFinWaitsForTheWindowToOpenAndGoesWhenItDoes) {
+  open_active(1000);
+  send(pattern(1000));
+  next_sent();
+  feed(from_peer(peer_iss + 1, iss + 1001, flag::ack, 0));  // all taken, the window closed
+  connection->close(now);
+  EXPECT_EQ(connection->state(), TcpState::fin_wait_1);
+  EXPECT_TRUE(sent.empty());
+  ASSERT_TRUE(connection->next_timer());
+  run_for(*connection->next_timer() - now);
+  const SentSegment probe = next_sent();
+  EXPECT_FALSE(probe.header.has(flag::fin));
+  EXPECT_EQ(connection->counters().zero_window_probes, 1u);
+  feed(from_peer(peer_iss + 1, iss + 1001, flag::ack, 1000));  // the answer opens it
+  const SentSegment fin = next_sent();
+  EXPECT_TRUE(fin.header.has(flag::fin));
+  EXPECT_EQ(fin.header.sequence, SeqNumber(iss + 1001));
+  feed(from_peer(peer_iss + 1, iss + 1002, flag::ack, 1000));
+  EXPECT_EQ(connection->state(), TcpState::fin_wait_2);
+  EXPECT_EQ(connection->counters().timeouts, 0u);
 }
 
 TEST_F(WindowTest, ZeroWindowLaterInTheTransfer) {

@@ -141,5 +141,61 @@ TEST(LoopbackTest, SlowReaderClosesTheWindowAndReopensIt) {
   EXPECT_FALSE(loopback.client->error());
 }
 
+// NewReno's `recover` (RFC 6582) and Nagle's mark (the end of the last
+// short segment) are sequence numbers compared with SND.UNA modulo 2^32. Left
+// where they were while more than 2 GiB went by in full segments without a
+// loss, they read as ahead of SND.UNA: a loss then waited for the
+// retransmission timer instead of the third duplicate ACK, and a short
+// write for the persist timer instead of going at once.
+TEST(LoopbackTest, FastRetransmitAndNagleStillWorkAfterTwoGibibytesWithoutALoss) {
+  constexpr std::uint32_t mss = 60000;
+  TcpConfig config = bulk_config();
+  config.congestion_control = "newreno";
+  config.sack = false;
+  config.timestamps = false;  // each segment carries the whole MSS
+  config.max_segment_size = mss;
+  config.send_buffer = config.receive_buffer = 64 * mss;
+  bool drop_next = false;
+  Loopback::Options options{config, config};
+  options.drop = [&](int to, const TcpHeader&, std::span<const std::uint8_t> payload) {
+    if (to != 1 || payload.empty() || !drop_next) return false;
+    drop_next = false;
+    return true;
+  };
+  Loopback loopback(options);
+  loopback.connect();
+  ASSERT_TRUE(loopback.run_until([&] { return loopback.server && loopback.server->state() == TcpState::established; }));
+  TcpConnection& client = *loopback.client;
+  TcpConnection& server = *loopback.server;
+  const std::vector<std::uint8_t> segment(mss, 0x5a);
+  std::vector<std::uint8_t> sink(64 * mss);
+  const auto taken = [](const Result<std::size_t>& result) { return result ? *result : 0; };
+  // Writes `bytes` in whole segments (none short) and runs until all is acknowledged.
+  const auto move = [&](std::uint64_t bytes) {
+    std::uint64_t written = 0;
+    return loopback.run_until([&] {
+      while (written < bytes && taken(client.send(segment, loopback.now)) == mss) written += mss;
+      while (server.readable() && taken(server.receive(sink, loopback.now)) > 0) {
+      }
+      return written >= bytes && !client.has_unsent() && client.all_acknowledged();
+    });
+  };
+  ASSERT_TRUE(move((1ull << 31) + 64 * mss));
+  ASSERT_EQ(client.counters().retransmitted_segments, 0u);
+  ASSERT_EQ(client.counters().segments_out, client.counters().bytes_out / mss + 2);  // the SYN, the handshake's ACK
+
+  // A short write goes at once: no short segment is unacknowledged.
+  const std::vector<std::uint8_t> small(100, 1);
+  ASSERT_EQ(taken(client.send(small, loopback.now)), small.size());
+  EXPECT_FALSE(client.has_unsent());
+  ASSERT_TRUE(move(0));
+
+  // A lost segment is repaired by fast retransmit, not by the timer.
+  drop_next = true;
+  ASSERT_TRUE(move(16 * mss));
+  EXPECT_EQ(client.counters().fast_retransmits, 1u);
+  EXPECT_EQ(client.counters().timeouts, 0u);
+}
+
 }  // namespace
 }  // namespace utcp::testing

@@ -123,6 +123,30 @@ TEST_F(OpenTest, SimultaneousOpenGoesThroughSynReceived) {
   EXPECT_TRUE(connection->was_established());
 }
 
+// RFC 7323 §2.2: the window of a SYN-ACK is never scaled, also when it
+// ends a simultaneous open in SYN-RECEIVED, after both SYNs offered scaling.
+TEST_F(OpenTest, ASimultaneousOpensSynAckWindowIsNotScaled) {
+  config.window_scaling = true;
+  connection = TcpConnection::connect(ports, config, SeqNumber(iss), now, capture());
+  next_sent();
+  TcpHeader syn = from_peer(peer_iss, 0, flag::syn, 30000);
+  syn.options.max_segment_size = 1000;
+  syn.options.window_scale = 7;
+  feed(syn);
+  ASSERT_EQ(connection->state(), TcpState::syn_received);
+  ASSERT_EQ(connection->info().send_window_scale, 7);
+  next_sent();
+  TcpHeader syn_ack = from_peer(peer_iss, iss + 1, flag::syn | flag::ack, 20000);
+  syn_ack.options.max_segment_size = 1000;
+  syn_ack.options.window_scale = 7;
+  feed(syn_ack);
+  EXPECT_EQ(connection->state(), TcpState::established);
+  EXPECT_EQ(connection->info().send_window, 20000u);
+  // The next segment's window is scaled.
+  feed(from_peer(peer_iss + 1, iss + 1, flag::ack, 300));
+  EXPECT_EQ(connection->info().send_window, 300u << 7);
+}
+
 TEST_F(OpenTest, SimultaneousOpenOfTwoConnections) {
   Loopback::Options options{plain_config(), plain_config()};
   Loopback loopback(options);
@@ -156,20 +180,44 @@ TEST_F(OpenTest, SynRetriesExhaustedTimeOut) {
 
 TEST_F(OpenTest, PortUnreachableInSynSentRefuses) {
   connection = TcpConnection::connect(ports, config, SeqNumber(iss), now, capture());
-  connection->on_icmp_unreachable(3, now);
+  EXPECT_TRUE(connection->on_icmp_unreachable(3, SeqNumber(iss), now));
   EXPECT_EQ(connection->state(), TcpState::closed);
   EXPECT_EQ(connection->error(), std::errc::connection_refused);
+}
+
+// RFC 5927 §4.1: an ICMP error is taken only if the sequence number of the
+// segment it quotes is in flight (SND.UNA <= SEG.SEQ < SND.NXT); anyone who
+// knows the four-tuple could otherwise refuse an opening connection.
+TEST_F(OpenTest, AnIcmpErrorQuotingASequenceNumberNotInFlightIsIgnored) {
+  connection = TcpConnection::connect(ports, config, SeqNumber(iss), now, capture());
+  for (const std::uint32_t quoted : {iss - 1, iss + 1, iss + 70000, iss + 0x80000000u})
+    EXPECT_FALSE(connection->on_icmp_unreachable(3, SeqNumber(quoted), now)) << quoted;
+  EXPECT_EQ(connection->state(), TcpState::syn_sent);
+  feed(from_peer(peer_iss, iss + 1, flag::syn | flag::ack));
+  EXPECT_EQ(connection->state(), TcpState::established);
 }
 
 TEST_F(OpenTest, HostUnreachableIsASoftErrorReportedAtTimeout) {
   config.data_retries = 1;
   open_active();
-  connection->on_icmp_unreachable(1, now);
-  EXPECT_EQ(connection->state(), TcpState::established);
   send(pattern(100));
+  EXPECT_TRUE(connection->on_icmp_unreachable(1, SeqNumber(iss + 1), now));
+  EXPECT_EQ(connection->state(), TcpState::established);
   run_for(10s);
   EXPECT_EQ(connection->state(), TcpState::closed);
   EXPECT_EQ(connection->error(), std::errc::host_unreachable);
+}
+
+TEST_F(OpenTest, ASoftErrorQuotingDataNotInFlightIsIgnored) {
+  config.data_retries = 1;
+  open_active();
+  send(pattern(100));
+  // Past SND.NXT, and before SND.UNA (the SYN, acknowledged).
+  EXPECT_FALSE(connection->on_icmp_unreachable(1, SeqNumber(iss + 101), now));
+  EXPECT_FALSE(connection->on_icmp_unreachable(1, SeqNumber(iss), now));
+  run_for(10s);
+  EXPECT_EQ(connection->state(), TcpState::closed);
+  EXPECT_EQ(connection->error(), std::errc::timed_out);
 }
 
 TEST_F(OpenTest, DataQueuedBeforeEstablishedGoesAfterTheHandshake) {

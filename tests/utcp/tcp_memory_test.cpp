@@ -145,4 +145,49 @@ TEST(TcpMemory, IdleConnectionsCommitLittleAndTimeWaitHoldsOnlyTheState) {
   EXPECT_LT((live_bytes - before) / connections, 128u);
 }
 
+// Buffers grow to what a burst needs and shrink once the connection is idle
+// (issue 23's "shrink when idle"): a connection that moved 4 MiB each way
+// keeps its grown buffers (a megabyte and more) while it is busy, gives them
+// back within seconds of going quiet, and grows them again for the next burst.
+TEST(TcpMemory, BuffersGrownByABurstShrinkOnceIdle) {
+  TwoStacks stacks;
+  utcp::TcpListener listener(stacks.server());
+  ASSERT_FALSE(listener.listen({{}, 80}));
+  listener.set_nonblocking(true);
+  utcp::TcpSocket client(stacks.client());
+  client.set_nonblocking(true);
+  (void)client.connect({server_address, 80});
+  stacks.settle();
+  auto accepted = listener.accept();
+  ASSERT_TRUE(accepted);
+  utcp::TcpSocket server = std::move(*accepted);
+  server.set_nonblocking(true);
+  const std::vector<std::uint8_t> data(4u << 20, 0x5a);
+  std::vector<std::uint8_t> buffer(64u << 10);
+  // `from` writes 4 MiB, `to` reads only when the writer is stopped: both buffers fill.
+  const auto burst = [&](utcp::TcpSocket& from, utcp::TcpSocket& to) {
+    std::size_t sent = 0, received = 0;
+    while (received < data.size()) {
+      const auto n = sent < data.size() ? from.send(std::span(data).subspan(sent)) : utcp::Result<std::size_t>(0);
+      if (n) sent += *n;
+      stacks.settle(10ms);  // delayed ACKs and the like go out
+      if (!n || *n == 0)
+        while (const auto got = to.receive(buffer)) received += *got;
+    }
+  };
+  const std::size_t before = live_bytes;
+  burst(client, server);
+  burst(server, client);
+  const std::size_t busy = live_bytes - before;
+  std::printf("after the bursts: %zu bytes, both ends\n", busy);
+  EXPECT_GT(busy, 1u << 20);
+  stacks.settle(100ms);  // the last (delayed) ACKs
+  stacks.settle(2s);     // quiet
+  const std::size_t idle = live_bytes - before;
+  std::printf("idle: %zu bytes, both ends\n", idle);
+  EXPECT_LT(idle, 64u << 10);
+  burst(client, server);
+  EXPECT_GT(live_bytes - before, 1u << 20);
+}
+
 }  // namespace

@@ -14,6 +14,7 @@
 #include <random>
 #include <vector>
 
+#include "utcp/checksum.hpp"
 #include "utcp/icmp.hpp"
 #include "utcp/ipv4.hpp"
 #include "utcp/link.hpp"
@@ -515,6 +516,70 @@ TEST_F(TcpSockets, IcmpPortUnreachableRefusesAnOpeningConnection) {
   TcpSocket client(net_.a());
   EXPECT_EQ(client.connect({address_b, port}), errc(std::errc::connection_refused));
   EXPECT_EQ(net_.a().counters().tcp.unreachable_in, 1u);
+}
+
+// RFC 5927 §4.1: an ICMP error whose quoted segment is not in flight (its
+// sequence number outside SND.UNA..SND.NXT) is dropped and counted, and the
+// connection opens.
+TEST_F(TcpSockets, IcmpErrorQuotingASequenceNumberNotInFlightIsIgnored) {
+  ASSERT_FALSE(listener_.listen({{}, port}));
+  bool answered = false;
+  net_.set_tamper([&](std::vector<Bytes>& packets, bool a_to_b) {
+    if (!a_to_b || answered || packets.empty()) return;
+    answered = true;
+    Bytes quote(utcp::wire::icmp_error_quote(packets.front()).begin(),
+                utcp::wire::icmp_error_quote(packets.front()).end());
+    quote.at(20 + 7) ^= 0x01;  // the SYN's sequence number, now one that was never sent
+    Bytes answer(200);
+    const std::size_t length = utcp::wire::emit_icmp(utcp::wire::IcmpDestinationUnreachable{}, quote,
+                                                     std::span(answer).subspan(20));
+    utcp::wire::Ipv4Header ip;
+    ip.protocol = utcp::wire::ip_protocol::icmp;
+    ip.time_to_live = 64;
+    ip.source = address_b;
+    ip.destination = address_a;
+    answer.resize(utcp::wire::emit_ipv4(ip, std::span(answer).subspan(20, length), answer));
+    net_.inject_to_a(answer);
+  });
+  TcpSocket client(net_.a());
+  EXPECT_EQ(client.connect({address_b, port}), std::error_code());
+  EXPECT_TRUE(answered);
+  EXPECT_EQ(net_.a().counters().tcp.unreachable_in, 0u);
+  EXPECT_EQ(net_.a().counters().tcp.unreachable_ignored, 1u);
+}
+
+// Urgent data reaches the application as such (RFC 9293 §3.8.5): the box
+// marks A's data segment urgent up to its 10th byte; B's socket reports
+// pri in poll and the urgent bytes left, the data itself stays in order in
+// the stream, and both end once B has read past it.
+TEST_F(TcpSockets, UrgentDataIsReportedByPollUntilReadPast) {
+  TcpSocket client(net_.a());
+  std::optional<TcpSocket> server;
+  connect_pair(client, server);
+  net_.set_tamper([](std::vector<Bytes>& packets, bool a_to_b) {
+    for (Bytes& packet : packets) {
+      if (!a_to_b || packet.size() <= 20 + 32) continue;  // headers alone (timestamps): no data
+      const auto word = [&](std::size_t at) { return static_cast<std::uint16_t>(packet[at] << 8 | packet[at + 1]); };
+      const auto set_word = [&](std::size_t at, std::uint16_t value) {
+        const std::uint16_t checksum = utcp::wire::update_checksum(word(36), word(at), value);
+        packet[at] = static_cast<std::uint8_t>(value >> 8);
+        packet[at + 1] = static_cast<std::uint8_t>(value);
+        packet[36] = static_cast<std::uint8_t>(checksum >> 8);
+        packet[37] = static_cast<std::uint8_t>(checksum);
+      };
+      set_word(32, word(32) | utcp::wire::tcp_flags::urg);  // data offset and flags
+      set_word(38, 10);                                // the urgent pointer
+    }
+  });
+  const Bytes data = pattern(100);
+  ASSERT_EQ(client.send(data).value(), data.size());
+  PollEntry entries[] = {{&*server, utcp::poll_events::in | utcp::poll_events::pri}};
+  ASSERT_EQ(utcp::poll(net_.b(), entries, 5s).value(), 1u);
+  EXPECT_EQ(entries[0].revents, utcp::poll_events::in | utcp::poll_events::pri);
+  EXPECT_EQ(server->info()->urgent_bytes, 10u);
+  EXPECT_EQ(read_exactly(*server, 100), data);
+  EXPECT_EQ(server->info()->urgent_bytes, 0u);
+  EXPECT_EQ(utcp::poll(net_.b(), entries, 0s).value(), 0u);
 }
 
 TEST_F(TcpSockets, NonBlockingConnectThenPollForWritable) {

@@ -429,6 +429,47 @@ TEST_F(TunTest, TcpKernelClientToUtcpServer) {
   expect_no_resets();
 }
 
+// Urgent data as Linux sends it (send with MSG_OOB: URG, and the urgent
+// pointer past the urgent byte): utcp reports it (poll's pri,
+// TcpInfo::urgent_bytes counting the bytes up to the pointer) and keeps the
+// byte in the stream, in order (as Linux's SO_OOBINLINE).
+TEST_F(TunTest, UrgentDataFromTheKernelIsReported) {
+  TcpListener listener(stack());
+  ASSERT_FALSE(listener.listen({utcp_address, 5003}));
+  listener.set_accept_timeout(call_timeout);
+  std::future<void> kernel_side = std::async(std::launch::async, [] {
+    KernelSocket kernel(SOCK_STREAM, 0);
+    if (const int error = kernel_connect(kernel, {utcp_address, 5003}))
+      throw std::system_error(error, std::generic_category(), "kernel connect");
+    const Bytes normal = {'a', 'b', 'c'};
+    kernel_send_all(kernel, normal);
+    const std::uint8_t urgent = '!';
+    if (::send(kernel.fd(), &urgent, 1, MSG_OOB | MSG_NOSIGNAL) != 1) throw_errno("kernel send MSG_OOB");
+    kernel_expect(kernel_receive_one(kernel) == 0, "the kernel did not read the end of utcp's stream");
+  });
+  Result<TcpSocket> accepted = listener.accept();
+  ASSERT_TRUE(accepted) << "accept: " << accepted.error().message();
+  TcpSocket& socket = *accepted;
+  set_timeouts(socket);
+  PollEntry entries[] = {{&socket, poll_events::pri}};
+  const Result<std::size_t> ready = utcp::poll(stack(), entries, call_timeout);
+  ASSERT_TRUE(ready && *ready == 1u) << "no urgent data reported";
+  EXPECT_EQ(entries[0].revents, poll_events::pri);
+  EXPECT_EQ(socket.info()->urgent_bytes, 4u);
+  Bytes received;
+  Bytes buffer(16);
+  while (received.size() < 4) {
+    const Result<std::size_t> got = socket.receive(buffer);
+    ASSERT_TRUE(got && *got > 0) << "utcp receive";
+    received.insert(received.end(), buffer.begin(), buffer.begin() + static_cast<std::ptrdiff_t>(*got));
+  }
+  EXPECT_EQ(received, (Bytes{'a', 'b', 'c', '!'}));
+  EXPECT_EQ(socket.info()->urgent_bytes, 0u);
+  socket.close();
+  ASSERT_NO_FATAL_FAILURE(finish(kernel_side));
+  expect_no_resets();
+}
+
 // utcp connects to a kernel listener; every size crosses both ways; utcp
 // closes first and ends in TIME-WAIT.
 TEST_F(TunTest, TcpUtcpClientToKernelServer) {

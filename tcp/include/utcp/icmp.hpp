@@ -1,5 +1,5 @@
 // The ICMP messages an IP host needs (RFC 792, RFC 1122 §3.2.2): echo
-// request and reply, and destination unreachable.
+// request and reply, destination unreachable, and time exceeded.
 #pragma once
 
 #include <cstddef>
@@ -38,17 +38,29 @@ struct IcmpDestinationUnreachable {
   friend bool operator==(const IcmpDestinationUnreachable&, const IcmpDestinationUnreachable&) = default;
 };
 
-using IcmpHeader = std::variant<IcmpEcho, IcmpDestinationUnreachable>;
+// Codes of time exceeded (type 11, RFC 792).
+namespace time_exceeded_code {
+inline constexpr std::uint8_t in_transit = 0;  // time to live exceeded in transit
+inline constexpr std::uint8_t reassembly = 1;  // fragment reassembly time exceeded
+}  // namespace time_exceeded_code
+
+struct IcmpTimeExceeded {
+  std::uint8_t code = time_exceeded_code::reassembly;
+  friend bool operator==(const IcmpTimeExceeded&, const IcmpTimeExceeded&) = default;
+};
+
+using IcmpHeader = std::variant<IcmpEcho, IcmpDestinationUnreachable, IcmpTimeExceeded>;
 
 struct IcmpMessage {
   IcmpHeader header;
-  // Echo: the data to echo back. Unreachable: the quoted datagram.
+  // Echo: the data to echo back. Unreachable, time exceeded: the quoted datagram.
   std::span<const std::uint8_t> data;
 };
 
-// Checks the length, the checksum over the whole message, the type (echo or
-// destination unreachable, others are unsupported_icmp_type), the code, and
-// for unreachable that the quote parses with parse_quoted_datagram.
+// Checks the length, the checksum over the whole message, the type (echo,
+// destination unreachable or time exceeded, others are
+// unsupported_icmp_type), the code, and for the errors that the quote parses
+// with parse_quoted_datagram.
 Result<IcmpMessage> parse_icmp(std::span<const std::uint8_t> message);
 
 // Writes the 8-byte header with its checksum, then data (copied unless it

@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <list>
 #include <map>
 #include <optional>
@@ -64,7 +65,12 @@ class Reassembler {
   // that arrived at `now`. Returns the datagram when this fragment completes it.
   std::optional<Datagram> offer(const wire::Ipv4Header& header, std::span<const std::uint8_t> payload, Instant now);
   // Discards the datagrams whose time ran out by `now`; returns how many.
-  std::size_t expire(Instant now);
+  // For each whose first fragment (offset 0) arrived, calls on_timeout with
+  // that fragment's header and payload, for ICMP time exceeded (RFC 1122
+  // §3.2.2.4: without the first fragment, none is sent).
+  using OnTimeout =
+      std::function<void(const wire::Ipv4Header& first_fragment, std::span<const std::uint8_t> payload)>;
+  std::size_t expire(Instant now, const OnTimeout& on_timeout = nullptr);
   // When the next datagram times out, if any is being reassembled.
   std::optional<Instant> next_deadline() const;
 
@@ -84,7 +90,7 @@ class Reassembler {
   struct Entry {
     Instant deadline;
     std::list<Entries::iterator>::iterator age;  // its place in age_
-    wire::Ipv4Header first_header;
+    wire::Ipv4Header first_header;  // the first fragment's, once it arrived
     std::optional<std::size_t> total_length;  // known once the last fragment arrived
     std::map<std::size_t, std::size_t> fragments;  // offset -> end, disjoint
     std::size_t bytes_received = 0;

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "utcp/address.hpp"
+#include "utcp/icmp.hpp"
 #include "utcp/ipv4.hpp"
 #include "utcp/link.hpp"
 #include "utcp/reassembly.hpp"
@@ -78,13 +79,15 @@ struct StackCounters {
   struct Icmp {
     std::uint64_t bad_checksum = 0;
     std::uint64_t malformed = 0;
-    std::uint64_t unsupported = 0;        // types other than echo and destination unreachable
+    std::uint64_t unsupported = 0;        // types other than echo, destination unreachable and time exceeded
     std::uint64_t echo_requests_in = 0;   // each answered with a reply
     std::uint64_t echo_replies_in = 0;
     std::uint64_t echo_replies_dropped = 0;  // the reply queue was full
     std::uint64_t echo_requests_out = 0;
     std::uint64_t unreachable_in = 0;
     std::uint64_t unreachable_out = 0;
+    std::uint64_t time_exceeded_in = 0;   // counted, not acted on
+    std::uint64_t time_exceeded_out = 0;  // for datagrams whose reassembly timed out
   } icmp;
   struct Udp {
     std::uint64_t datagrams_in = 0;       // delivered to a socket's queue
@@ -105,6 +108,7 @@ struct StackCounters {
     std::uint64_t active_opens = 0;       // connect
     std::uint64_t passive_opens = 0;      // SYNs taken by a listener
     std::uint64_t unreachable_in = 0;     // ICMP destination unreachable passed to a connection
+    std::uint64_t unreachable_ignored = 0;  // ... quoting a segment not in flight (RFC 5927)
     std::uint64_t half_open_evictions = 0;   // half-open connections dropped for a newer SYN
     std::uint64_t out_of_order_bytes = 0;    // now held ahead of RCV.NXT, all connections
     std::uint64_t out_of_order_segments = 0;
@@ -324,9 +328,11 @@ class Stack {
   // A half-open connection reached ESTABLISHED: to its listener's accept queue.
   void tcp_promote_half_open(const TcpQuad& quad, TcpConnectionEntry& entry);
   void tcp_send_reset_for(const wire::TcpSegment& segment, wire::Ipv4Address to);
-  // ICMP destination unreachable about a datagram we received, unless RFC
-  // 1122 §3.2.2 forbids an error about it.
-  void send_unreachable(std::uint8_t code, const wire::Ipv4Header& header, std::span<const std::uint8_t> payload);
+  // An ICMP error (destination unreachable, time exceeded) about a datagram
+  // (or first fragment) we received, quoting its header and the start of
+  // its payload, unless RFC 1122 §3.2.2 forbids an error about it.
+  void send_icmp_error(const wire::IcmpHeader& message, const wire::Ipv4Header& header,
+                       std::span<const std::uint8_t> payload);
 
   Link& link_;
   StackConfig config_;

@@ -128,6 +128,7 @@ struct TcpCounters {
   std::uint64_t resets_out = 0;
   std::uint64_t zero_window_probes = 0;
   std::uint64_t keepalive_probes = 0;
+  std::uint64_t urgent_in = 0;              // urgent pointers that advanced past what was read
 };
 
 // The state of the sender and receiver, as Linux's tcp_info shows it.
@@ -155,6 +156,10 @@ struct TcpInfo {
   std::size_t bytes_unsent = 0;         // in the send buffer, not yet sent
   std::size_t bytes_in_flight = 0;      // sent, not acknowledged
   std::size_t bytes_readable = 0;       // in order, not yet read
+  // Urgent data (RFC 9293 §3.8.5): how many of the bytes from the next one
+  // read (received or still to come) lead up to the peer's urgent pointer;
+  // 0 when none is pending. The urgent bytes stay in the stream (RFC 6093).
+  std::size_t urgent_bytes = 0;
   std::size_t out_of_order_bytes = 0;   // held ahead of RCV.NXT
   std::size_t out_of_order_segments = 0;
 };
@@ -204,10 +209,13 @@ class TcpConnection {
   void on_segment(const wire::TcpSegment& segment, Instant now, bool in_batch = false);
   // Sends the ACK held while a batch came in, if there is one.
   void flush_held_ack(Instant now);
-  // An ICMP destination unreachable about a segment we sent: in SYN-SENT a
-  // port or protocol unreachable ends the connection with ECONNREFUSED;
-  // otherwise it is a soft error (RFC 5461), kept for a later timeout.
-  void on_icmp_unreachable(std::uint8_t code, Instant now);
+  // An ICMP destination unreachable about a segment we sent, whose quoted
+  // header carries `quoted_sequence`: taken only if that is in flight,
+  // SND.UNA <= SEG.SEQ < SND.NXT (RFC 5927 §4.1; returns whether it was).
+  // In SYN-SENT a port or protocol unreachable ends the connection with
+  // ECONNREFUSED; otherwise it is a soft error (RFC 5461), kept for a later
+  // timeout.
+  bool on_icmp_unreachable(std::uint8_t code, wire::SeqNumber quoted_sequence, Instant now);
   // Runs whatever timer is due: retransmission, delayed ACK, zero-window
   // probe, keepalive, TIME-WAIT, and pacing's next segment.
   void on_timer(Instant now);
@@ -263,6 +271,8 @@ class TcpConnection {
   bool was_established() const;
   // receive() would not say EAGAIN: bytes, the end of the stream, or an error.
   bool readable() const;
+  // TcpInfo::urgent_bytes without the rest of info().
+  std::size_t urgent_bytes() const;
   // Room in the send buffer, 0 once sending is over.
   std::size_t send_space() const;
   // Bytes in the send buffer wait for the windows (or Nagle) to go.

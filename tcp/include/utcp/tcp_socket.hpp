@@ -145,6 +145,7 @@ class TcpListener {
 // poll(2) over sockets of one stack.
 namespace poll_events {
 inline constexpr short in = 0x1;    // readable / acceptable
+inline constexpr short pri = 0x2;   // urgent data to read (TcpInfo::urgent_bytes)
 inline constexpr short out = 0x4;   // writable (a connect finished)
 inline constexpr short err = 0x8;   // an error is pending (always reported)
 inline constexpr short hup = 0x10;  // the connection is over both ways (always reported)

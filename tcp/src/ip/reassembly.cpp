@@ -81,10 +81,13 @@ std::optional<Reassembler::Datagram> Reassembler::offer(const wire::Ipv4Header& 
   return datagram;
 }
 
-std::size_t Reassembler::expire(Instant now) {
+std::size_t Reassembler::expire(Instant now, const OnTimeout& on_timeout) {
   std::size_t expired = 0;
   while (!age_.empty() && age_.front()->second.deadline <= now) {
     ++counters_.timeouts;
+    const Entry& entry = age_.front()->second;
+    if (on_timeout && !entry.fragments.empty() && entry.fragments.begin()->first == 0)
+      on_timeout(entry.first_header, std::span(entry.data).first(entry.fragments.begin()->second));
     discard(age_.front());
     ++expired;
   }

@@ -80,7 +80,9 @@ bool Stack::poll(Instant now) {
     loopback_.pop_front();
     input(packet, current_time());
   }
-  handled += reassembler_.expire(current_time());
+  handled += reassembler_.expire(current_time(), [this](const Ipv4Header& first, std::span<const std::uint8_t> payload) {
+    send_icmp_error(wire::IcmpTimeExceeded{wire::time_exceeded_code::reassembly}, first, payload);
+  });
   handled += tcp_poll_timers();
   return handled > 0;
 }
@@ -208,7 +210,8 @@ std::optional<EchoReply> Stack::take_echo_reply() {
   return reply;
 }
 
-void Stack::send_unreachable(std::uint8_t code, const Ipv4Header& header, std::span<const std::uint8_t> payload) {
+void Stack::send_icmp_error(const wire::IcmpHeader& message, const Ipv4Header& header,
+                            std::span<const std::uint8_t> payload) {
   // RFC 1122 §3.2.2: no error about a datagram whose source is not one host,
   // nor about one sent to a broadcast or multicast address (we only take in
   // datagrams to our own address).
@@ -217,23 +220,27 @@ void Stack::send_unreachable(std::uint8_t code, const Ipv4Header& header, std::s
   if (source.value == 0 || is_multicast(source) || source.value == 0xffffffff || source.value >> 24 == 127 ||
       (host_bits != 0 && (source.value & host_bits) == host_bits))
     return;
-  // The quote: the datagram's header, as it was before fragmentation, and the
-  // first 8 bytes of its payload (RFC 792).
+  // Nor about an ICMP error (only echo requests and replies are not errors here).
+  constexpr std::uint8_t echo_reply = 0, echo_request = 8;
+  if (header.protocol == wire::ip_protocol::icmp && !payload.empty() && payload[0] != echo_reply &&
+      payload[0] != echo_request)
+    return;
+  // The quote: the datagram's header (a reassembled one's as it was before
+  // fragmentation, a first fragment's as it came) and the first 8 bytes of
+  // its payload (RFC 792).
   std::uint8_t quote[header_room + 8];
   const std::span<const std::uint8_t> start = payload.first(std::min<std::size_t>(payload.size(), 8));
-  Ipv4Header quoted = header;
-  quoted.more_fragments = false;
-  quoted.fragment_offset = 0;
-  const std::size_t quote_length = wire::emit_ipv4(quoted, start, quote);
+  const std::size_t quote_length = wire::emit_ipv4(header, start, quote);
   wire::detail::store16(quote + 2, static_cast<std::uint16_t>(header_room + payload.size()));
   wire::detail::store16(quote + 10, 0);
   wire::detail::store16(quote + 10, wire::internet_checksum(std::span(quote).first(header_room)));
 
-  const std::size_t length = wire::emit_icmp(wire::IcmpDestinationUnreachable{code, 0},
-                                             std::span(quote).first(quote_length),
-                                             std::span(packet_).subspan(header_room));
+  const std::size_t length =
+      wire::emit_icmp(message, std::span(quote).first(quote_length), std::span(packet_).subspan(header_room));
   const std::error_code failed = send_ip(wire::ip_protocol::icmp, source, length, packet_);
-  if (!failed) ++counters_.icmp.unreachable_out;
+  if (!failed)
+    ++(std::holds_alternative<wire::IcmpTimeExceeded>(message) ? counters_.icmp.time_exceeded_out
+                                                                : counters_.icmp.unreachable_out);
 }
 
 // ---- receiving ----
@@ -268,7 +275,7 @@ void Stack::deliver(const Ipv4Header& header, std::span<const std::uint8_t> payl
       return input_tcp(header, payload);
     default:
       ++counters_.ip.unknown_protocol;
-      return send_unreachable(wire::unreachable_code::protocol, header, payload);
+      return send_icmp_error(wire::IcmpDestinationUnreachable{wire::unreachable_code::protocol}, header, payload);
   }
 }
 
@@ -302,6 +309,10 @@ void Stack::input_icmp(const Ipv4Header& header, std::span<const std::uint8_t> m
     return;
   }
 
+  if (std::holds_alternative<wire::IcmpTimeExceeded>(parsed->header)) {
+    ++counters_.icmp.time_exceeded_in;  // a host that sent nothing through routers has nothing to do
+    return;
+  }
   ++counters_.icmp.unreachable_in;
   const auto& unreachable = std::get<wire::IcmpDestinationUnreachable>(parsed->header);
   const auto quoted = wire::parse_quoted_datagram(parsed->data);  // parse_icmp checked it parses
@@ -311,8 +322,13 @@ void Stack::input_icmp(const Ipv4Header& header, std::span<const std::uint8_t> m
   if (quoted->header.protocol == wire::ip_protocol::tcp) {
     const auto connection = tcp_connections_.find(TcpQuad{source_port, {quoted->header.destination, destination_port}});
     if (connection == tcp_connections_.end()) return;
-    ++counters_.tcp.unreachable_in;
-    return connection->second.connection->on_icmp_unreachable(unreachable.code, now_);
+    // The quote holds at least the first 8 bytes of the TCP header: the ports and the sequence number.
+    const wire::SeqNumber sequence{wire::detail::load32(quoted->payload_start.data() + 4)};
+    if (connection->second.connection->on_icmp_unreachable(unreachable.code, sequence, now_))
+      ++counters_.tcp.unreachable_in;
+    else
+      ++counters_.tcp.unreachable_ignored;
+    return;
   }
   if (quoted->header.protocol != wire::ip_protocol::udp) return;
   const auto port = udp_ports_.find(source_port);
@@ -348,7 +364,7 @@ void Stack::input_udp(const Ipv4Header& header, std::span<const std::uint8_t> by
   UdpSocketState* socket = udp_receiver(datagram->header.destination_port, from);
   if (!socket) {
     ++counters_.udp.no_port;
-    return send_unreachable(wire::unreachable_code::port, header, bytes);
+    return send_icmp_error(wire::IcmpDestinationUnreachable{wire::unreachable_code::port}, header, bytes);
   }
   const std::size_t size = datagram->payload.size();
   if (socket->queue.size() >= socket->queue_datagrams_limit || socket->queued_bytes + size > socket->queue_bytes_limit) {

@@ -380,6 +380,7 @@ short Stack::tcp_poll_events(const TcpSocket& handle) {
   if (handle.readable()) events |= poll_events::in;
   if (handle.writable()) events |= poll_events::out;
   const TcpConnection* connection = handle.stack_->tcp_connection(*socket);
+  if (connection && connection->urgent_bytes() > 0) events |= poll_events::pri;
   if (connection && connection->error() && !socket->error_reported) events |= poll_events::err;
   if (!connection || over_both_ways(connection->state())) events |= poll_events::hup;
   return events;

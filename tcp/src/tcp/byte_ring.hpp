@@ -3,7 +3,8 @@
 // storage grows on demand, doubling from 1 KiB up to the capacity, so that
 // a connection commits what it holds, not its configured buffer (which 400
 // idle connections once paid 1 MiB each way for); release() gives it back
-// once the queue is empty and will stay so (TIME-WAIT, CLOSED).
+// once the queue is empty and will stay so (TIME-WAIT, CLOSED) or has been
+// for a while (the connection's idle-buffers timer).
 #pragma once
 
 #include <algorithm>

@@ -117,7 +117,9 @@ struct TcpConnection::Impl {
   // --- Events ---
   void on_segment(const TcpSegment& segment);
   void on_segment_in_syn_sent(const TcpSegment& segment);
-  void on_segment_synchronized(const TcpSegment& segment);
+  // window_unscaled: the segment is a SYN-ACK with its SYN taken off, whose
+  // window is never scaled (RFC 7323 §2.2).
+  void on_segment_synchronized(const TcpSegment& segment, bool window_unscaled = false);
   void on_timer();
   void on_retransmission_timeout();
   void on_reorder_timeout();
@@ -138,7 +140,7 @@ struct TcpConnection::Impl {
   };
   std::optional<InWindow> trim_to_window(const TcpSegment& segment) const;
   void on_acceptable_reset(const TcpHeader& header);
-  bool process_acknowledgment(const TcpSegment& segment);
+  bool process_acknowledgment(const TcpSegment& segment, bool window_unscaled = false);
   void measure_echoed_timestamp(const TcpHeader& header);
   void add_rtt_sample(microseconds sample);
   void on_new_acknowledgment(SeqNumber ack, std::optional<std::uint32_t> echoed);
@@ -215,6 +217,8 @@ struct TcpConnection::Impl {
   SeqNumber fin_sequence() const { return data_end(); }  // meaningful once fin_queued
   bool fin_acknowledged() const { return fin_queued && send_unacknowledged > fin_sequence(); }
   std::uint32_t unsent_bytes() const { return data_end() > send_next ? data_end() - send_next : 0; }
+  // The FIN is next to go: all data has gone, it has not (or goes again).
+  bool fin_unsent() const { return fin_queued && send_next == fin_sequence(); }
   std::uint32_t bytes_in_flight() const { return send_next - send_unacknowledged; }
   // After a timeout, sending again what SND.NXT went back over (only then is it below SND.MAX).
   bool going_back_n() const { return congestion.phase() == CongestionPhase::timeout_recovery && send_next < send_max; }
@@ -273,6 +277,24 @@ struct TcpConnection::Impl {
   // RFC 2883), reported once.
   std::optional<wire::SackBlock> duplicate_to_report;
   bool fin_received = false;
+  // RCV.UP: where the urgent data the peer signalled ends (RFC 9293 §3.8.5;
+  // the pointer points past the last urgent byte, RFC 6093). The data stays
+  // in the stream; urgent_bytes() tells the application how much of what it
+  // reads next leads up to it.
+  std::optional<SeqNumber> receive_urgent;
+  // Where the next byte the application reads sits in the sequence space.
+  SeqNumber read_position() const {
+    return receive_next - static_cast<std::uint32_t>(receive_buffer.size()) - (fin_received ? 1u : 0u);
+  }
+  std::uint32_t urgent_bytes() const {
+    return receive_urgent && read_position() < *receive_urgent ? *receive_urgent - read_position() : 0;
+  }
+  void take_urgent_pointer(const TcpHeader& header);
+  // Once read past, RCV.UP is forgotten: kept, it would read as ahead again
+  // 2 GiB later (sequence numbers compare modulo 2^32).
+  void forget_urgent_read() {
+    if (receive_urgent && *receive_urgent <= read_position()) receive_urgent.reset();
+  }
 
   // Options negotiated on the SYNs.
   std::uint16_t local_max_segment_size;
@@ -342,6 +364,17 @@ struct TcpConnection::Impl {
   std::optional<Instant> last_invalid_reply;
   static constexpr milliseconds invalid_reply_interval{500};  // Linux's tcp_invalid_ratelimit
   int keepalive_probes_unanswered = 0;
+  // The buffers shrink when idle: a buffer emptied while it holds storage
+  // gives it back if it is still empty a second later. A quiet connection
+  // does not keep a burst's megabytes; a busy one, whose buffers empty and
+  // fill all the time, reallocates at most once a second.
+  std::optional<Instant> idle_buffers_deadline;
+  static constexpr milliseconds idle_buffers_delay{1000};
+  void note_emptied_buffers() {
+    const auto emptied = [](const tcp::ByteRing& ring) { return ring.empty() && ring.allocated() > 0; };
+    if (!idle_buffers_deadline && (emptied(send_buffer) || emptied(receive_buffer)))
+      idle_buffers_deadline = now + idle_buffers_delay;
+  }
 
   std::vector<std::uint8_t> segment_scratch;  // a segment's payload that wraps around the ring's end
 };
@@ -434,7 +467,7 @@ void TcpConnection::Impl::on_segment_in_syn_sent(const TcpSegment& segment) {
 }
 
 // RFC 9293 §3.10.7.4, for every state from SYN-RECEIVED on.
-void TcpConnection::Impl::on_segment_synchronized(const TcpSegment& segment) {
+void TcpConnection::Impl::on_segment_synchronized(const TcpSegment& segment, bool window_unscaled) {
   const TcpHeader& header = segment.header;
   if (state == TcpState::syn_received && header.has(flag::syn) && header.sequence == irs) {
     if (!header.has(flag::ack)) {
@@ -446,7 +479,7 @@ void TcpConnection::Impl::on_segment_synchronized(const TcpSegment& segment) {
     TcpSegment rest = segment;
     rest.header.flags &= static_cast<std::uint8_t>(~flag::syn);
     rest.header.sequence = irs + 1;
-    on_segment_synchronized(rest);
+    on_segment_synchronized(rest, true);
     return;
   }
   // First: PAWS (RFC 7323 §5.3), then the sequence number.
@@ -469,11 +502,16 @@ void TcpConnection::Impl::on_segment_synchronized(const TcpSegment& segment) {
     ++counters.outside_window;
     // A retransmitted FIN restarts TIME-WAIT's 2 MSL (§3.10.7.4, TIME-WAIT).
     if (state == TcpState::time_wait && header.has(flag::fin)) enter_time_wait();
-    // With our window closed no segment with data is acceptable, "but special
-    // allowance should be made to accept valid ACKs" (§3.10.7.4): a probe at
-    // RCV.NXT still carries the peer's acknowledgement of our data.
-    if (receive_window() == 0 && header.sequence == receive_next && header.has(flag::ack) &&
-        !header.has(flag::syn) && !process_acknowledgment(segment))
+    // The segment is dropped, "but special allowance should be made to
+    // accept valid ACKs" (§3.10.7.4): with our window closed, a probe at
+    // RCV.NXT still carries the peer's acknowledgement of our data; and a
+    // segment whose data all arrived already (the peer resent it) may carry
+    // a newer ACK than the one it first came with (BSD trims such a segment
+    // to nothing and takes its ACK). process_acknowledgment checks the ACK.
+    const std::uint32_t length = sequence_length(segment);
+    const bool probe = receive_window() == 0 && header.sequence == receive_next;
+    const bool all_old = length > 0 && header.sequence + length <= receive_next;
+    if ((probe || all_old) && header.has(flag::ack) && !header.has(flag::syn) && !process_acknowledgment(segment))
       return;
     send_ack();
     return;
@@ -504,8 +542,10 @@ void TcpConnection::Impl::on_segment_synchronized(const TcpSegment& segment) {
       static_cast<std::int32_t>(header.options.timestamps->value - timestamp_recent) >= 0) {
     timestamp_recent = header.options.timestamps->value;
   }
-  if (!process_acknowledgment(segment)) return;
+  if (!process_acknowledgment(segment, window_unscaled)) return;
   note_duplicate(segment);
+  // Sixth: URG.
+  if (header.has(flag::urg) && accepts_data()) take_urgent_pointer(header);
   // Seventh and eighth: the text and FIN.
   if ((!part->payload.empty() || part->fin) && accepts_data()) receive_data(*part);
 }
@@ -524,6 +564,11 @@ void TcpConnection::Impl::on_timer() {
   if (due(persist_deadline)) on_persist_timeout();
   if (due(delayed_ack_deadline)) send_ack();
   if (due(keepalive_deadline())) on_keepalive_timeout();
+  if (due(idle_buffers_deadline)) {
+    idle_buffers_deadline.reset();
+    send_buffer.release();  // each only if still empty
+    receive_buffer.release();
+  }
 }
 
 // RFC 6298 §5.4-5.6, RFC 5681 §3.1 and RFC 9293 §3.8.3's R2.
@@ -727,7 +772,7 @@ void TcpConnection::Impl::on_acceptable_reset(const TcpHeader& header) {
 }
 
 // §3.10.7.4's fifth check. Returns whether the segment goes on to its text.
-bool TcpConnection::Impl::process_acknowledgment(const TcpSegment& segment) {
+bool TcpConnection::Impl::process_acknowledgment(const TcpSegment& segment, bool window_unscaled) {
   const TcpHeader& header = segment.header;
   const SeqNumber ack = header.acknowledgment;
   if (state == TcpState::syn_received) {
@@ -745,7 +790,7 @@ bool TcpConnection::Impl::process_acknowledgment(const TcpSegment& segment) {
     send_challenge_ack();
     return false;
   }
-  const std::uint32_t window = std::uint32_t{header.window} << send_window_scale;
+  const std::uint32_t window = std::uint32_t{header.window} << (window_unscaled ? 0 : send_window_scale);
   // RFC 5681 §2: a duplicate ACK carries no data, no SYN or FIN, does not move
   // SND.UNA or the window, while data is outstanding.
   const bool duplicate = ack == send_unacknowledged && segment.payload.empty() && !header.has(flag::fin) &&
@@ -833,8 +878,12 @@ void TcpConnection::Impl::on_new_acknowledgment(SeqNumber ack, std::optional<std
   const std::uint32_t acked_data = ack > send_buffer_start ? std::min(ack, data_end()) - send_buffer_start : 0;
   send_buffer.pop(acked_data);
   send_buffer_start += acked_data;
+  note_emptied_buffers();
   send_unacknowledged = ack;
   send_next = std::max(send_next, ack);
+  // Nagle's mark follows SND.UNA once passed: left behind, it would read as
+  // ahead of it after 2 GiB of full segments (modulo 2^32) and hold a short write.
+  if (short_segment_end < ack) short_segment_end = ack;
   if (sack) rack.on_cumulative_ack(ack, now, echoed);
   delivery.on_cumulative_ack(ack, now);
   retries = 0;
@@ -1047,6 +1096,16 @@ void TcpConnection::Impl::trace_congestion() {
   congestion_trace(sample);
 }
 
+// RFC 9293 §3.10.7.4's sixth check: RCV.UP = max(RCV.UP, SEG.UP). A pointer
+// that advances past what was read is news for the application (counted).
+void TcpConnection::Impl::take_urgent_pointer(const TcpHeader& header) {
+  if (header.urgent_pointer == 0) return;  // points at the segment's first byte: nothing before it is urgent
+  const SeqNumber pointer = header.sequence + header.urgent_pointer;
+  if (pointer <= read_position() || (receive_urgent && pointer <= *receive_urgent)) return;
+  receive_urgent.emplace(pointer);
+  ++counters.urgent_in;
+}
+
 void TcpConnection::Impl::receive_data(const InWindow& part) {
   if (application_closed && !part.payload.empty()) {
     // Nobody will read it: tell the peer (RFC 9293 §3.6.1, as Linux does).
@@ -1102,6 +1161,7 @@ void TcpConnection::Impl::deliver_in_order(std::span<const std::uint8_t> bytes, 
   }
   const std::size_t taken = lent + receive_buffer.push(bytes.subspan(lent));
   receive_next += static_cast<std::uint32_t>(taken);
+  if (lent > 0) forget_urgent_read();
   bytes_unacknowledged += static_cast<std::uint32_t>(taken);
   counters.bytes_in += taken;
   if (taken < bytes.size()) {
@@ -1231,7 +1291,11 @@ void TcpConnection::Impl::check_app_limited() {
 }
 
 bool TcpConnection::Impl::worth_sending(std::uint32_t length, std::uint32_t unsent) const {
-  if (length == 0) return unsent == 0 && fin_queued && send_next == fin_sequence();  // the FIN alone
+  // The FIN alone, once the peer's window has room for its sequence number
+  // (as Linux's tcp_snd_wnd_test): into a closed window it would be dropped,
+  // and retried only by the retransmission timer; the persist timer probes
+  // meanwhile, and the ACK that opens the window lets it go.
+  if (length == 0) return unsent == 0 && fin_unsent() && send_window > bytes_in_flight();
   if (length == max_payload()) return true;
   // The rest of the data in one short segment: Nagle's algorithm (RFC 896,
   // RFC 9293 §3.7.4) holds it back while an earlier short segment is
@@ -1442,6 +1506,7 @@ void TcpConnection::Impl::enter_time_wait() {
 void TcpConnection::Impl::release_buffers() {
   send_buffer.release();
   receive_buffer.release();
+  idle_buffers_deadline.reset();
   out_of_order.clear();
   std::vector<SeqNumber>().swap(recent_out_of_order);
   duplicate_to_report.reset();
@@ -1471,10 +1536,12 @@ void TcpConnection::Impl::enter_closed(std::error_code why) {
   release_buffers();
 }
 
-// The persist timer runs while data waits, nothing is in flight, and the
-// window keeps it back; it backs off as the retransmission timer does.
+// The persist timer runs while data (or the FIN) waits, nothing is in
+// flight, and the window keeps it back; it backs off as the retransmission
+// timer does.
 void TcpConnection::Impl::update_persist_timer() {
-  const bool stalled = may_send_data() && unsent_bytes() > 0 && send_max == send_unacknowledged;
+  const bool stalled =
+      may_send_data() && (unsent_bytes() > 0 || fin_unsent()) && send_max == send_unacknowledged;
   if (!stalled) {
     persist_deadline.reset();
     persist_backoff = 0;
@@ -1533,18 +1600,20 @@ void TcpConnection::flush_held_ack(Instant now) {
   impl_->send_ack();
 }
 
-void TcpConnection::on_icmp_unreachable(std::uint8_t code, Instant now) {
+bool TcpConnection::on_icmp_unreachable(std::uint8_t code, SeqNumber quoted_sequence, Instant now) {
   impl_->now = now;
   constexpr std::uint8_t net_unreachable = 0, protocol_unreachable = 2, port_unreachable = 3;
-  if (impl_->state == TcpState::closed) return;
+  if (impl_->state == TcpState::closed) return false;
+  if (quoted_sequence < impl_->send_unacknowledged || quoted_sequence >= impl_->send_max) return false;
   const bool refused = code == protocol_unreachable || code == port_unreachable;
   if (refused && impl_->state == TcpState::syn_sent) {
     impl_->enter_closed(error_of(std::errc::connection_refused));
-    return;
+    return true;
   }
   impl_->soft_error = refused                     ? error_of(std::errc::connection_refused)
                       : code == net_unreachable ? error_of(std::errc::network_unreachable)
                                                 : error_of(std::errc::host_unreachable);
+  return true;
 }
 
 void TcpConnection::on_timer(Instant now) {
@@ -1557,7 +1626,7 @@ std::optional<Instant> TcpConnection::next_timer() const {
   for (const std::optional<Instant>& deadline :
        {impl_->retransmission_deadline, impl_->persist_deadline, impl_->reorder_deadline, impl_->probe_deadline,
         impl_->pacing_deadline, impl_->delayed_ack_deadline,
-        impl_->closes_at, impl_->keepalive_deadline()}) {
+        impl_->closes_at, impl_->keepalive_deadline(), impl_->idle_buffers_deadline}) {
     if (deadline && (!earliest || *deadline < *earliest)) earliest = deadline;
   }
   return earliest;
@@ -1580,6 +1649,8 @@ Result<std::size_t> TcpConnection::receive(std::span<std::uint8_t> buffer, Insta
     const std::size_t count = std::min(buffer.size(), c.receive_buffer.size());
     c.receive_buffer.copy_out(0, buffer.first(count));
     c.receive_buffer.pop(count);
+    c.forget_urgent_read();
+    c.note_emptied_buffers();
     if (c.state == TcpState::time_wait || c.state == TcpState::closed) c.receive_buffer.release();
     c.send_window_update_if_grown();
     return count;
@@ -1641,6 +1712,8 @@ TcpState TcpConnection::state() const { return impl_->state; }
 std::error_code TcpConnection::error() const { return impl_->error; }
 bool TcpConnection::was_established() const { return impl_->established_once; }
 
+std::size_t TcpConnection::urgent_bytes() const { return impl_->urgent_bytes(); }
+
 bool TcpConnection::readable() const {
   const Impl& c = *impl_;
   return c.read_loan_filled > 0 || !c.receive_buffer.empty() || c.fin_received || c.error ||
@@ -1695,6 +1768,7 @@ TcpInfo TcpConnection::info() const {
   info.bytes_unsent = c.unsent_bytes();
   info.bytes_in_flight = c.bytes_in_flight();
   info.bytes_readable = c.receive_buffer.size();
+  info.urgent_bytes = c.urgent_bytes();
   info.out_of_order_bytes = c.out_of_order.bytes();
   info.out_of_order_segments = c.out_of_order.size();
   return info;

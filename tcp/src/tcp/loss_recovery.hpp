@@ -113,6 +113,10 @@ class LossRecovery {
       recovery_window_ = std::max(recovery_window_, mss_);
       return true;
     }
+    // Outside recovery `recover` follows SND.UNA: left behind, it would read
+    // as ahead of it after 2 GiB without a loss (sequence numbers compare
+    // modulo 2^32), and no fast recovery could begin for the next 2 GiB.
+    if (recover_ < ack) recover_ = ack;
     controller_->on_ack(sample);
     return false;
   }

@@ -12,6 +12,7 @@ namespace {
 constexpr std::uint8_t type_echo_reply = 0;
 constexpr std::uint8_t type_destination_unreachable = 3;
 constexpr std::uint8_t type_echo_request = 8;
+constexpr std::uint8_t type_time_exceeded = 11;
 constexpr std::size_t quoted_payload_length = 8;
 
 }  // namespace
@@ -43,6 +44,10 @@ Result<IcmpMessage> parse_icmp(std::span<const std::uint8_t> message) {
       const std::uint16_t mtu = code == unreachable_code::fragmentation_needed ? detail::load16(&message[6]) : 0;
       return IcmpMessage{IcmpDestinationUnreachable{code, mtu}, data};
     }
+    case type_time_exceeded:
+      if (code > time_exceeded_code::reassembly) return Error::bad_icmp_code;
+      if (!parse_quoted_datagram(data)) return Error::bad_quoted_datagram;
+      return IcmpMessage{IcmpTimeExceeded{code}, data};
     default:
       return Error::unsupported_icmp_type;
   }
@@ -57,13 +62,16 @@ std::size_t emit_icmp(const IcmpHeader& header, std::span<const std::uint8_t> da
     bytes[1] = 0;
     detail::store16(bytes + 4, echo->identifier);
     detail::store16(bytes + 6, echo->sequence);
-  } else {
-    const auto& unreachable = std::get<IcmpDestinationUnreachable>(header);
+  } else if (const auto* unreachable = std::get_if<IcmpDestinationUnreachable>(&header)) {
     bytes[0] = type_destination_unreachable;
-    bytes[1] = unreachable.code;
+    bytes[1] = unreachable->code;
     detail::store16(bytes + 4, 0);
-    const bool has_mtu = unreachable.code == unreachable_code::fragmentation_needed;
-    detail::store16(bytes + 6, has_mtu ? unreachable.next_hop_mtu : 0);
+    const bool has_mtu = unreachable->code == unreachable_code::fragmentation_needed;
+    detail::store16(bytes + 6, has_mtu ? unreachable->next_hop_mtu : 0);
+  } else {
+    bytes[0] = type_time_exceeded;
+    bytes[1] = std::get<IcmpTimeExceeded>(header).code;
+    detail::store32(bytes + 4, 0);  // unused
   }
   detail::store16(bytes + 2, 0);
   detail::store16(bytes + 2, internet_checksum(out.first(length)));

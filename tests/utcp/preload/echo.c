@@ -11,7 +11,12 @@
  * kernel socket pair (a loopback TCP connection), through which one byte
  * passes while the echo runs: kernel and utcp descriptors in one wait.
  * SERVER-ADDRESS is in utcp's network, which the kernel has no route to, so
- * an echo that works went through utcp. fork is blocking, and the client
+ * an echo that works went through utcp. Every mode moves the bytes by turns
+ * with read/write, recv/send and readv/writev (two buffers each), the
+ * non-blocking modes' server accepts with accept4(SOCK_NONBLOCK) and every
+ * other wait is ppoll, pselect or epoll_pwait, and the
+ * client reads back TCP_NODELAY, SO_KEEPALIVE, SO_SNDBUF and TCP_INFO and
+ * goes on through a dup2 of its socket. fork is blocking, and the client
  * forks first: the child finds the inherited socket unusable (EOPNOTSUPP),
  * closes it and exits, and the parent's connection goes on unharmed.
  *
@@ -30,6 +35,7 @@
 #include <sys/epoll.h>
 #include <sys/select.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -66,12 +72,17 @@ static void kernel_pair(int ends[2]) {
 }
 
 /* Waits until fd is ready for `events` (POLLIN/POLLOUT), with the kernel
- * socket `other` in the same wait; returns whether `other` was readable. */
+ * socket `other` in the same wait; returns whether `other` was readable.
+ * Every other wait goes through the call's variant with a signal mask
+ * (ppoll, pselect, epoll_pwait). */
 static int wait_for(enum mode mode, int fd, short events, int other) {
+  static unsigned waits_made;
+  const int masked = waits_made++ % 2;
   int other_ready = 0;
   if (mode == POLL) {
     struct pollfd fds[2] = {{fd, events, 0}, {other, POLLIN, 0}};
-    if (poll(fds, 2, 10000) <= 0) fail("poll timed out or failed");
+    const struct timespec ten_seconds = {10, 0};
+    if ((masked ? ppoll(fds, 2, &ten_seconds, NULL) : poll(fds, 2, 10000)) <= 0) fail("poll timed out or failed");
     other_ready = (fds[1].revents & POLLIN) != 0;
   } else if (mode == SELECT) {
     fd_set readable, writable;
@@ -80,7 +91,11 @@ static int wait_for(enum mode mode, int fd, short events, int other) {
     FD_SET(other, &readable);
     FD_SET(fd, events == POLLIN ? &readable : &writable);
     struct timeval timeout = {10, 0};
-    if (select((fd > other ? fd : other) + 1, &readable, &writable, NULL, &timeout) <= 0) fail("select timed out");
+    const struct timespec ten_seconds = {10, 0};
+    const int nfds = (fd > other ? fd : other) + 1;
+    if ((masked ? pselect(nfds, &readable, &writable, NULL, &ten_seconds, NULL)
+                : select(nfds, &readable, &writable, NULL, &timeout)) <= 0)
+      fail("select timed out");
     other_ready = FD_ISSET(other, &readable);
   } else {
     const int epfd = epoll_create1(EPOLL_CLOEXEC);
@@ -90,7 +105,7 @@ static int wait_for(enum mode mode, int fd, short events, int other) {
     event.data.fd = other;
     if (epoll_ctl(epfd, EPOLL_CTL_ADD, other, &event) != 0) fail("epoll_ctl on the kernel socket");
     struct epoll_event ready[2];
-    const int n = epoll_wait(epfd, ready, 2, 10000);
+    const int n = masked ? epoll_pwait(epfd, ready, 2, 10000, NULL) : epoll_wait(epfd, ready, 2, 10000);
     if (n <= 0) fail("epoll_wait timed out or failed");
     for (int i = 0; i < n; ++i) other_ready |= ready[i].data.fd == other;
     close(epfd);
@@ -98,10 +113,22 @@ static int wait_for(enum mode mode, int fd, short events, int other) {
   return other_ready;
 }
 
+/* One read or write, by turns through each of the calls that move a
+ * stream's bytes (a gathered pair of buffers for readv and writev). */
+static ssize_t move_bytes(int fd, void* buffer, size_t length, int writing) {
+  static unsigned turn;
+  const unsigned call = turn++ % 3;
+  if (call == 0) return writing ? write(fd, buffer, length) : read(fd, buffer, length);
+  if (call == 1) return writing ? send(fd, buffer, length, MSG_NOSIGNAL) : recv(fd, buffer, length, 0);
+  const size_t first = length / 2;
+  const struct iovec pieces[2] = {{buffer, first}, {(char*)buffer + first, length - first}};
+  return writing ? writev(fd, pieces, 2) : readv(fd, pieces, 2);
+}
+
 /* One read or write that may find the socket not ready. */
 static ssize_t transfer(enum mode mode, int fd, void* buffer, size_t length, int writing, int kernel[2]) {
   for (;;) {
-    const ssize_t n = writing ? write(fd, buffer, length) : read(fd, buffer, length);
+    const ssize_t n = move_bytes(fd, buffer, length, writing);
     if (n >= 0 || !waits(mode)) return n;
     if (errno != EAGAIN && errno != EWOULDBLOCK) return n;
     if (wait_for(mode, fd, writing ? POLLOUT : POLLIN, kernel[1])) {
@@ -119,6 +146,10 @@ static void serve(const char* server, enum mode mode, int kernel[2]) {
   struct sockaddr_in address = address_of(server, kPort);
   if (listener < 0 || setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0)
     fail("socket/SO_REUSEADDR");
+  int value = 0;
+  socklen_t value_length = sizeof value;
+  if (getsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &value, &value_length) != 0 || !value)
+    fail("SO_REUSEADDR read back");
   if (bind(listener, (struct sockaddr*)&address, sizeof address) != 0) fail("bind %s:%d", server, kPort);
   if (listen(listener, 4) != 0) fail("listen");
   int accepted_on = 0;
@@ -131,10 +162,12 @@ static void serve(const char* server, enum mode mode, int kernel[2]) {
   }
   struct sockaddr_in peer;
   length = sizeof peer;
-  const int connection = accept(listener, (struct sockaddr*)&peer, &length);
+  const int connection = waits(mode) ? accept4(listener, (struct sockaddr*)&peer, &length, SOCK_NONBLOCK)
+                                      : accept(listener, (struct sockaddr*)&peer, &length);
   if (connection < 0) fail("accept");
+  if (length != sizeof peer || peer.sin_family != AF_INET) fail("accept gave no IPv4 peer");
   if (waits(mode)) {
-    set_nonblocking(connection);
+    if (!(fcntl(connection, F_GETFL) & O_NONBLOCK)) fail("accept4's SOCK_NONBLOCK");
     const char byte = 'x';  /* wakes one of the mixed waits below, through the kernel */
     if (write(kernel[0], &byte, 1) != 1) fail("kernel write");
   }
@@ -201,6 +234,14 @@ static void check_socket_calls(int fd, const char* server) {
     fail("TCP_INFO: state %d, mss %u", info.tcpi_state, info.tcpi_snd_mss);
   if (info.tcpi_rcv_space == 0 || info.tcpi_rcv_space > (unsigned)kReceiveBuffer)
     fail("TCP_INFO: a window of %u bytes offered with SO_RCVBUF %d", info.tcpi_rcv_space, kReceiveBuffer);
+  const int one = 1, send_buffer = 65536;
+  if (setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one) != 0) fail("SO_KEEPALIVE");
+  length = sizeof value;
+  if (getsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &value, &length) != 0 || !value) fail("SO_KEEPALIVE read back");
+  if (setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &send_buffer, sizeof send_buffer) != 0) fail("SO_SNDBUF");
+  length = sizeof value;
+  if (getsockopt(fd, SOL_SOCKET, SO_SNDBUF, &value, &length) != 0 || value != send_buffer)
+    fail("SO_SNDBUF read back: %d", value);
   int type = 0;
   length = sizeof type;
   if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &length) != 0 || type != SOCK_STREAM) fail("SO_TYPE");
@@ -226,10 +267,11 @@ static void run_client(const char* server, enum mode mode, size_t bytes, int ker
   int fd = connect_to(server, mode, kernel);
   check_socket_calls(fd, server);
   if (mode == FORK) check_fork(fd);
-  /* The echo goes on through a dup of the socket, the first descriptor closed. */
+  /* The echo goes on through a dup of the socket, the first descriptor
+   * closed, then dup2'd back to the first number and the dup closed. */
   const int copy = dup(fd);
   if (copy < 0 || close(fd) != 0) fail("dup/close");
-  fd = copy;
+  if (dup2(copy, fd) != fd || close(copy) != 0) fail("dup2/close");
   if (waits(mode)) {
     const char byte = 'x';  /* wakes one of the mixed waits below, through the kernel */
     if (write(kernel[0], &byte, 1) != 1) fail("kernel write");
