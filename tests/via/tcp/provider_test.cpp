@@ -1185,27 +1185,6 @@ TEST(TcpLinkTest, AFrameWhollyInTheSocketIsReadStraightIntoItsDestination) {
   ::close(fds[1]);
 }
 
-// A connection whose two ends are on this host gets socket buffers of
-// VIASTACK_TCP_LOCAL_BUFFER (256 KiB; Linux reports twice what was set), not
-// the kernel's autotuned ones, which grow to several MiB and let a sender run
-// so far ahead that its data leaves the cache before it is read.
-TEST(TcpLinkTest, AConnectionWithinTheHostGetsTheLocalBufferSize) {
-  asio::io_context io;
-  asio::ip::tcp::acceptor acceptor(io, asio::ip::tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
-  asio::ip::tcp::socket client(io), server(io);
-  client.connect(acceptor.local_endpoint());
-  acceptor.accept(server);
-  tcp::TcpLink link(std::move(client), "test", nullptr, [](const via::FrameHeader&, iovec*, std::size_t) {
-    return std::size_t(0);
-  });
-  for (int option : {SO_SNDBUF, SO_RCVBUF}) {
-    int value = 0;
-    socklen_t size = sizeof value;
-    ASSERT_EQ(getsockopt(link.fd(), SOL_SOCKET, option, &value, &size), 0);
-    EXPECT_EQ(value, 2 * 256 * 1024) << (option == SO_SNDBUF ? "SO_SNDBUF" : "SO_RCVBUF");
-  }
-}
-
 // Memory on the server NIC registered for RDMA write, with a guard area after it.
 struct RdmaTarget {
   static constexpr std::size_t kBytes = 256 * 1024, kGuard = 4096;

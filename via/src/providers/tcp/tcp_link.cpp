@@ -65,14 +65,6 @@ unsigned connection_timeout_ms() {
 
 void set_int_option(int fd, int level, int name, int value) { setsockopt(fd, level, name, &value, sizeof value); }
 
-// Both ends of the connection on this host: the same address at each end, or loopback.
-bool same_host(const asio::ip::tcp::socket& socket) {
-  asio::error_code local_error, remote_error;
-  const auto local = socket.local_endpoint(local_error).address();
-  const auto remote = socket.remote_endpoint(remote_error).address();
-  return !local_error && !remote_error && (remote.is_loopback() || remote == local);
-}
-
 }  // namespace
 
 TcpLink::TcpLink(asio::ip::tcp::socket socket, std::string peer, std::function<void(TcpLink*)> on_destroy,
@@ -86,16 +78,6 @@ TcpLink::TcpLink(asio::ip::tcp::socket socket, std::string peer, std::function<v
       destination_(std::move(destination)) {
   const int fd = socket_.native_handle();
   set_int_option(fd, IPPROTO_TCP, TCP_NODELAY, 1);
-  // Within one host the round trip is microseconds, and the kernel's
-  // autotuning grows the buffers to several MiB: the sender then runs so far
-  // ahead that its data has left the cache when the receiver reads it (1 MiB
-  // streaming, interleaved: 4.6-4.8 GB/s in half the runs, 11 GB/s in the
-  // others; with 256 KiB, which Linux doubles, 9-10.5 GB/s in 19 of 20).
-  // Between hosts the kernel decides.
-  if (const auto bytes = config::integer("VIASTACK_TCP_LOCAL_BUFFER"); bytes > 0 && same_host(socket_)) {
-    set_int_option(fd, SOL_SOCKET, SO_SNDBUF, int(bytes));
-    set_int_option(fd, SOL_SOCKET, SO_RCVBUF, int(bytes));
-  }
   // A silent peer is noticed by keepalive probes while the link is idle, and
   // by peer_alive() while the kernel waits for it to acknowledge. Not by
   // TCP_USER_TIMEOUT: Linux counts window probes against it, so it would also
