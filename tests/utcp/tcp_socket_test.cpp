@@ -235,6 +235,21 @@ class TcpSockets : public ::testing::Test {
     return got;
   }
 
+  // Hands A an ICMP port unreachable from B quoting `quote` (a datagram's
+  // header and first bytes), as a router on the way would.
+  void inject_unreachable_to_a(std::span<const std::uint8_t> quote) {
+    Bytes answer(200);
+    const std::size_t length =
+        utcp::wire::emit_icmp(utcp::wire::IcmpDestinationUnreachable{}, quote, std::span(answer).subspan(20));
+    utcp::wire::Ipv4Header ip;
+    ip.protocol = utcp::wire::ip_protocol::icmp;
+    ip.time_to_live = 64;
+    ip.source = address_b;
+    ip.destination = address_a;
+    answer.resize(utcp::wire::emit_ipv4(ip, std::span(answer).subspan(20, length), answer));
+    net_.inject_to_a(answer);
+  }
+
   Network net_;
   TcpListener listener_{net_.b()};
 };
@@ -498,19 +513,7 @@ TEST_F(TcpSockets, IcmpPortUnreachableRefusesAnOpeningConnection) {
   // The box answers A's SYN with a port unreachable quoting it, instead of carrying it.
   net_.set_tamper([this](std::vector<Bytes>& packets, bool a_to_b) {
     if (!a_to_b) return;
-    for (const Bytes& packet : packets) {
-      Bytes answer(200);
-      const std::size_t length = utcp::wire::emit_icmp(utcp::wire::IcmpDestinationUnreachable{},
-                                                       utcp::wire::icmp_error_quote(packet),
-                                                       std::span(answer).subspan(20));
-      utcp::wire::Ipv4Header ip;
-      ip.protocol = utcp::wire::ip_protocol::icmp;
-      ip.time_to_live = 64;
-      ip.source = address_b;
-      ip.destination = address_a;
-      answer.resize(utcp::wire::emit_ipv4(ip, std::span(answer).subspan(20, length), answer));
-      net_.inject_to_a(answer);
-    }
+    for (const Bytes& packet : packets) inject_unreachable_to_a(utcp::wire::icmp_error_quote(packet));
     packets.clear();
   });
   TcpSocket client(net_.a());
@@ -530,16 +533,7 @@ TEST_F(TcpSockets, IcmpErrorQuotingASequenceNumberNotInFlightIsIgnored) {
     Bytes quote(utcp::wire::icmp_error_quote(packets.front()).begin(),
                 utcp::wire::icmp_error_quote(packets.front()).end());
     quote.at(20 + 7) ^= 0x01;  // the SYN's sequence number, now one that was never sent
-    Bytes answer(200);
-    const std::size_t length = utcp::wire::emit_icmp(utcp::wire::IcmpDestinationUnreachable{}, quote,
-                                                     std::span(answer).subspan(20));
-    utcp::wire::Ipv4Header ip;
-    ip.protocol = utcp::wire::ip_protocol::icmp;
-    ip.time_to_live = 64;
-    ip.source = address_b;
-    ip.destination = address_a;
-    answer.resize(utcp::wire::emit_ipv4(ip, std::span(answer).subspan(20, length), answer));
-    net_.inject_to_a(answer);
+    inject_unreachable_to_a(quote);
   });
   TcpSocket client(net_.a());
   EXPECT_EQ(client.connect({address_b, port}), std::error_code());
