@@ -46,16 +46,17 @@ void connect(Side& a, Side& b, std::size_t arena) {
   expect_ok(rb, "connect");
 }
 
-// A lost wake-up shows as a sleep that ran its whole slice (10 ms) and found
-// its wait over as it ended (NicCounters::late_wakeups). Judged only if the
-// waits slept often enough to show anything.
+// A lost wake-up shows as a sleep that ran its whole slice (10 ms) and ended
+// with its wait over though no doorbell rang (NicCounters::late_wakeups).
+// Judged only if the waits slept often enough to show anything.
 void expect_no_late_wakeups(const via::Nic& nic, std::uint64_t sleeps_before, const char* side) {
   const via::NicCounters& c = nic.counters();
   std::printf("%s: %llu sleeps, %llu late wake-ups\n", side, static_cast<unsigned long long>(c.sleeps - sleeps_before),
               static_cast<unsigned long long>(c.late_wakeups));
   if (c.sleeps - sleeps_before < 200) GTEST_SKIP() << "the " << side << " slept too rarely to judge (a busy machine)";
-  // One may come by chance: a peer held back ~10 ms that sends just as the slice ends.
-  EXPECT_LE(c.late_wakeups, 1u) << side;
+  // Judged before the sleep is disarmed, a peer that acts as the slice ends
+  // rings; only one caught between its store and its ring could be miscounted.
+  EXPECT_EQ(c.late_wakeups, 0u) << side;
 }
 
 void send(Endpoint& e, via::Vi* vi, std::size_t bytes) {
@@ -77,8 +78,8 @@ bool receive(Endpoint& e, via::Vi* vi) {
 
 // A ping-pong whose replies come after a pause of 0-60 us, stepping by 100 ns:
 // the pings land on every moment of the waiting side's way into its sleep.
-// (With the sender's fence left out and no membarrier in its place, 4 to 20
-// of 100,000 round trips lost a wake-up.)
+// (With the sender's fence left out and no membarrier in its place, 0 to 20
+// of 100,000 round trips lost a wake-up, depending on the machine's state.)
 TEST(SleepingReceiver, EveryMessageWakesIt) {
   constexpr int kRoundTrips = 100'000;
   Side a, b;

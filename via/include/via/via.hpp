@@ -108,8 +108,8 @@ struct NicCounters {
   std::uint64_t direct_writes = 0;  // single-copy (CMA) transfers pushed to a peer
   std::uint64_t dropped_no_receive = 0;
   std::uint64_t sleeps = 0;
-  // Sleeps that ran their whole time slice and then found their wait over at
-  // once: a wake-up that did not come (or came just as the slice ended).
+  // Sleeps that ran their whole time slice and ended with their wait over
+  // though no doorbell rang: a wake-up lost (or being rung that instant).
   std::uint64_t late_wakeups = 0;
   std::uint64_t yields = 0;  // cores given away (sched_yield) while waiting
   // Injected by VIASTACK_FAULTS on unreliable VIs.

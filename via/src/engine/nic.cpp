@@ -470,14 +470,10 @@ Result Nic::wait_impl(const std::function<bool()>& done, std::uint32_t timeout_m
   // read of /proc per peer): it doubles while the wait goes on, so that hundreds
   // of idle processes on a few cores do not keep the machine busy checking.
   constexpr std::uint64_t kFirstSlice = 10'000'000, kLongestSlice = 1'000'000'000;
-  bool slept_out = false;  // the last sleep ran its whole slice: nothing rang
   for (std::uint64_t slice = kFirstSlice;; slice = std::min(2 * slice, kLongestSlice)) {
     self.slow_progress(true);
     progress();
-    if (done()) {
-      if (slept_out) ++self.counters_.late_wakeups;
-      return Result::success;
-    }
+    if (done()) return Result::success;
     std::uint64_t now = now_ns();
     if (now >= deadline) return Result::timeout;
     std::uint32_t token = provider.arm_sleep();
@@ -489,8 +485,18 @@ Result Nic::wait_impl(const std::function<bool()>& done, std::uint32_t timeout_m
     ++self.counters_.sleeps;
     const std::uint64_t length = std::min(slice, deadline - now);
     provider.sleep(token, std::chrono::nanoseconds(length));
+    // A sleep that ran its whole slice and ends with its wait over, though
+    // nothing rang: its wake-up was lost. Judged before the sleep is
+    // disarmed, while a peer that acts still rings.
+    if (now_ns() - now >= length) {
+      progress();
+      if (done()) {
+        if (!provider.rang_since(token)) ++self.counters_.late_wakeups;
+        provider.disarm_sleep();
+        return Result::success;
+      }
+    }
     provider.disarm_sleep();
-    slept_out = now_ns() - now >= length;
   }
 }
 

@@ -101,6 +101,14 @@ class Provider {
   virtual std::uint32_t arm_sleep() = 0;
   virtual void sleep(std::uint32_t token, std::chrono::nanoseconds max) = 0;
   virtual void disarm_sleep() = 0;
+  // Whether the doorbell moved past the token (a peer rang, or
+  // interrupt_sleep()): what tells a sleep nobody had reason to end from one
+  // whose wake-up was lost. A provider without a doorbell cannot tell and
+  // says it rang.
+  virtual bool rang_since(std::uint32_t token) {
+    (void)token;
+    return true;
+  }
   // For a provider that sleeps on two at once (mixed), from its own thread:
   // sleep_fd() readies this provider's sleep and returns a descriptor that
   // polls readable once there is work, or -1 when there is some already (or

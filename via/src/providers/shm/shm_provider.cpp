@@ -291,6 +291,9 @@ class ShmProvider final : public Provider {
   }
 
   void disarm_sleep() override { self_->header.sleeping.store(0, std::memory_order_relaxed); }
+  bool rang_since(std::uint32_t token) override {
+    return self_->header.doorbell.load(std::memory_order_acquire) != token;
+  }
 
   // As a peer rings: the doorbell moves past the sleeper's token.
   void interrupt_sleep() override {
