@@ -7,18 +7,33 @@ install_missing_packages "${REQUIRED_PACKAGES[@]}" "${FUZZ_PACKAGES[@]}" "${MPI_
   "${PRELOAD_TOOL_PACKAGES[@]}" \
   "${LAUNCHER_PACKAGES[@]}"
 
+# run_suite DIR TIMEOUT [CTEST ARGS...]: the tests of build DIR. The launcher
+# tests drive outside launchers that now and then fail on their own (Hydra
+# 4.0.2's proxies assert on a closed socket; its mpiexec, ended by SIGTERM,
+# may exit 0): when every failed test is one of those, each gets one more run.
+# Any other failure fails the suite.
+run_suite() {
+  local dir=$1 timeout=$2
+  shift 2
+  (cd "$dir" && ctest --output-on-failure -j "$JOBS" --timeout "$timeout" "$@") && return 0
+  local failed="$dir/Testing/Temporary/LastTestsFailed.log"
+  [ -s "$failed" ] && ! grep -qv '^[0-9]*:launcher_' "$failed" || return 1
+  echo "only launcher tests failed ($(cut -d: -f2 "$failed" | tr '\n' ' ')): running them once more"
+  (cd "$dir" && ctest --output-on-failure --timeout "$timeout" --rerun-failed)
+}
+
 configure_and_build "$ROOT/build"
-(cd "$ROOT/build" && ctest --output-on-failure -j "$JOBS" --timeout 300)
+run_suite "$ROOT/build" 300
 
 if [ "${VIASTACK_SKIP_SANITIZERS:-0}" != 1 ]; then
   configure_and_build "$ROOT/build-asan" -DVIASTACK_SANITIZE=address,undefined
-  (cd "$ROOT/build-asan" && ctest --output-on-failure -j "$JOBS" --timeout 600)
+  run_suite "$ROOT/build-asan" 600
 fi
 
 if [ "${VIASTACK_SKIP_SANITIZERS:-0}" != 1 ]; then
   # ThreadSanitizer where threads meet: the tests that drive NICs from several threads.
   configure_and_build "$ROOT/build-tsan" -DVIASTACK_SANITIZE=thread
-  (cd "$ROOT/build-tsan" && ctest --output-on-failure -j "$JOBS" --timeout 600 -L unit)
+  run_suite "$ROOT/build-tsan" 600 -L unit
 fi
 
 if [ "${VIASTACK_SKIP_FUZZ:-0}" != 1 ]; then
