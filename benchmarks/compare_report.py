@@ -215,6 +215,11 @@ def med(vals):
     return statistics.median(good) if good else None
 
 
+def round_ratios(ours_vals, anchor_vals):
+    """ours / anchor of each round that has both (rounds pair by position)."""
+    return [o / a for o, a in zip(ours_vals, anchor_vals) if o is not None and a]
+
+
 def fmt(v, digits=3):
     if v is None:
         return "n/a"
@@ -234,12 +239,17 @@ def row_adder(rows):
     def row(key, metric, unit, ours_runs, anchor, anchor_runs, better, target=None):
         (ours_vals, ours_others), (anchor_vals, anchor_others) = ours_runs, anchor_runs
         o, a = med(ours_vals), med(anchor_vals)
-        ratio = (o / a) if (o is not None and a) else None
+        # Round k of ours ran beside round k of the anchor (interleaved), in
+        # the same state of this machine, which changes between rounds: the
+        # ratio is the median of the rounds' ratios. Where no round has both,
+        # the ratio of the medians.
+        per_round = round_ratios(ours_vals, anchor_vals)
+        ratio = med(per_round) if per_round else (o / a) if (o is not None and a) else None
         rows.append({
             "key": key, "metric": metric, "unit": unit,
             "ours_runs": ours_vals, "ours_median": o, "ours_others_pct": ours_others,
             "anchor": anchor, "anchor_runs": anchor_vals, "anchor_median": a,
-            "anchor_others_pct": anchor_others,
+            "anchor_others_pct": anchor_others, "round_ratios": per_round,
             "ratio_ours_over_anchor": ratio, "better": better, "target": target,
         })
         return rows[-1]
@@ -327,6 +337,7 @@ def write_tables(outdir, name, rows, targets, notes=(), metric_width=52):
     """Prints the rows as a table, and writes it to OUTDIR/NAME.txt and, for
     docs/PERFORMANCE.md, NAME.md; notes go under the runs."""
     lines = []
+    # The ratio column is the median of the rounds' ratios (listed under "runs").
     head = f"{'metric':<{metric_width}} {'unit':<5} {'viastack':>9}  {'anchor':>9}  {'ours/anchor':>11}  anchor"
     lines.append(head)
     lines.append("-" * len(head) + "-" * 40)
@@ -334,13 +345,14 @@ def write_tables(outdir, name, rows, targets, notes=(), metric_width=52):
         lines.append(f"{r['metric']:<{metric_width}} {r['unit']:<5} {fmt(r['ours_median']):>9}  "
                      f"{fmt(r['anchor_median']):>9}  {fmt(r['ratio_ours_over_anchor'], 2):>11}  {r['anchor']}")
     lines.append("")
-    lines.append("runs (in order; the medians above are over these;")
+    lines.append("runs (in order; the medians above are over these, ours/anchor is the median of the rounds' ratios;")
     lines.append(f" * = other processes used >= {DISTURBED_PCT}% of the CPUs, and >= 0.05 s, while that run ran):")
     key_width = max([9] + [len(r["key"]) for r in rows])
     for r in rows:
         o = " ".join(mark(v, p) for v, p in zip(r["ours_runs"], r["ours_others_pct"]))
         a = " ".join(mark(v, p) for v, p in zip(r["anchor_runs"], r["anchor_others_pct"]))
-        lines.append(f"  {r['key']:<{key_width}} viastack [{o}]   anchor [{a}]")
+        ratios = " ".join(fmt(v, 2) for v in r["round_ratios"])
+        lines.append(f"  {r['key']:<{key_width}} viastack [{o}]   anchor [{a}]   ratios [{ratios}]")
     lines += notes
     if targets:
         lines += ["", "targets:"]
@@ -352,13 +364,15 @@ def write_tables(outdir, name, rows, targets, notes=(), metric_width=52):
         f.write(text)
 
     # Markdown table (for docs/PERFORMANCE.md).
-    md = ["| metric | unit | viastack (median) | anchor (median) | ours / anchor | anchor | viastack runs | anchor runs |",
-          "| --- | --- | ---: | ---: | ---: | --- | --- | --- |"]
+    md = ["| metric | unit | viastack (median) | anchor (median) | ours / anchor (median of rounds) | anchor | "
+          "viastack runs | anchor runs | rounds' ratios |",
+          "| --- | --- | ---: | ---: | ---: | --- | --- | --- | --- |"]
     for r in rows:
         md.append(f"| {r['metric']} | {r['unit']} | {fmt(r['ours_median'])} | {fmt(r['anchor_median'])} | "
                   f"{fmt(r['ratio_ours_over_anchor'], 2)} | {r['anchor']} | "
                   f"{', '.join(mark(v, p) for v, p in zip(r['ours_runs'], r['ours_others_pct']))} | "
-                  f"{', '.join(mark(v, p) for v, p in zip(r['anchor_runs'], r['anchor_others_pct']))} |")
+                  f"{', '.join(mark(v, p) for v, p in zip(r['anchor_runs'], r['anchor_others_pct']))} | "
+                  f"{', '.join(fmt(v, 2) for v in r['round_ratios'])} |")
     with open(os.path.join(outdir, name + ".md"), "w") as f:
         f.write("\n".join(md) + "\n")
     sys.stdout.write(text)

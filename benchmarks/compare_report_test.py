@@ -1,0 +1,45 @@
+#!/usr/bin/env python3
+"""compare_report.py's ratios are the median of the rounds' ratios: round k
+of viastack ran beside round k of the anchor, in the same state of a machine
+that changes state between rounds. The ratio of the medians made two equal
+programs look 3x apart when the slow state fell on more of one's rounds."""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+REPORT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "compare_report.py")
+
+
+def main():
+    with tempfile.TemporaryDirectory() as outdir:
+        raw = os.path.join(outdir, "raw")
+        os.mkdir(raw)
+        # 8 B message rates (M/s): equal in every round but the first, where
+        # viastack ran in the slow state and Open MPI in the fast one.
+        rounds = [(10.0, 30.0), (30.0, 30.0), (10.0, 10.0), (10.0, 10.0), (30.0, 30.0)]
+        for k, (ours, theirs) in enumerate(rounds, 1):
+            for name, rate in (("via_rate_8", ours), ("ompi_rate_8", theirs)):
+                with open(os.path.join(raw, f"r{k}_{name}.json"), "w") as f:
+                    f.write(json.dumps({"bench": "x", "msg_rate_Mps": rate}) + "\n")
+        subprocess.run([sys.executable, REPORT, "ratecold", outdir], check=True, stdout=subprocess.DEVNULL)
+        with open(os.path.join(outdir, "ratecold.json")) as f:
+            rows = {r["key"]: r for r in json.load(f)["rows"]}
+        row = rows["rate_via_ompi"]
+        failures = []
+        if row["round_ratios"] != [1 / 3, 1.0, 1.0, 1.0, 1.0]:
+            failures.append(f"rounds' ratios {row['round_ratios']}")
+        if row["ratio_ours_over_anchor"] != 1.0:  # the medians, 10 against 30, would say 0.33
+            failures.append(f"ratio {row['ratio_ours_over_anchor']}, not the median of the rounds' ratios (1.0)")
+        if row["ours_median"] != 10.0 or row["anchor_median"] != 30.0:
+            failures.append(f"medians {row['ours_median']} / {row['anchor_median']}")
+        if rows["rate_via_ucx"]["ratio_ours_over_anchor"] is not None:
+            failures.append("a ratio for an anchor with no runs")
+    for failure in failures:
+        print("FAIL:", failure)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
