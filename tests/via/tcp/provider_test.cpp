@@ -1185,6 +1185,30 @@ TEST(TcpLinkTest, AFrameWhollyInTheSocketIsReadStraightIntoItsDestination) {
   ::close(fds[1]);
 }
 
+// A connection whose two ends are on this host gets a send buffer of
+// VIASTACK_TCP_LOCAL_SNDBUF (256 KiB; Linux reports twice what was set), not
+// the kernel's autotuned one, which grows to several MiB and lets a sender
+// run so far ahead that its data leaves the cache before it is read; its
+// receive buffer stays the kernel's to size.
+TEST(TcpLinkTest, AConnectionWithinTheHostGetsTheLocalSendBufferSize) {
+  asio::io_context io;
+  asio::ip::tcp::acceptor acceptor(io, asio::ip::tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
+  asio::ip::tcp::socket client(io), server(io);
+  client.connect(acceptor.local_endpoint());
+  acceptor.accept(server);
+  int kernels_rcvbuf = 0;
+  socklen_t size = sizeof kernels_rcvbuf;
+  ASSERT_EQ(getsockopt(client.native_handle(), SOL_SOCKET, SO_RCVBUF, &kernels_rcvbuf, &size), 0);
+  tcp::TcpLink link(std::move(client), "test", nullptr, [](const via::FrameHeader&, iovec*, std::size_t) {
+    return std::size_t(0);
+  });
+  int value = 0;
+  ASSERT_EQ(getsockopt(link.fd(), SOL_SOCKET, SO_SNDBUF, &value, &size), 0);
+  EXPECT_EQ(value, 2 * 256 * 1024);
+  ASSERT_EQ(getsockopt(link.fd(), SOL_SOCKET, SO_RCVBUF, &value, &size), 0);
+  EXPECT_EQ(value, kernels_rcvbuf) << "the receive buffer was set";
+}
+
 // Memory on the server NIC registered for RDMA write, with a guard area after it.
 struct RdmaTarget {
   static constexpr std::size_t kBytes = 256 * 1024, kGuard = 4096;
