@@ -169,14 +169,26 @@ def others_pct(path):
         return None
 
 
+def rounds(outdir):
+    """1 .. the last round any raw file of OUTDIR belongs to."""
+    found = [int(m.group(1)) for p in glob.glob(os.path.join(outdir, "raw", "r*_*"))
+             if (m := re.search(r"/r(\d+)_", p))]
+    return range(1, max(found, default=0) + 1)
+
+
 def runs(outdir, pattern, extract):
-    """Values of one measurement over the repetitions r1, r2, ... in run order,
-    and for each the share of the CPUs other processes used meanwhile."""
+    """Values of one measurement in every round r1, r2, ... of the run (None
+    where a round left no file: a failed program), and for each the share of
+    the CPUs other processes used meanwhile. Position k is round k+1 in every
+    list, so that rounds pair with the anchor's."""
+    by_round = {}
+    for path in glob.glob(os.path.join(outdir, "raw", pattern)):
+        by_round[int(re.search(r"/r(\d+)_", path).group(1))] = path
     vals, others = [], []
-    for path in sorted(glob.glob(os.path.join(outdir, "raw", pattern)),
-                       key=lambda p: int(re.search(r"/r(\d+)_", p).group(1))):
-        vals.append(extract(path))
-        others.append(others_pct(path))
+    for k in rounds(outdir):
+        path = by_round.get(k)
+        vals.append(extract(path) if path else None)
+        others.append(others_pct(path) if path else None)
     return vals, others
 
 
@@ -482,14 +494,9 @@ def ucx_sweep(outdir, rep):
     return sorted(points, key=lambda p: p[0]), worst
 
 
-def repetitions(outdir, pattern):
-    return sorted({int(m.group(1)) for p in glob.glob(os.path.join(outdir, "raw", pattern))
-                   if (m := re.search(r"/r(\d+)_", p))})
-
-
 def ucx_nhalf_runs(outdir):
     vals, others = [], []
-    for rep in repetitions(outdir, "r*_ucxnhalf_*.txt"):
+    for rep in rounds(outdir):
         points, worst = ucx_sweep(outdir, rep)
         vals.append(n_half([(b, r["bw_MBps"]) for b, r in points]))
         others.append(worst)
@@ -502,14 +509,13 @@ def bw_sweep(path):
 
 
 def sweep_runs(outdir, pattern):
-    """The bandwidth sweeps of every repetition of pattern, in run order (None for a missing one)."""
-    vals, _ = runs(outdir, pattern, lambda path: bw_sweep(path) if os.path.exists(path) else None)
-    return vals
+    """The bandwidth sweeps of every round (None for a missing one), and the others' share of the CPUs in each."""
+    return runs(outdir, pattern, bw_sweep)
 
 
 def ucx_sweep_runs(outdir):
     return [[(b, r["bw_MBps"]) for b, r in ucx_sweep(outdir, rep)[0]]
-            for rep in repetitions(outdir, "r*_ucxnhalf_*.txt")]
+            for rep in rounds(outdir)]
 
 
 def n_at_anchor_half(ours_sweeps, anchor_sweeps):
@@ -582,13 +588,13 @@ def ratecold(outdir, provider="shm"):
             "lower", "ours <= anchor"),
     ]
     # The same sweeps, judged at the anchor's half peak (no target: the issue's N-half is against each one's own peak).
-    ompi_sweeps, ucx_sweeps = sweep_runs(outdir, "r*_ompi_nhalf.json"), ucx_sweep_runs(outdir)
+    ompi_sweeps, ucx_sweeps = sweep_runs(outdir, "r*_ompi_nhalf.json")[0], ucx_sweep_runs(outdir)
     for key, metric, pattern, anchor, anchor_runs, anchor_sweeps in (
             ("nhalfat_via_ucx", "raw VIA streaming", "r*_via_nhalf.json", ucx_bw, ucx_nhalf_runs(outdir), ucx_sweeps),
             ("nhalfat_am_ucx", "AM stores", "r*_am_nhalf.json", ucx_bw, ucx_nhalf_runs(outdir), ucx_sweeps),
             ("nhalfat_mpi_ompi", "MPI streaming", "r*_mpivia_nhalf.json", ompi_bw, ompi_nhalf, ompi_sweeps)):
-        ours_vals = n_at_anchor_half(sweep_runs(outdir, pattern), anchor_sweeps)
-        row(key, f"size reaching the anchor's half peak: {metric}", "B", (ours_vals, [None] * len(ours_vals)),
+        sweeps, others = sweep_runs(outdir, pattern)
+        row(key, f"size reaching the anchor's half peak: {metric}", "B", (n_at_anchor_half(sweeps, anchor_sweeps), others),
             anchor + " (its N-half)", anchor_runs, "lower")
     peaks = [f"  peak bandwidth of the N-half sweeps (MB/s, median of runs): "
              f"raw VIA {fmt(med(runs(outdir, 'r*_via_nhalf.json', ours('peak_bw_MBps'))[0]))}, "

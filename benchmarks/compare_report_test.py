@@ -36,6 +36,16 @@ def main():
             failures.append(f"medians {row['ours_median']} / {row['anchor_median']}")
         if rows["rate_via_ucx"]["ratio_ours_over_anchor"] is not None:
             failures.append("a ratio for an anchor with no runs")
+
+        # A round whose anchor left no file (a failed program) pairs with nothing:
+        # the later rounds still pair with their own.
+        os.remove(os.path.join(raw, "r1_ompi_rate_8.json"))
+        subprocess.run([sys.executable, REPORT, "ratecold", outdir], check=True, stdout=subprocess.DEVNULL)
+        with open(os.path.join(outdir, "ratecold.json")) as f:
+            row = {r["key"]: r for r in json.load(f)["rows"]}["rate_via_ompi"]
+        if row["anchor_runs"] != [None, 30.0, 10.0, 10.0, 30.0] or row["round_ratios"] != [1.0] * 4:
+            failures.append(f"with round 1's anchor missing: anchor runs {row['anchor_runs']}, "
+                            f"rounds' ratios {row['round_ratios']}")
     for failure in failures:
         print("FAIL:", failure)
     return 1 if failures else 0

@@ -13,10 +13,10 @@ install_missing_packages "${REQUIRED_PACKAGES[@]}" "${FUZZ_PACKAGES[@]}" "${MPI_
 # may exit 0): when every failed test is one of those, each gets one more run.
 # Any other failure fails the suite.
 run_suite() {
-  local dir=$1 timeout=$2
+  local dir=$1 timeout=$2 failed=$1/Testing/Temporary/LastTestsFailed.log
   shift 2
+  rm -f "$failed"  # ctest writes it only when tests fail: an old one must not be read as this run's
   (cd "$dir" && ctest --output-on-failure -j "$JOBS" --timeout "$timeout" "$@") && return 0
-  local failed="$dir/Testing/Temporary/LastTestsFailed.log"
   [ -s "$failed" ] && ! grep -qv '^[0-9]*:launcher_' "$failed" || return 1
   echo "only launcher tests failed ($(cut -d: -f2 "$failed" | tr '\n' ' ')): running them once more"
   (cd "$dir" && ctest --output-on-failure --timeout "$timeout" --rerun-failed)
