@@ -419,11 +419,11 @@ def summary_tcp(outdir, row, rows, targets):
               runs(outdir, "r*_viastack_lat_8.json", ours("lat_us")),
               "ucx_perftest tag_lat, UCX_TLS=tcp,self (overall)",
               runs(outdir, "r*_ucx_tag_lat_8.txt", ucx_field("tag_lat", 8, "lat_us")),
-              "lower", "ours <= 1.1 x anchor")
+              "lower", "ours <= 1.0 x anchor")
     row("lat8_fi", "8 B one-way latency", "us",
         (lat["ours_runs"], lat["ours_others_pct"]),
         "fi_pingpong -p tcp -e msg (usec/xfer, one-way)",
-        runs(outdir, "r*_fi_pingpong_8.txt", fi_field("lat_us")), "lower", "ours <= 1.1 x anchor")
+        runs(outdir, "r*_fi_pingpong_8.txt", fi_field("lat_us")), "lower", "ours <= 1.0 x anchor")
     row("lat8_np", "8 B one-way latency", "us",
         (lat["ours_runs"], lat["ours_others_pct"]),
         nptcp,
@@ -448,9 +448,9 @@ def summary_tcp(outdir, row, rows, targets):
         ratio = r["ratio_ours_over_anchor"]
         targets[key] = {"text": text, "met": None if ratio is None else ok(ratio)}
 
-    target("lat8_ucx", "8 B one-way latency <= 1.1 x ucx_perftest tag_lat (tcp,self), overall",
-           rows[0], lambda x: x <= 1.1)
-    target("lat8_fi", "8 B one-way latency <= 1.1 x fi_pingpong -p tcp -e msg", rows[1], lambda x: x <= 1.1)
+    target("lat8_ucx", "8 B one-way latency <= 1.0 x ucx_perftest tag_lat (tcp,self), overall",
+           rows[0], lambda x: x <= 1.0)
+    target("lat8_fi", "8 B one-way latency <= 1.0 x fi_pingpong -p tcp -e msg", rows[1], lambda x: x <= 1.0)
     target("bw1m", "1 MiB bandwidth (streaming) >= 1.0 x NPtcp", rows[3], lambda x: x >= 1.0)
     target("bw64k", "64 KiB bandwidth (streaming) >= 1.0 x NPtcp", rows[5], lambda x: x >= 1.0)
     target("bw4m", "4 MiB bandwidth (streaming) >= 1.0 x NPtcp", rows[6], lambda x: x >= 1.0)
