@@ -279,7 +279,8 @@ expect_removed() {
   [ "$rc" -eq 0 ] || fail "$way: the next job exited with status $rc"
   gone_within "$folder" 30 || fail "$way: the next job left its own $folder behind"
   if [ -e "$left" ]; then
-    fail "$way, $what: the next job did not remove $left, left by dead processes"
+    fail "$way, $what: the next job did not remove $left, left by dead processes" \
+      "(modified $(stat -c %y "$left"), holding: $(ls -A "$left" | tr '\n' ' '))"
     rm -rf "$left"
   else
     echo "   $left: removed by the next job's start"

@@ -390,6 +390,25 @@ TEST_F(ShmCleanup, TheNextProcessToOpenANicRemovesWhatKilledJobsLeft) {
   shm::remove_job_directory(zombie_job);
 }
 
+// A rank SIGKILLed after it removed its job's last segment but before its
+// rmdir (a launcher ending a failed job kills the survivors while they clean
+// up) leaves an empty folder, modified a moment ago. The next process to open
+// a NIC removes it once it has been untouched for a few seconds, not after a
+// minute: the launcher test saw such a folder outlive the next job's start.
+TEST_F(ShmCleanup, TheNextProcessToOpenANicRemovesAnEmptyFolderLeftSecondsAgo) {
+  const std::string emptied = "/dev/shm/viastack.shmcleanup-emptied-" + std::to_string(getpid());
+  ASSERT_EQ(mkdir(emptied.c_str(), 0700), 0);
+  age(emptied, 3);
+  EXPECT_EQ(in_child([] {
+              Endpoint ep;
+              ep.open("shm:0", 4096);
+              return 0;
+            }),
+            0);
+  EXPECT_FALSE(std::filesystem::exists(emptied)) << "an empty folder untouched for 3 s";
+  std::filesystem::remove_all(emptied);
+}
+
 // What that clean-up must leave alone: a live job's segment, a folder just
 // made (its job is about to create its segments), a folder holding what is
 // no segment, another user's folder, and a segment whose owner lives in

@@ -339,7 +339,15 @@ void remove_dead_jobs(const std::string& job) {
       return !any_other;
     });
     close(dir_fd);
-    if (!any_other && (any_dead || time(nullptr) - st.st_mtime > 60)) remove_segments(folder.c_str(), dead_segment);
+    // A folder with no segment in use and none dead is removed only if empty
+    // (the rmdir fails otherwise) and untouched for a few seconds: its job may
+    // be about to make its first segment (and would make the folder again).
+    // Not a minute: a rank SIGKILLed between removing the last segment and
+    // its rmdir leaves an empty folder just modified, and the next job's
+    // start must still remove it.
+    constexpr time_t kUnusedFolderSeconds = 2;
+    if (!any_other && (any_dead || time(nullptr) - st.st_mtime > kUnusedFolderSeconds))
+      remove_segments(folder.c_str(), dead_segment);
     return true;
   });
   close(root_fd);

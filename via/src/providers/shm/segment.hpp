@@ -210,7 +210,7 @@ void remove_job_directory(const std::string& job);
 // Removes the folders of this user's other jobs whose segments' owners have
 // all ended (in this pid namespace): what jobs whose every process was
 // SIGKILLed left, as nobody of theirs could. An empty folder goes only once
-// it is a minute old (a job may be about to create its segments in it).
+// untouched for 2 s (a job may be about to create its segments in it).
 // Called by a process's first NIC; `job` is its own, left alone.
 void remove_dead_jobs(const std::string& job);
 // The start time of a process (from /proc), 0 if it does not exist or has
