@@ -53,6 +53,19 @@ Bytes pattern(std::size_t size, std::uint32_t seed = 1) {
   return bytes;
 }
 
+// `packet` with the first `length` bytes after its first 20 (room left for
+// the header) framed as an IPv4 datagram of `protocol`.
+Bytes framed_in_ipv4(Bytes packet, std::size_t length, std::uint8_t protocol, Ipv4Address source,
+                     Ipv4Address destination) {
+  utcp::wire::Ipv4Header ip;
+  ip.protocol = protocol;
+  ip.time_to_live = 64;
+  ip.source = source;
+  ip.destination = destination;
+  packet.resize(utcp::wire::emit_ipv4(ip, std::span(packet).subspan(20, length), packet));
+  return packet;
+}
+
 utcp::StackConfig config_for(Ipv4Address address) {
   utcp::StackConfig config;
   config.address = address;
@@ -241,13 +254,7 @@ class TcpSockets : public ::testing::Test {
     Bytes answer(200);
     const std::size_t length =
         utcp::wire::emit_icmp(utcp::wire::IcmpDestinationUnreachable{}, quote, std::span(answer).subspan(20));
-    utcp::wire::Ipv4Header ip;
-    ip.protocol = utcp::wire::ip_protocol::icmp;
-    ip.time_to_live = 64;
-    ip.source = address_b;
-    ip.destination = address_a;
-    answer.resize(utcp::wire::emit_ipv4(ip, std::span(answer).subspan(20, length), answer));
-    net_.inject_to_a(answer);
+    net_.inject_to_a(framed_in_ipv4(std::move(answer), length, utcp::wire::ip_protocol::icmp, address_b, address_a));
   }
 
   Network net_;
@@ -478,13 +485,7 @@ TEST_F(TcpSockets, SegmentToAnUnknownPortGetsAReset) {
   Bytes packet(100);
   const std::size_t tcp_length =
       utcp::wire::emit_tcp(header, address_a, address_b, {}, std::span(packet).subspan(20));
-  utcp::wire::Ipv4Header ip;
-  ip.protocol = utcp::wire::ip_protocol::tcp;
-  ip.time_to_live = 64;
-  ip.source = address_a;
-  ip.destination = address_b;
-  packet.resize(utcp::wire::emit_ipv4(ip, std::span(packet).subspan(20, tcp_length), packet));
-  net_.inject_to_b(packet);
+  net_.inject_to_b(framed_in_ipv4(std::move(packet), tcp_length, utcp::wire::ip_protocol::tcp, address_a, address_b));
   net_.b().poll(net_.now());
 
   const std::vector<Bytes> answers = net_.take_from_b();
