@@ -7,10 +7,9 @@ JOBS=${JOBS:-$(nproc)}
 # libasio-dev and libssl-dev (libcrypto): the tcp provider; libpmix-dev: the
 # PMIx bootstrap (jobs started by mpirun or srun); iproute2: the
 # network-namespace test; dpkg-dev and file: cpack -G DEB's dependency list
-# (dpkg-shlibdeps), checked by the install test; strace: the socket options a
-# tcp connection across namespaces gets, checked by the network-namespace test.
+# (dpkg-shlibdeps), checked by the install test.
 REQUIRED_PACKAGES=(cmake ninja-build g++ libgtest-dev libgmock-dev pkg-config libasio-dev libssl-dev libpmix-dev iproute2
-                   dpkg-dev file strace)
+                   dpkg-dev file)
 # tshark: the user-level TCP/IP's pcap files are checked by Wireshark's decoder.
 TRACE_PACKAGES=(tshark)
 # Unmodified socket programs run over utcp by libviastack-preload.so in the

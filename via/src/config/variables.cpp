@@ -97,8 +97,8 @@ const std::vector<Variable>& declarations() {
       integer_variable("VIASTACK_TCP_TIMEOUT_MS", 1, kDayMs, "milliseconds", "10000", "via",
                        "a tcp connection whose peer stops answering breaks after about this long"),
       integer_variable("VIASTACK_TCP_LOCAL_SNDBUF", 0, 64 << 20, "bytes", "262144", "via",
-                       "the send buffer (SO_SNDBUF) of a tcp connection whose two ends are on one host or whose "
-                       "handshake took under 200 us; 0: the kernel sizes it as for any connection"),
+                       "the send buffer (SO_SNDBUF) of a tcp connection whose two ends are on one host; 0: the "
+                       "kernel sizes it as for any connection"),
       integer_variable("VIASTACK_TCP_AUTH_TIMEOUT_MS", 1, kDayMs, "milliseconds", "3000", "via",
                        "how long a new tcp connection has to prove it belongs to the job"),
       integer_variable("VIASTACK_TCP_RESOLVE_TIMEOUT_MS", 1, kDayMs, "milliseconds", "60000", "via",

@@ -65,19 +65,12 @@ unsigned connection_timeout_ms() {
 
 void set_int_option(int fd, int level, int name, int value) { setsockopt(fd, level, name, &value, sizeof value); }
 
-// Both ends of the connection on this host (the same address at each end,
-// or loopback), or a round trip, as the handshake measured it, under 200 us
-// (containers on one host, joined by veth; a LAN): there a 512 KiB send
-// buffer still carries 2.6 GB/s.
-bool short_round_trip(asio::ip::tcp::socket& socket) {
+// Both ends of the connection on this host: the same address at each end, or loopback.
+bool same_host(const asio::ip::tcp::socket& socket) {
   asio::error_code local_error, remote_error;
   const auto local = socket.local_endpoint(local_error).address();
   const auto remote = socket.remote_endpoint(remote_error).address();
-  if (!local_error && !remote_error && (remote.is_loopback() || remote == local)) return true;
-  tcp_info info{};
-  socklen_t len = sizeof info;
-  return getsockopt(socket.native_handle(), IPPROTO_TCP, TCP_INFO, &info, &len) == 0 &&
-         info.tcpi_rtt > 0 && info.tcpi_rtt < 200;
+  return !local_error && !remote_error && (remote.is_loopback() || remote == local);
 }
 
 }  // namespace
@@ -101,7 +94,7 @@ TcpLink::TcpLink(asio::ip::tcp::socket socket, std::string peer, std::function<v
   // The receive buffer stays the kernel's: a fixed one made MPI's
   // bidirectional 1 MiB over tcp 0.76x Open MPI's, with every size as before
   // otherwise. Between hosts the kernel decides.
-  if (const auto bytes = config::integer("VIASTACK_TCP_LOCAL_SNDBUF"); bytes > 0 && short_round_trip(socket_))
+  if (const auto bytes = config::integer("VIASTACK_TCP_LOCAL_SNDBUF"); bytes > 0 && same_host(socket_))
     set_int_option(fd, SOL_SOCKET, SO_SNDBUF, int(bytes));
   // A silent peer is noticed by keepalive probes while the link is idle, and
   // by peer_alive() while the kernel waits for it to acknowledge. Not by
