@@ -6,6 +6,7 @@
 // The input is a sequence of frames: a FrameHeader followed by up to
 // header.length payload bytes. A fake link hands them to a VI that has
 // receives posted and RDMA-enabled memory registered.
+#include <atomic>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -16,10 +17,36 @@
 
 namespace {
 
+// The memory a single-copy transfer may touch on this side: the target's
+// registered memory. Anything else aborts, as the fuzzer's finding.
+void check_within(const iovec* iov, std::size_t n, const std::byte* memory, std::size_t bytes) {
+  for (std::size_t i = 0; i < n; ++i) {
+    const auto* base = static_cast<const std::byte*>(iov[i].iov_base);
+    if (iov[i].iov_len && (base < memory || base > memory + bytes || iov[i].iov_len > std::size_t(memory + bytes - base)))
+      std::abort();
+  }
+}
+
 class FuzzLink final : public via::Link {
  public:
-  FuzzLink(const std::uint8_t* data, std::size_t size) : data_(data), size_(size) { parse(); }
+  // `direct`: the link offers single copy, whose transfers move nothing here
+  // but check that this side's memory they name is `memory`'s.
+  FuzzLink(const std::uint8_t* data, std::size_t size, bool direct, const std::byte* memory, std::size_t bytes)
+      : data_(data), size_(size), direct_(direct), memory_(memory), bytes_(bytes) {
+    parse();
+  }
   const char* transport() const override { return "fuzz"; }
+  bool direct() const override { return direct_; }
+  bool direct_read(const iovec* local, std::size_t n, const iovec*, std::size_t) override {
+    check_within(local, n, memory_, bytes_);
+    return true;
+  }
+  bool direct_write(const iovec* local, std::size_t n, const iovec*, std::size_t) override {
+    check_within(local, n, memory_, bytes_);
+    return true;
+  }
+  std::uint32_t check_peer_region(std::uint64_t, std::uint64_t, via::MemHandle, bool) const override { return 0; }
+  std::atomic<std::uint64_t>* peer_read_claim() override { return &claim_; }
   std::size_t max_payload() const override { return 64 * 1024; }
   bool try_send(const via::FrameHeader&, const iovec*, std::size_t) override { return true; }
   bool peek(const via::FrameHeader*& header, const std::byte*& payload) override {
@@ -37,6 +64,10 @@ class FuzzLink final : public via::Link {
     have_ = size_ >= sizeof(via::FrameHeader);
     if (!have_) return;
     std::memcpy(&header_, data_, sizeof header_);
+    // A peer's offer of a share of its read: as the peer would, it offers
+    // before the frame is seen.
+    if (header_.type == via::kFrameReadRequest && (header_.flags & via::kFlagShared))
+      claim_.store(via::read_claim_word(header_.imm, via::kClaimOffered));
     data_ += sizeof header_;
     size_ -= sizeof header_;
     // The payload buffer always holds header.length bytes, as a ring would.
@@ -49,6 +80,10 @@ class FuzzLink final : public via::Link {
   }
   const std::uint8_t* data_;
   std::size_t size_;
+  const bool direct_;
+  const std::byte* memory_;
+  const std::size_t bytes_;
+  std::atomic<std::uint64_t> claim_{0};
   bool have_ = false;
   via::FrameHeader header_{};
   std::vector<std::byte> payload_;
@@ -76,7 +111,8 @@ struct Target {
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   static Target t;
-  // Reliability level and the VI's RDMA enables come from the first byte.
+  // Reliability level, the VI's RDMA enables and whether the link has single
+  // copy come from the first byte.
   const std::uint8_t mode = size ? data[0] : 0;
   via::ViAttributes attrs;
   attrs.reliability = std::uint16_t(1u << (mode % 3));
@@ -95,7 +131,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     d->DS[0].Local.Length = i % 2 ? 65536 : 100;
     vi->post_recv(d, t.handle);
   }
-  via::impl(*vi).attach(std::make_unique<FuzzLink>(data + (size ? 1 : 0), size ? size - 1 : 0), via::ViAttributes{});
+  via::impl(*vi).attach(
+      std::make_unique<FuzzLink>(data + (size ? 1 : 0), size ? size - 1 : 0, mode & 16, t.memory, t.kBytes),
+      via::ViAttributes{});
   // An RDMA read and a send outstanding, so responses and acks have something to match.
   VIP_DESCRIPTOR* read = t.desc(20);
   std::memset(read, 0, 128);

@@ -117,9 +117,10 @@ int main() {
       ++seed;
     }
     const auto& c = ep.nic->counters();
-    std::printf("rank %d: %s, frames sent %llu, single-copy reads %llu writes %llu\n", rank,
-                failures ? "FAILED" : "all verified", (unsigned long long)c.frames_sent,
-                (unsigned long long)c.direct_reads, (unsigned long long)c.direct_writes);
+    std::printf("rank %d: %s, frames sent %llu, single-copy reads %llu writes %llu, shares of reads written %llu\n",
+                rank, failures ? "FAILED" : "all verified", (unsigned long long)c.frames_sent,
+                (unsigned long long)c.direct_reads, (unsigned long long)c.direct_writes,
+                (unsigned long long)c.shared_read_writes);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "mp_transfer rank %d: %s\n", rank, e.what());
     return 1;

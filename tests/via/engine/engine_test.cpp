@@ -432,6 +432,64 @@ TEST_P(Engine, RdmaReadEverySize) {
   }
 }
 
+// A single-copy read offers its last half to the target's engine
+// (VIASTACK_DIRECT_READ_SHARE): a target that polls while the reader copies
+// the first half writes the second itself.
+TEST_P(Engine, ATargetThatPollsWritesItsShareOfASingleCopyRead) {
+  if (!cma()) GTEST_SKIP() << "single-copy reads need CMA";
+  auto [va, vb] = connect();
+  const std::size_t size = 4u << 20;
+  std::atomic<std::uint64_t> shares_written{0};
+  std::atomic<bool> stop{false};
+  std::thread target([&, nic = b.nic.get()] {
+    while (!stop.load(std::memory_order_relaxed)) {
+      nic->progress();
+      shares_written.store(nic->counters().shared_read_writes, std::memory_order_relaxed);
+    }
+  });
+  // The target thread may not run while a read lasts: try until it did.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  for (std::uint64_t seed = 900; shares_written.load() == 0 && std::chrono::steady_clock::now() < deadline; ++seed) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    b.fill(kArena / 2, size, seed);
+    std::memset(a.arena.data(), 0, size);
+    expect_ok(va->post_send(a.rdma(VIP_CONTROL_OP_RDMAREAD, std::uintptr_t(b.arena.data(kArena / 2)), b.arena.handle,
+                                   0, size),
+                            a.arena.handle),
+              "post read");
+    VIP_DESCRIPTOR* d = nullptr;
+    ASSERT_TRUE(pump({a.nic.get()}, [&] { return va->send_done(d) == via::Result::success; }));
+    ASSERT_EQ(d->CS.Status, std::uint32_t(VIP_STATUS_DONE | VIP_STATUS_OP_RDMA_READ));
+    ASSERT_EQ(a.mismatch(0, size, seed), -1);
+  }
+  stop = true;
+  target.join();
+  EXPECT_GT(b.nic->counters().shared_read_writes, 0u) << "the target never wrote its share in 20 s of reads";
+}
+
+// The reader takes back an offer nobody claimed while it copied its own part;
+// a target that looks only afterwards must not write into memory the
+// program has got back.
+TEST_P(Engine, AnOfferTheReaderTookBackIsNeverWritten) {
+  if (!cma()) GTEST_SKIP() << "single-copy reads need CMA";
+  auto [va, vb] = connect();
+  const std::size_t size = 1u << 20;
+  b.fill(0, size, 31);
+  std::memset(a.arena.data(), 0, size);
+  expect_ok(va->post_send(a.rdma(VIP_CONTROL_OP_RDMAREAD, std::uintptr_t(b.arena.data()), b.arena.handle, 0, size),
+                          a.arena.handle),
+            "post read");
+  VIP_DESCRIPTOR* d = nullptr;
+  ASSERT_TRUE(pump({a.nic.get()}, [&] { return va->send_done(d) == via::Result::success; }));
+  EXPECT_EQ(d->CS.Status, std::uint32_t(VIP_STATUS_DONE | VIP_STATUS_OP_RDMA_READ));
+  EXPECT_EQ(a.mismatch(0, size, 31), -1);
+  std::memset(a.arena.data(), 0xAB, size);  // the program's again
+  for (int i = 0; i < 1000; ++i) b.nic->progress();  // the target finds the offer now
+  EXPECT_EQ(b.nic->counters().shared_read_writes, 0u);
+  std::vector<std::byte> expected(size, std::byte{0xAB});
+  EXPECT_EQ(std::memcmp(a.arena.data(), expected.data(), size), 0);
+}
+
 TEST_P(Engine, FencedSendWaitsForEarlierRdmaReads) {
   auto [va, vb] = connect();
   const std::size_t size = 200000;

@@ -106,6 +106,9 @@ struct NicCounters {
   std::uint64_t frames_received = 0;
   std::uint64_t direct_reads = 0;   // single-copy (CMA) transfers pulled from a peer
   std::uint64_t direct_writes = 0;  // single-copy (CMA) transfers pushed to a peer
+  // Shares of a peer's single-copy RDMA reads this NIC wrote into the
+  // reader's memory on its offer (VIASTACK_DIRECT_READ_SHARE).
+  std::uint64_t shared_read_writes = 0;
   std::uint64_t dropped_no_receive = 0;
   std::uint64_t sleeps = 0;
   // Sleeps that ran their whole time slice and ended with their wait over

@@ -241,6 +241,7 @@ class ViImpl final : public Vi {
   void complete_acked(std::uint32_t count);
   void complete_read(const FrameHeader& h, const std::byte* payload);
   void serve_read_request(const FrameHeader& h);
+  void serve_shared_read(const FrameHeader& h, const std::byte* payload);
   // Breaks the VI: it goes to the error state, the peer is told, outstanding
   // descriptors are flushed (wr, if given, completes with `status`).
   void fail(VIP_ERROR_CODE code, std::string cause, WorkQueue* q = nullptr, WorkRequest* wr = nullptr,
@@ -248,6 +249,8 @@ class ViImpl final : public Vi {
   void flush_all(std::uint32_t status);
   Result wait_queue(WorkQueue& q, std::uint32_t timeout_ms, VIP_DESCRIPTOR*& out);
   bool direct_rdma(WorkRequest& wr);
+  bool read_direct(WorkRequest& wr);
+  bool settle_shared_read(std::atomic<std::uint64_t>& claim, std::uint32_t read);
 
   NicImpl& nic_;
   ViAttributes attrs_;
@@ -277,6 +280,8 @@ class ViImpl final : public Vi {
   bool direct_capable_ = false;      // single-copy access to the peer's memory
   std::uint64_t direct_min_ = UINT64_MAX;  // sends and RDMA writes this large use it
   std::uint64_t direct_read_min_ = UINT64_MAX;  // RDMA reads this large use it
+  std::atomic<std::uint64_t>* read_claim_ = nullptr;  // shared single-copy reads: the link's word, if any
+  std::uint32_t shared_reads_ = 0;                     // number of the last shared read offered
   std::unique_ptr<FaultInjector> faults_;  // unreliable VIs under VIASTACK_FAULTS
   DescriptorNotify send_notify_, recv_notify_;
   // The regions the last posts' descriptor and data segments were found in

@@ -22,7 +22,25 @@ enum FrameFlags : std::uint8_t {
   kFlagImmediate = 2,  // carries immediate data (`imm`)
   kFlagError = 4,      // read response: the target refused; `imm` holds the status bits
   kFlagNoData = 8,     // RDMA write already placed directly; this frame only consumes a receive
+  kFlagShared = 16,    // read request: the target may write [offset, total) itself, by single copy,
+                       // into the reader's iovec list (the payload), once it claims the read's word
 };
+
+// The word through which the two ends of a shared single-copy read (kFlagShared)
+// agree on who copies the part offered to the target: the read's number
+// (`imm` of its request) and a state. The reader offers; whoever moves it
+// from kClaimOffered first copies that part, so the target never writes
+// into memory the reader has already handed back to its program.
+enum ReadClaimState : std::uint8_t {
+  kClaimOffered = 1,  // by the reader, before its request goes out
+  kClaimWriting = 2,  // the target took it and is copying
+  kClaimDone = 3,     // the target copied it all
+  kClaimFailed = 4,   // the target could not: the reader copies it
+  kClaimTaken = 5,    // the reader took it back and copies it itself
+};
+inline std::uint64_t read_claim_word(std::uint32_t read, ReadClaimState state) {
+  return (std::uint64_t(read) << 8) | state;
+}
 
 struct FrameHeader {
   std::uint8_t type;

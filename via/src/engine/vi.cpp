@@ -45,6 +45,16 @@ std::uint64_t direct_read_threshold() {
   return value;
 }
 
+// The share of a single-copy RDMA read (percent, whole pages) that the reader
+// offers its target's engine to write into the reader's memory while the
+// reader copies the rest: one core copies the whole message otherwise, on
+// both sides of the rendezvous the other waits. Whoever claims the share first
+// copies it (read_direct), so a target that is not polling costs little.
+std::uint64_t direct_read_share() {
+  static const std::uint64_t value = std::uint64_t(config::integer("VIASTACK_DIRECT_READ_SHARE"));
+  return value;
+}
+
 unsigned op_of(const VIP_DESCRIPTOR* d) { return d->CS.Control & VIP_CONTROL_OP_MASK; }
 
 std::uint32_t send_status_op(const VIP_DESCRIPTOR* d) {
@@ -509,6 +519,7 @@ void ViImpl::attach(std::unique_ptr<Link> link, const ViAttributes& remote_attrs
   direct_capable_ = link_->direct();
   direct_min_ = direct_capable_ ? direct_threshold() : UINT64_MAX;
   direct_read_min_ = direct_capable_ ? direct_read_threshold() : UINT64_MAX;
+  read_claim_ = direct_capable_ && direct_read_share() ? link_->own_read_claim() : nullptr;
   faults_.reset();
   if (nic_.fault_plan() && attrs_.reliability == VIP_SERVICE_UNRELIABLE) {
     // One random stream per VI, derived from the NIC's number and the VI's
@@ -781,9 +792,9 @@ bool ViImpl::direct_rdma(WorkRequest& wr) {
   const bool write = op_of(d) == VIP_CONTROL_OP_RDMAWRITE;
   if (wr.progress < wr.total) {
     iovec local[kMaxSegments];
-    std::size_t n = slice_segments(d, 0, wr.total, local, kMaxSegments);
+    std::size_t n = write ? slice_segments(d, 0, wr.total, local, kMaxSegments) : 0;
     iovec far{remote.Data.Address, std::size_t(wr.total)};
-    bool ok = write ? link_->direct_write(local, n, &far, 1) : link_->direct_read(local, n, &far, 1);
+    bool ok = write ? link_->direct_write(local, n, &far, 1) : read_direct(wr);
     if (!ok) {
       fail(VIP_ERROR_RDMA_TRANSPORT, "single-copy transfer to the peer failed", &sendq_, &wr,
            VIP_STATUS_TRANSPORT_ERROR | send_status_op(d));
@@ -801,6 +812,54 @@ bool ViImpl::direct_rdma(WorkRequest& wr) {
   }
   finish(sendq_, wr, send_status_op(d));
   return true;
+}
+
+// A single-copy read into wr's segments. Where the link has a claim word, the
+// last direct_read_share() percent is offered to the target's engine, which
+// writes it into our memory while this end reads the rest: two copies at once.
+bool ViImpl::read_direct(WorkRequest& wr) {
+  VIP_DESCRIPTOR* d = wr.desc;
+  const VIP_ADDRESS_SEGMENT& remote = d->DS[0].Remote;
+  std::uint64_t offered = read_claim_ ? wr.total * direct_read_share() / 100 / 4096 * 4096 : 0;
+  const std::uint64_t own = wr.total - offered;
+  if (offered) {
+    ++shared_reads_;
+    read_claim_->store(read_claim_word(shared_reads_, kClaimOffered), std::memory_order_relaxed);
+    iovec theirs[kMaxSegments];
+    const std::size_t n = slice_segments(d, own, offered, theirs, kMaxSegments);
+    iovec list{theirs, n * sizeof(iovec)};
+    FrameHeader h{kFrameReadRequest, kFlagLast | kFlagShared, 0, std::uint32_t(list.iov_len), wr.total, own,
+                  remote.Data.AddressBits, remote.Handle, shared_reads_};
+    // No room for the offer: this end copies it all (the number is never seen).
+    if (!send_frame(h, &list, 1)) offered = 0;
+  }
+  iovec local[kMaxSegments];
+  iovec far{remote.Data.Address, std::size_t(own)};
+  bool ok = link_->direct_read(local, slice_segments(d, 0, own, local, kMaxSegments), &far, 1);
+  // Settled even after a failure: the target must not write into memory the
+  // program gets back with the failed read.
+  if (offered && !settle_shared_read(*read_claim_, shared_reads_) && ok) {
+    far = {static_cast<std::byte*>(remote.Data.Address) + own, std::size_t(offered)};
+    ok = link_->direct_read(local, slice_segments(d, own, offered, local, kMaxSegments), &far, 1);
+  }
+  return ok;
+}
+
+// True once the target has written the offered share; false when it is this
+// end's to copy (taken back before the target claimed it, or the target
+// failed). A target that claimed it is copying into our memory, which cannot
+// be stopped: wait for it while it lives.
+bool ViImpl::settle_shared_read(std::atomic<std::uint64_t>& claim, std::uint32_t read) {
+  std::uint64_t word = read_claim_word(read, kClaimOffered);
+  if (claim.compare_exchange_strong(word, read_claim_word(read, kClaimTaken), std::memory_order_acquire))
+    return false;
+  for (std::uint32_t spins = 1;; ++spins) {
+    if (word == read_claim_word(read, kClaimDone)) return true;
+    if (word != read_claim_word(read, kClaimWriting)) return false;
+    if (spins % 65536 == 0 && link_->peer_state() == Link::PeerState::dead) return false;
+    __builtin_ia32_pause();
+    word = claim.load(std::memory_order_acquire);
+  }
 }
 
 bool ViImpl::transmit_read_responses() {
@@ -1017,7 +1076,10 @@ bool ViImpl::handle_frame(const FrameHeader& h, const std::byte* payload) {
       return true;
     }
     case kFrameReadRequest:
-      serve_read_request(h);
+      if (h.flags & kFlagShared)
+        serve_shared_read(h, payload);
+      else
+        serve_read_request(h);
       return true;
     case kFrameReadResponse:
       if (awaiting_read_.empty()) {
@@ -1079,6 +1141,31 @@ void ViImpl::serve_read_request(const FrameHeader& h) {
                        nic_.regions().covers(h.rhandle, h.raddr, h.total, attrs_.ptag, RegionTable::kRdmaRead);
   read_responses_.push_back(
       ReadResponse{h.raddr, h.total, h.rhandle, allowed ? 0u : std::uint32_t(VIP_STATUS_RDMA_PROT_ERROR)});
+}
+
+// The reader's offer of [offset, total) of a single-copy read. Taken only if
+// this end may serve the read at all; otherwise, or when the reader took it
+// back first, nothing happens and the reader copies it.
+void ViImpl::serve_shared_read(const FrameHeader& h, const std::byte* payload) {
+  std::atomic<std::uint64_t>* claim = direct_capable_ ? link_->peer_read_claim() : nullptr;
+  const std::uint64_t addr = h.raddr + h.offset, len = h.total - h.offset;
+  if (!claim || h.length % sizeof(iovec) != 0 || h.length / sizeof(iovec) > kMaxSegments || h.offset >= h.total ||
+      addr < h.raddr || addr + len < addr || !attrs_.rdma_read ||
+      !nic_.regions().covers(h.rhandle, addr, len, attrs_.ptag, RegionTable::kRdmaRead))
+    return;
+  iovec reader[kMaxSegments];
+  std::memcpy(reader, payload, h.length);
+  std::uint64_t offered = read_claim_word(h.imm, kClaimOffered);
+  if (!claim->compare_exchange_strong(offered, read_claim_word(h.imm, kClaimWriting), std::memory_order_relaxed))
+    return;
+  iovec mine{reinterpret_cast<void*>(addr), std::size_t(len)};
+  // direct_write refuses a list whose length is not the share's.
+  const bool ok = link_->direct_write(&mine, 1, reader, h.length / sizeof(iovec));
+  if (ok) {
+    ++nic_.counters().shared_read_writes;
+    trace::direct_transfer(*this, true, addr, len, h.rhandle);
+  }
+  claim->store(read_claim_word(h.imm, ok ? kClaimDone : kClaimFailed), std::memory_order_release);
 }
 
 void ViImpl::complete_read(const FrameHeader& h, const std::byte* payload) {

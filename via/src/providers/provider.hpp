@@ -7,6 +7,7 @@
 
 #include <sys/uio.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -41,6 +42,11 @@ class Link {
   virtual bool direct() const { return false; }
   virtual bool direct_read(const iovec*, std::size_t, const iovec*, std::size_t) { return false; }
   virtual bool direct_write(const iovec*, std::size_t, const iovec*, std::size_t) { return false; }
+  // The words of shared single-copy reads (frame.hpp: kFlagShared), in memory
+  // both ends map: this VI's own reads', and its peer's. Null where the link
+  // has none; then a single-copy read is the reader's alone.
+  virtual std::atomic<std::uint64_t>* own_read_claim() { return nullptr; }
+  virtual std::atomic<std::uint64_t>* peer_read_claim() { return nullptr; }
   // Checks [addr, addr+len) against the peer's registrations as RDMA to the peer
   // would; returns 0 or the VIP_STATUS_* error bits.
   virtual std::uint32_t check_peer_region(std::uint64_t, std::uint64_t, MemHandle, bool) const {

@@ -24,7 +24,7 @@
 namespace via::shm {
 
 inline constexpr std::uint64_t kMagic = 0x31306d6873616976ull;  // "viashm01"
-inline constexpr std::uint32_t kVersion = 4;
+inline constexpr std::uint32_t kVersion = 5;
 inline constexpr std::uint32_t kMaxVi = 1024;  // slots are backed by memory only once used
 // 200 bytes of payload inline: an MPI message of up to 128 bytes with its
 // headers (the mesh's 8 and MPI's 48) skips the data ring, whose bytes would
@@ -79,6 +79,10 @@ struct alignas(kCellBytes) ViSlot {
   std::atomic<std::uint32_t> producer_waiting;       // the peer found the ring full
   alignas(64) std::atomic<std::uint64_t> cells_consumed;  // written by the owner
   alignas(64) std::atomic<std::uint64_t> data_consumed;   // written by the owner
+  // A shared single-copy read this VI made (frame.hpp: read_claim_word):
+  // offered by the owner, claimed by the peer or taken back by the owner.
+  // Rarely touched (reads of hundreds of KiB), so it shares a line.
+  std::atomic<std::uint64_t> read_claim;
   // The slot's rings follow: RingGeometry::cells cells, then the data ring.
 };
 

@@ -24,6 +24,8 @@ class ShmLink final : public Link {
   bool direct() const override { return cma_; }
   bool direct_read(const iovec* local, std::size_t nlocal, const iovec* remote, std::size_t nremote) override;
   bool direct_write(const iovec* local, std::size_t nlocal, const iovec* remote, std::size_t nremote) override;
+  std::atomic<std::uint64_t>* own_read_claim() override { return &mine_->read_claim; }
+  std::atomic<std::uint64_t>* peer_read_claim() override { return &theirs_->read_claim; }
   std::uint32_t check_peer_region(std::uint64_t addr, std::uint64_t len, MemHandle handle, bool write) const override;
   PeerState peer_state() override;
   void close(bool error) override;
