@@ -1,6 +1,8 @@
 // A VI: its work queues, the VIA state machine and error semantics, and the
 // frame protocol that carries send/receive and RDMA over a provider's link.
 
+#include <sched.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cstring>
@@ -848,7 +850,8 @@ bool ViImpl::read_direct(WorkRequest& wr) {
 // True once the target has written the offered share; false when it is this
 // end's to copy (taken back before the target claimed it, or the target
 // failed). A target that claimed it is copying into our memory, which cannot
-// be stopped: wait for it while it lives.
+// be stopped: wait for it while it lives. Past the time a share takes when
+// both ends run, the wait yields: the target may need this core to finish.
 bool ViImpl::settle_shared_read(std::atomic<std::uint64_t>& claim, std::uint32_t read) {
   std::uint64_t word = read_claim_word(read, kClaimOffered);
   if (claim.compare_exchange_strong(word, read_claim_word(read, kClaimTaken), std::memory_order_acquire))
@@ -856,8 +859,11 @@ bool ViImpl::settle_shared_read(std::atomic<std::uint64_t>& claim, std::uint32_t
   for (std::uint32_t spins = 1;; ++spins) {
     if (word == read_claim_word(read, kClaimDone)) return true;
     if (word != read_claim_word(read, kClaimWriting)) return false;
-    if (spins % 65536 == 0 && link_->peer_state() == Link::PeerState::dead) return false;
-    __builtin_ia32_pause();
+    if (spins % 4096 == 0 && link_->peer_state() == Link::PeerState::dead) return false;
+    if (spins < 16384)
+      __builtin_ia32_pause();
+    else
+      sched_yield();
     word = claim.load(std::memory_order_acquire);
   }
 }
