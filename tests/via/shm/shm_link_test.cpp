@@ -106,14 +106,72 @@ TEST_F(ShmLinkPair, AFrameOfAnMpiHeaderAnd128BytesTravelsInItsCell) {
   EXPECT_EQ(to_.ring->cells_consumed.load(), 1u);
 }
 
+// A whole message in one send frame takes the compact cell: its header folded
+// into the cell's first 16 bytes, as the receiver gets it back whole, and an
+// 8-byte MPI message (mesh header, MPI's 16-byte eager header, the data)
+// within the cell's first cache line.
+TEST_F(ShmLinkPair, AWholeMessageTravelsInACompactCellAndItsHeaderComesBackWhole) {
+  for (const std::size_t bytes : {std::size_t(8 + 16 + 8), std::size_t(shm::kCompactBytes)}) {
+    SCOPED_TRACE(bytes);
+    std::vector<std::byte> payload(bytes, std::byte{0x5A});
+    const via::FrameHeader h{via::kFrameSend, via::kFlagLast | via::kFlagImmediate, 0xBEEF, std::uint32_t(bytes),
+                             bytes, 0, 0, 0, 0xC0FFEE};
+    const iovec iov{payload.data(), bytes};
+    ASSERT_TRUE(sender_.try_send(h, &iov, 1));
+    const via::FrameHeader* got = nullptr;
+    const std::byte* at = nullptr;
+    ASSERT_TRUE(receiver_.peek(got, at));
+    EXPECT_EQ(std::memcmp(got, &h, sizeof h), 0);
+    EXPECT_EQ(std::memcmp(at, payload.data(), bytes), 0);
+    const auto* cell = reinterpret_cast<const std::byte*>(&to_.ring.cells[std::size_t(to_.ring->cells_consumed.load())]);
+    EXPECT_EQ(at - cell, 16);
+    receiver_.pop();
+    EXPECT_EQ(to_.ring->data_consumed.load(), 0u);
+  }
+}
+
+// Any other frame keeps its header whole in the full form: a fragment, an
+// RDMA write naming its target, a message without its last flag.
+TEST_F(ShmLinkPair, OtherFramesKeepTheFullForm) {
+  std::vector<std::byte> payload(100, std::byte{1});
+  const iovec iov{payload.data(), payload.size()};
+  const via::FrameHeader frames[] = {
+      {via::kFrameSend, via::kFlagLast, 3, 100, 300, 200, 0, 0, 0},
+      {via::kFrameSend, 0, 4, 100, 300, 0, 0, 0, 0},
+      {via::kFrameRdmaWrite, via::kFlagLast, 0, 100, 100, 0, 0x1000, 7, 0},
+      {via::kFrameSend, via::kFlagLast | via::kFlagNoData, 0, 100, 100, 0, 0, 0, 0},
+  };
+  for (const via::FrameHeader& h : frames) {
+    ASSERT_TRUE(sender_.try_send(h, &iov, 1));
+    const via::FrameHeader* got = nullptr;
+    const std::byte* at = nullptr;
+    ASSERT_TRUE(receiver_.peek(got, at));
+    EXPECT_EQ(std::memcmp(got, &h, sizeof h), 0) << "frame type " << int(h.type) << " flags " << int(h.flags);
+    EXPECT_EQ(std::memcmp(at, payload.data(), payload.size()), 0);
+    receiver_.pop();
+  }
+}
+
+// A compact cell claiming more bytes than it holds (a peer writing what it
+// likes) is handed to the engine as malformed, never read past the cell.
+TEST_F(ShmLinkPair, ACompactCellLongerThanItsPayloadIsMalformed) {
+  shm::Cell& cell = to_.ring.cells[0];
+  cell.form = shm::kCompactForm | (255u << 16);
+  cell.seq.store(1, std::memory_order_release);
+  const via::FrameHeader* got = nullptr;
+  const std::byte* at = nullptr;
+  ASSERT_TRUE(receiver_.peek(got, at));
+  EXPECT_EQ(got->type, 0);
+}
+
 // A frame larger than a cell holds goes through the data ring, whose bytes
 // the receiver hands back when it pops the frame.
 TEST_F(ShmLinkPair, ALargerFrameGoesThroughTheDataRing) {
-  const std::byte* at = send_and_peek(shm::kInlineBytes + 1);
+  const std::byte* at = send_and_peek(shm::kCompactBytes + 1);
   EXPECT_FALSE(to_.in_cells(at));
   receiver_.pop();
-  EXPECT_EQ(to_.ring->data_consumed.load(), shm::kInlineBytes + 1);
-  EXPECT_TRUE(to_.in_cells(send_and_peek(shm::kInlineBytes)));
+  EXPECT_EQ(to_.ring->data_consumed.load(), shm::kCompactBytes + 1);
+  EXPECT_TRUE(to_.in_cells(send_and_peek(shm::kCompactBytes)));
 }
 
 // Frames of every size up to the largest (half the data ring), with the

@@ -69,16 +69,25 @@ bool ShmLink::has_room(std::uint64_t data_end) const {
          data_end - seen_data_consumed_ <= theirs_.geometry.data_bytes;
 }
 
+// A frame that fits a compact cell (segment.hpp): a whole message in one
+// send frame, small enough, its header nothing the compact form drops.
+inline bool compact_fits(const FrameHeader& h, std::uint64_t len) {
+  return h.type == kFrameSend && (h.flags & ~kFlagImmediate) == kFlagLast && len <= kCompactBytes &&
+         h.length == len && h.total == len && h.offset == 0 && h.raddr == 0 && h.rhandle == 0;
+}
+
 bool ShmLink::try_send(const FrameHeader& header, const iovec* iov, std::size_t iovcnt) {
   // Once the peer has closed, its slot may already serve another connection:
   // write nothing more there (the VI learns of the close on its slow path).
   if (mine_->closed_by.load(std::memory_order_acquire) != kOpen) return false;
   const std::uint64_t len = total_length(iov, iovcnt);
+  const bool compact = compact_fits(header, len);
+  const bool in_cell = compact || len <= kInlineBytes;
   // Payloads are contiguous in the data ring: skip the tail if it does not fit.
   const RingGeometry& ring = theirs_.geometry;
   std::uint64_t start = send_data_pos_;
-  if (len > kInlineBytes && ring.data_offset(start) + len > ring.data_bytes) start += ring.data_bytes - ring.data_offset(start);
-  const std::uint64_t end = len > kInlineBytes ? start + len : send_data_pos_;
+  if (!in_cell && ring.data_offset(start) + len > ring.data_bytes) start += ring.data_bytes - ring.data_offset(start);
+  const std::uint64_t end = in_cell ? send_data_pos_ : start + len;
   if (!has_room(end)) {
     seen_cells_consumed_ = theirs_->cells_consumed.load(std::memory_order_acquire);
     seen_data_consumed_ = theirs_->data_consumed.load(std::memory_order_acquire);
@@ -102,16 +111,23 @@ bool ShmLink::try_send(const FrameHeader& header, const iovec* iov, std::size_t 
     }
   }
   Cell& cell = theirs_.cells[theirs_.geometry.cell_index(send_pos_)];
-  if (len <= kInlineBytes) {
-    gather(cell.inline_payload, iov, iovcnt);
-    cell.data_end = send_data_pos_;
+  if (compact) {
+    gather(cell.compact.payload, iov, iovcnt);
+    cell.form = kCompactForm | ((header.flags & kFlagImmediate) ? kCompactImmediate : 0) | std::uint32_t(len) << 16 |
+                header.message;
+    cell.compact.imm = header.imm;
   } else {
-    gather(theirs_.data + ring.data_offset(start), iov, iovcnt);
-    cell.data_offset = ring.data_offset(start);
-    cell.data_end = end;
-    send_data_pos_ = end;
+    if (in_cell) {
+      gather(cell.full.inline_payload, iov, iovcnt);
+      cell.form = 0;
+    } else {
+      gather(theirs_.data + ring.data_offset(start), iov, iovcnt);
+      cell.form = ring.data_offset(start);
+      send_data_pos_ = end;
+    }
+    cell.full.data_end = end;
+    cell.full.header = header;
   }
-  cell.header = header;
   cell.seq.store(std::uint32_t(send_pos_ + 1), std::memory_order_release);
   ++send_pos_;
   wake(peer_, fence_);
@@ -122,14 +138,25 @@ bool ShmLink::peek(const FrameHeader*& header, const std::byte*& payload) {
   const Cell& cell = mine_.cells[mine_.geometry.cell_index(recv_pos_)];
   if (cell.seq.load(std::memory_order_acquire) != std::uint32_t(recv_pos_ + 1)) return false;
   // The peer can write the cell at any time: work from a private copy of the
-  // header, and never trust its offsets beyond the ring's bounds.
-  current_ = cell.header;
-  const std::uint32_t offset = cell.data_offset;
+  // header, and never trust its offsets or lengths beyond the cell's and the
+  // ring's bounds.
+  const std::uint32_t form = cell.form;
   header = &current_;
+  current_frees_data_ = false;
+  if (form & kCompactForm) {
+    const std::uint32_t length = (form >> 16) & 0xFF;
+    const std::uint8_t flags = kFlagLast | ((form & kCompactImmediate) ? kFlagImmediate : 0);
+    current_ = FrameHeader{kFrameSend, flags, std::uint16_t(form), length, length, 0, 0, 0, cell.compact.imm};
+    payload = cell.compact.payload;
+    if (length > kCompactBytes) current_.type = 0;  // malformed: the engine rejects it
+    return true;
+  }
+  current_ = cell.full.header;
   if (current_.length <= kInlineBytes) {
-    payload = cell.inline_payload;
-  } else if (offset < mine_.geometry.data_bytes && current_.length <= mine_.geometry.data_bytes - offset) {
-    payload = mine_.data + offset;
+    payload = cell.full.inline_payload;
+  } else if (form < mine_.geometry.data_bytes && current_.length <= mine_.geometry.data_bytes - form) {
+    payload = mine_.data + form;
+    current_frees_data_ = true;
   } else {
     current_.type = 0;  // malformed: the engine rejects it
     payload = mine_.data;
@@ -139,8 +166,8 @@ bool ShmLink::peek(const FrameHeader*& header, const std::byte*& payload) {
 
 void ShmLink::pop() {
   const Cell& cell = mine_.cells[mine_.geometry.cell_index(recv_pos_)];
-  const bool freed_data = current_.length > kInlineBytes;
-  if (freed_data) mine_->data_consumed.store(cell.data_end, std::memory_order_release);
+  const bool freed_data = current_frees_data_;
+  if (freed_data) mine_->data_consumed.store(cell.full.data_end, std::memory_order_release);
   ++recv_pos_;
   mine_->cells_consumed.store(recv_pos_, std::memory_order_release);
   // A producer that found the ring full waits for our doorbell. Where this

@@ -50,6 +50,7 @@ class ShmLink final : public Link {
   // Consumer side (from mine_).
   std::uint64_t recv_pos_ = 0;
   FrameHeader current_{};  // the peeked frame's header, copied out of shared memory
+  bool current_frees_data_ = false;  // its payload is in the data ring, handed back by pop()
 };
 
 // Sets a slot's rings back to empty, for a new connection.
