@@ -72,14 +72,26 @@ via::MemHandle Transport::register_window(void* addr, std::size_t len) {
 
 void Transport::on_message(int peer, std::span<std::byte> message) {
   WireHeader h;
-  if (message.size() < sizeof h) {
+  const bool eager = !message.empty() && WireType(message[0]) == WireType::eager;
+  const std::size_t header_bytes = eager ? sizeof(EagerHeader) : sizeof(WireHeader);
+  if (message.size() < header_bytes) {
     std::string why = "a message from rank ";
     why += std::to_string(peer);
     why += " is shorter than a header";
     abort_job("progress", why);
   }
-  std::memcpy(&h, message.data(), sizeof h);
-  client_.on_message(peer, h, message.subspan(sizeof h));
+  if (eager) {
+    EagerHeader e;
+    std::memcpy(&e, message.data(), sizeof e);
+    h.type = WireType::eager;
+    h.context = e.context;
+    h.source = e.source;
+    h.tag = e.tag;
+    h.size = message.size() - sizeof e;
+  } else {
+    std::memcpy(&h, message.data(), sizeof h);
+  }
+  client_.on_message(peer, h, message.subspan(header_bytes));
 }
 
 void Transport::on_rdma_complete(std::uint64_t id, bool ok) {

@@ -44,6 +44,20 @@ struct WireHeader {
 };
 static_assert(sizeof(WireHeader) == 48);
 
+// What an eager message, the commonest, carries instead: what matching needs,
+// its size being the payload's. 16 bytes where the full header takes 48, so
+// that on shm an 8-byte message with the mesh's header fits the ring cell's
+// first cache line (via/src/providers/shm/segment.hpp). Told from a
+// WireHeader by its first byte, the type.
+struct EagerHeader {
+  WireType type = WireType::eager;
+  std::uint8_t reserved[3] = {};
+  std::uint32_t context = 0;
+  std::int32_t source = 0;
+  std::int32_t tag = 0;
+};
+static_assert(sizeof(EagerHeader) == 16);
+
 class TransportClient {
  public:
   virtual void on_message(int peer, const WireHeader& header, std::span<const std::byte> payload) = 0;
@@ -64,8 +78,12 @@ class Transport final : private via::MeshClient {
   std::size_t eager_limit() const { return eager_limit_; }
   // Queues a message for `peer` (header + payload copy); never blocks. False
   // when it waits in the backlog (for the connection, credits, a bounce buffer
-  // or a descriptor).
+  // or a descriptor). An eager message goes with an EagerHeader.
   bool send(int peer, const WireHeader& header, std::span<const std::byte> payload) {
+    if (header.type == WireType::eager) {
+      const EagerHeader eager{WireType::eager, {}, header.context, header.source, header.tag};
+      return mesh_->send(peer, std::as_bytes(std::span(&eager, 1)), payload) == via::Mesh::Sent::now;
+    }
     return mesh_->send(peer, std::as_bytes(std::span(&header, 1)), payload) == via::Mesh::Sent::now;
   }
   // Reads len bytes at (remote_address, remote_handle) of `peer` into local;

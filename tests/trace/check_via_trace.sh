@@ -7,8 +7,10 @@
 #   am:  COUNT requests to handler 5 sent by rank 0 and received by rank 1,
 #        COUNT replies to handler 6 back, DEFERRED requests to handler 7 in
 #        bundles, an RDMA write (the 8 KiB store) and an RDMA read (the get)
-#   mpi: COUNT eager messages with tag 42 sent and received, one rendezvous
-#        request (tag 43) and the receiver's RDMA read of it
+#   mpi: COUNT eager messages of 100 bytes with tag 42 sent and received,
+#        each in a frame of the mesh's 8-byte header, MPI's 16-byte eager
+#        header and the data, one rendezvous request (tag 43) and the
+#        receiver's RDMA read of it
 # and, in both, the connection's events and no malformed record. Exit 77
 # (ctest's skip) when tshark is not installed.
 set -u
@@ -44,11 +46,12 @@ at_least() {  # at_least WHAT MINIMUM ACTUAL
 }
 
 # One line per record, decoded once per file: event;service;frame type;AM kind;AM handler;
-# bundle item handlers;MPI type;MPI tag
+# bundle item handlers;MPI type;MPI tag;frame length;MPI message bytes
 decode() {
   tshark -X lua_script:"$dissector" -r "$1" -T fields -E separator=';' -E occurrence=a -E aggregator=, \
     -e viastack.event -e viastack.service -e viastack.frame.type -e viastack_am.kind -e viastack_am.handler \
-    -e viastack_am.item.handler -e viastack_mpi.type -e viastack_mpi.tag >"$1.fields"
+    -e viastack_am.item.handler -e viastack_mpi.type -e viastack_mpi.tag -e viastack.frame.length \
+    -e viastack_mpi.size >"$1.fields"
 }
 fields() { cat "$1.fields"; }
 # count FILE AWK-CONDITION: records for which the condition holds.
@@ -94,6 +97,8 @@ if [ "$kind" = am ]; then
 else
   check "MPI eager messages with tag 42 sent by rank 0" "$count" "$(count "$r0" '$1 == 1 && $2 == "mpi" && $7 == 0 && $8 == 42')"
   check "MPI eager messages with tag 42 received by rank 1" "$count" "$(count "$r1" '$1 == 2 && $2 == "mpi" && $7 == 0 && $8 == 42')"
+  check "MPI eager messages with tag 42 of 100 bytes in frames of 8 + 16 + 100 bytes" "$count" \
+    "$(count "$r0" '$1 == 1 && $7 == 0 && $8 == 42 && $9 == 124 && $10 == 100')"
   check "MPI rendezvous requests with tag 43 sent by rank 0" 1 "$(count "$r0" '$1 == 1 && $7 == 1 && $8 == 43')"
   at_least "RDMA reads by rank 1 (the rendezvous: read requests or single copy)" 1 \
     "$(count "$r1" '($1 == 1 && $3 == 3) || $1 == 4')"

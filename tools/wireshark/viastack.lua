@@ -234,7 +234,11 @@ local function dissect_mpi(tvb, pinfo, tree)
   local t = tree:add(mpi, tvb(), "MPI message")
   t:add_le(mf.credits, tvb(0, 2))
   t:add_le(mf.mesh_kind, tvb(2, 1))
-  if tvb(2, 1):le_uint() ~= 0 or tvb:len() < 56 then
+  -- An eager message (type 0) has a 16-byte header, its size the data's;
+  -- every other type the 48-byte one.
+  local eager = tvb:len() >= 9 and tvb(8, 1):le_uint() == 0
+  local header_bytes = eager and 16 or 48
+  if tvb(2, 1):le_uint() ~= 0 or tvb:len() < 8 + header_bytes then
     pinfo.cols.info:append(" mesh credits")
     return
   end
@@ -243,11 +247,15 @@ local function dissect_mpi(tvb, pinfo, tree)
   t:add_le(mf.context, h(4, 4))
   t:add_le(mf.source, h(8, 4))
   t:add_le(mf.tag, h(12, 4))
-  t:add_le(mf.size, h(16, 8))
-  t:add_le(mf.token, h(24, 8))
-  t:add_le(mf.address, h(32, 8))
-  t:add_le(mf.handle, h(40, 4))
-  if h:len() > 48 then t:add(mf.data, h(48)) end
+  if eager then
+    t:add(mf.size, h(0, 16), UInt64(h:len() - 16)):set_generated()
+  else
+    t:add_le(mf.size, h(16, 8))
+    t:add_le(mf.token, h(24, 8))
+    t:add_le(mf.address, h(32, 8))
+    t:add_le(mf.handle, h(40, 4))
+  end
+  if h:len() > header_bytes then t:add(mf.data, h(header_bytes)) end
   pinfo.cols.info:append(string.format(" MPI %s tag %d", MPI_TYPES[h(0, 1):le_uint()] or "?", h(12, 4):le_int()))
 end
 
