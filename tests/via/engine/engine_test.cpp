@@ -19,11 +19,11 @@ using namespace testing_support;
 
 namespace {
 
-// Sizes on both sides of every threshold: the 200-byte inline payload, the
-// 64 KiB frame payload, the 256 KiB data ring, the direct threshold (set to
-// 16 KiB for this process in main()).
-const std::vector<std::size_t> kSizes = {0,     1,     8,      200,    201,    4096,     16383,         16384,
-                                         65536, 65537, 262144, 300001, 1u << 20, (3u << 20) + 5};
+// Sizes on both sides of every threshold: shm's 200-byte inline payload and
+// 240-byte compact cell, the 64 KiB frame payload, the 256 KiB data ring,
+// the direct threshold (set to 16 KiB for this process in main()).
+const std::vector<std::size_t> kSizes = {0,     1,     8,     200,    201,    240,      241,           4096, 16383,
+                                         16384, 65536, 65537, 262144, 300001, 1u << 20, (3u << 20) + 5};
 constexpr std::size_t kArena = 8u << 20;
 
 struct Transport {

@@ -94,11 +94,11 @@ class ShmLinkPair : public ::testing::Test {
   shm::ShmLink sender_, receiver_;
 };
 
-// An MPI message of up to 128 bytes (the mesh's 8-byte frame header and MPI's
-// 48-byte header in front of it) rides in its cell: no data-ring bytes to
-// write, read and hand back, the path of the smallest messages.
-TEST_F(ShmLinkPair, AFrameOfAnMpiHeaderAnd128BytesTravelsInItsCell) {
-  constexpr std::size_t kMpiFrame = 8 + 48 + 128;
+// An eager MPI message of up to 216 bytes (the mesh's 8-byte frame header and
+// MPI's 16-byte eager header in front of it) rides in its cell: no data-ring
+// bytes to write, read and hand back, the path of the smallest messages.
+TEST_F(ShmLinkPair, AnEagerMpiMessageOf216BytesTravelsInItsCell) {
+  constexpr std::size_t kMpiFrame = 8 + 16 + 216;
   const std::byte* at = send_and_peek(kMpiFrame);
   EXPECT_TRUE(to_.in_cells(at));
   receiver_.pop();
