@@ -64,10 +64,14 @@ class FuzzLink final : public via::Link {
     have_ = size_ >= sizeof(via::FrameHeader);
     if (!have_) return;
     std::memcpy(&header_, data_, sizeof header_);
-    // A peer's offer of a share of its read: as the peer would, it offers
-    // before the frame is seen.
-    if (header_.type == via::kFrameReadRequest && (header_.flags & via::kFlagShared))
-      claim_.store(via::read_claim_word(header_.imm, via::kClaimOffered));
+    // A read request naming an address below the memory's size names that
+    // offset of the registered memory, as a peer that learnt the address
+    // would (the fuzzer could not guess it). A peer's offer of a share of its
+    // read: as the peer would, it offers before the frame is seen.
+    if (header_.type == via::kFrameReadRequest) {
+      if (header_.raddr < bytes_) header_.raddr += reinterpret_cast<std::uintptr_t>(memory_);
+      if (header_.flags & via::kFlagShared) claim_.store(via::read_claim_word(header_.imm, via::kClaimOffered));
+    }
     data_ += sizeof header_;
     size_ -= sizeof header_;
     // The payload buffer always holds header.length bytes, as a ring would.

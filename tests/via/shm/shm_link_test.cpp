@@ -164,6 +164,25 @@ TEST_F(ShmLinkPair, ACompactCellLongerThanItsPayloadIsMalformed) {
   EXPECT_EQ(got->type, 0);
 }
 
+// The word of a VI's shared single-copy reads outlives its connections: read
+// numbers go on from where the slot's last connection left them, so that an
+// offer of that connection still in its target's ring never names a read
+// offered now.
+TEST_F(ShmLinkPair, ANewConnectionKeepsTheSlotsReadNumbers) {
+  const std::uint64_t word = via::read_claim_word(41, via::kClaimTaken);
+  to_.ring->read_claim.store(word);
+  shm::reset_rings(to_.ring);
+  EXPECT_EQ(to_.ring->read_claim.load(), word);
+}
+
+// Once the reader closed, its slot may serve another connection: the target
+// no longer sees the word, and so serves no offer it finds afterwards.
+TEST_F(ShmLinkPair, AClosedPeersOffersAreNotServed) {
+  EXPECT_EQ(receiver_.peer_read_claim(), &back_.ring->read_claim);
+  sender_.close(false);
+  EXPECT_EQ(receiver_.peer_read_claim(), nullptr);
+}
+
 // A frame larger than a cell holds goes through the data ring, whose bytes
 // the receiver hands back when it pops the frame.
 TEST_F(ShmLinkPair, ALargerFrameGoesThroughTheDataRing) {

@@ -58,7 +58,7 @@ const std::vector<Variable>& declarations() {
       integer_variable("VIASTACK_DIRECT_READ_THRESHOLD", 0, kTiB, "bytes", "524288", "via",
                        "RDMA reads of at least this many bytes (or of VIASTACK_DIRECT_THRESHOLD, if lower) use CMA "
                        "when available; smaller ones come through the rings, served by the target's engine"),
-      integer_variable("VIASTACK_DIRECT_READ_SHARE", 0, 100, "percent", "50", "via",
+      integer_variable("VIASTACK_DIRECT_READ_SHARE", 0, 90, "percent", "50", "via",
                        "the share of such a CMA read offered to the target's engine to write itself while the reader "
                        "copies the rest (whichever end claims it first copies it); 0: the reader copies it all"),
       typed("VIASTACK_FAULTS", Type::fault_plan, "-", "via",

@@ -281,7 +281,6 @@ class ViImpl final : public Vi {
   std::uint64_t direct_min_ = UINT64_MAX;  // sends and RDMA writes this large use it
   std::uint64_t direct_read_min_ = UINT64_MAX;  // RDMA reads this large use it
   std::atomic<std::uint64_t>* read_claim_ = nullptr;  // shared single-copy reads: the link's word, if any
-  std::uint32_t shared_reads_ = 0;                     // number of the last shared read offered
   std::unique_ptr<FaultInjector> faults_;  // unreliable VIs under VIASTACK_FAULTS
   DescriptorNotify send_notify_, recv_notify_;
   // The regions the last posts' descriptor and data segments were found in

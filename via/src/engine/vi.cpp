@@ -824,14 +824,18 @@ bool ViImpl::read_direct(WorkRequest& wr) {
   const VIP_ADDRESS_SEGMENT& remote = d->DS[0].Remote;
   std::uint64_t offered = read_claim_ ? wr.total * direct_read_share() / 100 / 4096 * 4096 : 0;
   const std::uint64_t own = wr.total - offered;
+  // The read's number: the last one the word saw, plus one. The word lives as
+  // long as the VI slot and is never reset, so a stale offer still in the
+  // target's ring (of this connection or of one that used the slot before)
+  // never names a read offered now.
+  const std::uint32_t read = std::uint32_t(read_claim_ ? read_claim_->load(std::memory_order_relaxed) >> 8 : 0) + 1;
   if (offered) {
-    ++shared_reads_;
-    read_claim_->store(read_claim_word(shared_reads_, kClaimOffered), std::memory_order_relaxed);
+    read_claim_->store(read_claim_word(read, kClaimOffered), std::memory_order_relaxed);
     iovec theirs[kMaxSegments];
     const std::size_t n = slice_segments(d, own, offered, theirs, kMaxSegments);
     iovec list{theirs, n * sizeof(iovec)};
     FrameHeader h{kFrameReadRequest, kFlagLast | kFlagShared, 0, std::uint32_t(list.iov_len), wr.total, own,
-                  remote.Data.AddressBits, remote.Handle, shared_reads_};
+                  remote.Data.AddressBits, remote.Handle, read};
     // No room for the offer: this end copies it all (the number is never seen).
     if (!send_frame(h, &list, 1)) offered = 0;
   }
@@ -840,7 +844,7 @@ bool ViImpl::read_direct(WorkRequest& wr) {
   bool ok = link_->direct_read(local, slice_segments(d, 0, own, local, kMaxSegments), &far, 1);
   // Settled even after a failure: the target must not write into memory the
   // program gets back with the failed read.
-  if (offered && !settle_shared_read(*read_claim_, shared_reads_) && ok) {
+  if (offered && !settle_shared_read(*read_claim_, read) && ok) {
     far = {static_cast<std::byte*>(remote.Data.Address) + own, std::size_t(offered)};
     ok = link_->direct_read(local, slice_segments(d, own, offered, local, kMaxSegments), &far, 1);
   }
@@ -850,8 +854,9 @@ bool ViImpl::read_direct(WorkRequest& wr) {
 // True once the target has written the offered share; false when it is this
 // end's to copy (taken back before the target claimed it, or the target
 // failed). A target that claimed it is copying into our memory, which cannot
-// be stopped: wait for it while it lives. Past the time a share takes when
-// both ends run, the wait yields: the target may need this core to finish.
+// be stopped: wait for it while the target's process lives (a target
+// stopped mid-copy holds this end too). Past the time a share takes when both
+// ends run, the wait yields: the target may need this core to finish.
 bool ViImpl::settle_shared_read(std::atomic<std::uint64_t>& claim, std::uint32_t read) {
   std::uint64_t word = read_claim_word(read, kClaimOffered);
   if (claim.compare_exchange_strong(word, read_claim_word(read, kClaimTaken), std::memory_order_acquire))
@@ -859,11 +864,14 @@ bool ViImpl::settle_shared_read(std::atomic<std::uint64_t>& claim, std::uint32_t
   for (std::uint32_t spins = 1;; ++spins) {
     if (word == read_claim_word(read, kClaimDone)) return true;
     if (word != read_claim_word(read, kClaimWriting)) return false;
-    if (spins % 4096 == 0 && link_->peer_state() == Link::PeerState::dead) return false;
-    if (spins < 16384)
+    if (spins % 1024 == 0 && !link_->peer_alive()) return false;  // its copy ended with it
+    if (spins < 2048) {
+#if defined(__x86_64__) || defined(__i386__)
       __builtin_ia32_pause();
-    else
+#endif
+    } else {
       sched_yield();
+    }
     word = claim.load(std::memory_order_acquire);
   }
 }
@@ -1167,11 +1175,12 @@ void ViImpl::serve_shared_read(const FrameHeader& h, const std::byte* payload) {
   iovec mine{reinterpret_cast<void*>(addr), std::size_t(len)};
   // direct_write refuses a list whose length is not the share's.
   const bool ok = link_->direct_write(&mine, 1, reader, h.length / sizeof(iovec));
+  claim->store(read_claim_word(h.imm, ok ? kClaimDone : kClaimFailed), std::memory_order_release);
   if (ok) {
     ++nic_.counters().shared_read_writes;
-    trace::direct_transfer(*this, true, addr, len, h.rhandle);
+    // As an RDMA write's record: the memory written, the peer's (its handle not known here).
+    trace::direct_transfer(*this, true, reinterpret_cast<std::uintptr_t>(reader[0].iov_base), len, 0);
   }
-  claim->store(read_claim_word(h.imm, ok ? kClaimDone : kClaimFailed), std::memory_order_release);
 }
 
 void ViImpl::complete_read(const FrameHeader& h, const std::byte* payload) {

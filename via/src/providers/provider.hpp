@@ -47,6 +47,9 @@ class Link {
   // has none; then a single-copy read is the reader's alone.
   virtual std::atomic<std::uint64_t>* own_read_claim() { return nullptr; }
   virtual std::atomic<std::uint64_t>* peer_read_claim() { return nullptr; }
+  // Whether the peer's process still runs (whatever became of the
+  // connection): a share of a read it claimed may still be on its way.
+  virtual bool peer_alive() { return true; }
   // Checks [addr, addr+len) against the peer's registrations as RDMA to the peer
   // would; returns 0 or the VIP_STATUS_* error bits.
   virtual std::uint32_t check_peer_region(std::uint64_t, std::uint64_t, MemHandle, bool) const {

@@ -106,6 +106,7 @@ struct alignas(kCellBytes) ViSlot {
   alignas(64) std::atomic<std::uint64_t> data_consumed;   // written by the owner
   // A shared single-copy read this VI made (frame.hpp: read_claim_word):
   // offered by the owner, claimed by the peer or taken back by the owner.
+  // Never reset, so that read numbers are unique over the slot's life.
   // Rarely touched (reads of hundreds of KiB), so it shares a line.
   std::atomic<std::uint64_t> read_claim;
   // The slot's rings follow: RingGeometry::cells cells, then the data ring.

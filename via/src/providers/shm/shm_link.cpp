@@ -43,7 +43,6 @@ void reset_rings(const Ring& ring) {
   slot.cells_consumed.store(0, std::memory_order_relaxed);
   slot.data_consumed.store(0, std::memory_order_relaxed);
   slot.producer_waiting.store(0, std::memory_order_relaxed);
-  slot.read_claim.store(0, std::memory_order_relaxed);
   slot.closed_by.store(kOpen, std::memory_order_release);
 }
 

@@ -25,7 +25,11 @@ class ShmLink final : public Link {
   bool direct_read(const iovec* local, std::size_t nlocal, const iovec* remote, std::size_t nremote) override;
   bool direct_write(const iovec* local, std::size_t nlocal, const iovec* remote, std::size_t nremote) override;
   std::atomic<std::uint64_t>* own_read_claim() override { return &mine_->read_claim; }
-  std::atomic<std::uint64_t>* peer_read_claim() override { return &theirs_->read_claim; }
+  // None once the peer closed: its slot may serve another connection's reads.
+  std::atomic<std::uint64_t>* peer_read_claim() override {
+    return mine_->closed_by.load(std::memory_order_acquire) == kOpen ? &theirs_->read_claim : nullptr;
+  }
+  bool peer_alive() override { return process_alive(peer_.header.owner_pid, peer_.header.owner_start_time); }
   std::uint32_t check_peer_region(std::uint64_t addr, std::uint64_t len, MemHandle handle, bool write) const override;
   PeerState peer_state() override;
   void close(bool error) override;
