@@ -83,7 +83,6 @@ Status Bulk::store(int dest, const void* local, void* remote, std::size_t bytes,
     return error(Status::bad_arg, "handler index out of range");
   if (Status s = check_bulk(dest, local, remote, bytes); s != Status::ok) return s;
   Peer& p = core_.peer(dest);
-  core_.service();
   // Pending: the store_done message, sent last.
   const std::uint32_t oi = new_op(dest, static_cast<std::byte*>(const_cast<void*>(local)), remote, bytes, handler, arg,
                                   std::move(completion));
@@ -111,6 +110,7 @@ Status Bulk::store(int dest, const void* local, void* remote, std::size_t bytes,
     op_finish(op, s);
   }
   op_release_if_done(op);
+  core_.poll_after_request(p);
   return s;
 }
 
@@ -159,7 +159,6 @@ Status Bulk::get(int dest, const void* remote, void* local, std::size_t bytes, i
     return error(Status::bad_arg, "no mem handler registered at that index");
   if (Status s = check_bulk(dest, local, remote, bytes); s != Status::ok) return s;
   Peer& p = core_.peer(dest);
-  core_.service();
   // Pending until every piece is asked for.
   const std::uint32_t oi = new_op(dest, static_cast<std::byte*>(local), remote, bytes, handler, arg, std::move(completion));
   ops_[oi].local_done = true;
@@ -184,6 +183,7 @@ Status Bulk::get(int dest, const void* remote, void* local, std::size_t bytes, i
   if (s != Status::ok && !op.finished) op_finish(op, s);
   if (op.pending == 0 && !op.finished) finish_get(op);
   op_release_if_done(op);
+  core_.poll_after_request(p);
   return s;
 }
 

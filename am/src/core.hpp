@@ -166,6 +166,18 @@ class Core final : private LinkClient {
   }
   // Progress: the NIC's, then what it completed; returns the messages handled.
   int service();
+  // After a request the program made (a request, a store, a get): polls once
+  // in kRequestsPerPoll (a poll that finds nothing costs more than the
+  // request), and always after one to this rank itself, whose handler thus
+  // runs within the call. After sending, so that the request is not kept
+  // waiting. Peers are still answered within a few requests, and a request
+  // short of credits polls until it has one.
+  void poll_after_request(const Peer& p) {
+    if (++requests_unpolled_ >= kRequestsPerPoll || p.is_me) {
+      requests_unpolled_ = 0;
+      service();
+    }
+  }
   // Handles messages until pred() holds.
   template <class Pred>
   void block_until(Pred&& pred);
@@ -277,7 +289,7 @@ class Core final : private LinkClient {
   Counters counters_{};
   unsigned services_run_ = 0;  // service passes, the clock of acknowledgements and timers
   unsigned waits_ = 0;  // block_until's sleeps in the NIC, for the timers' cadence
-  // Requests sent since one polled (Core::send).
+  // Requests sent since one polled (poll_after_request).
   static constexpr unsigned kRequestsPerPoll = 8;
   unsigned requests_unpolled_ = 0;
   unsigned open_bundles_ = 0;

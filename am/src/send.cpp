@@ -131,15 +131,7 @@ Status Core::send(bool reply, int dest, int handler, const Word* args, unsigned 
   if (reply) return reply_from_handler(dest, handler, args, nargs, payload, bytes);
   Peer& p = *peers_[dest];
   const Status s = request_to(p, wire::Kind::request, std::uint16_t(handler), args, nargs, payload, bytes, Sent{});
-  // A request polls once in kRequestsPerPoll (after sending, so that the
-  // request is not kept waiting), not each time: a poll that finds nothing
-  // costs more than the request. Peers are still answered within a few
-  // requests, and a request short of credits polls until it has one. To this
-  // rank itself, always: its handler runs within the call, as before.
-  if (++requests_unpolled_ >= kRequestsPerPoll || p.is_me) {
-    requests_unpolled_ = 0;
-    service();
-  }
+  poll_after_request(p);
   return s;
 }
 

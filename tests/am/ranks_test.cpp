@@ -480,6 +480,46 @@ int requests_alone_answer_peers_body(int rank) {
 
 TEST(AmRanks, RequestsAloneAnswerPeers) { expect_all_zero(run_ranks(2, requests_alone_answer_peers_body)); }
 
+// The same for stores and gets: a rank that only starts them, with credits
+// to spare, still runs the handlers of what arrived, and a store to this
+// rank itself runs its handler within the call.
+int bulk_alone_answer_peers_body(int rank) {
+  constexpr int kEach = 10;  // stores and gets, 2 * kEach fewer than the depth (32)
+  constexpr auto kArrival = std::chrono::milliseconds(300);
+  bool pinged = false, ponged = false, stored_here = false;
+  am::set_handler(1, [&](am::Token t) {
+    pinged = true;
+    t.reply(2);
+  });
+  am::set_handler(2, [&](am::Token) { ponged = true; });
+  am::set_mem_handler(3, [&](int, void*, std::size_t, am::Word) { stored_here = true; });
+  CHECK_OR_RETURN(am::enable() == am::Status::ok, 1);
+  CHECK_OR_RETURN(am::barrier() == am::Status::ok, 2);  // connected both ways
+  if (rank == 1) {
+    CHECK_OR_RETURN(am::request(0, 1) == am::Status::ok, 3);
+    CHECK_OR_RETURN(am::wait_until([&] { return ponged || am::failed_peers() > 0; }) == am::Status::ok, 4);
+    CHECK_OR_RETURN(ponged, 5);
+  } else {
+    std::this_thread::sleep_for(kArrival);  // the ping waits at this rank's NIC
+    auto* theirs = static_cast<std::byte*>(am::segment(1));
+    auto* mine = static_cast<std::byte*>(am::segment(0));
+    std::vector<am::Future> started;
+    for (int i = 0; i < kEach; ++i) {
+      started.push_back(am::store(1, mine, theirs + 8 * i, 8));
+      started.push_back(am::get(1, theirs + 8 * i, mine + 1024 + 8 * i, 8));
+    }
+    CHECK_OR_RETURN(pinged, 6);
+    CHECK_OR_RETURN(am::store(0, mine, mine + 512, 8, 3).status() == am::Status::ok, 7);
+    CHECK_OR_RETURN(stored_here, 8);
+    for (const am::Future& f : started) CHECK_OR_RETURN(f.wait() == am::Status::ok, 9);
+  }
+  CHECK_OR_RETURN(am::barrier() == am::Status::ok, 10);
+  CHECK_OR_RETURN(am::disable() == am::Status::ok, 11);
+  return 0;
+}
+
+TEST(AmRanks, StoresAndGetsAloneAnswerPeers) { expect_all_zero(run_ranks(2, bulk_alone_answer_peers_body)); }
+
 // ---- bad input: a clear error, and the receiver goes on ----
 
 TEST(AmRanks, BadInputIsAClearErrorAndTheReceiverGoesOn) {
