@@ -116,7 +116,10 @@ Status Bulk::store(int dest, const void* local, void* remote, std::size_t bytes,
     s = core_.send_request(p, wire::Kind::store_done, std::uint16_t(handler), args, 3, nullptr, 0, Sent{{}, oi});
   } else {
     ops_[oi].unsent = bytes;
-    send_store_chunks(oi);
+    if (bytes <= wire::kMaxPayload)
+      send_last_store_chunk(oi);  // the only one
+    else
+      send_store_chunks(oi);
   }
   Operation& op = ops_[oi];
   if (s != Status::ok && !op.finished) {

@@ -185,12 +185,21 @@ class Core final : private LinkClient {
   // Reads p's segment and depth when first needed; false (p failed) if it
   // cannot be read or p runs with another depth.
   bool know(Peer& p) { return p.known || learn(p); }
-  bool in_my_segment(std::uint64_t addr, std::uint64_t bytes) const;
-  Status check_remote_range(const Peer& p, std::uint64_t addr, std::size_t bytes) const;
+  // Inline, the error out of line: on the path of every store and get.
+  bool in_my_segment(std::uint64_t addr, std::uint64_t bytes) const {
+    const std::uint64_t base = std::uintptr_t(segment_);
+    return addr >= base && bytes <= segment_bytes_ && addr - base <= segment_bytes_ - bytes;
+  }
+  Status check_remote_range(const Peer& p, std::uint64_t addr, std::size_t bytes) const {
+    if (addr >= p.seg_base && bytes <= p.seg_bytes && addr - p.seg_base <= p.seg_bytes - bytes) [[likely]]
+      return Status::ok;
+    return remote_range_error(p, addr, bytes);
+  }
 
  private:
   std::uint64_t now_ns() const;
   bool learn(Peer& p);
+  [[gnu::noinline]] static Status remote_range_error(const Peer& p, std::uint64_t addr, std::size_t bytes);
   // Sends the message in `buffer` to p: through the link, or the loopback
   // queue to this rank (post_send_aside). What the link must queue (the
   // first message to a peer waits for the connection) is waited for here: a
