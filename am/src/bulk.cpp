@@ -200,7 +200,7 @@ Status Bulk::get(int dest, const void* remote, void* local, std::size_t bytes, i
   if (s != Status::ok && !op.finished) op_finish(op, s);
   if (op.pending == 0 && !op.finished) finish_get(op);
   op_release_if_done(op);
-  core_.poll_after_request(p);
+  core_.poll_after_request(p, bytes);
   return s;
 }
 
