@@ -109,17 +109,22 @@ Status Bulk::store(int dest, const void* local, void* remote, std::size_t bytes,
   ops_[oi].on_local_arg = on_local_arg;
   core_.count().bytes_stored += bytes;
   Status s = Status::ok;
-  if (bytes > wire::kMaxPayload && !p.is_me && core_.config().reliability == Reliability::reliable) {
-    // RDMA write, then the store_done request: a VI's send queue is ordered.
-    post_rdma(p, oi, true);
-    const Word args[4] = {ops_[oi].remote, bytes, arg, 0};
-    s = core_.send_request(p, wire::Kind::store_done, std::uint16_t(handler), args, 3, nullptr, 0, Sent{{}, oi});
+  const bool rdma = bytes > wire::kMaxPayload && !p.is_me && core_.config().reliability == Reliability::reliable;
+  if (rdma || bytes <= wire::kMaxPayload) {
+    // One store_done request: after the RDMA write (a VI's send queue is
+    // ordered), or carrying the bytes, copied into its buffer. Its arguments
+    // from the parameters, not from the operation just written: a load
+    // spanning two of its fields would wait for both stores to reach the
+    // cache (no store forwarding).
+    if (rdma) post_rdma(p, oi, true);
+    const Word args[4] = {std::uintptr_t(remote), bytes, arg, 0};
+    s = core_.send_request(p, wire::Kind::store_done, std::uint16_t(handler), args, 3, rdma ? nullptr : local,
+                           rdma ? 0 : bytes, Sent{{}, oi});
+    ops_[oi].last_sent = true;
+    if (!rdma) op_local_done(ops_[oi]);
   } else {
     ops_[oi].unsent = bytes;
-    if (bytes <= wire::kMaxPayload)
-      send_last_store_chunk(oi);  // the only one
-    else
-      send_store_chunks(oi);
+    send_store_chunks(oi);
   }
   Operation& op = ops_[oi];
   if (s != Status::ok && !op.finished) {

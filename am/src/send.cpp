@@ -45,9 +45,14 @@ inline Status Core::request_to(Peer& p, wire::Kind kind, std::uint16_t handler, 
   const std::uint32_t b = link_.request_buffer(p.rank, slot);
   if (link_.busy(b)) wait_send_free(p, b);
   const wire::Header h{kind, std::uint8_t(nargs), 0, 0, handler, slot, p.window.seq(slot), std::uint32_t(bytes)};
+  // Field by field, not `s = sent`: the caller has just written `sent` field
+  // by field, and a wider load spanning several of those stores would wait
+  // until they reach the cache (no store forwarding).
   Sent& s = p.sent[slot];
-  s = sent;
   s.kind = kind;
+  s.op = sent.op;
+  s.offset = sent.offset;
+  s.chunk = sent.chunk;
   s.length = compose(p, b, h, args, payload);
   ++counters_.requests_sent;
   flush(p);  // the deferred requests before it stay before it
