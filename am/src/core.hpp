@@ -254,7 +254,7 @@ class Core final : private LinkClient {
   // Encodes a message to p into `buffer`, carrying as many of the
   // acknowledgements p is owed as fit; returns its length. Inline, the
   // acknowledgements out of line: mostly there are none.
-  std::uint32_t compose(Peer& p, std::uint32_t buffer, wire::Header h, const Word* args, const void* payload) {
+  [[gnu::always_inline]] std::uint32_t compose(Peer& p, std::uint32_t buffer, wire::Header h, const Word* args, const void* payload) {
     if (p.filter.owes_acks()) [[unlikely]]
       return compose_with_acks(p, buffer, h, args, payload);
     h.acks = 0;
