@@ -17,7 +17,7 @@ Bulk::Bulk(Core& core) : core_(core) {
 // ---- the requester's side ----
 
 // What store and get both require of their arguments.
-Status Bulk::check_bulk(int dest, const void* local, const void* remote, std::size_t bytes) {
+inline Status Bulk::check_bulk(int dest, const void* local, const void* remote, std::size_t bytes) {
   if (dest < 0 || dest >= core_.procs()) return error(Status::bad_arg, "no rank " + std::to_string(dest));
   if (bytes && !local) return error(Status::bad_arg, "local buffer is null");
   Peer& p = core_.peer(dest);
@@ -35,7 +35,7 @@ std::shared_ptr<Completion> Bulk::new_completion() {
 }
 
 // A fresh store or get operation with what both record; one step (pending) to go.
-std::uint32_t Bulk::new_op(bool is_store, int dest, std::byte* local, const void* remote, std::size_t bytes,
+inline std::uint32_t Bulk::new_op(bool is_store, int dest, std::byte* local, const void* remote, std::size_t bytes,
                            int handler, Word arg, const std::shared_ptr<Completion>& completion) {
   if (free_ops_.empty()) {
     ops_.emplace_back();
