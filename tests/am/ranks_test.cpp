@@ -520,6 +520,38 @@ int bulk_alone_answer_peers_body(int rank) {
 
 TEST(AmRanks, StoresAndGetsAloneAnswerPeers) { expect_all_zero(run_ranks(2, bulk_alone_answer_peers_body)); }
 
+// Futures share their completions' allocations (blocks of several): each
+// still reports its own operation, however many follow it, a failed one
+// its own error, and one kept past am::disable can still be read.
+int futures_each_their_own_body(int rank) {
+  constexpr int kStores = 300;  // several blocks' worth
+  int stored = 0, returned = 0;
+  am::set_mem_handler(3, [&](int, void*, std::size_t, am::Word) { ++stored; });
+  if (rank == 0) am::set_mem_handler(4, [](int, void*, std::size_t, am::Word) {});  // not at rank 1
+  am::set_error_handler([&](const am::Returned&) { ++returned; });
+  CHECK_OR_RETURN(am::enable() == am::Status::ok, 1);
+  am::Future first, refused, last;
+  if (rank == 0) {
+    auto* theirs = static_cast<std::byte*>(am::segment(1));
+    auto* mine = static_cast<std::byte*>(am::segment(0));
+    first = am::store(1, mine, theirs, 8, 3);
+    CHECK_OR_RETURN(first.wait() == am::Status::ok, 2);
+    refused = am::store(1, mine, theirs, 8, 4);  // no such handler at rank 1: comes back
+    CHECK_OR_RETURN(refused.wait() == am::Status::bad_arg && returned == 1, 3);
+    for (int i = 1; i < kStores; ++i) last = am::store(1, mine, theirs + 8 * (i % 64), 8, 3);
+    CHECK_OR_RETURN(last.wait() == am::Status::ok, 4);
+    CHECK_OR_RETURN(first.ready() && first.status() == am::Status::ok, 5);
+    CHECK_OR_RETURN(refused.ready() && refused.status() == am::Status::bad_arg, 6);
+  }
+  CHECK_OR_RETURN(am::barrier() == am::Status::ok, 7);
+  CHECK_OR_RETURN(rank == 0 || stored == kStores, 8);
+  CHECK_OR_RETURN(am::disable() == am::Status::ok, 9);
+  if (rank == 0) CHECK_OR_RETURN(first.ready() && refused.status() == am::Status::bad_arg, 10);
+  return 0;
+}
+
+TEST(AmRanks, FuturesEachReportTheirOwnOperation) { expect_all_zero(run_ranks(2, futures_each_their_own_body)); }
+
 // ---- bad input: a clear error, and the receiver goes on ----
 
 TEST(AmRanks, BadInputIsAClearErrorAndTheReceiverGoesOn) {
