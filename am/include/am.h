@@ -5,8 +5,8 @@
  * a request handler may answer with one reply. Bulk am_store/am_get move data
  * to and from the destination's AM segment. Nothing happens behind the
  * program's back: messages are handled inside am_poll(), the waits, and the
- * other AM calls (a request polls once in 8, and whenever it waits for a
- * credit). All functions return AM_OK or a negative AM_ERR_* code;
+ * other AM calls (a request, store or get polls once in 8, and whenever it
+ * waits for a credit). All functions return AM_OK or a negative AM_ERR_* code;
  * am_last_error() describes the last failure. One thread at a time. */
 #ifndef VIASTACK_AM_H
 #define VIASTACK_AM_H

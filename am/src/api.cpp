@@ -141,7 +141,7 @@ DeferredRoom* deferred_room(int dest) { return Runtime::get() ? Runtime::get()->
 Future store(int dest, const void* local, void* remote, std::size_t bytes, int handler, Word arg) {
   Runtime* rt = Runtime::get();
   if (!rt) return Future(not_enabled());
-  auto state = std::make_shared<detail::Completion>();
+  std::shared_ptr<detail::Completion> state = rt->bulk().new_completion();
   const Status s = rt->bulk().store(dest, local, remote, bytes, handler, arg, nullptr, nullptr, state);
   return s == Status::ok ? Future(std::move(state)) : Future(s);
 }
@@ -149,7 +149,7 @@ Future store(int dest, const void* local, void* remote, std::size_t bytes, int h
 Future get(int dest, const void* remote, void* local, std::size_t bytes, int handler, Word arg) {
   Runtime* rt = Runtime::get();
   if (!rt) return Future(not_enabled());
-  auto state = std::make_shared<detail::Completion>();
+  std::shared_ptr<detail::Completion> state = rt->bulk().new_completion();
   const Status s = rt->bulk().get(dest, remote, local, bytes, handler, arg, state);
   return s == Status::ok ? Future(std::move(state)) : Future(s);
 }

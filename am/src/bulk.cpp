@@ -17,7 +17,7 @@ Bulk::Bulk(Core& core) : core_(core) {
 // ---- the requester's side ----
 
 // What store and get both require of their arguments.
-Status Bulk::check_bulk(int dest, const void* local, const void* remote, std::size_t bytes) {
+inline Status Bulk::check_bulk(int dest, const void* local, const void* remote, std::size_t bytes) {
   if (dest < 0 || dest >= core_.procs()) return error(Status::bad_arg, "no rank " + std::to_string(dest));
   if (bytes && !local) return error(Status::bad_arg, "local buffer is null");
   Peer& p = core_.peer(dest);
@@ -25,16 +25,28 @@ Status Bulk::check_bulk(int dest, const void* local, const void* remote, std::si
   return core_.check_remote_range(p, std::uintptr_t(remote), bytes);
 }
 
+std::shared_ptr<Completion> Bulk::new_completion() {
+  if (next_completion_ == kCompletionsPerBlock) {
+    completions_ = std::make_shared<CompletionBlock>();  // the last block lives on in its completions
+    next_completion_ = 0;
+  }
+  // Shares the block's ownership, and points at one completion in it.
+  return std::shared_ptr<Completion>(completions_, &completions_->at[next_completion_++]);
+}
+
 // A fresh store or get operation with what both record; one step (pending) to go.
-std::uint32_t Bulk::new_op(int dest, std::byte* local, const void* remote, std::size_t bytes, int handler, Word arg,
-                           std::shared_ptr<Completion> completion) {
+inline std::uint32_t Bulk::new_op(bool is_store, int dest, std::byte* local, const void* remote, std::size_t bytes,
+                           int handler, Word arg, const std::shared_ptr<Completion>& completion) {
   if (free_ops_.empty()) {
     ops_.emplace_back();
     free_ops_.push_back(std::uint32_t(ops_.size() - 1));
   }
   const std::uint32_t i = free_ops_.back();
   free_ops_.pop_back();
-  Operation& op = ops_[i] = Operation{};
+  // Field by field: a released operation holds no completion, and a fresh
+  // Operation assigned whole costs twice the stores.
+  Operation& op = ops_[i];
+  op.is_store = is_store;
   op.in_use = true;
   op.peer = dest;
   op.local = local;
@@ -42,8 +54,15 @@ std::uint32_t Bulk::new_op(int dest, std::byte* local, const void* remote, std::
   op.bytes = bytes;
   op.handler = handler;
   op.arg = arg;
-  op.completion = std::move(completion);
   op.pending = 1;
+  op.unsent = 0;
+  op.last_sent = false;
+  op.local_done = !is_store;  // a get's source is the peer's
+  op.finished = false;
+  op.status = Status::ok;
+  op.on_local = nullptr;
+  op.on_local_arg = nullptr;
+  op.completion = completion;
   return i;
 }
 
@@ -78,28 +97,31 @@ void Bulk::rdma_done(std::uint32_t op_index, bool ok) {
 }
 
 Status Bulk::store(int dest, const void* local, void* remote, std::size_t bytes, int handler, Word arg,
-                   am_completion_t on_local, void* on_local_arg, std::shared_ptr<Completion> completion) {
+                   am_completion_t on_local, void* on_local_arg, const std::shared_ptr<Completion>& completion) {
   if (handler != kNoHandler && (handler < 0 || handler >= AM_MAX_HANDLERS))
     return error(Status::bad_arg, "handler index out of range");
   if (Status s = check_bulk(dest, local, remote, bytes); s != Status::ok) return s;
   Peer& p = core_.peer(dest);
-  core_.service();
   // Pending: the store_done message, sent last.
-  const std::uint32_t oi = new_op(dest, static_cast<std::byte*>(const_cast<void*>(local)), remote, bytes, handler, arg,
-                                  std::move(completion));
-  {
-    Operation& op = ops_[oi];
-    op.is_store = true;
-    op.on_local = on_local;
-    op.on_local_arg = on_local_arg;
-  }
+  const std::uint32_t oi =
+      new_op(true, dest, static_cast<std::byte*>(const_cast<void*>(local)), remote, bytes, handler, arg, completion);
+  ops_[oi].on_local = on_local;
+  ops_[oi].on_local_arg = on_local_arg;
   core_.count().bytes_stored += bytes;
   Status s = Status::ok;
-  if (bytes > wire::kMaxPayload && !p.is_me && core_.config().reliability == Reliability::reliable) {
-    // RDMA write, then the store_done request: a VI's send queue is ordered.
-    post_rdma(p, oi, true);
-    const Word args[4] = {ops_[oi].remote, bytes, arg, 0};
-    s = core_.send_request(p, wire::Kind::store_done, std::uint16_t(handler), args, 3, nullptr, 0, Sent{{}, oi});
+  const bool rdma = bytes > wire::kMaxPayload && !p.is_me && core_.config().reliability == Reliability::reliable;
+  if (rdma || bytes <= wire::kMaxPayload) {
+    // One store_done request: after the RDMA write (a VI's send queue is
+    // ordered), or carrying the bytes, copied into its buffer. Its arguments
+    // from the parameters, not from the operation just written: a load
+    // spanning two of its fields would wait for both stores to reach the
+    // cache (no store forwarding).
+    if (rdma) post_rdma(p, oi, true);
+    const Word args[4] = {std::uintptr_t(remote), bytes, arg, 0};
+    s = core_.send_request(p, wire::Kind::store_done, std::uint16_t(handler), args, 3, rdma ? nullptr : local,
+                           rdma ? 0 : bytes, Sent{{}, oi});
+    ops_[oi].last_sent = true;
+    if (!rdma) op_local_done(ops_[oi]);
   } else {
     ops_[oi].unsent = bytes;
     send_store_chunks(oi);
@@ -111,6 +133,7 @@ Status Bulk::store(int dest, const void* local, void* remote, std::size_t bytes,
     op_finish(op, s);
   }
   op_release_if_done(op);
+  core_.poll_after_request(p);
   return s;
 }
 
@@ -153,16 +176,14 @@ void Bulk::send_last_store_chunk(std::uint32_t oi) {
 }
 
 Status Bulk::get(int dest, const void* remote, void* local, std::size_t bytes, int handler, Word arg,
-                 std::shared_ptr<Completion> completion) {
+                 const std::shared_ptr<Completion>& completion) {
   if (handler != kNoHandler &&
       (handler < 0 || handler >= AM_MAX_HANDLERS || handler_table[handler].type != HandlerEntry::Type::memory))
     return error(Status::bad_arg, "no mem handler registered at that index");
   if (Status s = check_bulk(dest, local, remote, bytes); s != Status::ok) return s;
   Peer& p = core_.peer(dest);
-  core_.service();
   // Pending until every piece is asked for.
-  const std::uint32_t oi = new_op(dest, static_cast<std::byte*>(local), remote, bytes, handler, arg, std::move(completion));
-  ops_[oi].local_done = true;
+  const std::uint32_t oi = new_op(false, dest, static_cast<std::byte*>(local), remote, bytes, handler, arg, completion);
   core_.count().bytes_got += bytes;
   Status s = Status::ok;
   if (bytes > wire::kMaxPayload && !p.is_me && core_.config().reliability == Reliability::reliable) {
@@ -184,6 +205,7 @@ Status Bulk::get(int dest, const void* remote, void* local, std::size_t bytes, i
   if (s != Status::ok && !op.finished) op_finish(op, s);
   if (op.pending == 0 && !op.finished) finish_get(op);
   op_release_if_done(op);
+  core_.poll_after_request(p, bytes);
   return s;
 }
 

@@ -13,11 +13,16 @@ namespace am::detail {
 class Bulk final : public Service {
  public:
   explicit Bulk(Core& core);
+  // A fresh completion for a store or get of the C++ API (its Future's).
+  // Taken from a block of kCompletionsPerBlock, which it keeps alive: one
+  // allocation per block, not per operation (a Future kept for long keeps
+  // its block's few hundred bytes).
+  std::shared_ptr<Completion> new_completion();
   // on_local: the source buffer may be reused (C am_store_async).
   Status store(int dest, const void* local, void* remote, std::size_t bytes, int handler, Word arg,
-               am_completion_t on_local, void* on_local_arg, std::shared_ptr<Completion> completion);
+               am_completion_t on_local, void* on_local_arg, const std::shared_ptr<Completion>& completion);
   Status get(int dest, const void* remote, void* local, std::size_t bytes, int handler, Word arg,
-             std::shared_ptr<Completion> completion);
+             const std::shared_ptr<Completion>& completion);
 
   std::uint8_t run_request(Peer& p, const wire::Message& m, HandlerContext& ctx) override;
   void answered(Peer& p, const Sent& s, const wire::Message& m) override;
@@ -44,9 +49,15 @@ class Bulk final : public Service {
     std::shared_ptr<Completion> completion;
   };
 
-  Status check_bulk(int dest, const void* local, const void* remote, std::size_t bytes);
-  std::uint32_t new_op(int dest, std::byte* local, const void* remote, std::size_t bytes, int handler, Word arg,
-                       std::shared_ptr<Completion> completion);
+  static constexpr unsigned kCompletionsPerBlock = 64;
+  struct CompletionBlock {
+    Completion at[kCompletionsPerBlock];
+  };
+
+  // Inline into store and get: each is on the path of every operation.
+  [[gnu::always_inline]] Status check_bulk(int dest, const void* local, const void* remote, std::size_t bytes);
+  [[gnu::always_inline]] std::uint32_t new_op(bool is_store, int dest, std::byte* local, const void* remote, std::size_t bytes, int handler,
+                       Word arg, const std::shared_ptr<Completion>& completion);
   void post_rdma(Peer& p, std::uint32_t op_index, bool write);
   void rdma_done(std::uint32_t op_index, bool ok);
   void send_store_chunks(std::uint32_t op_index);
@@ -59,6 +70,8 @@ class Bulk final : public Service {
   Core& core_;
   std::vector<Operation> ops_;
   std::vector<std::uint32_t> free_ops_;
+  std::shared_ptr<CompletionBlock> completions_;  // new_completion's, in use up to next_completion_
+  unsigned next_completion_ = kCompletionsPerBlock;
 };
 
 }  // namespace am::detail

@@ -139,13 +139,7 @@ bool Core::any_failed() const {
   return std::any_of(peers_.begin(), peers_.end(), [](auto& p) { return p->failed; });
 }
 
-bool Core::in_my_segment(std::uint64_t addr, std::uint64_t bytes) const {
-  const std::uint64_t base = std::uintptr_t(segment_);
-  return addr >= base && bytes <= segment_bytes_ && addr - base <= segment_bytes_ - bytes;
-}
-
-Status Core::check_remote_range(const Peer& p, std::uint64_t addr, std::size_t bytes) const {
-  if (addr >= p.seg_base && bytes <= p.seg_bytes && addr - p.seg_base <= p.seg_bytes - bytes) return Status::ok;
+Status Core::remote_range_error(const Peer& p, std::uint64_t addr, std::size_t bytes) {
   char range[64];
   std::snprintf(range, sizeof range, "[0x%" PRIx64 ", +%zu)", addr, bytes);
   return error(Status::bad_arg,

@@ -166,6 +166,22 @@ class Core final : private LinkClient {
   }
   // Progress: the NIC's, then what it completed; returns the messages handled.
   int service();
+  // After a request the program made (a request, a store, a get): polls once
+  // in kRequestsPerPoll (a poll that finds nothing costs more than the
+  // request), and always after one to this rank itself, whose handler thus
+  // runs within the call, and after a get of more than one message (`fetched`
+  // bytes above am_max_size): its bytes come back through this rank's rings
+  // (an RDMA read's too), which only a poll drains, and a poll costs little
+  // beside them (16 KiB gets 0.84x as fast when they polled once in 8).
+  // After sending, so that the request is not kept waiting. Peers are still
+  // answered within a few requests, and a request short of credits polls
+  // until it has one.
+  void poll_after_request(const Peer& p, std::size_t fetched = 0) {
+    if (++requests_unpolled_ >= kRequestsPerPoll || p.is_me || fetched > wire::kMaxPayload) {
+      requests_unpolled_ = 0;
+      service();
+    }
+  }
   // Handles messages until pred() holds.
   template <class Pred>
   void block_until(Pred&& pred);
@@ -173,12 +189,21 @@ class Core final : private LinkClient {
   // Reads p's segment and depth when first needed; false (p failed) if it
   // cannot be read or p runs with another depth.
   bool know(Peer& p) { return p.known || learn(p); }
-  bool in_my_segment(std::uint64_t addr, std::uint64_t bytes) const;
-  Status check_remote_range(const Peer& p, std::uint64_t addr, std::size_t bytes) const;
+  // Inline, the error out of line: on the path of every store and get.
+  bool in_my_segment(std::uint64_t addr, std::uint64_t bytes) const {
+    const std::uint64_t base = std::uintptr_t(segment_);
+    return addr >= base && bytes <= segment_bytes_ && addr - base <= segment_bytes_ - bytes;
+  }
+  Status check_remote_range(const Peer& p, std::uint64_t addr, std::size_t bytes) const {
+    if (addr >= p.seg_base && bytes <= p.seg_bytes && addr - p.seg_base <= p.seg_bytes - bytes) [[likely]]
+      return Status::ok;
+    return remote_range_error(p, addr, bytes);
+  }
 
  private:
   std::uint64_t now_ns() const;
   bool learn(Peer& p);
+  [[gnu::noinline]] static Status remote_range_error(const Peer& p, std::uint64_t addr, std::size_t bytes);
   // Sends the message in `buffer` to p: through the link, or the loopback
   // queue to this rank (post_send_aside). What the link must queue (the
   // first message to a peer waits for the connection) is waited for here: a
@@ -229,7 +254,7 @@ class Core final : private LinkClient {
   // Encodes a message to p into `buffer`, carrying as many of the
   // acknowledgements p is owed as fit; returns its length. Inline, the
   // acknowledgements out of line: mostly there are none.
-  std::uint32_t compose(Peer& p, std::uint32_t buffer, wire::Header h, const Word* args, const void* payload) {
+  [[gnu::always_inline]] std::uint32_t compose(Peer& p, std::uint32_t buffer, wire::Header h, const Word* args, const void* payload) {
     if (p.filter.owes_acks()) [[unlikely]]
       return compose_with_acks(p, buffer, h, args, payload);
     h.acks = 0;
@@ -277,7 +302,7 @@ class Core final : private LinkClient {
   Counters counters_{};
   unsigned services_run_ = 0;  // service passes, the clock of acknowledgements and timers
   unsigned waits_ = 0;  // block_until's sleeps in the NIC, for the timers' cadence
-  // Requests sent since one polled (Core::send).
+  // Requests sent since one polled (poll_after_request).
   static constexpr unsigned kRequestsPerPoll = 8;
   unsigned requests_unpolled_ = 0;
   unsigned open_bundles_ = 0;

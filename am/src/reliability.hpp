@@ -351,11 +351,10 @@ class ReceiveFilter {
   ReceiveFilter(std::uint16_t depth, std::uint64_t max_delay)
       : last_(depth, 0),
         answer_(depth, Answer::running),
+        owed_(depth),
         owed_slot_(depth, 0),
         batch_(std::max(1, depth / 2)),
-        max_delay_(max_delay) {
-    owed_.reserve(depth);
-  }
+        max_delay_(max_delay) {}
 
   // Classifies request (slot, seq); a fresh one is recorded as handled.
   Admission admit(std::uint16_t slot, std::uint32_t seq) {
@@ -387,20 +386,21 @@ class ReceiveFilter {
     urgent_ = true;
   }
 
-  bool owes_acks() const { return !owed_.empty(); }
+  bool owes_acks() const { return owed_count_ != 0; }
   // True when the owed acknowledgements should go out in a message of their own.
   bool ack_due(std::uint64_t now) const {
-    return !owed_.empty() && (owed_.size() >= batch_ || urgent_ || now - oldest_ >= max_delay_);
+    return owed_count_ != 0 && (owed_count_ >= batch_ || urgent_ || now - oldest_ >= max_delay_);
   }
 
   // Takes up to `max` owed acknowledgements, oldest first, into `out`;
   // returns how many.
   unsigned take_acks(Ack* out, unsigned max) {
-    const unsigned n = unsigned(std::min<std::size_t>(max, owed_.size()));
+    const unsigned n = std::min(max, owed_count_);
     std::copy_n(owed_.begin(), n, out);
     for (unsigned i = 0; i < n; ++i) owed_slot_[out[i].slot] = 0;
-    owed_.erase(owed_.begin(), owed_.begin() + n);
-    if (owed_.empty()) urgent_ = false;
+    std::copy(owed_.begin() + n, owed_.begin() + owed_count_, owed_.begin());
+    owed_count_ -= n;
+    if (owed_count_ == 0) urgent_ = false;
     return n;
   }
 
@@ -410,18 +410,22 @@ class ReceiveFilter {
   void owe(std::uint16_t slot, std::uint64_t now) {
     if (owed_slot_[slot]) {
       // Only a misbehaving requester reuses a slot before it is answered.
-      for (Ack& a : owed_)
-        if (a.slot == slot) a.seq = last_[slot];
+      for (unsigned i = 0; i < owed_count_; ++i)
+        if (owed_[i].slot == slot) owed_[i].seq = last_[slot];
       return;
     }
-    if (owed_.empty()) oldest_ = now;
+    if (owed_count_ == 0) oldest_ = now;
     owed_slot_[slot] = 1;
-    owed_.push_back(Ack{slot, last_[slot]});
+    owed_[owed_count_++] = Ack{slot, last_[slot]};
   }
 
   std::vector<std::uint32_t> last_;  // last sequence number handled per slot (0: none yet)
   std::vector<Answer> answer_;       // per slot: how its last request was answered
-  std::vector<Ack> owed_;            // acknowledgements not yet sent, oldest first
+  // Acknowledgements not yet sent, oldest first: the first owed_count_, room
+  // for one per slot made once (owe() is on the path of every request that
+  // does not reply, and stays small without a vector's growth).
+  std::vector<Ack> owed_;
+  unsigned owed_count_ = 0;
   std::vector<std::uint8_t> owed_slot_;  // per slot: in owed_
   std::size_t batch_;
   std::uint64_t max_delay_;

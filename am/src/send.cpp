@@ -45,9 +45,14 @@ inline Status Core::request_to(Peer& p, wire::Kind kind, std::uint16_t handler, 
   const std::uint32_t b = link_.request_buffer(p.rank, slot);
   if (link_.busy(b)) wait_send_free(p, b);
   const wire::Header h{kind, std::uint8_t(nargs), 0, 0, handler, slot, p.window.seq(slot), std::uint32_t(bytes)};
+  // Field by field, not `s = sent`: the caller has just written `sent` field
+  // by field, and a wider load spanning several of those stores would wait
+  // until they reach the cache (no store forwarding).
   Sent& s = p.sent[slot];
-  s = sent;
   s.kind = kind;
+  s.op = sent.op;
+  s.offset = sent.offset;
+  s.chunk = sent.chunk;
   s.length = compose(p, b, h, args, payload);
   ++counters_.requests_sent;
   flush(p);  // the deferred requests before it stay before it
@@ -131,15 +136,7 @@ Status Core::send(bool reply, int dest, int handler, const Word* args, unsigned 
   if (reply) return reply_from_handler(dest, handler, args, nargs, payload, bytes);
   Peer& p = *peers_[dest];
   const Status s = request_to(p, wire::Kind::request, std::uint16_t(handler), args, nargs, payload, bytes, Sent{});
-  // A request polls once in kRequestsPerPoll (after sending, so that the
-  // request is not kept waiting), not each time: a poll that finds nothing
-  // costs more than the request. Peers are still answered within a few
-  // requests, and a request short of credits polls until it has one. To this
-  // rank itself, always: its handler runs within the call, as before.
-  if (++requests_unpolled_ >= kRequestsPerPoll || p.is_me) {
-    requests_unpolled_ = 0;
-    service();
-  }
+  poll_after_request(p);
   return s;
 }
 

@@ -480,6 +480,78 @@ int requests_alone_answer_peers_body(int rank) {
 
 TEST(AmRanks, RequestsAloneAnswerPeers) { expect_all_zero(run_ranks(2, requests_alone_answer_peers_body)); }
 
+// The same for stores and gets: a rank that only starts them, with credits
+// to spare, still runs the handlers of what arrived, and a store to this
+// rank itself runs its handler within the call.
+int bulk_alone_answer_peers_body(int rank) {
+  constexpr int kEach = 10;  // stores and gets, 2 * kEach fewer than the depth (32)
+  constexpr auto kArrival = std::chrono::milliseconds(300);
+  bool pinged = false, ponged = false, stored_here = false;
+  am::set_handler(1, [&](am::Token t) {
+    pinged = true;
+    t.reply(2);
+  });
+  am::set_handler(2, [&](am::Token) { ponged = true; });
+  am::set_mem_handler(3, [&](int, void*, std::size_t, am::Word) { stored_here = true; });
+  CHECK_OR_RETURN(am::enable() == am::Status::ok, 1);
+  CHECK_OR_RETURN(am::barrier() == am::Status::ok, 2);  // connected both ways
+  if (rank == 1) {
+    CHECK_OR_RETURN(am::request(0, 1) == am::Status::ok, 3);
+    CHECK_OR_RETURN(am::wait_until([&] { return ponged || am::failed_peers() > 0; }) == am::Status::ok, 4);
+    CHECK_OR_RETURN(ponged, 5);
+  } else {
+    std::this_thread::sleep_for(kArrival);  // the ping waits at this rank's NIC
+    auto* theirs = static_cast<std::byte*>(am::segment(1));
+    auto* mine = static_cast<std::byte*>(am::segment(0));
+    std::vector<am::Future> started;
+    for (int i = 0; i < kEach; ++i) {
+      started.push_back(am::store(1, mine, theirs + 8 * i, 8));
+      started.push_back(am::get(1, theirs + 8 * i, mine + 1024 + 8 * i, 8));
+    }
+    CHECK_OR_RETURN(pinged, 6);
+    CHECK_OR_RETURN(am::store(0, mine, mine + 512, 8, 3).status() == am::Status::ok, 7);
+    CHECK_OR_RETURN(stored_here, 8);
+    for (const am::Future& f : started) CHECK_OR_RETURN(f.wait() == am::Status::ok, 9);
+  }
+  CHECK_OR_RETURN(am::barrier() == am::Status::ok, 10);
+  CHECK_OR_RETURN(am::disable() == am::Status::ok, 11);
+  return 0;
+}
+
+TEST(AmRanks, StoresAndGetsAloneAnswerPeers) { expect_all_zero(run_ranks(2, bulk_alone_answer_peers_body)); }
+
+// Futures share their completions' allocations (blocks of several): each
+// still reports its own operation, however many follow it, a failed one
+// its own error, and one kept past am::disable can still be read.
+int futures_each_their_own_body(int rank) {
+  constexpr int kStores = 300;  // several blocks' worth
+  int stored = 0, returned = 0;
+  am::set_mem_handler(3, [&](int, void*, std::size_t, am::Word) { ++stored; });
+  if (rank == 0) am::set_mem_handler(4, [](int, void*, std::size_t, am::Word) {});  // not at rank 1
+  am::set_error_handler([&](const am::Returned&) { ++returned; });
+  CHECK_OR_RETURN(am::enable() == am::Status::ok, 1);
+  am::Future first, refused, last;
+  if (rank == 0) {
+    auto* theirs = static_cast<std::byte*>(am::segment(1));
+    auto* mine = static_cast<std::byte*>(am::segment(0));
+    first = am::store(1, mine, theirs, 8, 3);
+    CHECK_OR_RETURN(first.wait() == am::Status::ok, 2);
+    refused = am::store(1, mine, theirs, 8, 4);  // no such handler at rank 1: comes back
+    CHECK_OR_RETURN(refused.wait() == am::Status::bad_arg && returned == 1, 3);
+    for (int i = 1; i < kStores; ++i) last = am::store(1, mine, theirs + 8 * (i % 64), 8, 3);
+    CHECK_OR_RETURN(last.wait() == am::Status::ok, 4);
+    CHECK_OR_RETURN(first.ready() && first.status() == am::Status::ok, 5);
+    CHECK_OR_RETURN(refused.ready() && refused.status() == am::Status::bad_arg, 6);
+  }
+  CHECK_OR_RETURN(am::barrier() == am::Status::ok, 7);
+  CHECK_OR_RETURN(rank == 0 || stored == kStores, 8);
+  CHECK_OR_RETURN(am::disable() == am::Status::ok, 9);
+  if (rank == 0) CHECK_OR_RETURN(first.ready() && refused.status() == am::Status::bad_arg, 10);
+  return 0;
+}
+
+TEST(AmRanks, FuturesEachReportTheirOwnOperation) { expect_all_zero(run_ranks(2, futures_each_their_own_body)); }
+
 // ---- bad input: a clear error, and the receiver goes on ----
 
 TEST(AmRanks, BadInputIsAClearErrorAndTheReceiverGoesOn) {

@@ -1,6 +1,7 @@
 // Generic Active Messages, C++ API. The same implementation as am.h's C API:
 // one runtime per process, explicit progress (poll(), the waits, and the
-// other calls: a request polls once in 8, and whenever it waits for a credit).
+// other calls: a request, store or get polls once in 8, and whenever it waits
+// for a credit).
 //
 //   am::enable();
 //   am::set_handler(kPing, [](am::Token t, int x) { t.reply(kPong, x + 1); });
