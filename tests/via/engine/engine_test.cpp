@@ -1243,6 +1243,40 @@ TEST_P(Engine, AnIdleWaitSleepsInWholeSlices) {
   EXPECT_LE(a.nic->counters().sleeps - before, 10u);
 }
 
+// A wait woken by work polls again (spin, then yield) before it sleeps: a rank
+// whose peers keep asking things of it (a target serving gets or reads)
+// answers at a poll's pace, not at a wake-up's. Messages 200 us apart, well
+// within the yield phase (1 ms), wake it about once, not once each.
+TEST_P(Engine, AWaitWokenByWorkPollsAgainBeforeItSleeps) {
+  auto [va, vb] = connect(VIP_SERVICE_UNRELIABLE);  // no receives: each message is dropped, but it is work
+  const std::uint64_t sleeps_before = b.nic->counters().sleeps;
+  std::atomic<bool> stop = false;
+  std::thread waiter([&, nic = b.nic.get()] { EXPECT_EQ(nic->wait([&] { return stop.load(); }, 30000), via::Result::success); });
+  auto send = [&, va = va] {
+    expect_ok(va->post_send(a.message(0, 8), a.arena.handle), "send");
+    VIP_DESCRIPTOR* d = nullptr;
+    ASSERT_TRUE(pump({a.nic.get()}, [&] { return va->send_done(d) == via::Result::success; }));
+  };
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));  // the waiter is asleep by now
+  constexpr int kMessages = 200;
+  int long_gaps = 0;  // this thread held up for most of the yield phase: the waiter may sleep
+  auto last = std::chrono::steady_clock::now();
+  for (int i = 0; i < kMessages; ++i) {
+    send();
+    const auto now = std::chrono::steady_clock::now();
+    if (i > 0 && now - last > std::chrono::microseconds(800)) ++long_gaps;
+    last = now;
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  stop = true;
+  send();  // wakes it, should it sleep
+  waiter.join();
+  // Once per message before; now the first sleeps, the last, one per long gap,
+  // and a few more where the waiter itself was held up (a loaded machine).
+  EXPECT_LE(b.nic->counters().sleeps - sleeps_before, std::uint64_t(long_gaps + kMessages / 5))
+      << long_gaps << " long gaps";
+}
+
 // A sleeping NIC wakes as soon as its peer sends, whichever provider carries
 // the VI (on mixed across nodes: tcp, while the NIC sleeps on shm's doorbell).
 TEST_P(Engine, ASleepingNicWakesWhenItsPeerSends) {

@@ -439,64 +439,84 @@ Result Nic::wait_impl(const std::function<bool()>& done, std::uint32_t timeout_m
   const std::uint64_t start = now_ns();
   const std::uint64_t deadline =
       timeout_ms == kInfinite ? UINT64_MAX : start + std::uint64_t(timeout_ms) * 1000000ull;
-  const std::uint64_t spin_until = start + spin_ns();
-  const std::uint64_t yield_until = spin_until + yield_ns();
-  // Spin, then yield between polls: progress only, checking the clock now and
-  // then. While spinning, done() is asked only after a progress that moved
-  // something, and every 16th time (another thread's progress, or the time,
-  // may be what it waits for): a step that finds nothing is then as short as
-  // a poll of the links, and a message is seen that much sooner.
-  // Not spinning at all (ranks outnumber cores): yield from the first empty
-  // look, not after the 254 polls before the clock is first read.
-  bool yielding = spin_until == start;
-  for (unsigned i = 2;; ++i) {
-    if ((self.advance() || yielding || (i & 15) == 0) && done()) return Result::success;
-    if (yielding) {
-      sched_yield();
-      ++self.counters_.yields;
-    }
-    if (yielding || (i & 255) == 0) {
-      const std::uint64_t now = now_ns();
-      if (now >= yield_until || now >= deadline) break;
-      yielding = now >= spin_until;
-      if ((i & 255) == 0) {
-        self.slow_progress(false);
-        if (done()) return Result::success;
+  // Work found while waiting starts the spin and yield phases again (from
+  // `phase`): a rank that waits while its peers keep asking things of it (a
+  // target serving gets or RDMA reads) then answers at a poll's pace rather
+  // than a wake-up's, and sleeps once they have been quiet that long.
+  for (std::uint64_t phase = start;;) {
+    std::uint64_t spin_until = phase + spin_ns();
+    std::uint64_t yield_until = spin_until + yield_ns();
+    // Spin, then yield between polls: progress only, checking the clock now and
+    // then. While spinning, done() is asked only after a progress that moved
+    // something, and every 16th time (another thread's progress, or the time,
+    // may be what it waits for): a step that finds nothing is then as short as
+    // a poll of the links, and a message is seen that much sooner.
+    // Not spinning at all (ranks outnumber cores): yield from the first empty
+    // look, not after the 254 polls before the clock is first read.
+    bool yielding = spin_until == phase;
+    bool worked = false;  // since the clock was last read
+    for (unsigned i = 2;; ++i) {
+      const bool moved = self.advance();
+      if ((moved || yielding || (i & 15) == 0) && done()) return Result::success;
+      worked |= moved;
+      if (yielding) {
+        sched_yield();
+        ++self.counters_.yields;
+      }
+      if (yielding || (i & 255) == 0) {
+        const std::uint64_t now = now_ns();
+        if (worked) {
+          spin_until = now + spin_ns();
+          yield_until = spin_until + yield_ns();
+          worked = false;
+        }
+        // Past the deadline too: the sleep's first step looks at everything
+        // once more (connection control, peers' liveness) and then times out.
+        if (now >= yield_until || now >= deadline) break;
+        yielding = now >= spin_until;
+        if ((i & 255) == 0) {
+          self.slow_progress(false);
+          if (done()) return Result::success;
+        }
       }
     }
-  }
-  // Sleep: announce it, check once more, then block until a doorbell or a time
-  // slice ends. The slice is also how often peers' liveness is checked (on shm a
-  // read of /proc per peer): it doubles while the wait goes on, so that hundreds
-  // of idle processes on a few cores do not keep the machine busy checking.
-  constexpr std::uint64_t kFirstSlice = 10'000'000, kLongestSlice = 1'000'000'000;
-  for (std::uint64_t slice = kFirstSlice;; slice = std::min(2 * slice, kLongestSlice)) {
-    self.slow_progress(true);
-    progress();
-    if (done()) return Result::success;
-    std::uint64_t now = now_ns();
-    if (now >= deadline) return Result::timeout;
-    std::uint32_t token = provider.arm_sleep();
-    progress();
-    if (done()) {
-      provider.disarm_sleep();
-      return Result::success;
-    }
-    ++self.counters_.sleeps;
-    const std::uint64_t length = std::min(slice, deadline - now);
-    provider.sleep(token, std::chrono::nanoseconds(length));
-    // A sleep that ran its whole slice and ends with its wait over, though
-    // nothing rang: its wake-up was lost. Judged before the sleep is
-    // disarmed, while a peer that acts still rings.
-    if (now_ns() - now >= length) {
+    // Sleep: announce it, check once more, then block until a doorbell or a time
+    // slice ends. The slice is also how often peers' liveness is checked (on shm a
+    // read of /proc per peer): it doubles while the wait goes on, so that hundreds
+    // of idle processes on a few cores do not keep the machine busy checking.
+    constexpr std::uint64_t kFirstSlice = 10'000'000, kLongestSlice = 1'000'000'000;
+    for (std::uint64_t slice = kFirstSlice;; slice = std::min(2 * slice, kLongestSlice)) {
+      self.slow_progress(true);
+      progress();
+      if (done()) return Result::success;
+      std::uint64_t now = now_ns();
+      if (now >= deadline) return Result::timeout;
+      std::uint32_t token = provider.arm_sleep();
       progress();
       if (done()) {
+        provider.disarm_sleep();
+        return Result::success;
+      }
+      ++self.counters_.sleeps;
+      const std::uint64_t length = std::min(slice, deadline - now);
+      provider.sleep(token, std::chrono::nanoseconds(length));
+      const bool slept_whole_slice = now_ns() - now >= length;
+      const bool moved = self.advance();
+      // A sleep that ran its whole slice and ends with its wait over, though
+      // nothing rang: its wake-up was lost. Judged before the sleep is
+      // disarmed, while a peer that acts still rings.
+      if (slept_whole_slice && done()) {
         if (!provider.rang_since(token)) ++self.counters_.late_wakeups;
         provider.disarm_sleep();
         return Result::success;
       }
+      provider.disarm_sleep();
+      if (moved) {
+        if (done()) return Result::success;
+        phase = now_ns();
+        break;
+      }
     }
-    provider.disarm_sleep();
   }
 }
 

@@ -7,6 +7,7 @@
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -129,7 +130,13 @@ bool TcpLink::peer_alive() {
   }
   const std::uint64_t now = now_ns();
   if (unanswered_since_ns_ == 0) unanswered_since_ns_ = now;
-  return info.tcpi_last_ack_recv < timeout_ms_ || now - unanswered_since_ns_ < std::uint64_t(timeout_ms_) * 1'000'000;
+  // Window probes go out ever more rarely (the retransmission timeout,
+  // doubled per probe): a peer that answers each is late only once the answer
+  // to the next one is overdue by the timeout, however often this is asked.
+  const std::uint64_t probe_gap_ms =
+      info.tcpi_probes > 0 ? (std::uint64_t(info.tcpi_rto) << std::min<unsigned>(info.tcpi_backoff, 16)) / 1000 : 0;
+  return info.tcpi_last_ack_recv < timeout_ms_ + probe_gap_ms ||
+         now - unanswered_since_ns_ < std::uint64_t(timeout_ms_) * 1'000'000;
 }
 
 TcpLink::~TcpLink() {
