@@ -443,6 +443,15 @@ Result Nic::wait_impl(const std::function<bool()>& done, std::uint32_t timeout_m
   // `phase`): a rank that waits while its peers keep asking things of it (a
   // target serving gets or RDMA reads) then answers at a poll's pace rather
   // than a wake-up's, and sleeps once they have been quiet that long.
+  // Work is frames sent or received (not a message held in place for its
+  // taker, nor the periodic look at peers, which report progress too).
+  const NicCounters& counters = self.counters_;
+  auto work_done = [&] { return counters.frames_sent + counters.frames_received; };
+  std::uint64_t work_seen = work_done();
+  // Peers' liveness is looked at every kPeerCheck while the phases keep
+  // starting again, as the sleep does every slice.
+  constexpr std::uint64_t kPeerCheck = 10'000'000;
+  std::uint64_t next_peer_check = start + kPeerCheck;
   for (std::uint64_t phase = start;;) {
     std::uint64_t spin_until = phase + spin_ns();
     std::uint64_t yield_until = spin_until + yield_ns();
@@ -454,21 +463,23 @@ Result Nic::wait_impl(const std::function<bool()>& done, std::uint32_t timeout_m
     // Not spinning at all (ranks outnumber cores): yield from the first empty
     // look, not after the 254 polls before the clock is first read.
     bool yielding = spin_until == phase;
-    bool worked = false;  // since the clock was last read
     for (unsigned i = 2;; ++i) {
-      const bool moved = self.advance();
-      if ((moved || yielding || (i & 15) == 0) && done()) return Result::success;
-      worked |= moved;
+      if ((self.advance() || yielding || (i & 15) == 0) && done()) return Result::success;
       if (yielding) {
         sched_yield();
         ++self.counters_.yields;
       }
       if (yielding || (i & 255) == 0) {
         const std::uint64_t now = now_ns();
-        if (worked) {
+        if (const std::uint64_t work = work_done(); work != work_seen) {
+          work_seen = work;
           spin_until = now + spin_ns();
           yield_until = spin_until + yield_ns();
-          worked = false;
+        }
+        if (now >= next_peer_check) {
+          next_peer_check = now + kPeerCheck;
+          self.slow_progress(true);
+          if (done()) return Result::success;
         }
         // Past the deadline too: the sleep's first step looks at everything
         // once more (connection control, peers' liveness) and then times out.
@@ -501,7 +512,7 @@ Result Nic::wait_impl(const std::function<bool()>& done, std::uint32_t timeout_m
       const std::uint64_t length = std::min(slice, deadline - now);
       provider.sleep(token, std::chrono::nanoseconds(length));
       const bool slept_whole_slice = now_ns() - now >= length;
-      const bool moved = self.advance();
+      self.advance();
       // A sleep that ran its whole slice and ends with its wait over, though
       // nothing rang: its wake-up was lost. Judged before the sleep is
       // disarmed, while a peer that acts still rings.
@@ -511,9 +522,11 @@ Result Nic::wait_impl(const std::function<bool()>& done, std::uint32_t timeout_m
         return Result::success;
       }
       provider.disarm_sleep();
-      if (moved) {
+      if (const std::uint64_t work = work_done(); work != work_seen) {
         if (done()) return Result::success;
+        work_seen = work;
         phase = now_ns();
+        next_peer_check = phase + kPeerCheck;
         break;
       }
     }

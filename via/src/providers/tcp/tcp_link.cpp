@@ -130,11 +130,18 @@ bool TcpLink::peer_alive() {
   }
   const std::uint64_t now = now_ns();
   if (unanswered_since_ns_ == 0) unanswered_since_ns_ = now;
-  // Window probes go out ever more rarely (the retransmission timeout,
-  // doubled per probe): a peer that answers each is late only once the answer
-  // to the next one is overdue by the timeout, however often this is asked.
+  // Window probes go out ever more rarely (the retransmission timeout, at
+  // least 200 ms, doubled per probe, at most 120 s: the kernel's probe timer):
+  // a peer that answers them is late only once the answer to the next one is
+  // overdue by the timeout, however often this is asked. Not once probes go
+  // unanswered (the count of those is reset by any answer).
+  constexpr std::uint64_t kMinRtoUs = 200'000, kMaxProbeGapMs = 120'000;
   const std::uint64_t probe_gap_ms =
-      info.tcpi_probes > 0 ? (std::uint64_t(info.tcpi_rto) << std::min<unsigned>(info.tcpi_backoff, 16)) / 1000 : 0;
+      info.tcpi_probes > 0 && info.tcpi_probes <= 2
+          ? std::min(kMaxProbeGapMs,
+                     (std::max<std::uint64_t>(info.tcpi_rto, kMinRtoUs) << std::min<unsigned>(info.tcpi_backoff, 10)) /
+                         1000)
+          : 0;
   return info.tcpi_last_ack_recv < timeout_ms_ + probe_gap_ms ||
          now - unanswered_since_ns_ < std::uint64_t(timeout_ms_) * 1'000'000;
 }
