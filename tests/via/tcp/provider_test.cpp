@@ -1145,45 +1145,52 @@ INSTANTIATE_TEST_SUITE_P(Receive, TcpDirectPayloadTest,
 // the memory the engine names: the link shows it as read directly (no
 // payload pointer), every byte is there, each frame is shown by one call, and
 // the frame after it is read as usual. (Reading as much as its buffer held,
-// the link took the whole frame into the buffer, to be copied from there.) A
-// unix socket plays the stream, as in tcp_fuzz.
+// the link took the whole frame into the buffer, to be copied from there.)
+// So do a send's and an RDMA read's response (which went through the buffer
+// too, before). A unix socket plays the stream, as in tcp_fuzz.
 TEST(TcpLinkTest, AFrameWhollyInTheSocketIsReadStraightIntoItsDestination) {
   constexpr std::size_t kPayload = 256 * 1024;
-  int fds[2];
-  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds), 0);
-  const int room = 4 << 20;
-  setsockopt(fds[1], SOL_SOCKET, SO_SNDBUF, &room, sizeof room);
-  Bytes stream = frame(send_header(std::uint32_t(kPayload)), patterned(kPayload, 61));
-  const Bytes after = frame(send_header(100), patterned(100, 62));
-  stream.insert(stream.end(), after.begin(), after.end());
-  ASSERT_EQ(::send(fds[1], stream.data(), stream.size(), MSG_DONTWAIT | MSG_NOSIGNAL), ssize_t(stream.size()));
+  for (const std::uint8_t type : {via::kFrameSend, via::kFrameReadResponse}) {
+    SCOPED_TRACE("frame type " + std::to_string(type));
+    int fds[2];
+    ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds), 0);
+    const int room = 4 << 20;
+    setsockopt(fds[1], SOL_SOCKET, SO_SNDBUF, &room, sizeof room);
+    via::FrameHeader head = send_header(std::uint32_t(kPayload));
+    head.type = type;
+    Bytes stream = frame(head, patterned(kPayload, 61));
+    const Bytes after = frame(send_header(100), patterned(100, 62));
+    stream.insert(stream.end(), after.begin(), after.end());
+    ASSERT_EQ(::send(fds[1], stream.data(), stream.size(), MSG_DONTWAIT | MSG_NOSIGNAL), ssize_t(stream.size()));
 
-  asio::io_context io;
-  asio::ip::tcp::socket socket(io);
-  asio::error_code ec;
-  socket.assign(asio::ip::tcp::v4(), fds[0], ec);
-  ASSERT_FALSE(ec);
-  Bytes destination(kPayload + 8, 0x77);
-  tcp::TcpLink link(std::move(socket), "test", nullptr, [&](const via::FrameHeader& h, iovec* out, std::size_t) {
-    if (h.length != kPayload) return std::size_t(0);
-    out[0] = iovec{destination.data(), kPayload};
-    return std::size_t(1);
-  });
-  const via::FrameHeader* h = nullptr;
-  const std::byte* payload = nullptr;
-  ASSERT_TRUE(link.peek(h, payload)) << "a frame all in the socket was not shown by one call";
-  EXPECT_EQ(h->length, kPayload);
-  EXPECT_EQ(payload, nullptr) << "the payload went through the link's buffer";
-  EXPECT_TRUE(std::equal(destination.begin(), destination.begin() + long(kPayload), stream.begin() + sizeof *h));
-  EXPECT_EQ(destination[kPayload], 0x77);
-  link.pop();
-  ASSERT_TRUE(link.peek(h, payload));
-  ASSERT_EQ(h->length, 100u);
-  ASSERT_NE(payload, nullptr);
-  EXPECT_EQ(Bytes(reinterpret_cast<const std::uint8_t*>(payload), reinterpret_cast<const std::uint8_t*>(payload) + 100),
-            patterned(100, 62));
-  link.pop();
-  ::close(fds[1]);
+    asio::io_context io;
+    asio::ip::tcp::socket socket(io);
+    asio::error_code ec;
+    socket.assign(asio::ip::tcp::v4(), fds[0], ec);
+    ASSERT_FALSE(ec);
+    Bytes destination(kPayload + 8, 0x77);
+    tcp::TcpLink link(std::move(socket), "test", nullptr, [&](const via::FrameHeader& h, iovec* out, std::size_t) {
+      if (h.length != kPayload) return std::size_t(0);
+      out[0] = iovec{destination.data(), kPayload};
+      return std::size_t(1);
+    });
+    const via::FrameHeader* h = nullptr;
+    const std::byte* payload = nullptr;
+    ASSERT_TRUE(link.peek(h, payload)) << "a frame all in the socket was not shown by one call";
+    EXPECT_EQ(h->type, type);
+    EXPECT_EQ(h->length, kPayload);
+    EXPECT_EQ(payload, nullptr) << "the payload went through the link's buffer";
+    EXPECT_TRUE(std::equal(destination.begin(), destination.begin() + long(kPayload), stream.begin() + sizeof *h));
+    EXPECT_EQ(destination[kPayload], 0x77);
+    link.pop();
+    ASSERT_TRUE(link.peek(h, payload));
+    ASSERT_EQ(h->length, 100u);
+    ASSERT_NE(payload, nullptr);
+    EXPECT_EQ(Bytes(reinterpret_cast<const std::uint8_t*>(payload), reinterpret_cast<const std::uint8_t*>(payload) + 100),
+              patterned(100, 62));
+    link.pop();
+    ::close(fds[1]);
+  }
 }
 
 // A connection whose two ends are on this host gets a send buffer of

@@ -946,12 +946,18 @@ std::size_t ViImpl::payload_destination(const FrameHeader& h, iovec* out, std::s
     out[0] = iovec{reinterpret_cast<void*>(addr), h.length};
     return 1;
   }
-  if (h.type != kFrameSend) return 0;
-  // A message consumed in place is read from the link's own buffer: it fills no receive.
-  if (in_place_ && whole_message(h)) return 0;
-  // The receive handle_frame would fill, as it would choose it.
   const WorkRequest* wr = nullptr;
-  if (h.offset == 0) {
+  if (h.type == kFrameReadResponse) {
+    // The oldest read's local segments, as complete_read would fill them.
+    if ((h.flags & kFlagError) || awaiting_read_.empty()) return 0;
+    wr = &sendq_.at(awaiting_read_.front());
+    if (h.total != wr->total) return 0;
+  } else if (h.type != kFrameSend) {
+    return 0;
+  } else if (in_place_ && whole_message(h)) {
+    return 0;  // a message consumed in place is read from the link's own buffer: it fills no receive
+  } else if (h.offset == 0) {
+    // The receive handle_frame would fill, as it would choose it.
     if (receiving_ && attrs_.reliability != VIP_SERVICE_UNRELIABLE) return 0;
     wr = receiving_ ? receiving_ : fill_next_ != recvq_.tail() ? &recvq_.at(fill_next_) : nullptr;
     if (!wr || h.total > wr->total) return 0;
@@ -1198,7 +1204,7 @@ void ViImpl::complete_read(const FrameHeader& h, const std::byte* payload) {
          VIP_STATUS_TRANSPORT_ERROR | VIP_STATUS_OP_RDMA_READ);
     return;
   }
-  scatter(wr.desc, h.offset, payload, h.length);
+  if (payload) scatter(wr.desc, h.offset, payload, h.length);  // else the link placed it (payload_destination)
   if (!(h.flags & kFlagLast)) return;
   awaiting_read_.pop_front();
   finish(sendq_, wr, VIP_STATUS_OP_RDMA_READ);

@@ -285,7 +285,8 @@ bool TcpLink::start_direct_payload() {
   if (!destination_ || direct_.active || have < sizeof(FrameHeader)) return false;
   const auto* h = reinterpret_cast<const FrameHeader*>(rx_ + rx_begin_);
   const std::size_t arrived = have - sizeof(FrameHeader);
-  if ((h->type != kFrameSend && h->type != kFrameRdmaWrite) || h->length < kDirectPayloadMin ||
+  if ((h->type != kFrameSend && h->type != kFrameRdmaWrite && h->type != kFrameReadResponse) ||
+      h->length < kDirectPayloadMin ||
       h->length > kMaxFramePayload || arrived >= h->length)
     return false;
   iovec to[kMaxDirectSlices];
