@@ -31,11 +31,11 @@ const Datatype& bytes_type() { return datatype_of(MPI_BYTE); }
 // with more ranks than cores each such wait costs a context switch.
 constexpr int kFlatRanks = 4;
 constexpr std::size_t kFlatBytes = 8192;
-// Reduce-scatter sends each block once whichever way it goes, so on so few
+// Reduce-scatter sends each block once whichever way it goes, so on 3 or 4
 // ranks the one round pays at every size, up to this much data in all (its
-// temporaries are n-1 blocks where the ring's is one). Measured on 4 ranks
+// temporaries are n-1 blocks where the ring's are two). Measured on 4 ranks
 // on 2 cores, 1 MiB blocks: 1.0-1.1 ms flat against 2.6-2.8 ms by the ring
-// (Open MPI 1.3 ms).
+// (Open MPI 1.3 ms). On 2 ranks the ring is one step and needs no temporary.
 constexpr std::size_t kFlatReduceScatterBytes = 16u << 20;
 
 // count elements of type, laid out as in a user buffer (the lower bound
@@ -487,7 +487,8 @@ CollectiveTask reduce_scatter(Call call, const void* send_buf, void* recv_buf, s
     total += std::size_t(counts[r]);
   }
   const int n = call.comm().size();
-  if (n <= kFlatRanks && total * type.size() <= kFlatReduceScatterBytes) {
+  if (n <= kFlatRanks &&
+      (total * type.size() <= kFlatBytes || (n > 2 && total * std::size_t(std::max<std::ptrdiff_t>(type.extent(), 0)) <= kFlatReduceScatterBytes))) {
     op.check_applies_to(type);
     co_await flat_reduce_scatter(call, send_buf, recv_buf, counts, displs, type, op);
     co_return;

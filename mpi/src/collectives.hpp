@@ -29,8 +29,9 @@
 //                    VIASTACK_MPI_ALLTOALL_PAIRWISE_BYTES (default 64 KiB), pairwise
 //                    exchange (one partner per step) from there on
 //   gather(v), scatter(v)  linear: the root posts every transfer at once
-//   reduce_scatter(_block) on up to 4 ranks and 8 KiB of input: each block to
-//                    its rank in one round, folded in rank order there (any op); else
+//   reduce_scatter(_block) on up to 4 ranks and 8 KiB of input, or on 3-4 ranks
+//                    and up to 16 MiB: each block to its rank in one round,
+//                    folded in rank order there (any op); else
 //                    commutative ops on up to 4 ranks, or from
 //                    VIASTACK_MPI_ALLREDUCE_RING_BYTES of data: ring reduce-scatter
 //                    (each block once round the ring, no temporary on 2 ranks);

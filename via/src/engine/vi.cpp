@@ -1003,8 +1003,8 @@ inline bool ViImpl::receive_whole_message(const FrameHeader& h, const std::byte*
 }
 
 // Handles one incoming frame; false if it broke the VI. A null payload of a
-// send or RDMA write frame is one the link already read into the memory
-// payload_destination() named.
+// send, RDMA write or RDMA read response frame is one the link already read
+// into the memory payload_destination() named.
 bool ViImpl::handle_frame(const FrameHeader& h, const std::byte* payload) {
   if (!frame_well_formed(h, frame_payload_)) {
     fail(VIP_ERROR_CATASTROPHIC, "malformed frame from the peer", nullptr, nullptr, 0);
