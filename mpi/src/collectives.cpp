@@ -551,15 +551,28 @@ CollectiveTask scatterv(Call call, Blocks send_blocks, void* recv_buf, std::size
 namespace {
 
 // Each step passes on to the next rank the block received in the step before.
-CollectiveTask ring_allgatherv(Call call, Blocks blocks) {
+// The first sends this rank's own block from the user's send buffer, and the
+// copy of it into the receive buffer is made while that step is under way:
+// sent from the copy, the block would be lines this core has just written,
+// which the next rank's single-copy read must take from this core's cache
+// (2 ranks, 1 MiB: 230-240 us a call against 75-90 us, Open MPI 130).
+CollectiveTask ring_allgatherv(Call call, const void* send_buf, std::size_t send_count, const Datatype& send_type,
+                               Blocks blocks) {
   const Communicator& comm = call.comm();
   const int n = comm.size(), me = comm.rank();
   const int next = (me + 1) % n, prev = (me + n - 1) % n;
   for (int step = 0; step < n - 1; ++step) {
     const int out = (me - step + n) % n, in = (me - step - 1 + n) % n;
-    co_await Batch(call)
-        .recv(writable_block(blocks, in), block_count(blocks, in), block_type(blocks, in), prev, allgather_tag)
-        .send(block_address(blocks, out), block_count(blocks, out), block_type(blocks, out), next, allgather_tag);
+    Batch round(call);
+    round.recv(writable_block(blocks, in), block_count(blocks, in), block_type(blocks, in), prev, allgather_tag);
+    if (step > 0) {
+      round.send(block_address(blocks, out), block_count(blocks, out), block_type(blocks, out), next, allgather_tag);
+    } else {
+      round.send(send_buf, send_count, send_type, next, allgather_tag);
+      copy_typed(send_buf, send_count, send_type, writable_block(blocks, me), block_count(blocks, me),
+                 block_type(blocks, me));
+    }
+    co_await round;
   }
 }
 
@@ -614,12 +627,17 @@ CollectiveTask allgatherv(Call call, const void* send_buf, std::size_t send_coun
                           Blocks recv_blocks) {
   const Communicator& comm = call.comm();
   const int me = comm.rank();
-  copy_typed(send_buf, send_count, send_type, writable_block(recv_blocks, me), block_count(recv_blocks, me),
-             block_type(recv_blocks, me));
   std::size_t total = 0;  // the same on every rank: all know every count
   for (int r = 0; r < comm.size(); ++r) total += block_bytes(recv_blocks, r);
   const int n = comm.size();
-  if (n <= kFlatRanks && total <= kFlatBytes) {
+  const bool flat = n <= kFlatRanks && total <= kFlatBytes;
+  if (n > 1 && !flat && total >= runtime().collective_tuning().allgather_ring_bytes) {
+    co_await ring_allgatherv(call, send_buf, send_count, send_type, recv_blocks);
+    co_return;
+  }
+  copy_typed(send_buf, send_count, send_type, writable_block(recv_blocks, me), block_count(recv_blocks, me),
+             block_type(recv_blocks, me));
+  if (flat) {
     Batch all(call);
     for (int r = 0; r < n; ++r)
       if (r != me)
@@ -630,9 +648,7 @@ CollectiveTask allgatherv(Call call, const void* send_buf, std::size_t send_coun
         all.send(block_address(recv_blocks, me), block_count(recv_blocks, me), block_type(recv_blocks, me), r,
                  allgather_tag);
     co_await all;
-  } else if (total >= runtime().collective_tuning().allgather_ring_bytes)
-    co_await ring_allgatherv(call, recv_blocks);
-  else if ((n & (n - 1)) == 0)
+  } else if ((n & (n - 1)) == 0)
     co_await recursive_doubling_allgatherv(call, recv_blocks);
   else
     co_await bruck_allgatherv(call, recv_blocks);
@@ -641,8 +657,12 @@ CollectiveTask allgatherv(Call call, const void* send_buf, std::size_t send_coun
 CollectiveTask alltoallv(Call call, Blocks send_blocks, Blocks recv_blocks) {
   const Communicator& comm = call.comm();
   const int n = comm.size(), me = comm.rank();
-  copy_typed(block_address(send_blocks, me), block_count(send_blocks, me), block_type(send_blocks, me),
-             writable_block(recv_blocks, me), block_count(recv_blocks, me), block_type(recv_blocks, me));
+  // This rank's own block is copied once the first messages are on their way, so that the copy overlaps them.
+  auto copy_own_block = [&] {
+    copy_typed(block_address(send_blocks, me), block_count(send_blocks, me), block_type(send_blocks, me),
+               writable_block(recv_blocks, me), block_count(recv_blocks, me), block_type(recv_blocks, me));
+  };
+  if (n == 1) copy_own_block();
   // Each rank may choose for itself: both ways send one message per pair of
   // ranks with the same tag, so they match each other.
   std::size_t largest = 0;
@@ -656,6 +676,7 @@ CollectiveTask alltoallv(Call call, Blocks send_blocks, Blocks recv_blocks) {
     b.recv(writable_block(recv_blocks, from), block_count(recv_blocks, from), block_type(recv_blocks, from), from,
            alltoall_tag);
     b.send(block_address(send_blocks, to), block_count(send_blocks, to), block_type(send_blocks, to), to, alltoall_tag);
+    if (step == 1) copy_own_block();
     if (pairwise) co_await pair;
   }
   co_await all;

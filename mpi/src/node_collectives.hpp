@@ -11,7 +11,8 @@
 // point-to-point algorithms of collectives.hpp), but for gather(v),
 // scatter(v) and alltoallv, which send a larger block as a message, and
 // bcast, allreduce and allgather(v), which stage larger data in large areas
-// (kLargeBytes). Reductions need a contiguous
+// (kLargeBytes; a bcast between two members above half of one goes as one
+// message). Reductions need a contiguous
 // datatype (the op works on the slots in place) and a commutative op (a
 // non-commutative one keeps the bracketing of the point-to-point algorithms,
 // which the non-blocking calls share); the other calls pack and unpack any
