@@ -66,7 +66,8 @@ inline constexpr std::size_t kLargeBytes = std::size_t{1} << 20;
 // resolved into send == recv (or into the root's own block).
 bool barrier(const Communicator& comm);
 // MPI_Bcast at any size: the root's size decides for every member (above
-// kSlotBytes the root stages the data in its large areas), so a receiver
+// kSlotBytes the root stages the data in its large areas, or between two
+// members above half of one sends it as a message), so a receiver
 // whose buffer is smaller gets MPI_ERR_TRUNCATE whichever way the data goes.
 bool bcast(void* buf, std::size_t count, const Datatype& type, int root, const Communicator& comm);
 bool reduce(const void* send, void* recv, std::size_t count, const Datatype& type, const Op& op, int root,

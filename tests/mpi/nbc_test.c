@@ -378,6 +378,30 @@ static void progress_elsewhere(void) {
   }
 }
 
+/* An erroneous MPI_Iallgather whose rank 0 sends more than its block (the
+ * ring's sizes, 128 KiB blocks): every rank's call still ends, and every
+ * well-formed block arrives whole. The ring's first step once sent the whole
+ * send buffer: the next rank's receive failed with MPI_ERR_TRUNCATE, that rank
+ * left the ring, and the one after it waited forever for the block it
+ * should have passed on. */
+static void oversized_own_block(void) {
+  enum { kBlock = 32768, kExtra = 16 };
+  int* mine = malloc(sizeof(int) * (kBlock + kExtra));
+  int* all = malloc(sizeof(int) * kBlock * (size_t)size);
+  CHECK(mine != NULL && all != NULL);
+  for (int i = 0; i < kBlock + kExtra; ++i) mine[i] = rank * 1000003 + i;
+  MPI_Request request;
+  const int sent = rank == 0 ? kBlock + kExtra : kBlock;
+  MPI_Iallgather(mine, sent, MPI_INT, all, kBlock, MPI_INT, MPI_COMM_WORLD, &request);
+  MPI_Wait(&request, MPI_STATUS_IGNORE);
+  int wrong = 0;
+  for (int r = 1; r < size; ++r)
+    for (int i = 0; i < kBlock; ++i) wrong += all[(size_t)r * kBlock + (size_t)i] != r * 1000003 + i;
+  CHECK(wrong == 0);
+  free(mine);
+  free(all);
+}
+
 /* A request freed or cancelled while the collective runs is erroneous (MPI-3.1 5.12). */
 static void bad_arguments(void) {
   MPI_Request request = MPI_REQUEST_NULL;
@@ -445,6 +469,7 @@ int main(int argc, char** argv) {
     }
   }
   progress_elsewhere();
+  oversized_own_block();
   bad_arguments();
 
   MPI_Op_free(&user_op);
