@@ -213,7 +213,26 @@ class Core final : private LinkClient {
   [[gnu::always_inline]] bool post_send(Peer& p, std::uint32_t buffer, std::uint32_t length) {
     if (p.is_me || !p.known) [[unlikely]]
       return post_send_aside(p, buffer, length);
-    switch (link_.send(p.rank, buffer, length)) {
+    return sent_or_wait(p, link_.send(p.rank, buffer, length));
+  }
+  // Whether a message to p with a payload leaves with its payload apart
+  // (compose given none, post_send_apart then): on reliable VIs, which never
+  // retransmit from the buffer, to a peer post_send would not leave aside.
+  // Its bytes then go from the caller's memory straight into the link (the
+  // shm ring), as send() copies them: one copy, and no descriptor or
+  // on_sent to handle, where the buffer took a copy more and its send both.
+  bool payload_apart(const Peer& p, std::size_t bytes) const {
+    return bytes != 0 && reliable_ && !p.is_me && p.known;
+  }
+  // post_send for a message composed (in `buffer`, `length` bytes in all)
+  // without its last `bytes`, which are at `payload`.
+  [[gnu::always_inline]] bool post_send_apart(Peer& p, std::uint32_t buffer, std::uint32_t length,
+                                              const void* payload, std::size_t bytes) {
+    return sent_or_wait(p, link_.send_apart(p.rank, buffer, length, payload, bytes));
+  }
+  // On its way: true; queued (for the connection): waited for; dropped (the peer is lost): false.
+  [[gnu::always_inline]] bool sent_or_wait(Peer& p, Link::Sent sent) {
+    switch (sent) {
       case Link::Sent::now:
       case Link::Sent::posted: return true;
       case Link::Sent::dropped: return false;
@@ -281,6 +300,7 @@ class Core final : private LinkClient {
   void returned(Peer& p, std::uint16_t slot, int cause, const char* why);
 
   Config config_;
+  bool reliable_;  // config_.reliability is reliable: the engine delivers, AM never retransmits
   std::uint16_t depth_;
   RetryPolicy policy_;
   // The segment: the target of stores and the source of gets. One of our

@@ -86,6 +86,14 @@ class Link final {
     if (sent == Sent::posted) posted_[i] = 1;
     return sent;
   }
+  // The same for a message whose last `bytes` are not in buffer i but at
+  // `payload`: the first `length` - `bytes` from the buffer, then those,
+  // copied as they go (now, queued or dropped; never posted).
+  [[gnu::always_inline]] Sent send_apart(int peer, std::uint32_t i, std::uint32_t length, const void* payload,
+                                         std::size_t bytes) {
+    return mesh_->send(peer, std::span(buffer(peer, i), length - bytes),
+                       std::span(static_cast<const std::byte*>(payload), bytes));
+  }
   // The client's on_sent(peer, token): buffer `token` is free again.
   void sent(std::uint64_t token) { posted_[std::size_t(token)] = 0; }
   // Messages and RDMA to `peer` still waiting to be handed to its VI.
