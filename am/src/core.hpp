@@ -287,6 +287,7 @@ class Core final : private LinkClient {
   // The receiving side (dispatch.cpp): inline into the frame's handling,
   // one function from the frame to the handler.
   [[gnu::always_inline]] void dispatch(Peer& p, std::byte* data, std::size_t length);
+  [[gnu::noinline]] void dispatch_copy(Peer& p, std::span<std::byte> frame);
   [[gnu::always_inline]] void handle_request(Peer& p, const wire::Message& m);
   [[gnu::always_inline]] std::uint8_t run_request(Peer& p, const wire::Message& m, HandlerContext& ctx);
   [[gnu::noinline]] std::uint8_t run_other_request(Peer& p, const wire::Message& m, HandlerContext& ctx);
@@ -328,11 +329,22 @@ class Core final : private LinkClient {
   unsigned open_bundles_ = 0;
   int failed_peers_ = 0;  // peers given up on (fail_peer)
   bool may_owe_acks_ = false;  // some peer may be owed acknowledgements (cleared by send_all_acks)
+  int held_peer_ = -1;  // the peer whose message on_message is handling, which may be held in the link
 };
 
 template <class Pred>
 void Core::block_until(Pred&& pred) {
   while (!pred()) {
+    // Inside the handling of a message held in the link, the peer's next
+    // messages wait behind it: whatever this waits for (room in the link,
+    // which that peer may free only once it has them), the hold ends first.
+    // A message handled in place runs none of the program's code, and its
+    // bytes have landed by the time it sends anything; the others were
+    // copied out (dispatch_copy).
+    if (held_peer_ >= 0) [[unlikely]] {
+      link_.release_held(held_peer_);
+      held_peer_ = -1;
+    }
     flush_all();  // what we wait for may be an answer to a deferred message
     // Acknowledgements owed go before the wait, once a pass found nothing to
     // handle (a handler's message may carry them instead): the bundles went
