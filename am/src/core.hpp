@@ -221,8 +221,11 @@ class Core final : private LinkClient {
   // Its bytes then go from the caller's memory straight into the link (the
   // shm ring), as send() copies them: one copy, and no descriptor or
   // on_sent to handle, where the buffer took a copy more and its send both.
+  // A payload of at most Link::kCopiedRegistered bytes is copied into the
+  // buffer: the message then mostly goes in one piece, which costs less
+  // than a second piece saves.
   bool payload_apart(const Peer& p, std::size_t bytes) const {
-    return bytes != 0 && reliable_ && !p.is_me && p.known;
+    return bytes > Link::kCopiedRegistered && reliable_ && !p.is_me && p.known;
   }
   // post_send for a message composed (in `buffer`, `length` bytes in all)
   // without its last `bytes`, which are at `payload`.

@@ -39,6 +39,10 @@ class Link final {
   // is answered, for retransmission), per reply slot (the cached reply), and
   // kAckBuffers for messages of acknowledgements alone.
   static constexpr std::uint32_t kAckBuffers = 4;
+  // Mesh::send_registered copies a message of up to this many bytes as it
+  // sends it (its fastest way, one piece straight into the link), and posts
+  // a larger one from the buffer.
+  static constexpr std::uint32_t kCopiedRegistered = 256;
 
   Link(std::uint16_t depth, Reliability reliability, LinkClient& client)
       : depth_(depth), reliability_(reliability), client_(client) {}
@@ -86,7 +90,8 @@ class Link final {
   // connection, or a send buffer), or dropped (the peer is lost).
   using Sent = via::Mesh::Sent;
   [[gnu::always_inline]] Sent send(int peer, std::uint32_t i, std::uint32_t length) {
-    if (reliability_ == Reliability::reliable) return send_apart(peer, i, length, nullptr, 0);
+    if (reliability_ == Reliability::reliable && length > kCopiedRegistered)
+      return send_apart(peer, i, length, nullptr, 0);
     const Sent sent = mesh_->send_registered(peer, std::span(buffer(peer, i), length), handles_[std::size_t(peer)], i);
     if (sent == Sent::posted) posted_[i] = 1;
     return sent;
