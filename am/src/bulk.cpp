@@ -112,7 +112,8 @@ Status Bulk::store(int dest, const void* local, void* remote, std::size_t bytes,
   const bool rdma = bytes > wire::kMaxPayload && !p.is_me && core_.config().reliability == Reliability::reliable;
   if (rdma || bytes <= wire::kMaxPayload) {
     // One store_done request: after the RDMA write (a VI's send queue is
-    // ordered), or carrying the bytes, copied into its buffer. Its arguments
+    // ordered), or carrying the bytes, copied as it is sent (into its
+    // buffer, or straight into the link: Core::payload_apart). Its arguments
     // from the parameters, not from the operation just written: a load
     // spanning two of its fields would wait for both stores to reach the
     // cache (no store forwarding).
@@ -168,7 +169,7 @@ void Bulk::send_last_store_chunk(std::uint32_t oi) {
   Status s = core_.send_request(core_.peer(op.peer), wire::Kind::store_done, std::uint16_t(op.handler), args, 3,
                                 op.local + op.bytes - last, last, Sent{{}, oi});
   Operation& again = ops_[oi];  // send_request may have polled and grown ops_
-  op_local_done(again);  // the last bytes are copied into the request buffer
+  op_local_done(again);  // the last bytes were copied as the request was sent
   if (s != Status::ok && !again.finished) {
     --again.pending;
     op_finish(again, s);

@@ -52,6 +52,7 @@ void report_returned(const Returned& r) { error_handler(r); }
 
 Core::Core(const Config& config)
     : config_(config),
+      reliable_(config.reliability == Reliability::reliable),
       depth_(std::uint16_t(std::clamp(config.depth, 1u, 1024u))),
       link_(depth_, config.reliability, *this) {
   policy_.retransmit = config.reliability == Reliability::unreliable;

@@ -213,7 +213,29 @@ class Core final : private LinkClient {
   [[gnu::always_inline]] bool post_send(Peer& p, std::uint32_t buffer, std::uint32_t length) {
     if (p.is_me || !p.known) [[unlikely]]
       return post_send_aside(p, buffer, length);
-    switch (link_.send(p.rank, buffer, length)) {
+    return sent_or_wait(p, link_.send(p.rank, buffer, length));
+  }
+  // Whether a message to p with a payload leaves with its payload apart
+  // (compose given none, post_send_apart then): on reliable VIs, which never
+  // retransmit from the buffer, to a peer post_send would not leave aside.
+  // Its bytes then go from the caller's memory straight into the link (the
+  // shm ring), as send() copies them: one copy, and no descriptor or
+  // on_sent to handle, where the buffer took a copy more and its send both.
+  // A payload of at most Link::kCopiedRegistered bytes is copied into the
+  // buffer: the message then mostly goes in one piece, which costs less
+  // than a second piece saves.
+  bool payload_apart(const Peer& p, std::size_t bytes) const {
+    return bytes > Link::kCopiedRegistered && reliable_ && !p.is_me && p.known;
+  }
+  // post_send for a message composed (in `buffer`, `length` bytes in all)
+  // without its last `bytes`, which are at `payload`.
+  [[gnu::always_inline]] bool post_send_apart(Peer& p, std::uint32_t buffer, std::uint32_t length,
+                                              const void* payload, std::size_t bytes) {
+    return sent_or_wait(p, link_.send_apart(p.rank, buffer, length, payload, bytes));
+  }
+  // On its way: true; queued (for the connection): waited for; dropped (the peer is lost): false.
+  [[gnu::always_inline]] bool sent_or_wait(Peer& p, Link::Sent sent) {
+    switch (sent) {
       case Link::Sent::now:
       case Link::Sent::posted: return true;
       case Link::Sent::dropped: return false;
@@ -268,6 +290,7 @@ class Core final : private LinkClient {
   // The receiving side (dispatch.cpp): inline into the frame's handling,
   // one function from the frame to the handler.
   [[gnu::always_inline]] void dispatch(Peer& p, std::byte* data, std::size_t length);
+  [[gnu::noinline]] void dispatch_copy(Peer& p, std::span<std::byte> frame);
   [[gnu::always_inline]] void handle_request(Peer& p, const wire::Message& m);
   [[gnu::always_inline]] std::uint8_t run_request(Peer& p, const wire::Message& m, HandlerContext& ctx);
   [[gnu::noinline]] std::uint8_t run_other_request(Peer& p, const wire::Message& m, HandlerContext& ctx);
@@ -281,6 +304,7 @@ class Core final : private LinkClient {
   void returned(Peer& p, std::uint16_t slot, int cause, const char* why);
 
   Config config_;
+  bool reliable_;  // config_.reliability is reliable: the engine delivers, AM never retransmits
   std::uint16_t depth_;
   RetryPolicy policy_;
   // The segment: the target of stores and the source of gets. One of our
@@ -308,11 +332,22 @@ class Core final : private LinkClient {
   unsigned open_bundles_ = 0;
   int failed_peers_ = 0;  // peers given up on (fail_peer)
   bool may_owe_acks_ = false;  // some peer may be owed acknowledgements (cleared by send_all_acks)
+  int held_peer_ = -1;  // the peer whose message on_message is handling, which may be held in the link
 };
 
 template <class Pred>
 void Core::block_until(Pred&& pred) {
   while (!pred()) {
+    // Inside the handling of a message held in the link, the peer's next
+    // messages wait behind it: whatever this waits for (room in the link,
+    // which that peer may free only once it has them), the hold ends first.
+    // A message handled in place runs none of the program's code, and its
+    // bytes have landed by the time it sends anything; the others were
+    // copied out (dispatch_copy).
+    if (held_peer_ >= 0) [[unlikely]] {
+      link_.release_held(held_peer_);
+      held_peer_ = -1;
+    }
     flush_all();  // what we wait for may be an answer to a deferred message
     // Acknowledgements owed go before the wait, once a pass found nothing to
     // handle (a handler's message may carry them instead): the bundles went

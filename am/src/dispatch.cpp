@@ -3,6 +3,7 @@
 // barrier.hpp) go to them.
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 
 #include "core.hpp"
 #include "via/log.hpp"
@@ -166,14 +167,42 @@ int Core::run_loopback() {
   return loopback_.run([&](std::byte* data, std::size_t length) { dispatch(*peers_[my_proc()], data, length); });
 }
 
+// Whether a message held in the link may be handled there: one that runs
+// none of the program's code (a handler, or a callback an answer or an
+// acknowledgement completes), which might wait for another message of the
+// same peer, which does not come while its message is held: a store
+// without a handler, carrying no acknowledgements.
+inline bool handled_in_place(std::span<const std::byte> frame) {
+  wire::Header h;
+  if (frame.size() < wire::kHeaderBytes) return true;  // parse refuses it
+  std::memcpy(&h, frame.data(), wire::kHeaderBytes);
+  return (h.kind == wire::Kind::store_done || h.kind == wire::Kind::store_data) && h.handler == wire::kNoHandler &&
+         h.acks == 0;
+}
+
+// The other messages held in the link: copied out, released, handled from the copy.
+void Core::dispatch_copy(Peer& p, std::span<std::byte> frame) {
+  alignas(8) std::byte copy[wire::kMaxMessage];
+  if (frame.size() > sizeof copy) return dispatch(p, frame.data(), frame.size());  // parse refuses it
+  std::memcpy(copy, frame.data(), frame.size());
+  link_.release_held(p.rank);
+  dispatch(p, copy, frame.size());
+}
+
 void Core::on_message(int peer, std::span<std::byte> frame) {
   Peer& p = *peers_[std::size_t(peer)];
   if (!know(p)) return;  // a peer of another depth could overrun our receives
   p.window.heard();  // any frame: the peer is alive (a lost answer is not a dead peer)
-  dispatch(p, frame.data(), frame.size());
+  const int outer = held_peer_;
+  held_peer_ = peer;  // a wait meanwhile ends the hold (block_until)
+  if (reliable_ && !handled_in_place(frame) && link_.held(peer))
+    dispatch_copy(p, frame);
+  else
+    dispatch(p, frame.data(), frame.size());
   // Due acknowledgements go between frames, not after the last: a peer
   // that filled its window waits for them while we work through the rest.
   if (p.filter.ack_due(services_run_)) send_acks(p);
+  held_peer_ = outer;
 }
 
 }  // namespace am::detail

@@ -78,6 +78,11 @@ Status Link::open() {
   options.reliability =
       reliability_ == Reliability::reliable ? VIP_SERVICE_RELIABLE_DELIVERY : VIP_SERVICE_UNRELIABLE;
   options.flow_control = false;  // the window is AM's
+  // Reliable VIs hand a message over where it arrived (the shm ring), not
+  // copied into a receive buffer first: a store's bytes are copied once, into
+  // the segment. A message that may run the program's code is copied out and
+  // released first (Core::on_message): a handler may wait for that peer.
+  options.consume_in_place = reliability_ == Reliability::reliable;
   options.rdma_write = true;
   options.rdma_read = reliability_ == Reliability::reliable;
   options.message_bytes = wire::kMaxMessage;

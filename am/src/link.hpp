@@ -4,10 +4,14 @@
 // sends at most `depth` requests and `depth` answers before it hears from
 // us, and the mesh keeps that many receives posted per peer, plus spares
 // (kLateReposts). The layer above writes a message into a buffer of the link
-// (kept for retransmission) and sends it: a small one is copied out by the
-// VI, a larger one leaves from the buffer itself (registered), which is then
-// busy until the NIC is done with it. What arrives is handed to the
-// LinkClient as it is taken from the NIC.
+// (kept for retransmission) and sends it. On unreliable VIs a small one is
+// copied out by the VI, a larger one leaves from the buffer itself
+// (registered), which is then busy until the NIC is done with it. Reliable
+// VIs never retransmit: every message is copied out as it is sent (into the
+// link, or a bounce buffer or the backlog when the link is full), no buffer
+// is ever busy, and no handler waits for one while the peer's messages wait
+// behind it. What arrives is handed to the LinkClient as it is taken from
+// the NIC; on reliable VIs where it arrived (Mesh consume_in_place).
 #pragma once
 
 #include <cstddef>
@@ -35,6 +39,10 @@ class Link final {
   // is answered, for retransmission), per reply slot (the cached reply), and
   // kAckBuffers for messages of acknowledgements alone.
   static constexpr std::uint32_t kAckBuffers = 4;
+  // Mesh::send_registered copies a message of up to this many bytes as it
+  // sends it (its fastest way, one piece straight into the link), and posts
+  // a larger one from the buffer.
+  static constexpr std::uint32_t kCopiedRegistered = 256;
 
   Link(std::uint16_t depth, Reliability reliability, LinkClient& client)
       : depth_(depth), reliability_(reliability), client_(client) {}
@@ -82,12 +90,27 @@ class Link final {
   // connection, or a send buffer), or dropped (the peer is lost).
   using Sent = via::Mesh::Sent;
   [[gnu::always_inline]] Sent send(int peer, std::uint32_t i, std::uint32_t length) {
+    if (reliability_ == Reliability::reliable && length > kCopiedRegistered)
+      return send_apart(peer, i, length, nullptr, 0);
     const Sent sent = mesh_->send_registered(peer, std::span(buffer(peer, i), length), handles_[std::size_t(peer)], i);
     if (sent == Sent::posted) posted_[i] = 1;
     return sent;
   }
+  // The same on a reliable VI for a message whose last `bytes` are not in
+  // buffer i but at `payload`: the first `length` - `bytes` from the buffer,
+  // then those, copied as they go (now, queued or dropped; never posted).
+  [[gnu::always_inline]] Sent send_apart(int peer, std::uint32_t i, std::uint32_t length, const void* payload,
+                                         std::size_t bytes) {
+    return mesh_->send(peer, std::span(buffer(peer, i), length - bytes),
+                       std::span(static_cast<const std::byte*>(payload), bytes));
+  }
   // The client's on_sent(peer, token): buffer `token` is free again.
   void sent(std::uint64_t token) { posted_[std::size_t(token)] = 0; }
+  // Whether the message of `peer` being handled is held in the link
+  // (reliable VIs consume messages in place), and the end of that hold: the
+  // peer's next messages may then come, its bytes are gone (Mesh::release_held).
+  bool held(int peer) const { return mesh_->held(peer); }
+  void release_held(int peer) { mesh_->release_held(peer); }
   // Messages and RDMA to `peer` still waiting to be handed to its VI.
   std::size_t waiting(int peer) const { return mesh_->backlog(peer); }
   // Nothing waits to leave (connections, queued messages, sends with the NIC).

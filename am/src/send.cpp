@@ -53,10 +53,14 @@ inline Status Core::request_to(Peer& p, wire::Kind kind, std::uint16_t handler, 
   s.op = sent.op;
   s.offset = sent.offset;
   s.chunk = sent.chunk;
-  s.length = compose(p, b, h, args, payload);
+  const bool apart = payload_apart(p, bytes);
+  s.length = compose(p, b, h, args, apart ? nullptr : payload);
   ++counters_.requests_sent;
   flush(p);  // the deferred requests before it stay before it
-  post_send(p, b, s.length);
+  if (apart)
+    post_send_apart(p, b, s.length, payload, bytes);
+  else
+    post_send(p, b, s.length);
   if (p.window.wants_send_time()) p.window.sent_at(now_ns());  // one request in kTimeEvery, or under backoff
   return Status::ok;
 }
@@ -71,9 +75,13 @@ void Core::send_reply(Peer& p, std::uint16_t slot, std::uint32_t seq, std::uint8
   const std::uint32_t b = link_.reply_buffer(p.rank, slot);
   if (link_.busy(b)) wait_send_free(p, b);
   const wire::Header h{wire::Kind::reply, std::uint8_t(nargs), status, 0, handler, slot, seq, std::uint32_t(bytes)};
-  p.reply_length[slot] = compose(p, b, h, args, payload);
+  const bool apart = payload_apart(p, bytes);
+  p.reply_length[slot] = compose(p, b, h, args, apart ? nullptr : payload);
   ++counters_.replies_sent;
-  post_send(p, b, p.reply_length[slot]);
+  if (apart)
+    post_send_apart(p, b, p.reply_length[slot], payload, bytes);
+  else
+    post_send(p, b, p.reply_length[slot]);
   p.filter.replied(slot);
 }
 

@@ -244,14 +244,16 @@ class ItemReader {
 };
 
 // Writes a message into `buf` (room for kMaxMessage) with header.acks
-// acknowledgements from `acks`; returns its length.
+// acknowledgements from `acks`; returns its length. A null payload is not
+// written: its header.payload_bytes are left for the caller to send from
+// where they are, behind the rest (the length returned counts them).
 inline std::size_t encode(std::byte* buf, const Header& header, const std::uint64_t* args, const Ack* acks,
                           const void* payload) {
   std::memcpy(buf, &header, kHeaderBytes);
   copy_words(buf + kHeaderBytes, args, header.nargs);
   std::size_t at = kHeaderBytes + header.nargs * 8u;
   for (unsigned i = 0; i < header.acks; ++i, at += kAckBytes) std::memcpy(buf + at, &acks[i], kAckBytes);  // the wire's layout
-  if (header.payload_bytes) std::memcpy(buf + at, payload, header.payload_bytes);
+  if (header.payload_bytes && payload) std::memcpy(buf + at, payload, header.payload_bytes);
   return at + header.payload_bytes;
 }
 

@@ -520,6 +520,44 @@ int bulk_alone_answer_peers_body(int rank) {
 
 TEST(AmRanks, StoresAndGetsAloneAnswerPeers) { expect_all_zero(run_ranks(2, bulk_alone_answer_peers_body)); }
 
+// A handler may wait for its requester: rank 1's request handler and store
+// handler each send rank 0 three windows of requests, so each waits for the
+// credits rank 0's answers return. On reliable VIs a message is handled
+// where it arrived (the shm ring) and its peer's next ones wait behind it:
+// a message that runs a handler is copied out and released first, or rank 1
+// would wait for answers that never come.
+int handlers_wait_for_their_requester_body(int rank) {
+  constexpr int kRequests = 3 * 32;  // three windows at the default depth
+  int sunk = 0, started = 0;
+  am::set_handler(1, [&](am::Token) {
+    ++started;
+    for (int i = 0; i < kRequests; ++i) am::request(0, 2);
+  });
+  am::set_handler(2, [&](am::Token) { ++sunk; });
+  am::set_mem_handler(3, [&](int, void*, std::size_t, am::Word) {
+    ++started;
+    for (int i = 0; i < kRequests; ++i) am::request(0, 2);
+  });
+  CHECK_OR_RETURN(am::enable() == am::Status::ok, 1);
+  if (rank == 0) {
+    auto* theirs = static_cast<std::byte*>(am::segment(1));
+    auto* mine = static_cast<std::byte*>(am::segment(0));
+    CHECK_OR_RETURN(am::request(1, 1) == am::Status::ok, 2);
+    const am::Future stored = am::store(1, mine, theirs, am::max_size(), 3);
+    CHECK_OR_RETURN(am::wait_until([&] { return sunk == 2 * kRequests || am::failed_peers() > 0; }) == am::Status::ok, 3);
+    CHECK_OR_RETURN(stored.wait() == am::Status::ok, 4);
+  }
+  CHECK_OR_RETURN(am::barrier() == am::Status::ok, 5);
+  CHECK_OR_RETURN(rank == 1 ? started == 2 : sunk == 2 * kRequests, 6);
+  CHECK_OR_RETURN(am::disable() == am::Status::ok, 7);
+  return 0;
+}
+
+TEST(AmRanks, HandlersMayWaitForTheirRequester) {
+  set_reliability(true);
+  expect_all_zero(run_ranks(2, handlers_wait_for_their_requester_body, 30));
+}
+
 // Futures share their completions' allocations (blocks of several): each
 // still reports its own operation, however many follow it, a failed one
 // its own error, and one kept past am::disable can still be read.

@@ -458,6 +458,49 @@ TEST_P(MeshTest, InPlaceMessagesKeepTheirOrderAmongMultiFrameOnes) {
   EXPECT_TRUE(client(0).failed.empty() && client(1).failed.empty());
 }
 
+// A handler may end the hold on its message (consume_in_place) early:
+// release_held frees it in the link, and a poll from the handler then takes
+// the peer's next messages, which the hold kept back. With flow control or
+// without (the window then being the layer above's, as AM's is).
+TEST_P(MeshTest, AHandlerThatReleasesItsMessageTakesThePeersNextOnesInside) {
+  for (const bool flow_control : {false, true}) {
+    SCOPED_TRACE(flow_control ? "flow control" : "no flow control");
+    via::MeshOptions options = options_for(flow_control ? "release-fc" : "release");
+    options.flow_control = flow_control;
+    options.consume_in_place = true;
+    open_pair(options);
+    ASSERT_TRUE(connect_pair());
+    constexpr std::size_t kMessages = 3;
+    std::size_t inside = 0;  // messages handled inside the first one's handler
+    bool in_first = false;
+    client(1).during_message = [&](int peer) {
+      if (in_first) {
+        ++inside;
+        return;
+      }
+      if (client(1).messages.size() != 1) return;
+      EXPECT_TRUE(mesh(1).held(peer));
+      mesh(1).release_held(peer);  // its bytes are recorded already
+      EXPECT_FALSE(mesh(1).held(peer));
+      in_first = true;
+      poll_alone(1, 200);
+      in_first = false;
+    };
+    for (std::uint32_t i = 0; i < kMessages; ++i) ASSERT_EQ(mesh(0).send(1, numbered_message(i, 100 + i)), Sent::now);
+    ASSERT_TRUE(pump([&] { return client(1).messages.size() == kMessages; }));
+    for (std::uint32_t i = 0; i < kMessages; ++i)
+      EXPECT_TRUE(same_bytes(client(1).messages[i].bytes, numbered_message(i, 100 + i))) << i;
+    EXPECT_EQ(inside, kMessages - 1) << "the released message held the others back";
+    EXPECT_EQ(mesh(1).counters().in_place, kMessages);
+    EXPECT_TRUE(client(0).failed.empty() && client(1).failed.empty());
+    client(1).during_message = nullptr;
+    meshes_[0].reset();
+    meshes_[1].reset();
+    client(0).clear();
+    client(1).clear();
+  }
+}
+
 // The option is the mesh's choice: without it every message lands in a receive buffer.
 TEST_P(MeshTest, WithoutConsumeInPlaceNoMessageIsHandedFromTheLink) {
   open_pair(options_for("buffered"));

@@ -81,11 +81,12 @@ struct MeshOptions {
   // before send() drops more; 0: no bound (a reliable layer above needs
   // every message to go).
   std::size_t backlog_limit = 0;
-  // With flow control on reliable-delivery VIs: a message of one frame is
-  // handed to on_message where it arrived (in the link: the shm ring), not
-  // copied into a receive buffer first, and the link's space is freed after
-  // the handler. Meanwhile nothing more is taken from that peer: a handler
-  // must not wait for another message of the same peer.
+  // On reliable-delivery VIs: a message of one frame is handed to
+  // on_message where it arrived (in the link: the shm ring), not copied into
+  // a receive buffer first, and the link's space is freed after the handler
+  // (or when it calls release_held). Meanwhile nothing more is taken from
+  // that peer: a handler must not wait for another message of the same peer
+  // before it released the one it holds.
   bool consume_in_place = false;
   std::uint32_t connect_timeout_ms = 60000;
   std::size_t registration_entries = 64;        // the registration cache's bound on regions
@@ -141,6 +142,14 @@ class Mesh {
   // header would need a segment of its own). A handle that does not cover
   // the bytes with this mesh's tag is a protection error: the VI breaks.
   Sent send_registered(int peer, std::span<const std::byte> bytes, MemHandle handle, std::uint64_t token);
+  // Whether on_message is handling a message of `peer` held in the link
+  // (consume_in_place), not released yet.
+  bool held(int peer) const;
+  // From inside on_message: frees the held message's space in the link now
+  // (nothing if none is held); its bytes are gone with it, so the handler
+  // copies first what it still needs. The peer's later messages may then
+  // be taken by a nested poll: a handler that may wait for one releases.
+  void release_held(int peer);
   // Starts connecting to `peer` ahead of the first message.
   void connect(int peer);
   // Whether a message to `peer` can be sent or queued (it is another rank

@@ -152,6 +152,8 @@ class ViImpl final : public Vi {
   // have completed: the caller looks at its descriptors before asking again).
   NextFrame next_frame(std::span<const std::byte>& message);
   void release_frame();
+  // A frame next_frame() handed over is held (not released yet).
+  bool holding() const { return holding_; }
   std::uint32_t provider_slot = 0;  // the provider's id for this VI
   // Region `handle` was deregistered or its attributes changed: the post
   // checks must look it up again.

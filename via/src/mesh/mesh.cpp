@@ -391,7 +391,9 @@ int Mesh::take_receives(Peer& p, std::size_t max_messages) {
     ViImpl::NextFrame next = ViImpl::NextFrame::none;
     while (std::size_t(handled) < max_messages && (next = vi.next_frame(frame)) == ViImpl::NextFrame::message) {
       on_frame_in_place(p, frame);
-      vi.release_frame();
+      // Unless the handler released it early (release_held); a nested poll
+      // since then released whatever frame it took.
+      if (vi.holding()) vi.release_frame();
       ++handled;
     }
     if (std::size_t(handled) >= max_messages || next == ViImpl::NextFrame::none) return handled;
@@ -401,6 +403,11 @@ int Mesh::take_receives(Peer& p, std::size_t max_messages) {
 // on_receive's work for a message still in the link: no buffer to re-post,
 // so its credit is owed at once.
 void Mesh::on_frame_in_place(Peer& p, std::span<const std::byte> frame) {
+  if (header_bytes_ == 0) {  // no flow control: the frame is the message, and no credit is owed
+    ++counters_.in_place;
+    client_.on_message(p.rank, {const_cast<std::byte*>(frame.data()), frame.size()});
+    return;
+  }
   MeshFrameHeader h{};
   if (frame.size() < header_bytes_) {
     ++counters_.receive_errors;
@@ -498,6 +505,16 @@ void Mesh::on_receive(Peer& p, std::uint32_t slot, const VIP_DESCRIPTOR* d) {
 std::size_t Mesh::backlog(int rank) const {
   const Peer* p = rank >= 0 && rank < size() ? peers_[std::size_t(rank)].get() : nullptr;
   return p ? p->backlog.size() : 0;
+}
+
+bool Mesh::held(int rank) const {
+  const Peer* p = rank >= 0 && rank < size() ? peers_[std::size_t(rank)].get() : nullptr;
+  return p && p->vi && impl(*p->vi).holding();
+}
+
+void Mesh::release_held(int rank) {
+  if (!held(rank)) return;
+  impl(*peers_[std::size_t(rank)]->vi).release_frame();
 }
 
 std::size_t Mesh::max_inline_send(int rank) const {

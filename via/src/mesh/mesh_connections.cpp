@@ -195,7 +195,7 @@ Mesh::Peer* Mesh::add_peer(int rank) {
     return &p;
   }
   p.vi->user_handle = reinterpret_cast<void*>(std::intptr_t(rank));
-  impl(*p.vi).set_in_place(options_.consume_in_place && options_.flow_control);
+  impl(*p.vi).set_in_place(options_.consume_in_place);
 
   const std::size_t descriptor_bytes = receives_per_peer_ * kDescriptorBytes;
   const std::size_t bytes = round_up(descriptor_bytes + receives_per_peer_ * slot_bytes_, 4096);
