@@ -69,8 +69,13 @@ run() {  # run RANKS PROGRAM ARGS... : a job across the namespaces, over $PROVID
 }
 
 echo "== ping-pong between $net.1 and $net.2"
-out=$(run 2 "$BIN/via_pingpong" --summary 2>&1) || fail "ping-pong: $out"
+out=$(VIASTACK_LOG=info run 2 "$BIN/via_pingpong" --summary 2>&1) || fail "ping-pong: $out"
 echo "$out"
+# The namespaces share this machine's kernel, which each end names in its
+# connect request or response: each end's link takes the send buffer of a
+# connection within one machine, as on loopback.
+[ "$(grep -c 'tcp: connection with .*, on this machine: a send buffer of' <<<"$out")" -eq 2 ] ||
+  fail "the ranks' links did not see that their peer runs on this machine's kernel"
 
 echo "== all-to-all over 6 ranks, 2 per host"
 out=$(run 6 "$BIN/mp_alltoall" 2>&1) || fail "all-to-all: $out"

@@ -50,7 +50,7 @@ void expect_refused(Decode decode, const Bytes& bytes, const std::string& reason
 TEST(TcpWireHello, EncodesMagicVersionPurposeAndNonceLittleEndian) {
   const Bytes bytes = encode(Hello{Purpose::directory, nonce_from(0x10)});
   ASSERT_EQ(bytes.size(), Hello::kBytes);
-  EXPECT_EQ(Bytes(bytes.begin(), bytes.begin() + 8), Bytes({'V', 'I', 'A', 'T', 2, 0, 2, 0}));
+  EXPECT_EQ(Bytes(bytes.begin(), bytes.begin() + 8), Bytes({'V', 'I', 'A', 'T', 3, 0, 2, 0}));
   const Nonce nonce = nonce_from(0x10);
   EXPECT_EQ(Bytes(bytes.begin() + 8, bytes.end()), Bytes(nonce.begin(), nonce.end()));
 }
@@ -75,8 +75,10 @@ TEST(TcpWireHello, RefusesBadMagicVersionPurposeAndSize) {
   Bytes version = good;
   version[4] = 1;  // frames of at most 128 KiB
   expect_refused(decode_hello, version, "unsupported protocol version 1");
-  version[4] = 3;
-  expect_refused(decode_hello, version, "unsupported protocol version 3");
+  version[4] = 2;  // connect requests and responses without the sender's kernel
+  expect_refused(decode_hello, version, "unsupported protocol version 2");
+  version[4] = 4;
+  expect_refused(decode_hello, version, "unsupported protocol version 4");
   version[4] = 1;
   version[5] = 1;  // 257
   expect_refused(decode_hello, version, "unsupported protocol version 257");
@@ -127,6 +129,7 @@ ConnectRequest full_request() {
   r.rdma_write = true;
   r.rdma_read = false;
   r.max_transfer = 0x01020304;
+  r.host_kernel = 0xA0B0C0D0;
   r.from_host = {127, 0, 0, 1, 0x12, 0x34};
   r.local_disc = text("0123456789abcdef");  // the longest allowed
   r.target_disc = text("srv");
@@ -139,6 +142,7 @@ void expect_same(const ConnectRequest& a, const ConnectRequest& b) {
   EXPECT_EQ(a.rdma_write, b.rdma_write);
   EXPECT_EQ(a.rdma_read, b.rdma_read);
   EXPECT_EQ(a.max_transfer, b.max_transfer);
+  EXPECT_EQ(a.host_kernel, b.host_kernel);
   EXPECT_EQ(a.from_host, b.from_host);
   EXPECT_EQ(a.local_disc, b.local_disc);
   EXPECT_EQ(a.target_disc, b.target_disc);
@@ -149,7 +153,7 @@ TEST(TcpWireConnectRequest, HasTheDocumentedLayout) {
   ASSERT_EQ(bytes.size(), ConnectRequest::kBytes);
   ASSERT_EQ(ConnectRequest::kBytes, 52u);
   EXPECT_EQ(Bytes(bytes.begin(), bytes.begin() + 20),
-            Bytes({2, 4, 1, 0, 0x04, 0x03, 0x02, 0x01, 0, 0, 0, 0, 127, 0, 0, 1, 0x12, 0x34, 16, 3}));
+            Bytes({2, 4, 1, 0, 0x04, 0x03, 0x02, 0x01, 0xD0, 0xC0, 0xB0, 0xA0, 127, 0, 0, 1, 0x12, 0x34, 16, 3}));
   EXPECT_EQ(Bytes(bytes.begin() + 20, bytes.begin() + 36), text("0123456789abcdef"));
   Bytes target = text("srv");
   target.resize(kMaxDiscriminator);  // zero padded
@@ -195,8 +199,7 @@ TEST(TcpWireConnectRequest, RefusesEveryMalformedField) {
       {"mode 0", 0, 0},          {"mode 3", 0, 3},           {"mode 0xFF", 0, 0xFF},
       {"reliability 0", 1, 0},   {"reliability 3", 1, 3},    {"reliability 8", 1, 8},
       {"rdma_write 2", 2, 2},    {"rdma_write 0xFF", 2, 0xFF}, {"rdma_read 2", 3, 2},
-      {"reserved byte 0", 8, 1}, {"reserved byte 1", 9, 1},  {"reserved byte 2", 10, 1},
-      {"reserved byte 3", 11, 0x80}, {"local length 17", 18, 17}, {"local length 255", 18, 255},
+      {"local length 17", 18, 17}, {"local length 255", 18, 255},
       {"target length 17", 19, 17},  {"target length 255", 19, 255},
   };
   for (const Case& c : cases) {
@@ -215,10 +218,10 @@ TEST(TcpWireConnectRequest, RefusesEveryMalformedField) {
 
 TEST(TcpWireConnectResponse, RoundTripsEveryStatus) {
   for (ConnectStatus status : {ConnectStatus::accepted, ConnectStatus::rejected, ConnectStatus::reliability_mismatch}) {
-    ConnectResponse r{status, VIP_SERVICE_UNRELIABLE, true, false, 0xA1B2C3D4};
+    ConnectResponse r{status, VIP_SERVICE_UNRELIABLE, true, false, 0xA1B2C3D4, 0x01020304};
     const Bytes bytes = encode(r);
     ASSERT_EQ(bytes.size(), ConnectResponse::kBytes);
-    EXPECT_EQ(bytes, Bytes({std::uint8_t(status), 1, 1, 0, 0xD4, 0xC3, 0xB2, 0xA1, 0, 0, 0, 0}));
+    EXPECT_EQ(bytes, Bytes({std::uint8_t(status), 1, 1, 0, 0xD4, 0xC3, 0xB2, 0xA1, 4, 3, 2, 1}));
     std::string error;
     auto decoded = decode_response(bytes, error);
     ASSERT_TRUE(decoded.has_value()) << error;
@@ -227,6 +230,7 @@ TEST(TcpWireConnectResponse, RoundTripsEveryStatus) {
     EXPECT_TRUE(decoded->rdma_write);
     EXPECT_FALSE(decoded->rdma_read);
     EXPECT_EQ(decoded->max_transfer, 0xA1B2C3D4u);
+    EXPECT_EQ(decoded->host_kernel, 0x01020304u);
   }
 }
 
@@ -239,8 +243,7 @@ TEST(TcpWireConnectResponse, RefusesEveryMalformedField) {
   };
   const Case cases[] = {
       {"status 0", 0, 0},        {"status 4", 0, 4},        {"status 0xFF", 0, 0xFF},  {"reliability 0", 1, 0},
-      {"reliability 6", 1, 6},   {"rdma_write 2", 2, 2},    {"rdma_read 0x10", 3, 0x10}, {"reserved byte 0", 8, 1},
-      {"reserved byte 3", 11, 1},
+      {"reliability 6", 1, 6},   {"rdma_write 2", 2, 2},    {"rdma_read 0x10", 3, 0x10},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.what);

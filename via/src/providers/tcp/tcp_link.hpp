@@ -38,6 +38,13 @@ inline constexpr std::size_t kDirectPayloadMin = 64 * 1024;
 // ViImpl::payload_destination): the number of slices written to `out`.
 using PayloadDestination = std::function<std::size_t(const FrameHeader& h, iovec* out, std::size_t max_out)>;
 
+// This kernel, as connect requests and responses name it (wire.hpp's
+// host_kernel): a hash of its boot id, which every network namespace and
+// container on the machine shares. Two ends with the same one share the
+// machine's memory and caches, whatever addresses they talk through (veth
+// pairs between containers). 0 when the boot id cannot be read: not known.
+std::uint32_t this_kernel();
+
 // The frame that closes a link in order (with `error`, because of an error).
 inline FrameHeader link_close_frame(bool error) {
   return FrameHeader{kFrameLinkClose, std::uint8_t(error ? kFlagError : 0), 0, 0, 0, 0, 0, 0, 0};
@@ -47,8 +54,9 @@ class TcpLink final : public Link {
  public:
   // `on_destroy` lets the provider forget the link.
   // `destination` (may be empty: every payload goes through the buffer) names where large payloads go.
+  // `peer_kernel`: the kernel the peer said it runs on (0: not known).
   TcpLink(asio::ip::tcp::socket socket, std::string peer, std::function<void(TcpLink*)> on_destroy,
-          PayloadDestination destination = {});
+          PayloadDestination destination = {}, std::uint32_t peer_kernel = 0);
   ~TcpLink() override;
   const char* transport() const override { return "tcp"; }
   std::size_t max_payload() const override { return kMaxFramePayload; }

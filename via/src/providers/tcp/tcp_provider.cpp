@@ -232,6 +232,7 @@ class TcpProvider final : public Provider {
     r.rdma_write = vi.attributes().rdma_write;
     r.rdma_read = vi.attributes().rdma_read;
     r.max_transfer = vi.attributes().max_transfer;
+    r.host_kernel = this_kernel();
     std::copy(host_.begin(), host_.end(), r.from_host.begin());
     r.local_disc = local.discriminator;
     r.target_disc = remote.discriminator;
@@ -267,7 +268,7 @@ class TcpProvider final : public Provider {
     pending_.erase(it);
     switch (response.status) {
       case ConnectStatus::accepted:
-        vi.attach(make_link(*conn, vi), attributes_of(response));
+        vi.attach(make_link(*conn, vi, response.host_kernel), attributes_of(response));
         return Result::success;
       case ConnectStatus::rejected: return Result::reject;
       case ConnectStatus::reliability_mismatch: return Result::invalid_reliability_level;
@@ -314,7 +315,7 @@ class TcpProvider final : public Provider {
     Incoming in = std::move(it->second);
     accepted_.erase(it);
     if (!answer(*in.conn, ConnectStatus::accepted, vi.attributes())) return Result::timeout;  // the client gave up
-    vi.attach(make_link(*in.conn, vi), attributes_of(in.request));
+    vi.attach(make_link(*in.conn, vi, in.request.host_kernel), attributes_of(in.request));
     return Result::success;
   }
 
@@ -383,12 +384,14 @@ class TcpProvider final : public Provider {
   }
   void unwatch(int fd) { epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr); }
 
-  // The link for `vi`, which it belongs to and asks where large payloads go.
-  std::unique_ptr<Link> make_link(Handshake& conn, ViImpl& vi) {
+  // The link for `vi`, which it belongs to and asks where large payloads go;
+  // the peer runs on `peer_kernel`.
+  std::unique_ptr<Link> make_link(Handshake& conn, ViImpl& vi, std::uint32_t peer_kernel) {
     auto link = std::make_unique<TcpLink>(
         std::move(conn.socket), conn.peer,
         [this](TcpLink* gone) { links_.erase(std::find(links_.begin(), links_.end(), gone)); },
-        [&vi](const FrameHeader& h, iovec* out, std::size_t max_out) { return vi.payload_destination(h, out, max_out); });
+        [&vi](const FrameHeader& h, iovec* out, std::size_t max_out) { return vi.payload_destination(h, out, max_out); },
+        peer_kernel);
     link->epoll_events = EPOLLIN;
     watch(link->fd(), EPOLLIN);
     links_.push_back(link.get());
@@ -397,7 +400,7 @@ class TcpProvider final : public Provider {
 
   // Writes a connect response on a connection that is otherwise idle.
   bool answer(Handshake& conn, ConnectStatus status, const ViAttributes& attrs) {
-    ConnectResponse r{status, attrs.reliability, attrs.rdma_write, attrs.rdma_read, attrs.max_transfer};
+    ConnectResponse r{status, attrs.reliability, attrs.rdma_write, attrs.rdma_read, attrs.max_transfer, this_kernel()};
     asio::error_code ec;
     asio::write(conn.socket, asio::buffer(encode(r)), ec);
     return !ec;
@@ -561,7 +564,8 @@ class TcpProvider final : public Provider {
     if (outcome == Result::not_done) return outcome;
     std::optional<Incoming> matched = std::move(it->second.matched);
     pending_.erase(it);
-    if (outcome == Result::success) vi.attach(make_link(*matched->conn, vi), attributes_of(matched->request));
+    if (outcome == Result::success)
+      vi.attach(make_link(*matched->conn, vi, matched->request.host_kernel), attributes_of(matched->request));
     return outcome;
   }
 

@@ -97,7 +97,7 @@ std::vector<std::uint8_t> encode(const ConnectRequest& m) {
   w.u8(m.rdma_write);
   w.u8(m.rdma_read);
   w.u32(m.max_transfer);
-  w.u32(0);
+  w.u32(m.host_kernel);
   w.raw(m.from_host);
   w.u8(std::uint8_t(m.local_disc.size()));
   w.u8(std::uint8_t(m.target_disc.size()));
@@ -113,7 +113,7 @@ std::vector<std::uint8_t> encode(const ConnectResponse& m) {
   w.u8(m.rdma_write);
   w.u8(m.rdma_read);
   w.u32(m.max_transfer);
-  w.u32(0);
+  w.u32(m.host_kernel);
   return w.take();
 }
 
@@ -158,11 +158,11 @@ std::optional<ConnectRequest> decode_request(std::span<const std::uint8_t> bytes
   ConnectRequest m;
   const std::uint8_t mode = r.u8(), reliability = r.u8(), rdma_write = r.u8(), rdma_read = r.u8();
   m.max_transfer = r.u32();
-  const std::uint32_t reserved = r.u32();
+  m.host_kernel = r.u32();
   m.from_host = r.array<kHostBytes>();
   const std::uint8_t local_len = r.u8(), target_len = r.u8();
   if ((mode != std::uint8_t(ConnectMode::client) && mode != std::uint8_t(ConnectMode::peer)) ||
-      !valid_reliability(reliability) || !valid_flag(rdma_write) || !valid_flag(rdma_read) || reserved != 0 ||
+      !valid_reliability(reliability) || !valid_flag(rdma_write) || !valid_flag(rdma_read) ||
       local_len > kMaxDiscriminator || target_len > kMaxDiscriminator) {
     error = "malformed connect request";
     return std::nullopt;
@@ -182,9 +182,9 @@ std::optional<ConnectResponse> decode_response(std::span<const std::uint8_t> byt
   ConnectResponse m;
   const std::uint8_t status = r.u8(), reliability = r.u8(), rdma_write = r.u8(), rdma_read = r.u8();
   m.max_transfer = r.u32();
-  const std::uint32_t reserved = r.u32();
+  m.host_kernel = r.u32();
   if (status < std::uint8_t(ConnectStatus::accepted) || status > std::uint8_t(ConnectStatus::reliability_mismatch) ||
-      !valid_reliability(reliability) || !valid_flag(rdma_write) || !valid_flag(rdma_read) || reserved != 0) {
+      !valid_reliability(reliability) || !valid_flag(rdma_write) || !valid_flag(rdma_read)) {
     error = "malformed connect response";
     return std::nullopt;
   }

@@ -29,7 +29,8 @@ namespace via::tcp {
 
 inline constexpr std::uint32_t kMagic = 0x54414956;  // "VIAT"
 // 2: frames of up to 512 KiB (tcp_link.hpp); version 1 peers refused larger than 128 KiB.
-inline constexpr std::uint16_t kWireVersion = 2;
+// 3: connect requests and responses name their sender's kernel (host_kernel).
+inline constexpr std::uint16_t kWireVersion = 3;
 inline constexpr std::size_t kNonceBytes = 16;
 inline constexpr std::size_t kProofBytes = 32;
 inline constexpr std::size_t kKeyBytes = 32;
@@ -63,6 +64,7 @@ struct ConnectRequest {
   bool rdma_write = false;
   bool rdma_read = false;
   std::uint32_t max_transfer = 0;
+  std::uint32_t host_kernel = 0;  // the requester's kernel (tcp_link.hpp's this_kernel()); 0: not known
   std::array<std::uint8_t, kHostBytes> from_host{};  // where the requester listens
   std::vector<std::uint8_t> local_disc;   // the requester's discriminator
   std::vector<std::uint8_t> target_disc;  // the one it asks for
@@ -77,6 +79,7 @@ struct ConnectResponse {
   bool rdma_write = false;
   bool rdma_read = false;
   std::uint32_t max_transfer = 0;
+  std::uint32_t host_kernel = 0;  // the responder's kernel, as in ConnectRequest
 };
 
 // Encoders fill exactly T::kBytes; decoders take exactly T::kBytes and return
