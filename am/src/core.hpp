@@ -333,6 +333,11 @@ class Core final : private LinkClient {
   int failed_peers_ = 0;  // peers given up on (fail_peer)
   bool may_owe_acks_ = false;  // some peer may be owed acknowledgements (cleared by send_all_acks)
   int held_peer_ = -1;  // the peer whose message on_message is handling, which may be held in the link
+  // dispatch_copy's copies, one per level of handlers nested in waits (on
+  // the heap: a level per message a wait handles, up to about twice
+  // VIASTACK_AM_DEPTH deep, would take megabytes of stack).
+  std::vector<std::unique_ptr<std::byte[]>> copies_;
+  std::size_t copies_in_use_ = 0;
 };
 
 template <class Pred>

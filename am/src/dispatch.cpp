@@ -182,10 +182,15 @@ inline bool handled_in_place(std::span<const std::byte> frame) {
 
 // The other messages held in the link: copied out, released, handled from the copy.
 void Core::dispatch_copy(Peer& p, std::span<std::byte> frame) {
-  alignas(8) std::byte copy[wire::kMaxMessage];
-  if (frame.size() > sizeof copy) return dispatch(p, frame.data(), frame.size());  // parse refuses it
+  if (frame.size() > wire::kMaxMessage) return dispatch(p, frame.data(), frame.size());  // parse refuses it
+  if (copies_in_use_ == copies_.size()) copies_.push_back(std::make_unique<std::byte[]>(wire::kMaxMessage));
+  std::byte* const copy = copies_[copies_in_use_].get();  // new[]'s alignment, enough for any header field
   std::memcpy(copy, frame.data(), frame.size());
   link_.release_held(p.rank);
+  struct Level {
+    std::size_t& in_use;
+    ~Level() { --in_use; }
+  } level{++copies_in_use_};
   dispatch(p, copy, frame.size());
 }
 
