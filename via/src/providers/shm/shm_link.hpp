@@ -53,6 +53,9 @@ class ShmLink final : public Link {
   std::uint64_t seen_data_consumed_ = 0;
   // Consumer side (from mine_).
   std::uint64_t recv_pos_ = 0;
+  // Whether each ring's data pages are in this process's page tables yet
+  // (map_in_data, once the link has carried kMapInAfterBytes of payload that way).
+  bool mine_mapped_in_ = false, theirs_mapped_in_ = false;
   FrameHeader current_{};  // the peeked frame's header, copied out of shared memory
   bool current_frees_data_ = false;  // its payload is in the data ring, handed back by pop()
 };
