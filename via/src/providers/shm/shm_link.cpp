@@ -43,6 +43,9 @@ void gather(std::byte* dst, const iovec* iov, std::size_t n) {
 // quarter of the size, fault in as they are first used. Best effort: an
 // older kernel (before Linux 5.14) refuses, and the pages fault in as before.
 constexpr std::uint64_t kMapInAfterBytes = 64 * 1024;
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23  // Linux 5.14's; C libraries older than glibc 2.35 do not name it
+#endif
 void map_in_data(const Ring& ring) {
   const std::uintptr_t page = std::uintptr_t(sysconf(_SC_PAGESIZE));
   const auto first = reinterpret_cast<std::uintptr_t>(ring.data) & ~(page - 1);  // madvise takes whole pages
