@@ -325,6 +325,26 @@ TEST_F(OneStack, DropsPacketsForOtherHosts) {
   EXPECT_EQ(socket.queued_datagrams(), 0u);
 }
 
+// A packet from the link that claims the stack's own address as its source
+// is spoofed (Linux calls it a martian and drops it): dropped before anything
+// answers it. A fragment of one, left to time out, once made the stack send
+// its reassembly time-exceeded error to itself (found by utcp_fuzz).
+TEST_F(OneStack, DropsPacketsFromTheLinkThatClaimItsOwnAddress) {
+  UdpSocket socket(*stack_);
+  ASSERT_FALSE(socket.bind({{}, 5000}));
+  wire::Ipv4Header header = header_from_b(wire::ip_protocol::udp);
+  header.source = address_a;
+  inject({ip_packet(header, udp_datagram({address_a, 1}, {address_a, 5000}, pattern(4)))});
+  EXPECT_EQ(stack_->counters().ip.own_source, 1u);
+  EXPECT_EQ(socket.queued_datagrams(), 0u);
+  header.more_fragments = true;
+  inject({ip_packet(header, pattern(16))}, start);
+  stack_->poll(start + 31s);
+  EXPECT_EQ(stack_->counters().ip.own_source, 2u);
+  EXPECT_EQ(stack_->counters().icmp.time_exceeded_out, 0u);
+  EXPECT_EQ(stack_->poll_at(), std::nullopt);
+}
+
 TEST_F(OneStack, AnswersEchoRequests) {
   Bytes echo(wire::icmp_header_length + 5);
   wire::emit_icmp(wire::IcmpEcho{false, 0x1234, 9}, pattern(5), echo);

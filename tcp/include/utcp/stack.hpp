@@ -70,6 +70,7 @@ struct StackCounters {
     std::uint64_t bad_checksum = 0;       // header checksum failed
     std::uint64_t malformed = 0;          // any other reason parse_ipv4 refused
     std::uint64_t not_for_us = 0;         // another destination: a host does not forward
+    std::uint64_t own_source = 0;         // from the link with our own address as source: spoofed
     std::uint64_t unknown_protocol = 0;   // answered with protocol unreachable
     std::uint64_t fragments_out = 0;
     std::uint64_t datagrams_fragmented = 0;
@@ -317,7 +318,8 @@ class Stack {
   // The header of our next datagram to destination (its identification taken).
   wire::Ipv4Header ipv4_header_to(std::uint8_t protocol, wire::Ipv4Address destination);
 
-  void input(std::span<const std::uint8_t> packet, Instant now);
+  // A packet from the link, or (`looped_back`) one this stack sent itself.
+  void input(std::span<const std::uint8_t> packet, Instant now, bool looped_back);
   void deliver(const wire::Ipv4Header& header, std::span<const std::uint8_t> payload);
   void input_icmp(const wire::Ipv4Header& header, std::span<const std::uint8_t> message);
   void input_udp(const wire::Ipv4Header& header, std::span<const std::uint8_t> datagram);

@@ -72,13 +72,13 @@ bool Stack::poll(Instant now) {
   // (tcp_poll_timers), not one for each segment.
   tcp_batch_ = true;
   std::size_t handled =
-      link_.receive([&](std::span<const std::uint8_t> packet) { input(packet, current_time()); }, receive_budget);
+      link_.receive([&](std::span<const std::uint8_t> packet) { input(packet, current_time(), false); }, receive_budget);
   tcp_batch_ = false;
   // Only the packets queued so far: answering them may loop more back.
   for (std::size_t n = loopback_.size(); n > 0; --n, ++handled) {
     const std::vector<std::uint8_t> packet = std::move(loopback_.front());
     loopback_.pop_front();
-    input(packet, current_time());
+    input(packet, current_time(), true);
   }
   handled += reassembler_.expire(current_time(), [this](const Ipv4Header& first, std::span<const std::uint8_t> payload) {
     send_icmp_error(wire::IcmpTimeExceeded{wire::time_exceeded_code::reassembly}, first, payload);
@@ -245,7 +245,7 @@ void Stack::send_icmp_error(const wire::IcmpHeader& message, const Ipv4Header& h
 
 // ---- receiving ----
 
-void Stack::input(std::span<const std::uint8_t> packet, Instant now) {
+void Stack::input(std::span<const std::uint8_t> packet, Instant now, bool looped_back) {
   ++counters_.ip.packets_in;
   const auto parsed = wire::parse_ipv4(packet);
   if (!parsed) {
@@ -255,6 +255,14 @@ void Stack::input(std::span<const std::uint8_t> packet, Instant now) {
   const Ipv4Header& header = parsed->header;
   if (header.destination != config_.address) {
     ++counters_.ip.not_for_us;
+    return;
+  }
+  // Only this stack sends from its own address, and its packets to itself
+  // never leave it (transmit loops them back): one from the link that claims
+  // it is spoofed, and answering it (an ICMP error, a reset) would be talking
+  // to ourselves. Linux drops such "martian" sources as well.
+  if (header.source == config_.address && !looped_back) {
+    ++counters_.ip.own_source;
     return;
   }
   if (header.more_fragments || header.fragment_offset != 0) {

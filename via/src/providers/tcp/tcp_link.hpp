@@ -102,7 +102,7 @@ class TcpLink final : public Link {
   // Whether the peer's close frame is among the frames received but not yet shown.
   bool close_frame_buffered() const;
   void break_link(std::string reason);
-  bool peer_alive();
+  bool peer_alive() override;
 
   asio::ip::tcp::socket socket_;
   const std::string peer_;
