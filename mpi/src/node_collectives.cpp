@@ -195,10 +195,9 @@ class NodeCollectives {
     mine.start_time = start_time_of(mine.pid);
     mine.pid_namespace = own_pid_namespace();
     mine.probe = &probe_word;
-    const std::int64_t yield_us = via::config::integer("VIASTACK_YIELD_US");
     // The point-to-point wait sleeps once it has spun and then yielded for
-    // VIASTACK_YIELD_US: a waiter says it may sleep well before that.
-    may_sleep_after_ = std::chrono::microseconds(yield_us / 2);
+    // via::wait_yield_time(): a waiter says it may sleep well before that.
+    may_sleep_after_ = std::chrono::duration_cast<Clock::duration>(via::wait_yield_time() / 2);
   }
 
   // The communicator's, made at its first call that qualifies; null when it is not for shared memory.

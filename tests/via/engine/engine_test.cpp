@@ -1444,6 +1444,21 @@ TEST(WaitPolicy, VIASTACK_SPIN_USStillDecides) {
   EXPECT_EQ(via::wait_spin_ns(0, 1, 8), 0u);
 }
 
+TEST(WaitPolicy, YieldsForAMillisecondBeforeSleepingWhenEveryRankHasACpu) {
+  EXPECT_EQ(via::wait_yield_ns(std::nullopt, 2, 2), 1'000'000u);  // VIASTACK_YIELD_US's default
+  EXPECT_EQ(via::wait_yield_ns(std::nullopt, 1, 8), 1'000'000u);
+}
+
+TEST(WaitPolicy, SleepsSoonerWhenRanksOutnumberTheJobsCpus) {
+  EXPECT_EQ(via::wait_yield_ns(std::nullopt, 4, 2), 100'000u);
+  EXPECT_EQ(via::wait_yield_ns(std::nullopt, 3, 1), 100'000u);
+}
+
+TEST(WaitPolicy, VIASTACK_YIELD_USStillDecides) {
+  EXPECT_EQ(via::wait_yield_ns(2000, 4, 2), 2'000'000u);
+  EXPECT_EQ(via::wait_yield_ns(0, 1, 8), 0u);
+}
+
 TEST(WaitPolicy, TheJobsCpusComeFromViarunWhenItSaysSo) {
   ::setenv("VIASTACK_NODE_CPUS", "3", 1);
   EXPECT_EQ(via::job_cpus_on_this_host(), 3);

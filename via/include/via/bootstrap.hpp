@@ -12,6 +12,7 @@
 // and VIASTACK_BOOTSTRAP=<name> overrides it.
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -81,5 +82,8 @@ int job_cpus_on_this_host();
 // Whether this host holds more of the job's ranks than those CPUs: a waiting
 // rank then takes the core the rank it waits for needs if it spins.
 bool job_outnumbers_cpus_on_this_host();
+// How long this process's waits poll, yielding the core, before they sleep
+// (VIASTACK_YIELD_US, or its default for this host's share of the job).
+std::chrono::nanoseconds wait_yield_time();
 
 }  // namespace via

@@ -67,7 +67,8 @@ const std::vector<Variable>& declarations() {
       integer_variable("VIASTACK_SPIN_US", 0, 10'000'000, "microseconds", "20", "via",
                        "how long a wait spins before it yields"),
       integer_variable("VIASTACK_YIELD_US", 0, 10'000'000, "microseconds", "1000", "via",
-                       "how long a wait then polls, yielding the core, before it sleeps (both phases start again when it finds work)"),
+                       "how long a wait then polls, yielding the core, before it sleeps (both phases start again when it finds work); "
+                       "100 by default when ranks outnumber the job's CPUs here"),
       // The job: set by viarun for its ranks.
       typed("VIASTACK_JOB", Type::text, "-", "via",
             "the job id that scopes shared-memory segment names; set by viarun"),

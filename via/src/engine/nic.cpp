@@ -40,10 +40,6 @@ std::uint64_t spin_ns() {
   }();
   return value;
 }
-std::uint64_t yield_ns() {
-  static const std::uint64_t value = std::uint64_t(config::integer("VIASTACK_YIELD_US")) * 1000;
-  return value;
-}
 
 // Without a handler of the program's own, errors are logged by their VIPL
 // name; a peer's orderly disconnect is not an error worth a line.
@@ -62,6 +58,24 @@ std::uint64_t wait_spin_ns(std::optional<std::int64_t> configured_us, int local_
   static const std::uint64_t declared_default =
       std::strtoull(std::string(config::find("VIASTACK_SPIN_US")->default_value).c_str(), nullptr, 10) * 1000;
   return declared_default;
+}
+
+std::uint64_t wait_yield_ns(std::optional<std::int64_t> configured_us, int local_ranks, int job_cpus) {
+  if (configured_us) return std::uint64_t(*configured_us) * 1000;
+  if (local_ranks > job_cpus) return kOversubscribedYieldUs * 1000;
+  static const std::uint64_t declared_default =
+      std::strtoull(std::string(config::find("VIASTACK_YIELD_US")->default_value).c_str(), nullptr, 10) * 1000;
+  return declared_default;
+}
+
+std::chrono::nanoseconds wait_yield_time() {
+  static const std::uint64_t value = [] {
+    std::string error;
+    const auto job = job_bootstrap(error);
+    return wait_yield_ns(config::integer_if_set("VIASTACK_YIELD_US"), job ? job->local_size() : 1,
+                         job_cpus_on_this_host());
+  }();
+  return std::chrono::nanoseconds(value);
 }
 
 int job_cpus_on_this_host() {
@@ -446,6 +460,7 @@ Result Nic::wait_impl(const std::function<bool()>& done, std::uint32_t timeout_m
   // Work is frames sent or received (not a message held in place for its
   // taker, nor the periodic look at peers, which report progress too).
   const NicCounters& counters = self.counters_;
+  const std::uint64_t yield_ns = std::uint64_t(wait_yield_time().count());
   auto work_done = [&] { return counters.frames_sent + counters.frames_received; };
   std::uint64_t work_seen = work_done();
   // Peers' liveness is looked at every kPeerCheck while the phases keep
@@ -454,7 +469,7 @@ Result Nic::wait_impl(const std::function<bool()>& done, std::uint32_t timeout_m
   std::uint64_t next_peer_check = start + kPeerCheck;
   for (std::uint64_t phase = start;;) {
     std::uint64_t spin_until = phase + spin_ns();
-    std::uint64_t yield_until = spin_until + yield_ns();
+    std::uint64_t yield_until = spin_until + yield_ns;
     // Spin, then yield between polls: progress only, checking the clock now and
     // then. While spinning, done() is asked only after a progress that moved
     // something, and every 16th time (another thread's progress, or the time,
@@ -474,7 +489,7 @@ Result Nic::wait_impl(const std::function<bool()>& done, std::uint32_t timeout_m
         if (const std::uint64_t work = work_done(); work != work_seen) {
           work_seen = work;
           spin_until = now + spin_ns();
-          yield_until = spin_until + yield_ns();
+          yield_until = spin_until + yield_ns;
         }
         if (now >= next_peer_check) {
           next_peer_check = now + kPeerCheck;
