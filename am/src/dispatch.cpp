@@ -169,15 +169,16 @@ int Core::run_loopback() {
 
 // Whether a message held in the link may be handled there: one that runs
 // none of the program's code (a handler, or a callback an answer or an
-// acknowledgement completes), which might wait for another message of the
-// same peer, which does not come while its message is held: a store
-// without a handler, carrying no acknowledgements.
+// acknowledgement completes) while it is held, for that code might wait for
+// another message of the same peer, which does not come meanwhile: a store
+// carrying no acknowledgements, whose handler (if it names one) runs once
+// its bytes have landed and the hold has ended (Bulk::run_request). A whole
+// store (wire::kMaxWholeStore), longer than a copy, is always one.
 inline bool handled_in_place(std::span<const std::byte> frame) {
   wire::Header h;
   if (frame.size() < wire::kHeaderBytes) return true;  // parse refuses it
   std::memcpy(&h, frame.data(), wire::kHeaderBytes);
-  return (h.kind == wire::Kind::store_done || h.kind == wire::Kind::store_data) && h.handler == wire::kNoHandler &&
-         h.acks == 0;
+  return (h.kind == wire::Kind::store_done || h.kind == wire::Kind::store_data) && h.acks == 0;
 }
 
 // The other messages held in the link: copied out, released, handled from the copy.
@@ -186,7 +187,7 @@ void Core::dispatch_copy(Peer& p, std::span<std::byte> frame) {
   if (copies_in_use_ == copies_.size()) copies_.push_back(std::make_unique<std::byte[]>(wire::kMaxMessage));
   std::byte* const copy = copies_[copies_in_use_].get();  // new[]'s alignment, enough for any header field
   std::memcpy(copy, frame.data(), frame.size());
-  link_.release_held(p.rank);
+  release_held();
   struct Level {
     std::size_t& in_use;
     ~Level() { --in_use; }

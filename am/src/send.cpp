@@ -22,6 +22,13 @@ bool Core::wait_queued(Peer& p) {
   return !p.failed;
 }
 
+bool Core::post_send_whole(Peer& p, std::uint32_t buffer, std::uint32_t length, const void* payload,
+                           std::size_t bytes) {
+  bool sent = link_.send_whole(p.rank, buffer, length, payload, bytes);
+  if (!sent) block_until([&] { return sent || (sent = link_.send_whole(p.rank, buffer, length, payload, bytes)) || p.failed; });
+  return sent;
+}
+
 // Polls until p has a credit for a request; false if p failed meanwhile.
 bool Core::await_credit(Peer& p) {
   if (!p.window.has_credit()) {
@@ -54,10 +61,13 @@ inline Status Core::request_to(Peer& p, wire::Kind kind, std::uint16_t handler, 
   s.offset = sent.offset;
   s.chunk = sent.chunk;
   const bool apart = payload_apart(p, bytes);
-  s.length = compose(p, b, h, args, apart ? nullptr : payload);
+  const bool whole = bytes > wire::kMaxPayload;  // a whole store (whole_store): apart, and without acknowledgements
+  s.length = compose(p, b, h, args, apart ? nullptr : payload, !whole);
   ++counters_.requests_sent;
   flush(p);  // the deferred requests before it stay before it
-  if (apart)
+  if (whole) [[unlikely]]
+    post_send_whole(p, b, s.length, payload, bytes);
+  else if (apart)
     post_send_apart(p, b, s.length, payload, bytes);
   else
     post_send(p, b, s.length);
