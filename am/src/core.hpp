@@ -102,8 +102,9 @@ class Service {
   virtual ~Service() = default;
   // Runs a fresh request of its kinds from p; returns the AM_E_* cause if it is refused.
   virtual std::uint8_t run_request(Peer& p, const wire::Message& m, HandlerContext& ctx) = 0;
-  // A request it sent was answered: m is the reply, or an acknowledgement
-  // (a reply without handler or payload).
+  // A request it sent was answered: m is the reply, or for an
+  // acknowledgement a reply without handler, words or payload (the same
+  // for every one: the request is `s`).
   virtual void answered(Peer& p, const Sent& s, const wire::Message& m) = 0;
   // A request it sent came back: fills in r for the error handler, or
   // returns false for it to hear nothing.
@@ -252,11 +253,13 @@ class Core final : private LinkClient {
                                               const void* payload, std::size_t bytes) {
     return sent_or_wait(p, link_.send_apart(p.rank, buffer, length, payload, bytes));
   }
-  // post_send_apart for a whole store (whole_store), which goes only
-  // straight into the link: while the link is full, handles messages until
-  // the peer has taken enough to make room. False if p failed meanwhile.
-  [[gnu::noinline]] bool post_send_whole(Peer& p, std::uint32_t buffer, std::uint32_t length, const void* payload,
-                                         std::size_t bytes);
+  // request_to's way for a whole store (whole_store): composed in `buffer`
+  // without acknowledgements and without its payload, which goes from
+  // `payload` only straight into the link: while the link is full, handles
+  // messages until the peer has taken enough to make room (or failed).
+  // Returns the message's length.
+  [[gnu::noinline]] std::uint32_t send_whole(Peer& p, std::uint32_t buffer, wire::Header h, const Word* args,
+                                             const void* payload);
   // On its way: true; queued (for the connection): waited for; dropped (the peer is lost): false.
   [[gnu::always_inline]] bool sent_or_wait(Peer& p, Link::Sent sent) {
     switch (sent) {
@@ -298,12 +301,10 @@ class Core final : private LinkClient {
   void for_each_bundled(const Peer& p, std::uint16_t slot, F&& f);
 
   // Encodes a message to p into `buffer`, carrying as many of the
-  // acknowledgements p is owed as fit (unless `acks` is false: a whole
-  // store, wire::kMaxWholeStore); returns its length. Inline, the
+  // acknowledgements p is owed as fit; returns its length. Inline, the
   // acknowledgements out of line: mostly there are none.
-  [[gnu::always_inline]] std::uint32_t compose(Peer& p, std::uint32_t buffer, wire::Header h, const Word* args,
-                                               const void* payload, bool acks = true) {
-    if (acks && p.filter.owes_acks()) [[unlikely]]
+  [[gnu::always_inline]] std::uint32_t compose(Peer& p, std::uint32_t buffer, wire::Header h, const Word* args, const void* payload) {
+    if (p.filter.owes_acks()) [[unlikely]]
       return compose_with_acks(p, buffer, h, args, payload);
     h.acks = 0;
     return std::uint32_t(wire::encode(link_.buffer(p.rank, buffer), h, args, nullptr, payload));

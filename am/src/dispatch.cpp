@@ -148,19 +148,17 @@ void Core::run_reply_handler(Peer& p, const wire::Header& answer, std::uint16_t 
   context_ = outer;
 }
 
-// An acknowledgement answers a request as a reply without a handler would:
-// a plain request or a bundle is then done; only a service hears of it,
-// with the reply it stands for (built only then: most acknowledgements
-// answer plain requests, one per message).
+// An acknowledgement answers a request as a reply without a handler, words
+// or payload would: a plain request or a bundle is then done; a service
+// hears of it with such a reply, the same for every acknowledgement (a
+// service reads what the reply carries, not which request it names: that
+// is `s`).
 inline void Core::handle_ack(Peer& p, Ack ack) {
+  static constexpr wire::Message kBare{{wire::Kind::reply, 0, 0, 0, wire::kNoHandler, 0, 0, 0}, {}, nullptr, nullptr};
   if (!close_answered(p, ack.slot, ack.seq)) return;
   const Sent& s = p.sent[ack.slot];
   if (s.kind == wire::Kind::request || s.kind == wire::Kind::bundle) return;
-  Service* service = services_[std::size_t(s.kind)];
-  if (!service) return;
-  wire::Message bare{};
-  bare.header = wire::Header{wire::Kind::reply, 0, 0, 0, wire::kNoHandler, ack.slot, ack.seq, 0};
-  service->answered(p, s, bare);
+  if (Service* service = services_[std::size_t(s.kind)]) service->answered(p, s, kBare);
 }
 
 int Core::run_loopback() {

@@ -123,7 +123,7 @@ inline constexpr std::size_t padded(std::size_t n) { return (n + 7) & ~std::size
 
 // Parses exactly one message of `len` bytes a peer sent. Inline: it is on
 // the path of every message.
-inline ParseError parse(const std::byte* data, std::size_t len, Message& out) {
+[[gnu::always_inline]] inline ParseError parse(const std::byte* data, std::size_t len, Message& out) {
   if (len < kHeaderBytes) return ParseError::too_short;
   std::memcpy(&out.header, data, kHeaderBytes);
   const Header& h = out.header;
