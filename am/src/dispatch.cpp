@@ -199,7 +199,10 @@ void Core::on_message(int peer, std::span<std::byte> frame) {
   p.window.heard();  // any frame: the peer is alive (a lost answer is not a dead peer)
   const int outer = held_peer_;
   held_peer_ = peer;  // a wait meanwhile ends the hold (block_until)
-  if (reliable_ && !handled_in_place(frame) && link_.held(peer))
+  // On reliable VIs every AM message is one frame, held in the link (one
+  // that is not, too long for a frame, is never AM's; copying it would do no
+  // harm): no need to ask.
+  if (reliable_ && !handled_in_place(frame))
     dispatch_copy(p, frame);
   else
     dispatch(p, frame.data(), frame.size());
