@@ -109,11 +109,13 @@ Status Bulk::store(int dest, const void* local, void* remote, std::size_t bytes,
   ops_[oi].on_local_arg = on_local_arg;
   core_.count().bytes_stored += bytes;
   Status s = Status::ok;
-  const bool rdma = bytes > wire::kMaxPayload && !p.is_me && core_.config().reliability == Reliability::reliable;
-  if (rdma || bytes <= wire::kMaxPayload) {
+  const bool one = bytes <= wire::kMaxPayload || core_.whole_store(p, bytes);
+  const bool rdma = !one && !p.is_me && core_.config().reliability == Reliability::reliable;
+  if (one || rdma) {
     // One store_done request: after the RDMA write (a VI's send queue is
     // ordered), or carrying the bytes, copied as it is sent (into its
-    // buffer, or straight into the link: Core::payload_apart). Its arguments
+    // buffer, or straight into the link: Core::payload_apart; a whole
+    // store's always: Core::whole_store). Its arguments
     // from the parameters, not from the operation just written: a load
     // spanning two of its fields would wait for both stores to reach the
     // cache (no store forwarding).
@@ -303,6 +305,10 @@ std::uint8_t Bulk::run_request(Peer& p, const wire::Message& m, HandlerContext& 
   const HandlerEntry* entry = h.handler < AM_MAX_HANDLERS ? &handler_table[h.handler] : nullptr;
   if (!entry || entry->type != HandlerEntry::Type::memory) return AM_E_BADHANDLER;
   ctx.may_reply = false;  // a store handler answers nobody
+  // The bytes have landed, and the header and arguments are copies: the
+  // program's handler runs with the message no longer held in the link
+  // (it may wait for this peer's next messages).
+  core_.release_held();
   entry->memory(p.rank, reinterpret_cast<void*>(addr), bytes, m.args[2]);
   return 0;
 }

@@ -148,19 +148,17 @@ void Core::run_reply_handler(Peer& p, const wire::Header& answer, std::uint16_t 
   context_ = outer;
 }
 
-// An acknowledgement answers a request as a reply without a handler would:
-// a plain request or a bundle is then done; only a service hears of it,
-// with the reply it stands for (built only then: most acknowledgements
-// answer plain requests, one per message).
+// An acknowledgement answers a request as a reply without a handler, words
+// or payload would: a plain request or a bundle is then done; a service
+// hears of it with such a reply, the same for every acknowledgement (a
+// service reads what the reply carries, not which request it names: that
+// is `s`).
 inline void Core::handle_ack(Peer& p, Ack ack) {
+  static constexpr wire::Message kBare{{wire::Kind::reply, 0, 0, 0, wire::kNoHandler, 0, 0, 0}, {}, nullptr, nullptr};
   if (!close_answered(p, ack.slot, ack.seq)) return;
   const Sent& s = p.sent[ack.slot];
   if (s.kind == wire::Kind::request || s.kind == wire::Kind::bundle) return;
-  Service* service = services_[std::size_t(s.kind)];
-  if (!service) return;
-  wire::Message bare{};
-  bare.header = wire::Header{wire::Kind::reply, 0, 0, 0, wire::kNoHandler, ack.slot, ack.seq, 0};
-  service->answered(p, s, bare);
+  if (Service* service = services_[std::size_t(s.kind)]) service->answered(p, s, kBare);
 }
 
 int Core::run_loopback() {
@@ -169,15 +167,16 @@ int Core::run_loopback() {
 
 // Whether a message held in the link may be handled there: one that runs
 // none of the program's code (a handler, or a callback an answer or an
-// acknowledgement completes), which might wait for another message of the
-// same peer, which does not come while its message is held: a store
-// without a handler, carrying no acknowledgements.
+// acknowledgement completes) while it is held, for that code might wait for
+// another message of the same peer, which does not come meanwhile: a store
+// carrying no acknowledgements, whose handler (if it names one) runs once
+// its bytes have landed and the hold has ended (Bulk::run_request). A whole
+// store (wire::kMaxWholeStore), longer than a copy, is always one.
 inline bool handled_in_place(std::span<const std::byte> frame) {
   wire::Header h;
   if (frame.size() < wire::kHeaderBytes) return true;  // parse refuses it
   std::memcpy(&h, frame.data(), wire::kHeaderBytes);
-  return (h.kind == wire::Kind::store_done || h.kind == wire::Kind::store_data) && h.handler == wire::kNoHandler &&
-         h.acks == 0;
+  return (h.kind == wire::Kind::store_done || h.kind == wire::Kind::store_data) && h.acks == 0;
 }
 
 // The other messages held in the link: copied out, released, handled from the copy.
@@ -186,7 +185,7 @@ void Core::dispatch_copy(Peer& p, std::span<std::byte> frame) {
   if (copies_in_use_ == copies_.size()) copies_.push_back(std::make_unique<std::byte[]>(wire::kMaxMessage));
   std::byte* const copy = copies_[copies_in_use_].get();  // new[]'s alignment, enough for any header field
   std::memcpy(copy, frame.data(), frame.size());
-  link_.release_held(p.rank);
+  release_held();
   struct Level {
     std::size_t& in_use;
     ~Level() { --in_use; }
@@ -200,7 +199,10 @@ void Core::on_message(int peer, std::span<std::byte> frame) {
   p.window.heard();  // any frame: the peer is alive (a lost answer is not a dead peer)
   const int outer = held_peer_;
   held_peer_ = peer;  // a wait meanwhile ends the hold (block_until)
-  if (reliable_ && !handled_in_place(frame) && link_.held(peer))
+  // On reliable VIs every AM message is one frame, held in the link (one
+  // that is not, too long for a frame, is never AM's; copying it would do no
+  // harm): no need to ask.
+  if (reliable_ && !handled_in_place(frame))
     dispatch_copy(p, frame);
   else
     dispatch(p, frame.data(), frame.size());

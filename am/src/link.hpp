@@ -104,12 +104,20 @@ class Link final {
     return mesh_->send(peer, std::span(buffer(peer, i), length - bytes),
                        std::span(static_cast<const std::byte*>(payload), bytes));
   }
+  // The same, now or not at all (Mesh::send_whole), for a message that may
+  // be longer than a buffer (a whole store): false, nothing sent, when it
+  // cannot go at once. Reliable VIs only (they consume in place).
+  bool send_whole(int peer, std::uint32_t i, std::uint32_t length, const void* payload, std::size_t bytes) {
+    return mesh_->send_whole(peer, std::span(buffer(peer, i), length - bytes),
+                             std::span(static_cast<const std::byte*>(payload), bytes));
+  }
+  // The longest message to `peer` that fits in one frame of the link (0 until connected).
+  std::size_t max_whole(int peer) const { return mesh_->max_inline_send(peer); }
   // The client's on_sent(peer, token): buffer `token` is free again.
   void sent(std::uint64_t token) { posted_[std::size_t(token)] = 0; }
-  // Whether the message of `peer` being handled is held in the link
-  // (reliable VIs consume messages in place), and the end of that hold: the
-  // peer's next messages may then come, its bytes are gone (Mesh::release_held).
-  bool held(int peer) const { return mesh_->held(peer); }
+  // The end of the hold on the message of `peer` being handled, if it is
+  // held in the link (reliable VIs consume messages in place): the peer's
+  // next messages may then come, its bytes are gone (Mesh::release_held).
   void release_held(int peer) { mesh_->release_held(peer); }
   // Messages and RDMA to `peer` still waiting to be handed to its VI.
   std::size_t waiting(int peer) const { return mesh_->backlog(peer); }

@@ -95,12 +95,14 @@ class SendWindow {
  public:
   SendWindow(std::uint16_t depth, const RetryPolicy& policy)
       : policy_(policy), depth_(depth), slots_(depth), rto_base_ns_(std::min(policy.min_rto_ns, policy.max_rto_ns)) {
-    for (std::uint16_t i = depth; i > 0; --i) free_.push_back(std::uint16_t(i - 1));
+    free_.resize(depth);
+    for (std::uint16_t i = 0; i < depth; ++i) free_[i] = std::uint16_t(depth - 1 - i);
+    free_count_ = depth;
     unstamped_.reserve(depth);
   }
   std::uint16_t depth() const { return depth_; }
-  bool has_credit() const { return !free_.empty(); }
-  unsigned outstanding() const { return unsigned(depth_ - free_.size()); }
+  bool has_credit() const { return free_count_ != 0; }
+  unsigned outstanding() const { return unsigned(depth_ - free_count_); }
   bool is_open(std::uint16_t slot) const { return slot < depth_ && slots_[slot].open; }
   std::uint32_t seq(std::uint16_t slot) const { return slots_[slot].seq; }
 
@@ -115,9 +117,8 @@ class SendWindow {
 
   // Opens a request instance; returns its slot. Needs a credit. Its send time
   // is the `now` of the next advance().
-  std::uint16_t open() {
-    const std::uint16_t slot = free_.back();
-    free_.pop_back();
+  [[gnu::always_inline]] std::uint16_t open() {
+    const std::uint16_t slot = free_[--free_count_];
     Slot& s = slots_[slot];
     ++s.seq;
     s.open = true;
@@ -148,7 +149,7 @@ class SendWindow {
 
   // A reply or an acknowledgement for (slot, seq): true if it answers an open
   // instance, which closes; false for a duplicate or stale one.
-  bool close(std::uint16_t slot, std::uint32_t seq) {
+  [[gnu::always_inline]] bool close(std::uint16_t slot, std::uint32_t seq) {
     if (!is_open(slot) || slots_[slot].seq != seq) return false;
     const Slot& s = slots_[slot];
     if (s.timed_sent_ns != kUnstamped) {
@@ -273,9 +274,9 @@ class SendWindow {
     std::uint64_t first_sent_ns = 0;
     std::uint64_t timed_sent_ns = kUnstamped;  // timed: when it left (kUnstamped: not timed)
   };
-  void release(std::uint16_t slot) {
+  [[gnu::always_inline]] void release(std::uint16_t slot) {
     slots_[slot].open = false;
-    free_.push_back(slot);
+    free_[free_count_++] = slot;
     untime(slot);
   }
   void untime(std::uint16_t slot) {
@@ -303,7 +304,12 @@ class SendWindow {
   RetryPolicy policy_;
   std::uint16_t depth_;  // slots_.size(), kept: that is a division (a Slot is 40 bytes), on every answer
   std::vector<Slot> slots_;
-  std::vector<std::uint16_t> free_;  // LIFO: recently used slots (and their buffers) come back first
+  // LIFO: recently used slots (and their buffers) come back first. A stack
+  // of depth_ entries, free_count_ of them free: never more (a slot is
+  // released only once opened), so no vector's capacity check on the path
+  // of every request and answer.
+  std::vector<std::uint16_t> free_;
+  std::uint16_t free_count_ = 0;
   std::vector<std::uint16_t> unstamped_;  // opened since the last advance(); each slot once
   std::uint64_t next_deadline_ = kNever;
   // Round trip and timeout (RFC 6298).

@@ -22,6 +22,18 @@ bool Core::wait_queued(Peer& p) {
   return !p.failed;
 }
 
+std::uint32_t Core::send_whole(Peer& p, std::uint32_t buffer, wire::Header h, const Word* args, const void* payload) {
+  h.acks = 0;
+  const auto length = std::uint32_t(wire::encode(link_.buffer(p.rank, buffer), h, args, nullptr, nullptr));
+  flush(p);  // the deferred requests before it stay before it
+  bool sent = link_.send_whole(p.rank, buffer, length, payload, h.payload_bytes);
+  if (!sent)
+    block_until([&] {
+      return sent || (sent = link_.send_whole(p.rank, buffer, length, payload, h.payload_bytes)) || p.failed;
+    });
+  return length;
+}
+
 // Polls until p has a credit for a request; false if p failed meanwhile.
 bool Core::await_credit(Peer& p) {
   if (!p.window.has_credit()) {
@@ -53,14 +65,18 @@ inline Status Core::request_to(Peer& p, wire::Kind kind, std::uint16_t handler, 
   s.op = sent.op;
   s.offset = sent.offset;
   s.chunk = sent.chunk;
-  const bool apart = payload_apart(p, bytes);
-  s.length = compose(p, b, h, args, apart ? nullptr : payload);
   ++counters_.requests_sent;
-  flush(p);  // the deferred requests before it stay before it
-  if (apart)
-    post_send_apart(p, b, s.length, payload, bytes);
-  else
-    post_send(p, b, s.length);
+  if (bytes > wire::kMaxPayload) [[unlikely]] {
+    s.length = send_whole(p, b, h, args, payload);
+  } else {
+    const bool apart = payload_apart(p, bytes);
+    s.length = compose(p, b, h, args, apart ? nullptr : payload);
+    flush(p);  // the deferred requests before it stay before it
+    if (apart)
+      post_send_apart(p, b, s.length, payload, bytes);
+    else
+      post_send(p, b, s.length);
+  }
   if (p.window.wants_send_time()) p.window.sent_at(now_ns());  // one request in kTimeEvery, or under backoff
   return Status::ok;
 }

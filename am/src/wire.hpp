@@ -38,6 +38,12 @@ inline constexpr std::size_t kMaxAcks = 32;        // acknowledgements one messa
 inline constexpr std::size_t kHeaderBytes = 16;
 inline constexpr std::size_t kAckBytes = 8;         // slot (2), zero (2), seq (4)
 inline constexpr std::size_t kMaxMessage = kHeaderBytes + kMaxArgs * 8 + kMaxAcks * kAckBytes + kMaxPayload;
+// A store of more than kMaxPayload bytes may go whole in one store_done
+// message of up to this many payload bytes, on a reliable VI (bulk.hpp): one
+// frame of the link, handled where it arrived (it carries no
+// acknowledgements, which could run the program's code while the link holds
+// it), so longer than any buffer the receiver holds.
+inline constexpr std::size_t kMaxWholeStore = 16 * 1024;
 
 enum class Kind : std::uint8_t {
   request = 1,     // run `handler` with the arguments (and payload)
@@ -117,7 +123,7 @@ inline constexpr std::size_t padded(std::size_t n) { return (n + 7) & ~std::size
 
 // Parses exactly one message of `len` bytes a peer sent. Inline: it is on
 // the path of every message.
-inline ParseError parse(const std::byte* data, std::size_t len, Message& out) {
+[[gnu::always_inline]] inline ParseError parse(const std::byte* data, std::size_t len, Message& out) {
   if (len < kHeaderBytes) return ParseError::too_short;
   std::memcpy(&out.header, data, kHeaderBytes);
   const Header& h = out.header;
@@ -126,7 +132,9 @@ inline ParseError parse(const std::byte* data, std::size_t len, Message& out) {
     return ParseError::bad_kind;
   if (h.nargs > kMaxArgs) return ParseError::too_many_args;
   if (h.acks > kMaxAcks) return ParseError::too_many_acks;
-  if (h.payload_bytes > kMaxPayload) return ParseError::payload_too_large;
+  if (h.payload_bytes > kMaxPayload &&
+      (h.payload_bytes > kMaxWholeStore || h.kind != Kind::store_done || h.acks != 0)) [[unlikely]]
+    return ParseError::payload_too_large;
   const std::size_t args_end = kHeaderBytes + h.nargs * 8u;
   const std::size_t acks_end = args_end + h.acks * kAckBytes;
   if (len != acks_end + h.payload_bytes) return ParseError::bad_length;

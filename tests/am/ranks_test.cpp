@@ -521,11 +521,14 @@ int bulk_alone_answer_peers_body(int rank) {
 TEST(AmRanks, StoresAndGetsAloneAnswerPeers) { expect_all_zero(run_ranks(2, bulk_alone_answer_peers_body)); }
 
 // A handler may wait for its requester: rank 1's request handler and store
-// handler each send rank 0 three windows of requests, so each waits for the
-// credits rank 0's answers return. On reliable VIs a message is handled
-// where it arrived (the shm ring) and its peer's next ones wait behind it:
-// a message that runs a handler is copied out and released first, or rank 1
-// would wait for answers that never come.
+// handlers (of a store of am_max_size() bytes, and of a whole store of three
+// times that, in one message) each send rank 0 three windows of requests, so
+// each waits for the credits rank 0's answers return; the store handlers
+// first poll until rank 0 answers a ping of theirs. On reliable VIs a
+// message is handled where it arrived (the shm ring) and its peer's next
+// ones wait behind it: a message that runs a handler is copied out and
+// released first, a store released once its bytes landed, or rank 1 would
+// wait for answers that never come.
 int handlers_wait_for_their_requester_body(int rank) {
   constexpr int kRequests = 3 * 32;  // three windows at the default depth
   int sunk = 0, started = 0;
@@ -534,8 +537,14 @@ int handlers_wait_for_their_requester_body(int rank) {
     for (int i = 0; i < kRequests; ++i) am::request(0, 2);
   });
   am::set_handler(2, [&](am::Token) { ++sunk; });
+  int pongs = 0;
+  am::set_handler(4, [](am::Token t) { t.reply(5); });
+  am::set_handler(5, [&](am::Token) { ++pongs; });
   am::set_mem_handler(3, [&](int, void*, std::size_t, am::Word) {
     ++started;
+    const int want = pongs + 1;
+    am::request(0, 4);
+    while (pongs < want) am::poll();
     for (int i = 0; i < kRequests; ++i) am::request(0, 2);
   });
   CHECK_OR_RETURN(am::enable() == am::Status::ok, 1);
@@ -544,11 +553,12 @@ int handlers_wait_for_their_requester_body(int rank) {
     auto* mine = static_cast<std::byte*>(am::segment(0));
     CHECK_OR_RETURN(am::request(1, 1) == am::Status::ok, 2);
     const am::Future stored = am::store(1, mine, theirs, am::max_size(), 3);
-    CHECK_OR_RETURN(am::wait_until([&] { return sunk == 2 * kRequests || am::failed_peers() > 0; }) == am::Status::ok, 3);
-    CHECK_OR_RETURN(stored.wait() == am::Status::ok, 4);
+    const am::Future whole = am::store(1, mine, theirs, 3 * am::max_size(), 3);
+    CHECK_OR_RETURN(am::wait_until([&] { return sunk == 3 * kRequests || am::failed_peers() > 0; }) == am::Status::ok, 3);
+    CHECK_OR_RETURN(stored.wait() == am::Status::ok && whole.wait() == am::Status::ok, 4);
   }
   CHECK_OR_RETURN(am::barrier() == am::Status::ok, 5);
-  CHECK_OR_RETURN(rank == 1 ? started == 2 : sunk == 2 * kRequests, 6);
+  CHECK_OR_RETURN(rank == 1 ? started == 3 : sunk == 3 * kRequests, 6);
   CHECK_OR_RETURN(am::disable() == am::Status::ok, 7);
   return 0;
 }
@@ -556,6 +566,63 @@ int handlers_wait_for_their_requester_body(int rank) {
 TEST(AmRanks, HandlersMayWaitForTheirRequester) {
   set_reliability(true);
   expect_all_zero(run_ranks(2, handlers_wait_for_their_requester_body, 30));
+}
+
+// On reliable VIs a store of up to 16 KiB goes whole, in one message from
+// the source straight into the link, not by an RDMA write and a message
+// behind it; a larger one by RDMA (and so does one to a peer not connected
+// yet: the barrier connects first). A window of them in flight fills the
+// link, and each waits for room; each lands whole, its handler after it.
+int whole_stores_body(int rank) {
+  constexpr std::size_t kWhole = 16 * 1024;
+  constexpr int kStream = 100;
+  int stored = 0;
+  std::size_t stored_bytes = 0;
+  am::set_mem_handler(3, [&](int, void*, std::size_t n, am::Word) {
+    ++stored;
+    stored_bytes += n;
+  });
+  CHECK_OR_RETURN(am::enable() == am::Status::ok && am::barrier() == am::Status::ok, 1);
+  auto* mine = static_cast<std::byte*>(am::segment(rank));
+  const std::size_t sizes[] = {am::max_size() + 1, 8192, 12289, kWhole};
+  if (rank == 0) {
+    auto* theirs = static_cast<std::byte*>(am::segment(1));
+    std::vector<std::byte> out(kWhole + 1);
+    for (std::size_t i = 0; i < out.size(); ++i) out[i] = std::byte(testing_support::pattern(5, i));
+    std::size_t at = 0;
+    for (std::size_t n : sizes) {
+      CHECK_OR_RETURN(am::store(1, out.data(), theirs + at, n, 3, 0).wait() == am::Status::ok, 2);
+      at += n;
+    }
+    std::vector<am::Future> stream;
+    for (int i = 0; i < kStream; ++i) stream.push_back(am::store(1, out.data(), theirs + at, 12288, 3));
+    for (const am::Future& f : stream) CHECK_OR_RETURN(f.wait() == am::Status::ok, 3);
+    CHECK_OR_RETURN(am::counters().rdma_writes == 0, 4);
+    CHECK_OR_RETURN(am::store(1, out.data(), theirs + (1u << 20), kWhole + 1, 3).wait() == am::Status::ok, 5);
+    CHECK_OR_RETURN(am::counters().rdma_writes == 1, 6);
+  }
+  CHECK_OR_RETURN(am::barrier() == am::Status::ok, 7);
+  if (rank == 1) {
+    std::size_t at = 0, expected = 0;
+    for (std::size_t n : sizes) {
+      for (std::size_t i = 0; i < n; ++i)
+        CHECK_OR_RETURN(mine[at + i] == std::byte(testing_support::pattern(5, i)), 8);
+      at += n;
+      expected += n;
+    }
+    for (std::size_t i = 0; i < 12288; ++i) CHECK_OR_RETURN(mine[at + i] == std::byte(testing_support::pattern(5, i)), 9);
+    for (std::size_t i = 0; i <= kWhole; ++i)
+      CHECK_OR_RETURN(mine[(1u << 20) + i] == std::byte(testing_support::pattern(5, i)), 10);
+    expected += kStream * 12288 + kWhole + 1;
+    CHECK_OR_RETURN(stored == 4 + kStream + 1 && stored_bytes == expected, 11);
+  }
+  CHECK_OR_RETURN(am::disable() == am::Status::ok, 12);
+  return 0;
+}
+
+TEST(AmRanks, StoresOfUpTo16KiBGoWholeInOneMessage) {
+  set_reliability(true);
+  expect_all_zero(run_ranks(2, whole_stores_body));
 }
 
 // Futures share their completions' allocations (blocks of several): each

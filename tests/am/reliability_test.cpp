@@ -734,6 +734,35 @@ TEST(Wire, RoundTripAndRejections) {
   EXPECT_EQ(parse(buf, len, m), ParseError::payload_too_large);
 }
 
+// A whole store: one store_done without acknowledgements may carry up to
+// kMaxWholeStore bytes; any other message at most kMaxPayload.
+TEST(Wire, WholeStoresAloneCarryMoreThanAmMaxSize) {
+  using namespace am::wire;
+  std::vector<std::byte> buf(kHeaderBytes + 3 * 8 + kAckBytes + kMaxWholeStore + 1);
+  const std::uint64_t args[4] = {4096, kMaxWholeStore, 0, 0};
+  const Ack ack{3, 9};
+  std::vector<std::byte> payload(kMaxWholeStore + 1, std::byte{7});
+  Message m;
+  Header h{Kind::store_done, 3, 0, 0, kNoHandler, 1, 2, std::uint32_t(kMaxWholeStore)};
+  std::size_t len = encode(buf.data(), h, args, nullptr, payload.data());
+  ASSERT_EQ(parse(buf.data(), len, m), ParseError::none);
+  EXPECT_EQ(m.header.payload_bytes, kMaxWholeStore);
+  EXPECT_EQ(m.payload, buf.data() + kHeaderBytes + 3 * 8);
+  h.payload_bytes = std::uint32_t(kMaxWholeStore + 1);  // longer than a whole store
+  len = encode(buf.data(), h, args, nullptr, payload.data());
+  EXPECT_EQ(parse(buf.data(), len, m), ParseError::payload_too_large);
+  h.payload_bytes = std::uint32_t(kMaxPayload + 1);
+  h.acks = 1;  // with acknowledgements: not whole
+  len = encode(buf.data(), h, args, &ack, payload.data());
+  EXPECT_EQ(parse(buf.data(), len, m), ParseError::payload_too_large);
+  h.acks = 0;
+  for (Kind kind : {Kind::request, Kind::reply, Kind::store_data}) {
+    h.kind = kind;
+    len = encode(buf.data(), h, args, nullptr, payload.data());
+    EXPECT_EQ(parse(buf.data(), len, m), ParseError::payload_too_large);
+  }
+}
+
 // Acknowledgements ride on any message, between the arguments and the
 // payload (which stays 8-byte aligned); a standalone one carries nothing else.
 TEST(Wire, AcknowledgementsOnAMessage) {

@@ -1,8 +1,9 @@
 // A short AM program whose traffic tests/trace/check_via_trace.sh counts in
 // the VIA trace: rank 0 sends rank 1 `requests` requests (handler 5, each
 // answered by a reply to handler 6), then `deferred` deferred requests
-// (handler 7, bundled), then stores 8 KiB into rank 1's segment and gets it
-// back (RDMA write and read on reliable VIs). Each rank checks what it saw.
+// (handler 7, bundled), then stores 8 KiB into rank 1's segment (whole, in
+// one message on reliable VIs), and 64 KiB behind it (an RDMA write), and
+// gets those back (an RDMA read). Each rank checks what it saw.
 //
 //   viarun -n 2 tests/trace/am_traced REQUESTS DEFERRED
 #include <am/am.hpp>
@@ -15,7 +16,7 @@
 namespace {
 
 constexpr int kRequest = 5, kReply = 6, kDeferred = 7;
-constexpr std::size_t kBlock = 8192;
+constexpr std::size_t kWhole = 8192, kBlock = 65536;
 
 int fail(const char* what) {
   std::fprintf(stderr, "am_traced rank %d: %s (%s)\n", am::my_proc(), what, am::last_error());
@@ -50,6 +51,7 @@ int main(int argc, char** argv) {
     std::vector<unsigned char> out(kBlock), back(kBlock);
     for (std::size_t i = 0; i < kBlock; ++i) out[i] = static_cast<unsigned char>(i * 7 + 1);
     auto* remote = static_cast<unsigned char*>(am::segment(1));
+    if (am::store(1, out.data(), remote + kBlock, kWhole).wait() != am::Status::ok) return fail("whole store");
     if (am::store(1, out.data(), remote, kBlock).wait() != am::Status::ok) return fail("store");
     if (am::get(1, remote, back.data(), kBlock).wait() != am::Status::ok) return fail("get");
     if (std::memcmp(out.data(), back.data(), kBlock) != 0) return fail("the block came back different");

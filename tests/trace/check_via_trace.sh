@@ -6,7 +6,8 @@
 # what the program is known to have sent:
 #   am:  COUNT requests to handler 5 sent by rank 0 and received by rank 1,
 #        COUNT replies to handler 6 back, DEFERRED requests to handler 7 in
-#        bundles, an RDMA write (the 8 KiB store) and an RDMA read (the get)
+#        bundles, an 8 KiB store whole in one message, an RDMA write (the
+#        64 KiB store) and an RDMA read (the get)
 #   mpi: COUNT eager messages of 100 bytes with tag 42 sent and received,
 #        each in a frame of the mesh's 8-byte header, MPI's 16-byte eager
 #        header and the data, one rendezvous request (tag 43) and the
@@ -90,7 +91,10 @@ if [ "$kind" = am ]; then
   check "bundled requests to handler 7 sent by rank 0" "$deferred" "$(items "$r0" 1 7)"
   check "bundled requests to handler 7 received by rank 1" "$deferred" "$(items "$r1" 2 7)"
   at_least "bundles sent by rank 0" 1 "$(count "$r0" '$1 == 1 && $4 == 9')"
-  at_least "RDMA write frames sent by rank 0 (the store)" 1 "$(count "$r0" '$1 == 1 && $3 == 2')"
+  # A store_done frame of the header, 3 arguments and 8 KiB.
+  check "AM whole stores of 8 KiB sent by rank 0" 1 "$(count "$r0" '$1 == 1 && $4 == 4 && $9 == 16 + 24 + 8192')"
+  check "AM whole stores of 8 KiB received by rank 1" 1 "$(count "$r1" '$1 == 2 && $4 == 4 && $9 == 16 + 24 + 8192')"
+  at_least "RDMA write frames sent by rank 0 (the 64 KiB store)" 1 "$(count "$r0" '$1 == 1 && $3 == 2')"
   at_least "RDMA write frames received by rank 1" 1 "$(count "$r1" '$1 == 2 && $3 == 2')"
   at_least "RDMA reads by rank 0 (the get: read requests or single copy)" 1 \
     "$(count "$r0" '($1 == 1 && $3 == 3) || $1 == 4')"

@@ -65,6 +65,7 @@ local AM_HEADER, AM_ITEM_HEADER, AM_ACK = 16, 8, 8
 local AM_REQUEST, AM_REPLY, AM_BUNDLE = 1, 2, 9
 local AM_BUNDLE_REPLY, AM_NO_HANDLER = 0xFFFE, 0xFFFF
 local AM_MAX_ARGS, AM_MAX_ACKS, AM_MAX_PAYLOAD = 4, 32, 4096
+local AM_STORE_DONE, AM_MAX_WHOLE_STORE = 4, 16384  -- a whole store: one store_done without acks (wire.hpp)
 
 local vf = via.fields
 vf.version = ProtoField.uint8("viastack.version", "Record version")
@@ -200,7 +201,8 @@ local function dissect_am(tvb, pinfo, tree)
   t:add_le(af.slot, tvb(6, 2))
   t:add_le(af.seq, tvb(8, 4))
   t:add_le(af.payload_bytes, tvb(12, 4))
-  if nargs > AM_MAX_ARGS or acks > AM_MAX_ACKS or payload_bytes > AM_MAX_PAYLOAD or
+  local max_payload = (kind == AM_STORE_DONE and acks == 0) and AM_MAX_WHOLE_STORE or AM_MAX_PAYLOAD
+  if nargs > AM_MAX_ARGS or acks > AM_MAX_ACKS or payload_bytes > max_payload or
       acks_end + payload_bytes ~= tvb:len() then
     t:add_proto_expert_info(bad_length)
     return

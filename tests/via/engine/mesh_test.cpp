@@ -10,6 +10,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <string>
 #include <thread>
@@ -498,6 +499,52 @@ TEST_P(MeshTest, AHandlerThatReleasesItsMessageTakesThePeersNextOnesInside) {
     meshes_[1].reset();
     client(0).clear();
     client(1).clear();
+  }
+}
+
+// send_whole: one frame straight into the link or nothing, so to a peer that
+// consumes in place a message longer than message_bytes (as a whole AM store
+// is), up to a frame; a longer one, one to a peer not connected yet, one
+// once the link is full, or any without consume_in_place or with flow
+// control sends nothing and says so.
+TEST_P(MeshTest, SendWholeGoesInOneFrameNowOrNotAtAll) {
+  via::MeshOptions options = options_for("whole");
+  options.message_bytes = 1024;
+  options.flow_control = false;
+  options.consume_in_place = true;
+  open_pair(options);
+  const std::vector<std::byte> head(40, std::byte{1});
+  const std::vector<std::byte> big = numbered_message(7, 16 * 1024);
+  EXPECT_FALSE(mesh(0).send_whole(1, head, big)) << "not connected yet";
+  ASSERT_TRUE(connect_pair());
+  const std::size_t frame = mesh(0).max_inline_send(1);
+  ASSERT_GT(frame, head.size() + big.size());
+  ASSERT_TRUE(mesh(0).send_whole(1, head, big));
+  const std::vector<std::byte> too_long(frame - head.size() + 1);
+  EXPECT_FALSE(mesh(0).send_whole(1, head, too_long));
+  ASSERT_TRUE(pump([&] { return client(1).messages.size() == 1; }));
+  std::vector<std::byte> whole(head.size() + big.size());
+  std::memcpy(whole.data(), head.data(), head.size());
+  std::memcpy(whole.data() + head.size(), big.data(), big.size());
+  EXPECT_TRUE(same_bytes(client(1).messages[0].bytes, whole));
+  EXPECT_EQ(mesh(1).counters().in_place, 1u);
+  // Rank 1 takes nothing now: the link fills, and then nothing more goes.
+  int sent = 0;
+  while (sent < 10000 && mesh(0).send_whole(1, head, big)) ++sent;
+  EXPECT_LT(sent, 10000) << "the link never filled";
+  ASSERT_TRUE(pump([&] { return client(1).messages.size() == std::size_t(sent) + 1; }));
+  EXPECT_TRUE(mesh(0).send_whole(1, head, big)) << "room again once the peer took its messages";
+  ASSERT_TRUE(pump([&] { return client(1).messages.size() == std::size_t(sent) + 2; }));
+  EXPECT_TRUE(client(0).failed.empty() && client(1).failed.empty());
+  for (const bool flow_control : {false, true}) {
+    meshes_[0].reset();
+    meshes_[1].reset();
+    via::MeshOptions other = options_for(flow_control ? "wholefc" : "wholebuf");
+    other.flow_control = flow_control;
+    other.consume_in_place = flow_control;
+    open_pair(other);
+    ASSERT_TRUE(connect_pair());
+    EXPECT_FALSE(mesh(0).send_whole(1, head, numbered_message(1, 100))) << (flow_control ? "flow control" : "buffered");
   }
 }
 

@@ -142,6 +142,14 @@ class Mesh {
   // header would need a segment of its own). A handle that does not cover
   // the bytes with this mesh's tag is a protection error: the VI breaks.
   Sent send_registered(int peer, std::span<const std::byte> bytes, MemHandle handle, std::uint64_t token);
+  // Sends head then body as one frame straight into the link, now or not at
+  // all: true once it is on its way (the caller's bytes are free); false,
+  // nothing sent, when it cannot go at once (not connected, a message
+  // waits before it, the link is full, or it is longer than
+  // max_inline_send). With consume_in_place and without flow control only
+  // (else false): the peer takes it where it arrived, never into a receive
+  // buffer, so it may be longer than message_bytes.
+  bool send_whole(int peer, std::span<const std::byte> head, std::span<const std::byte> body);
   // Whether on_message is handling a message of `peer` held in the link
   // (consume_in_place), not released yet.
   bool held(int peer) const;

@@ -111,6 +111,18 @@ Mesh::Sent Mesh::send_registered(int rank, std::span<const std::byte> bytes, Mem
   return post_registered(*p, bytes, handle, token);
 }
 
+bool Mesh::send_whole(int rank, std::span<const std::byte> head, std::span<const std::byte> body) {
+  Peer* p = unsigned(rank) < peers_.size() ? peers_[std::size_t(rank)].get() : nullptr;
+  if (!p || !p->connected || p->failed || p->closed || !p->backlog.empty() || header_bytes_ ||
+      !options_.consume_in_place)
+    return false;
+  const iovec iov[2] = {{const_cast<std::byte*>(head.data()), head.size()},
+                        {const_cast<std::byte*>(body.data()), body.size()}};
+  if (impl(*p->vi).send_inline(iov, 2, head.size() + body.size()) != Result::success) return false;
+  ++counters_.inline_sends;
+  return true;
+}
+
 // Out of line: send_registered's common case then saves no registers for it.
 [[gnu::noinline]] Mesh::Sent Mesh::post_registered(Peer& p, std::span<const std::byte> bytes, MemHandle handle,
                                                    std::uint64_t token) {
