@@ -112,7 +112,12 @@ int am_reply_medium(int dest, int handler, const void* buf, size_t nbytes, int n
  * runs mem handler `handler`(src, rva, n, arg) there. Returns when lva may be
  * reused. */
 int am_store(int dest, const void* lva, void* rva, size_t n, int handler, am_word_t arg);
-/* As am_store, but returns at once; `done`(done_arg) runs here when lva may be reused. */
+/* As am_store, but returns without waiting for dest; `done`(done_arg) runs
+ * here when lva may be reused. Like any request it waits for a credit when
+ * AM_DEPTH requests to dest are unanswered; and a store of more than
+ * am_max_size() and up to 16 KiB on a reliable VI, which goes whole in one
+ * message straight from lva into the link, waits for room there when the
+ * link is full (handling messages meanwhile): lva is then free at return. */
 int am_store_async(int dest, const void* lva, void* rva, size_t n, int handler, am_word_t arg, am_completion_t done,
                    void* done_arg);
 /* Copies n bytes from rva on dest (inside its segment) to lva, then runs mem

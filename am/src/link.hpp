@@ -111,8 +111,8 @@ class Link final {
     return mesh_->send_whole(peer, std::span(buffer(peer, i), length - bytes),
                              std::span(static_cast<const std::byte*>(payload), bytes));
   }
-  // The longest message to `peer` that fits in one frame of the link (0 until connected).
-  std::size_t max_whole(int peer) const { return mesh_->max_inline_send(peer); }
+  // The longest message send_whole can send to `peer` (0 until connected, or where it never can).
+  std::size_t max_whole(int peer) const { return mesh_->max_whole_send(peer); }
   // The client's on_sent(peer, token): buffer `token` is free again.
   void sent(std::uint64_t token) { posted_[std::size_t(token)] = 0; }
   // The end of the hold on the message of `peer` being handled, if it is

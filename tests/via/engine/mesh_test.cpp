@@ -519,6 +519,7 @@ TEST_P(MeshTest, SendWholeGoesInOneFrameNowOrNotAtAll) {
   ASSERT_TRUE(connect_pair());
   const std::size_t frame = mesh(0).max_inline_send(1);
   ASSERT_GT(frame, head.size() + big.size());
+  EXPECT_EQ(mesh(0).max_whole_send(1), frame);
   ASSERT_TRUE(mesh(0).send_whole(1, head, big));
   const std::vector<std::byte> too_long(frame - head.size() + 1);
   EXPECT_FALSE(mesh(0).send_whole(1, head, too_long));
@@ -545,6 +546,8 @@ TEST_P(MeshTest, SendWholeGoesInOneFrameNowOrNotAtAll) {
     open_pair(other);
     ASSERT_TRUE(connect_pair());
     EXPECT_FALSE(mesh(0).send_whole(1, head, numbered_message(1, 100))) << (flow_control ? "flow control" : "buffered");
+    // Whoever asks how long a whole message may be learns it never goes (AM then stores by RDMA).
+    EXPECT_EQ(mesh(0).max_whole_send(1), 0u) << (flow_control ? "flow control" : "buffered");
   }
 }
 

@@ -169,6 +169,9 @@ class Mesh {
   // The longest message send() writes to `peer` straight from the caller's
   // memory into the link, when the link has room: one frame; 0 unless connected.
   std::size_t max_inline_send(int peer) const;
+  // The longest message send_whole can ever send to `peer`: max_inline_send,
+  // or 0 where send_whole always refuses (flow control, or a peer not consuming in place).
+  std::size_t max_whole_send(int peer) const;
   // The peers this rank is connected or connecting to.
   int peers_in_use() const { return int(connected_.size() + connecting_.size()); }
 

@@ -536,6 +536,10 @@ std::size_t Mesh::max_inline_send(int rank) const {
   return frame > header_bytes_ ? frame - header_bytes_ : 0;
 }
 
+std::size_t Mesh::max_whole_send(int rank) const {
+  return header_bytes_ || !options_.consume_in_place ? 0 : max_inline_send(rank);
+}
+
 bool Mesh::idle() const {
   if (backlogged_ || !connecting_.empty()) return false;
   for (const Peer* p : connected_)
