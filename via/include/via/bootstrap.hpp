@@ -79,6 +79,8 @@ std::shared_ptr<Bootstrap> job_bootstrap(std::string& error);
 // own count), else this process's affinity mask, or the host's online CPUs
 // when the mask is one CPU (a launcher's binding, one rank a CPU).
 int job_cpus_on_this_host();
+// The job's ranks on this host (1 without a job).
+int job_ranks_on_this_host();
 // Whether this host holds more of the job's ranks than those CPUs: a waiting
 // rank then takes the core the rank it waits for needs if it spins.
 bool job_outnumbers_cpus_on_this_host();

@@ -32,12 +32,8 @@ constexpr std::size_t kMaxCqEntries = 1u << 20;
 // both ends of a ping-pong slept, each wake-up takes longer than a short spin,
 // and without it they would stay in that slow regime.
 std::uint64_t spin_ns() {
-  static const std::uint64_t value = [] {
-    if (const auto us = config::integer_if_set("VIASTACK_SPIN_US")) return std::uint64_t(*us) * 1000;
-    std::string error;
-    const auto job = job_bootstrap(error);
-    return wait_spin_ns(std::nullopt, job ? job->local_size() : 1, job_cpus_on_this_host());
-  }();
+  static const std::uint64_t value =
+      wait_spin_ns(config::integer_if_set("VIASTACK_SPIN_US"), job_ranks_on_this_host(), job_cpus_on_this_host());
   return value;
 }
 
@@ -50,31 +46,30 @@ void default_error_handler(const AsyncError& e) {
   VIA_LOG(error, "via", "asynchronous VIA error %s: %s%s", error_name(e.code), e.cause.c_str(), descriptor);
 }
 
+// A wait phase's length in ns: configured_us (its variable) when set; else
+// outnumbered_us where the host's ranks outnumber the job's CPUs, else the
+// variable's declared default.
+std::uint64_t phase_ns(const char* variable, std::optional<std::int64_t> configured_us, bool outnumbered,
+                       std::uint64_t outnumbered_us) {
+  if (configured_us) return std::uint64_t(*configured_us) * 1000;
+  if (outnumbered) return outnumbered_us * 1000;
+  return std::strtoull(std::string(config::find(variable)->default_value).c_str(), nullptr, 10) * 1000;
+}
+
 }  // namespace
 
 std::uint64_t wait_spin_ns(std::optional<std::int64_t> configured_us, int local_ranks, int job_cpus) {
-  if (configured_us) return std::uint64_t(*configured_us) * 1000;
-  if (local_ranks > job_cpus) return 0;  // a spinning waiter would take the core its peer needs
-  static const std::uint64_t declared_default =
-      std::strtoull(std::string(config::find("VIASTACK_SPIN_US")->default_value).c_str(), nullptr, 10) * 1000;
-  return declared_default;
+  // Outnumbered, a spinning waiter would take the core its peer needs.
+  return phase_ns("VIASTACK_SPIN_US", configured_us, local_ranks > job_cpus, 0);
 }
 
 std::uint64_t wait_yield_ns(std::optional<std::int64_t> configured_us, int local_ranks, int job_cpus) {
-  if (configured_us) return std::uint64_t(*configured_us) * 1000;
-  if (local_ranks > job_cpus) return kOversubscribedYieldUs * 1000;
-  static const std::uint64_t declared_default =
-      std::strtoull(std::string(config::find("VIASTACK_YIELD_US")->default_value).c_str(), nullptr, 10) * 1000;
-  return declared_default;
+  return phase_ns("VIASTACK_YIELD_US", configured_us, local_ranks > job_cpus, kOversubscribedYieldUs);
 }
 
 std::chrono::nanoseconds wait_yield_time() {
-  static const std::uint64_t value = [] {
-    std::string error;
-    const auto job = job_bootstrap(error);
-    return wait_yield_ns(config::integer_if_set("VIASTACK_YIELD_US"), job ? job->local_size() : 1,
-                         job_cpus_on_this_host());
-  }();
+  static const std::uint64_t value =
+      wait_yield_ns(config::integer_if_set("VIASTACK_YIELD_US"), job_ranks_on_this_host(), job_cpus_on_this_host());
   return std::chrono::nanoseconds(value);
 }
 
@@ -89,11 +84,13 @@ int job_cpus_on_this_host() {
   return int(online);
 }
 
-bool job_outnumbers_cpus_on_this_host() {
+int job_ranks_on_this_host() {
   std::string error;
   const auto job = job_bootstrap(error);
-  return (job ? job->local_size() : 1) > job_cpus_on_this_host();
+  return job ? job->local_size() : 1;
 }
+
+bool job_outnumbers_cpus_on_this_host() { return job_ranks_on_this_host() > job_cpus_on_this_host(); }
 
 const char* describe(Result r) {
   switch (r) {
