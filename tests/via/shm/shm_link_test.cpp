@@ -65,11 +65,12 @@ class ShmLinkPair : public ::testing::Test {
   }
 
   // Sends a frame of `head` header bytes and a body of `body` bytes, as two
-  // pieces (as MPI sends a message); false if the ring had no room.
-  bool send_pieces(std::size_t head, std::size_t body, unsigned seed) {
+  // pieces (as MPI sends a message); false if the ring had no room. A frame
+  // that is not its message's last keeps the full form.
+  bool send_pieces(std::size_t head, std::size_t body, unsigned seed, bool last = true) {
     std::vector<std::byte> bytes(head + body);
     for (std::size_t i = 0; i < bytes.size(); ++i) bytes[i] = std::byte(i * 13 + seed);
-    const via::FrameHeader h{via::kFrameSend, via::kFlagLast, 0, std::uint32_t(bytes.size()), bytes.size(), 0, 0, 0, 0};
+    const via::FrameHeader h{via::kFrameSend, last ? via::kFlagLast : std::uint8_t(0), 0, std::uint32_t(bytes.size()), bytes.size(), 0, 0, 0, 0};
     const iovec iov[2] = {{bytes.data(), head}, {bytes.data() + head, body}};
     return sender_.try_send(h, iov, 2);
   }
@@ -219,6 +220,42 @@ TEST_F(ShmLinkPair, FramesOfEverySizeKeepFlowingThroughTheWrap) {
     ASSERT_NE(peek_pieces(kHeaders, body, s), nullptr);
     receiver_.pop();
   }
+}
+
+// Frames that fit their cell, sent in bursts (each send after the first of a
+// burst fetches the cell after next for writing, full or not), with the
+// receiver taking a few at a time and behind by up to the whole ring, arrive
+// whole and in order, compact and full forms alike.
+TEST_F(ShmLinkPair, InCellFramesSentInBurstsArriveWholeAndInOrder) {
+  constexpr std::size_t kHead = 16;
+  std::vector<std::pair<std::size_t, unsigned>> in_flight;  // body, seed
+  std::uint32_t x = 777;
+  auto take = [&](std::size_t n) {
+    for (; n && !in_flight.empty(); --n) {
+      ASSERT_NE(peek_pieces(kHead, in_flight.front().first, in_flight.front().second), nullptr);
+      receiver_.pop();
+      in_flight.erase(in_flight.begin());
+    }
+  };
+  unsigned seed = 0;
+  for (int burst = 0; burst < 400; ++burst) {
+    x = x * 1664525u + 1013904223u;
+    for (std::size_t n = 1 + (x >> 8) % (2 * kGeometry.cells); n; --n) {
+      x = x * 1664525u + 1013904223u;
+      // Compact (a whole message) or full (a message's first frame), in the cell.
+      const bool last = burst % 2;
+      const std::size_t body = (x >> 8) % ((last ? shm::kCompactBytes : shm::kInlineBytes) - kHead + 1);
+      ++seed;
+      while (!send_pieces(kHead, body, seed, last)) {
+        ASSERT_EQ(in_flight.size(), kGeometry.cells) << "refused with room in the ring";
+        take(1 + (x >> 20) % 8);
+      }
+      in_flight.emplace_back(body, seed);
+    }
+    take((x >> 12) % (kGeometry.cells + 1));
+  }
+  take(in_flight.size());
+  EXPECT_TRUE(in_flight.empty());
 }
 
 }  // namespace

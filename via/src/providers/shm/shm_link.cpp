@@ -53,6 +53,15 @@ void map_in_data(const Ring& ring) {
   (void)madvise(reinterpret_cast<void*>(first), end - first, MADV_POPULATE_WRITE);
 }
 
+// Asks for a line in a state this core may write, ahead of the write.
+inline void prefetch_for_write(const void* p) {
+#if defined(__x86_64__)
+  asm volatile("prefetchw %0" ::"m"(*static_cast<const char*>(p)));  // __builtin_prefetch(p, 1) without -mprfchw reads
+#else
+  __builtin_prefetch(p, 1);
+#endif
+}
+
 }  // namespace
 
 void ring_doorbell(Segment& s) {
@@ -152,6 +161,20 @@ bool ShmLink::try_send(const FrameHeader& header, const iovec* iov, std::size_t 
   }
   cell.seq.store(std::uint32_t(send_pos_ + 1), std::memory_order_release);
   ++send_pos_;
+  // Sent one after another, frames that fit their cell fetch the lines the
+  // one after next will take, for writing: a cell's lines were last read by
+  // the consumer, and taking each back only when written left one transfer
+  // between the cores per frame in the way of every later store (the slow
+  // state's 8 B bidirectional windows, interleaved sends and receives:
+  // 3.1 M frames/s each way, 7.1 with this). The next cell is left alone: a
+  // consumer that is caught up is reading it. After a frame taken, as in a
+  // ping-pong, nothing is fetched: that cost latency.
+  if (in_cell && !took_since_send_) {
+    const std::size_t used = (compact ? offsetof(Cell, compact.payload) : offsetof(Cell, full.inline_payload)) + len;
+    const auto* after_next = reinterpret_cast<const std::byte*>(&theirs_.cells[ring.cell_index(send_pos_ + 1)]);
+    for (std::size_t line = 0; line < used; line += 64) prefetch_for_write(after_next + line);
+  }
+  took_since_send_ = false;
   wake(peer_, fence_);
   if (!theirs_mapped_in_ && send_data_pos_ >= kMapInAfterBytes) [[unlikely]] {
     map_in_data(theirs_);
@@ -193,6 +216,7 @@ bool ShmLink::peek(const FrameHeader*& header, const std::byte*& payload) {
 void ShmLink::pop() {
   const Cell& cell = mine_.cells[mine_.geometry.cell_index(recv_pos_)];
   const bool freed_data = current_frees_data_;
+  took_since_send_ = true;
   if (freed_data) mine_->data_consumed.store(cell.full.data_end, std::memory_order_release);
   ++recv_pos_;
   if (!mine_mapped_in_ && freed_data && cell.full.data_end >= kMapInAfterBytes) [[unlikely]] {

@@ -51,6 +51,9 @@ class ShmLink final : public Link {
   std::uint64_t send_data_pos_ = 0;
   std::uint64_t seen_cells_consumed_ = 0;
   std::uint64_t seen_data_consumed_ = 0;
+  // Whether a frame was taken from mine_ since the last one sent: if not,
+  // sends come one after another, and the cells ahead are worth fetching.
+  bool took_since_send_ = true;
   // Consumer side (from mine_).
   std::uint64_t recv_pos_ = 0;
   // Whether each ring's data pages are in this process's page tables yet
