@@ -2,6 +2,7 @@
 // behind by a killed job.
 #include "providers/shm/segment.hpp"
 
+#include "via/bootstrap.hpp"
 #include "via/log.hpp"
 #include "via/via.hpp"
 
@@ -384,6 +385,17 @@ void fence_before_sleep() {
 }
 
 bool sleeper_fences_failed() { return membarrier_failed.load(std::memory_order_relaxed); }
+
+}  // namespace via::shm
+
+namespace via {
+
+bool sleeper_fences() { return shm::sleeper_fences(); }
+void fence_before_sleep() { shm::fence_before_sleep(); }
+
+}  // namespace via
+
+namespace via::shm {
 
 Segment* create_segment(const std::string& job, std::uint32_t nic, RingGeometry rings, int& fd_out,
                         std::string& error) {
