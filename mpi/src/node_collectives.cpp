@@ -59,15 +59,18 @@ struct alignas(kLineBytes) MemberControl {
   // only around a long wait: on a line of its own, which the flags written at
   // every call do not take away from the readers' caches.
   alignas(kLineBytes) std::atomic<std::uint32_t> may_sleep;
-  // Set once, before this member first says it may sleep: it then runs
-  // via::fence_before_sleep's membarrier, and a registered raiser of a flag
-  // needs no fence of its own for it (wake_sleepers).
+  // Set once, before this member first says it may sleep: kFencesBeforeSleep
+  // if its process is registered for via::fence_before_sleep's membarrier
+  // (a registered raiser of a flag then needs no fence of its own for it,
+  // wake_sleepers), kFencesNot if not; 0 until then.
   std::atomic<std::uint32_t> sleeper_fences;
   std::int32_t pid;
   std::uint64_t start_time;     // with pid: this process, not a later one of the same pid
   std::uint64_t pid_namespace;  // pids mean something only within one namespace
   const std::uint64_t* probe;   // a word of this process's own memory that others try to read (kProbeValue)
 };
+enum : std::uint32_t { kFencesBeforeSleep = 1, kFencesNot = 2 };
+
 // The flag that says a call's data is in place, its size and the data itself
 // begin on one line: a reader of a small call takes one line from the
 // writer's cache, not three (flag, size, data).
@@ -199,7 +202,7 @@ class NodeCollectives {
     mine.start_time = start_time_of(mine.pid);
     mine.pid_namespace = own_pid_namespace();
     mine.probe = &probe_word;
-    mine.sleeper_fences.store(via::sleeper_fences(), std::memory_order_relaxed);
+    mine.sleeper_fences.store(via::sleeper_fences() ? kFencesBeforeSleep : kFencesNot, std::memory_order_relaxed);
     // The point-to-point wait sleeps once it has spun and then yielded for
     // via::wait_yield_time(): a waiter says it may sleep well before that.
     may_sleep_after_ = std::chrono::duration_cast<Clock::duration>(via::wait_yield_time() / 2);
@@ -336,7 +339,11 @@ class NodeCollectives {
         if (now - start < may_sleep_after_) return false;
         // Said before the flag is read again: whoever raises it after this read sees it and wakes us.
         control(me_).may_sleep.store(1, std::memory_order_relaxed);
-        via::fence_before_sleep();
+        // The membarrier, unless some member's raises fence on their own anyway.
+        if (raise_fence() == RaiseFence::needed)
+          std::atomic_thread_fence(std::memory_order_seq_cst);
+        else
+          via::fence_before_sleep();
         may_sleep = true;
         next_liveness_check = now + kLivenessInterval;
         return ready();
@@ -357,28 +364,36 @@ class NodeCollectives {
 
   // After a flag is raised: a member that may be asleep gets a message, whose
   // arrival wakes it. The raise must be ordered before the look at may_sleep:
-  // by a full fence here, unless this process and every member run the
-  // sleeper's membarrier (via::sleeper_fences). That fence waited for the
-  // raise's line to reach the other core at every call: a scatter of 4 B on 2
-  // ranks took 0.166 us a call against Open MPI's 0.10-0.12 where a line takes
-  // 400 ns to go to the other core and back.
+  // by a full fence here, unless every member runs the sleeper's membarrier
+  // (via::sleeper_fences). That fence waited for the raise's line to reach
+  // the other core at every call: a scatter of 4 B on 2 ranks took 0.166 us
+  // a call against Open MPI's 0.098 where a line takes 400 ns to go to the
+  // other core and back.
   void wake_sleepers() {
-    if (!sleepers_fence_ && !(sleepers_fence_ = every_member_fences_before_sleep()))
-      std::atomic_thread_fence(std::memory_order_seq_cst);
-    else
+    if (raise_fence() == RaiseFence::not_needed)
       std::atomic_signal_fence(std::memory_order_seq_cst);  // the compiler keeps the look after the raise
+    else
+      std::atomic_thread_fence(std::memory_order_seq_cst);
     for (int r = 0; r < n_; ++r)
       if (r != me_ && control(r).may_sleep.load(std::memory_order_relaxed))
         runtime().p2p().try_send_eager(nullptr, 0, datatype_of(MPI_BYTE), r, kWakeTag, comm_,
                                        comm_.collective_context());
   }
 
-  // Once true, true for good: a member's sleeper_fences never goes back to 0.
-  bool every_member_fences_before_sleep() const {
-    if (!via::sleeper_fences()) return false;
-    for (int r = 0; r < n_; ++r)
-      if (!control(r).sleeper_fences.load(std::memory_order_relaxed)) return false;
-    return true;
+  // Whether a raise needs a fence of its own: not_needed once every member
+  // said it runs the membarrier, needed for good once one (this one first)
+  // said it does not; unknown while a member has not said yet (its flag is
+  // 0 until its constructor runs), and a raise then fences.
+  enum class RaiseFence { unknown, needed, not_needed };
+  RaiseFence raise_fence() {
+    if (raise_fence_ != RaiseFence::unknown) return raise_fence_;
+    RaiseFence known = RaiseFence::not_needed;
+    for (int r = 0; r < n_; ++r) {
+      const std::uint32_t said = control(r).sleeper_fences.load(std::memory_order_relaxed);
+      if (said == kFencesNot) return raise_fence_ = RaiseFence::needed;
+      if (said != kFencesBeforeSleep) known = RaiseFence::unknown;
+    }
+    return raise_fence_ = known;
   }
 
   void check_members_alive() const {
@@ -397,7 +412,7 @@ class NodeCollectives {
   std::unique_ptr<WindowMemory> memory_;
   std::vector<Member*> members_;  // empty: not for shared memory
   std::uint64_t calls_ = 0;
-  bool sleepers_fence_ = false;  // every_member_fences_before_sleep, once it was true
+  RaiseFence raise_fence_ = RaiseFence::unknown;
   std::uint64_t all_done_through_ = 0;  // every member had finished this call when last looked at
   std::uint64_t large_calls_ = 0;
   std::uint64_t large_area_used_by_[kLargeAreas] = {};  // the call that last staged its data in each large area

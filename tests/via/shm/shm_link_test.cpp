@@ -222,10 +222,12 @@ TEST_F(ShmLinkPair, FramesOfEverySizeKeepFlowingThroughTheWrap) {
   }
 }
 
-// Frames that fit their cell, sent in bursts (each send after the first of a
-// burst fetches the cell after next for writing, full or not), with the
-// receiver taking a few at a time and behind by up to the whole ring, arrive
-// whole and in order, compact and full forms alike.
+// Frames that fit their cell, sent in bursts (every send after the first of
+// a burst fetches the cell after next for writing; after each burst the
+// sender takes a frame coming back, as in a ping-pong, and the next burst's
+// first send fetches nothing), with the receiver taking a few at a time and
+// behind by up to the whole ring, arrive whole and in order, compact and full
+// forms alike.
 TEST_F(ShmLinkPair, InCellFramesSentInBurstsArriveWholeAndInOrder) {
   constexpr std::size_t kHead = 16;
   std::vector<std::pair<std::size_t, unsigned>> in_flight;  // body, seed
@@ -248,13 +250,22 @@ TEST_F(ShmLinkPair, InCellFramesSentInBurstsArriveWholeAndInOrder) {
       ++seed;
       while (!send_pieces(kHead, body, seed, last)) {
         ASSERT_EQ(in_flight.size(), kGeometry.cells) << "refused with room in the ring";
-        take(1 + (x >> 20) % 8);
+        ASSERT_NO_FATAL_FAILURE(take(1 + (x >> 20) % 8));
       }
       in_flight.emplace_back(body, seed);
     }
-    take((x >> 12) % (kGeometry.cells + 1));
+    ASSERT_NO_FATAL_FAILURE(take((x >> 12) % (kGeometry.cells + 1)));
+    // A frame back, taken by the sender.
+    const std::byte answer[8] = {};
+    const iovec iov{const_cast<std::byte*>(answer), sizeof answer};
+    ASSERT_TRUE(receiver_.try_send(via::FrameHeader{via::kFrameSend, via::kFlagLast, 0, 8, 8, 0, 0, 0, 0}, &iov, 1));
+    const via::FrameHeader* got = nullptr;
+    const std::byte* at = nullptr;
+    ASSERT_TRUE(sender_.peek(got, at));
+    EXPECT_EQ(got->length, 8u);
+    sender_.pop();
   }
-  take(in_flight.size());
+  ASSERT_NO_FATAL_FAILURE(take(in_flight.size()));
   EXPECT_TRUE(in_flight.empty());
 }
 

@@ -91,12 +91,11 @@ std::chrono::nanoseconds wait_yield_time();
 // Fences for a flag in memory shared between processes, raised by one and
 // awaited by another that may sleep: the raiser stores the flag, then looks
 // whether the waiter sleeps; the waiter says it sleeps, then looks at the
-// flag. Each needs its store ordered before its load. A full fence at every
-// raise waits for the raiser's stores to reach the other core, so the side
-// that rarely needs it pays: a waiter on its way into a sleep calls
-// fence_before_sleep, a membarrier that fences every running thread of the
-// processes registered for it. A raiser may leave its own fence out where it
-// and every waiter that may sleep answer true to sleeper_fences.
+// flag; each needs its store ordered before its load. The side that rarely
+// needs it pays (the shm provider's segment.hpp says why): a waiter on its
+// way into a sleep calls fence_before_sleep, a membarrier that fences every
+// running thread of the processes registered for it, and a raiser may leave
+// its own fence out where it and every waiter answer true to sleeper_fences.
 bool sleeper_fences();  // this process is registered (asked once; false where the kernel refuses)
 void fence_before_sleep();  // that membarrier where registered, else a full fence
 

@@ -357,6 +357,16 @@ void remove_dead_jobs(const std::string& job) {
   close(root_fd);
 }
 
+namespace {
+std::atomic<bool> membarrier_failed{false};
+}
+
+bool sleeper_fences_failed() { return membarrier_failed.load(std::memory_order_relaxed); }
+
+}  // namespace via::shm
+
+namespace via {
+
 bool sleeper_fences() {
   // Asked once per process: a forked child registers anew.
   static std::atomic<pid_t> asked_in{0};
@@ -371,27 +381,14 @@ bool sleeper_fences() {
   return registered.load(std::memory_order_relaxed);
 }
 
-namespace {
-std::atomic<bool> membarrier_failed{false};
-}
-
 void fence_before_sleep() {
   if (!sleeper_fences()) return std::atomic_thread_fence(std::memory_order_seq_cst);
   if (syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL_EXPEDITED, 0, 0) == 0) return;
   const int error = errno;
   std::atomic_thread_fence(std::memory_order_seq_cst);
-  if (!membarrier_failed.exchange(true))
+  if (!shm::membarrier_failed.exchange(true))
     VIA_LOG(warn, "shm", "membarrier failed (%s): sleeps are cut to 1 ms slices", std::strerror(error));
 }
-
-bool sleeper_fences_failed() { return membarrier_failed.load(std::memory_order_relaxed); }
-
-}  // namespace via::shm
-
-namespace via {
-
-bool sleeper_fences() { return shm::sleeper_fences(); }
-void fence_before_sleep() { shm::fence_before_sleep(); }
 
 }  // namespace via
 

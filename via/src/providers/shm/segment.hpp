@@ -20,6 +20,7 @@
 
 #include "engine/frame.hpp"
 #include "engine/region_table.hpp"
+#include "via/bootstrap.hpp"
 
 namespace via::shm {
 
@@ -29,6 +30,7 @@ inline constexpr std::uint32_t kMaxVi = 1024;  // slots are backed by memory onl
 // A frame's payload rides in its cell when it fits: no data-ring bytes to
 // write, read and hand back, nor a fence and a store to hand them back.
 inline constexpr std::uint32_t kCellBytes = 256;
+inline constexpr std::uint32_t kLineBytes = 64;  // a cache line, the unit cells are fetched in
 inline constexpr std::uint32_t kMaxFramePayload = 64 * 1024;
 inline constexpr std::uint32_t kInboxEntries = 64;
 inline constexpr std::uint32_t kMaxDiscriminator = 16;
@@ -219,13 +221,11 @@ inline Ring Segment::ring(std::uint32_t slot) {
 // membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED), which puts a full fence into
 // every running thread of the processes registered for it, after announcing
 // the sleep and again after any request for a doorbell its last look makes
-// (ShmLink::try_send).
-// Whether this process is registered (once per process; false where the
-// kernel or a seccomp filter refuses): links between two registered processes
-// leave their per-frame fences to the sleeper.
-bool sleeper_fences();
-// That membarrier, if this process is registered, else a full fence of its own.
-void fence_before_sleep();
+// (ShmLink::try_send). The two calls are via's (via/bootstrap.hpp), the MPI
+// library's shared-memory collectives use them too: sleeper_fences() says
+// whether this process is registered (links between two registered processes
+// leave their per-frame fences to the sleeper), fence_before_sleep() is that
+// membarrier, or a full fence where this process is not registered.
 // Whether a membarrier failed after registering (not known to happen): peers
 // may then go unseen, so sleeps are kept short.
 bool sleeper_fences_failed();

@@ -161,18 +161,19 @@ bool ShmLink::try_send(const FrameHeader& header, const iovec* iov, std::size_t 
   }
   cell.seq.store(std::uint32_t(send_pos_ + 1), std::memory_order_release);
   ++send_pos_;
-  // Sent one after another, frames that fit their cell fetch the lines the
-  // one after next will take, for writing: a cell's lines were last read by
-  // the consumer, and taking each back only when written left one transfer
-  // between the cores per frame in the way of every later store (the slow
-  // state's 8 B bidirectional windows, interleaved sends and receives:
-  // 3.1 M frames/s each way, 7.1 with this). The next cell is left alone: a
-  // consumer that is caught up is reading it. After a frame taken, as in a
-  // ping-pong, nothing is fetched: that cost latency.
-  if (in_cell && !took_since_send_) {
+  // Sent one after another, frames that fit their cell fetch for writing the
+  // lines of the cell after the next that a frame of this one's size would
+  // take: a cell's lines were last read by the consumer, and taking each back
+  // only when written left one transfer between the cores per frame in the
+  // way of every later store (the slow state's 8 B bidirectional windows,
+  // interleaved sends and receives: 3.1 M frames/s each way, 7.2 with this).
+  // The next cell is left alone (a consumer that has caught up is reading
+  // it), and so is a cell that may still hold a frame not taken. After a
+  // frame taken, as in a ping-pong, nothing is fetched: that cost latency.
+  if (in_cell && !took_since_send_ && send_pos_ + 2 - seen_cells_consumed_ <= ring.cells) {
     const std::size_t used = (compact ? offsetof(Cell, compact.payload) : offsetof(Cell, full.inline_payload)) + len;
     const auto* after_next = reinterpret_cast<const std::byte*>(&theirs_.cells[ring.cell_index(send_pos_ + 1)]);
-    for (std::size_t line = 0; line < used; line += 64) prefetch_for_write(after_next + line);
+    for (std::size_t line = 0; line < used; line += kLineBytes) prefetch_for_write(after_next + line);
   }
   took_since_send_ = false;
   wake(peer_, fence_);
