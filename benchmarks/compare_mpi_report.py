@@ -14,6 +14,11 @@ medians, which a machine that switches between a fast and a slow state
 between rounds (0.10 against 0.36 us for both libraries' 8 B latency on
 2026-11-27) can make 3x off when the states fall unevenly on the two.
 
+compare measures the core-to-core handoff before and after each run (in
+raw/<run>.json.handoff) and runs a round again when its runs disagree; a
+round whose runs still saw the machine in different states (handoffs more
+than 1.4x apart) is left out of a cell's median where another round was not.
+
 Each cell is viastack / Open MPI of the same measurement in the same rounds,
 oriented so that the targets of issue 25 read the same way everywhere:
   lat and every collective: time ratio (lower is better; target <= 1.1 for
@@ -55,6 +60,30 @@ def load(outdir):
     return runs
 
 
+SAME_STATE_SPREAD = 1.4  # as in benchmarks/compare
+
+
+def mixed_rounds(outdir):
+    """{(ranks, round)}: the rounds whose two runs saw different states of the machine."""
+    handoffs = {}
+    for path in glob.glob(os.path.join(outdir, "raw", "r*_*_*.json.handoff")):
+        m = re.match(r"r(\d+)_(openmpi|viastack)_(\d+)\.json\.handoff$", os.path.basename(path))
+        if not m:
+            continue
+        try:
+            with open(path) as f:
+                values = [float(v) for v in f.read().split()]
+        except (OSError, ValueError):
+            continue
+        handoffs.setdefault((int(m.group(3)), int(m.group(1))), {})[m.group(2)] = values
+    mixed = set()
+    for key, by_library in handoffs.items():
+        values = [v for vs in by_library.values() for v in vs]
+        if len(by_library) == 2 and values and min(values) > 0 and max(values) > SAME_STATE_SPREAD * min(values):
+            mixed.add(key)
+    return mixed
+
+
 def target(test, ranks, setting):
     if setting == "tcp":
         return 0.8 if test in THROUGHPUT_TESTS else 1.2
@@ -79,6 +108,7 @@ def main():
     outdir = sys.argv[1]
     setting = sys.argv[2] if len(sys.argv) == 3 else "shm"
     runs = load(outdir)
+    mixed = mixed_rounds(outdir)
     medians = {k: statistics.median(v.values()) for k, v in runs.items()}
     summary = []
     tables = []
@@ -102,6 +132,7 @@ def main():
                 if not rounds:
                     row.append("-")
                     continue
+                rounds = [r for r in rounds if (ranks, r) not in mixed] or rounds
                 ours, theirs = medians[("viastack", ranks, test, size)], medians[("openmpi", ranks, test, size)]
                 # lat_us is time per message or per call: throughput is its inverse.
                 ratio = statistics.median(theirs_runs[r] / ours_runs[r] if test in THROUGHPUT_TESTS

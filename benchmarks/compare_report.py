@@ -169,6 +169,31 @@ def others_pct(path):
         return None
 
 
+# Two runs whose core-to-core handoffs (benchmarks/machine_state, measured by
+# compare before and after each run) lie further apart than this ran in
+# different states of the machine.
+SAME_STATE_SPREAD = 1.4  # as in benchmarks/compare
+
+
+def handoffs(path):
+    """The core-to-core handoffs (GB/s) measured just before and just after this run, or None.  Written by compare."""
+    try:
+        with open(path + ".handoff") as f:
+            values = [float(v) for v in f.read().split()]
+        return values if values and min(values) > 0 else None
+    except (OSError, ValueError):
+        return None
+
+
+class Runs(tuple):
+    """(values, others' shares of the CPUs) of one measurement, a round each;
+    .handoffs: each round's run's handoffs (None where not measured)."""
+    def __new__(cls, vals, others, handoff_list):
+        runs_ = super().__new__(cls, (vals, others))
+        runs_.handoffs = handoff_list
+        return runs_
+
+
 def rounds(outdir):
     """1 .. the last round any raw file of OUTDIR belongs to."""
     found = [int(m.group(1)) for p in glob.glob(os.path.join(outdir, "raw", "r*_*"))
@@ -184,12 +209,13 @@ def runs(outdir, pattern, extract):
     by_round = {}
     for path in glob.glob(os.path.join(outdir, "raw", pattern)):
         by_round[int(re.search(r"/r(\d+)_", path).group(1))] = path
-    vals, others = [], []
+    vals, others, states = [], [], []
     for k in rounds(outdir):
         path = by_round.get(k)
         vals.append(extract(path) if path else None)
         others.append(others_pct(path) if path else None)
-    return vals, others
+        states.append(handoffs(path) if path else None)
+    return Runs(vals, others, states)
 
 
 def ours(field):
@@ -232,6 +258,20 @@ def round_ratios(ours_vals, anchor_vals):
     return [o / a for o, a in zip(ours_vals, anchor_vals) if o is not None and a]
 
 
+def mixed_states(ours_vals, anchor_vals, ours_handoffs, anchor_handoffs):
+    """For each round that has both (as round_ratios): whether its two runs ran
+    in different states of the machine (their handoffs more than
+    SAME_STATE_SPREAD apart). Unknown (not measured) counts as the same."""
+    out = []
+    for k, (o, a) in enumerate(zip(ours_vals, anchor_vals)):
+        if o is None or not a:
+            continue
+        both = [h for hs in (ours_handoffs, anchor_handoffs) if hs and k < len(hs) and hs[k] for h in hs[k]]
+        out.append(bool(ours_handoffs and anchor_handoffs and ours_handoffs[k] and anchor_handoffs[k]) and
+                   max(both) > SAME_STATE_SPREAD * min(both))
+    return out
+
+
 def fmt(v, digits=3):
     if v is None:
         return "n/a"
@@ -240,6 +280,14 @@ def fmt(v, digits=3):
     if abs(v) >= 10:
         return f"{v:.1f}"
     return f"{v:.{digits}f}"
+
+
+def mixed_flags(row):
+    return row.get("rounds_mixed_states") or [False] * len(row["round_ratios"])
+
+
+def ratio_mark(v, mixed):
+    return fmt(v, 2) + ("~" if mixed else "")
 
 
 def mark(v, pct):
@@ -253,15 +301,19 @@ def row_adder(rows):
         o, a = med(ours_vals), med(anchor_vals)
         # Round k of ours ran beside round k of the anchor (interleaved), in
         # the same state of this machine, which changes between rounds: the
-        # ratio is the median of the rounds' ratios. Where no round has both,
-        # the ratio of the medians.
+        # ratio is the median of the rounds' ratios, over the rounds whose two
+        # runs kept one state where any did. Where no round has both, the
+        # ratio of the medians.
         per_round = round_ratios(ours_vals, anchor_vals)
-        ratio = med(per_round) if per_round else (o / a) if (o is not None and a) else None
+        mixed = mixed_states(ours_vals, anchor_vals, getattr(ours_runs, "handoffs", None),
+                             getattr(anchor_runs, "handoffs", None))
+        same = [v for v, m in zip(per_round, mixed) if not m]
+        ratio = med(same or per_round) if per_round else (o / a) if (o is not None and a) else None
         rows.append({
             "key": key, "metric": metric, "unit": unit,
             "ours_runs": ours_vals, "ours_median": o, "ours_others_pct": ours_others,
             "anchor": anchor, "anchor_runs": anchor_vals, "anchor_median": a,
-            "anchor_others_pct": anchor_others, "round_ratios": per_round,
+            "anchor_others_pct": anchor_others, "round_ratios": per_round, "rounds_mixed_states": mixed,
             "ratio_ours_over_anchor": ratio, "better": better, "target": target,
         })
         return rows[-1]
@@ -358,12 +410,14 @@ def write_tables(outdir, name, rows, targets, notes=(), metric_width=52):
                      f"{fmt(r['anchor_median']):>9}  {fmt(r['ratio_ours_over_anchor'], 2):>11}  {r['anchor']}")
     lines.append("")
     lines.append("runs (in order; the medians above are over these, ours/anchor is the median of the rounds' ratios;")
-    lines.append(f" * = other processes used >= {DISTURBED_PCT}% of the CPUs, and >= 0.05 s, while that run ran):")
+    lines.append(f" * = other processes used >= {DISTURBED_PCT}% of the CPUs, and >= 0.05 s, while that run ran;")
+    lines.append(" ~ = the round's two runs saw the machine in different states (core-to-core handoffs more than"
+                 f" {SAME_STATE_SPREAD}x apart): left out of the ratio where another round was not):")
     key_width = max([9] + [len(r["key"]) for r in rows])
     for r in rows:
         o = " ".join(mark(v, p) for v, p in zip(r["ours_runs"], r["ours_others_pct"]))
         a = " ".join(mark(v, p) for v, p in zip(r["anchor_runs"], r["anchor_others_pct"]))
-        ratios = " ".join(fmt(v, 2) for v in r["round_ratios"])
+        ratios = " ".join(ratio_mark(v, m) for v, m in zip(r["round_ratios"], mixed_flags(r)))
         lines.append(f"  {r['key']:<{key_width}} viastack [{o}]   anchor [{a}]   ratios [{ratios}]")
     lines += notes
     if targets:
@@ -384,7 +438,7 @@ def write_tables(outdir, name, rows, targets, notes=(), metric_width=52):
                   f"{fmt(r['ratio_ours_over_anchor'], 2)} | {r['anchor']} | "
                   f"{', '.join(mark(v, p) for v, p in zip(r['ours_runs'], r['ours_others_pct']))} | "
                   f"{', '.join(mark(v, p) for v, p in zip(r['anchor_runs'], r['anchor_others_pct']))} | "
-                  f"{', '.join(fmt(v, 2) for v in r['round_ratios'])} |")
+                  f"{', '.join(ratio_mark(v, m) for v, m in zip(r['round_ratios'], mixed_flags(r)))} |")
     with open(os.path.join(outdir, name + ".md"), "w") as f:
         f.write("\n".join(md) + "\n")
     sys.stdout.write(text)
