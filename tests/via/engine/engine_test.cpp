@@ -36,6 +36,9 @@ constexpr bool kUnderSanitizer = false;
 const std::vector<std::size_t> kSizes = {0,     1,     8,     200,    201,    240,      241,           4096, 16383,
                                          16384, 65536, 65537, 262144, 300001, 1u << 20, (3u << 20) + 5};
 constexpr std::size_t kArena = 8u << 20;
+// VIASTACK_READ_TAKEOVER_US in these tests (main): far longer than a target
+// polled beside its reader ever leaves a request unanswered.
+constexpr std::uint64_t kReadTakeoverUs = 100'000;
 
 struct Transport {
   const char* name;
@@ -489,6 +492,97 @@ TEST_P(Engine, RdmaReadEverySize) {
     EXPECT_EQ(a.nic->counters().direct_reads - direct_before, cma() && size >= 16384 ? 1u : 0u);
     ++seed;
   }
+}
+
+// A read served through the rings whose target's engine does not take it up
+// (its process computing elsewhere) is copied by the reader once
+// VIASTACK_READ_TAKEOVER_US has passed; the request, when the target does
+// look, is passed over, and the next read goes through the rings again.
+TEST_P(Engine, ARingReadItsTargetDoesNotTakeUpIsCopiedByTheReader) {
+  if (!cma()) GTEST_SKIP() << "the reader takes a read over by single copy, which needs CMA";
+  auto [va, vb] = connect();
+  const std::size_t size = 8192;  // below the read threshold (16 KiB here): through the rings
+  b.fill(64, size, 31);
+  std::memset(a.arena.data(), 0, size);
+  const via::NicCounters before = a.nic->counters();
+  const auto start = std::chrono::steady_clock::now();
+  expect_ok(va->post_send(a.rdma(VIP_CONTROL_OP_RDMAREAD, std::uintptr_t(b.arena.data(64)), b.arena.handle, 0, size),
+                          a.arena.handle),
+            "post read");
+  VIP_DESCRIPTOR* d = nullptr;
+  pump({a.nic.get()}, [&] { return va->send_done(d) == via::Result::success; }, 10000);  // the target never polls
+  ASSERT_NE(d, nullptr) << "the reader did not take the read over";
+  EXPECT_EQ(d->CS.Status, std::uint32_t(VIP_STATUS_DONE | VIP_STATUS_OP_RDMA_READ));
+  EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(kReadTakeoverUs / 1000));
+  EXPECT_EQ(a.mismatch(0, size, 31), -1);
+  EXPECT_EQ(a.nic->counters().reads_taken_over - before.reads_taken_over, 1u);
+  EXPECT_EQ(a.nic->counters().direct_reads - before.direct_reads, 1u);
+  // The target now finds the request: it must not answer it (a response with
+  // no read outstanding would break the reader's VI).
+  for (int i = 0; i < 1000; ++i) b.nic->progress();
+  for (std::uint64_t seed = 40; seed < 44; ++seed) {
+    b.fill(64, size, seed);
+    std::memset(a.arena.data(), 0, size);
+    expect_ok(va->post_send(a.rdma(VIP_CONTROL_OP_RDMAREAD, std::uintptr_t(b.arena.data(64)), b.arena.handle, 0, size),
+                            a.arena.handle),
+              "post read");
+    d = wait_done(va, false);
+    ASSERT_NE(d, nullptr);
+    EXPECT_EQ(d->CS.Status, std::uint32_t(VIP_STATUS_DONE | VIP_STATUS_OP_RDMA_READ));
+    EXPECT_EQ(a.mismatch(0, size, seed), -1);
+  }
+  EXPECT_EQ(a.nic->counters().reads_taken_over - before.reads_taken_over, 1u) << "the target served these";
+  EXPECT_EQ(va->state(), via::ViState::connected);
+  EXPECT_EQ(vb->state(), via::ViState::connected);
+}
+
+// Several reads in flight, the target polling only now and then: each is
+// served through the rings or taken over, never both, and each arrives whole.
+TEST_P(Engine, RingReadsTakenOverOrServedArriveWholeAndInOrder) {
+  if (!cma()) GTEST_SKIP() << "taking a read over needs CMA";
+  auto [va, vb] = connect();
+  constexpr std::size_t kSize = 12288, kReads = 12;
+  for (std::size_t i = 0; i < kReads; ++i) b.fill(i * kSize, kSize, 100 + i);
+  std::memset(a.arena.data(), 0, kReads * kSize);
+  const via::NicCounters before = a.nic->counters();
+  // A read posted every 40 ms, the target polled every 150: some requests wait
+  // past the takeover time (100 ms), others are taken up before it.
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now();
+  std::size_t posted = 0, done = 0;
+  auto next_target_poll = start;
+  while (done < kReads && Clock::now() - start < std::chrono::seconds(20)) {
+    const auto now = Clock::now();
+    if (posted < kReads && now - start >= posted * std::chrono::milliseconds(40)) {
+      expect_ok(va->post_send(a.rdma(VIP_CONTROL_OP_RDMAREAD, std::uintptr_t(b.arena.data(posted * kSize)),
+                                     b.arena.handle, posted * kSize, kSize),
+                              a.arena.handle),
+                "post read");
+      ++posted;
+    }
+    a.nic->progress();
+    if (now >= next_target_poll) {
+      b.nic->progress();
+      next_target_poll = now + std::chrono::milliseconds(150);
+    }
+    VIP_DESCRIPTOR* d = nullptr;
+    while (done < kReads && va->send_done(d) == via::Result::success) {
+      EXPECT_EQ(d->CS.Status, std::uint32_t(VIP_STATUS_DONE | VIP_STATUS_OP_RDMA_READ)) << "read " << done;
+      ++done;
+    }
+  }
+  ASSERT_EQ(done, kReads);
+  for (std::size_t i = 0; i < kReads; ++i) EXPECT_EQ(a.mismatch(i * kSize, kSize, 100 + i), -1) << "read " << i;
+  const via::NicCounters& after = a.nic->counters();
+  EXPECT_EQ(after.reads_taken_over - before.reads_taken_over, after.direct_reads - before.direct_reads);
+  std::printf("%llu of %zu reads taken over\n", (unsigned long long)(after.reads_taken_over - before.reads_taken_over),
+              kReads);
+  for (int i = 0; i < 1000; ++i) {
+    a.nic->progress();
+    b.nic->progress();
+  }
+  EXPECT_EQ(va->state(), via::ViState::connected);
+  EXPECT_EQ(vb->state(), via::ViState::connected);
 }
 
 // A single-copy read offers its last half to the target's engine
@@ -1422,6 +1516,9 @@ int main(int argc, char** argv) {
   // Lower the single-copy threshold so that moderate sizes take the CMA path
   // when it is enabled; the engine reads it once.
   setenv("VIASTACK_DIRECT_THRESHOLD", "16384", 1);
+  // A read through the rings is taken over only when its target does not
+  // poll for this long: never, in the tests that poll both ends.
+  setenv("VIASTACK_READ_TAKEOVER_US", std::to_string(kReadTakeoverUs).c_str(), 1);
   setenv("VIASTACK_SPIN_US", "5", 1);
   // The mixed provider's tests pose as 16 ranks on this host: without it,
   // their waits would yield for 100 us, not the 1 ms the tests of the
@@ -1461,6 +1558,13 @@ TEST(WaitPolicy, SleepsSoonerWhenRanksOutnumberTheJobsCpus) {
 TEST(WaitPolicy, VIASTACK_YIELD_USStillDecides) {
   EXPECT_EQ(via::wait_yield_ns(2000, 4, 2), 2'000'000u);
   EXPECT_EQ(via::wait_yield_ns(0, 1, 8), 0u);
+}
+
+TEST(WaitPolicy, ReadsAreTakenOverSoonWhenEveryRankHasACpuAndLateWhenOutnumbered) {
+  EXPECT_EQ(via::read_takeover_wait_ns(std::nullopt, 2, 2), 20'000u);  // VIASTACK_READ_TAKEOVER_US's default
+  EXPECT_EQ(via::read_takeover_wait_ns(std::nullopt, 4, 2), 500'000u);
+  EXPECT_EQ(via::read_takeover_wait_ns(0, 4, 2), 0u);
+  EXPECT_EQ(via::read_takeover_wait_ns(50, 1, 8), 50'000u);
 }
 
 TEST(WaitPolicy, TheJobsCpusComeFromViarunWhenItSaysSo) {

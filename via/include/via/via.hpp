@@ -109,6 +109,9 @@ struct NicCounters {
   // Shares of a peer's single-copy RDMA reads this NIC wrote into the
   // reader's memory on its offer (VIASTACK_DIRECT_READ_SHARE).
   std::uint64_t shared_read_writes = 0;
+  // RDMA reads this NIC asked a peer to serve through the rings and, the peer
+  // not having claimed them in VIASTACK_READ_TAKEOVER_US, copied itself by single copy.
+  std::uint64_t reads_taken_over = 0;
   std::uint64_t dropped_no_receive = 0;
   std::uint64_t sleeps = 0;
   // Sleeps that ran their whole time slice and ended with their wait over

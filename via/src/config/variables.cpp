@@ -55,9 +55,13 @@ const std::vector<Variable>& declarations() {
             "1: single-copy transfers through Linux CMA where available; 0: all data through the rings"),
       integer_variable("VIASTACK_DIRECT_THRESHOLD", 0, kTiB, "bytes", "16777216", "via",
                        "sends and RDMA of at least this many bytes use CMA when available"),
-      integer_variable("VIASTACK_DIRECT_READ_THRESHOLD", 0, kTiB, "bytes", "524288", "via",
+      integer_variable("VIASTACK_DIRECT_READ_THRESHOLD", 0, kTiB, "bytes", "16777216", "via",
                        "RDMA reads of at least this many bytes (or of VIASTACK_DIRECT_THRESHOLD, if lower) use CMA "
                        "when available; smaller ones come through the rings, served by the target's engine"),
+      integer_variable("VIASTACK_READ_TAKEOVER_US", 0, 1000000, "microseconds", "20", "via",
+                       "an RDMA read through the rings that the target's engine has not taken up after this long "
+                       "(its process computing elsewhere) is copied by the reader with CMA when available; "
+                       "0: the reader always waits for the target"),
       integer_variable("VIASTACK_DIRECT_READ_SHARE", 0, 90, "percent", "50", "via",
                        "the share of such a CMA read offered to the target's engine to write itself while the reader "
                        "copies the rest (whichever end claims it first copies it); 0: the reader copies it all"),

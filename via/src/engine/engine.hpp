@@ -39,6 +39,17 @@ std::uint64_t wait_spin_ns(std::optional<std::int64_t> configured_us, int local_
 // 1000 us, 0.9x with 100.)
 inline constexpr std::uint64_t kOversubscribedYieldUs = 100;
 std::uint64_t wait_yield_ns(std::optional<std::int64_t> configured_us, int local_ranks, int job_cpus);
+// How long an RDMA read served through the rings waits for its target's
+// engine to take it up before the reader copies it by single copy:
+// configured_us (VIASTACK_READ_TAKEOVER_US) when set; else the declared
+// default, or kOversubscribedReadTakeoverUs where the host's ranks outnumber
+// the job's CPUs. There a target that has not answered is mostly waiting for
+// a core, which the waiting reader soon yields to it, and the rings' two
+// pipelined copies beat the single copy (4 ranks on 2 cores, 1 MiB
+// ialltoallv: 768 us a call taking over after 20 us, 480-540 after 100-500,
+// 500 never taking over, Open MPI 715).
+inline constexpr std::uint64_t kOversubscribedReadTakeoverUs = 500;
+std::uint64_t read_takeover_wait_ns(std::optional<std::int64_t> configured_us, int local_ranks, int job_cpus);
 
 class Provider;
 class Link;
@@ -256,6 +267,12 @@ class ViImpl final : public Vi {
   void complete_read(const FrameHeader& h, const std::byte* payload);
   void serve_read_request(const FrameHeader& h);
   void serve_shared_read(const FrameHeader& h, const std::byte* payload);
+  // A withdrawable read request (kFlagWithdrawable): whether this end claimed
+  // it to serve (false: the reader took it back first, or has gone).
+  bool claim_ring_read(std::uint32_t read);
+  // The reads at the head of awaiting_read_ that their target has not claimed
+  // by their time: taken back and copied by single copy. True if any was.
+  bool take_over_stalled_reads();
   // Breaks the VI: it goes to the error state, the peer is told, outstanding
   // descriptors are flushed (wr, if given, completes with `status`).
   void fail(VIP_ERROR_CODE code, std::string cause, WorkQueue* q = nullptr, WorkRequest* wr = nullptr,
@@ -276,7 +293,19 @@ class ViImpl final : public Vi {
   std::uint64_t connect_deadline_ns_ = 0;  // when a pending connect request times out
   std::uint64_t tx_next_ = 0;    // next send-queue request to transmit
   std::uint64_t fill_next_ = 0;  // next receive-queue request to fill
-  std::deque<std::uint64_t> awaiting_ack_, awaiting_read_;
+  std::deque<std::uint64_t> awaiting_ack_;
+  // An RDMA read whose request went out, served through the rings. One the
+  // target may not have claimed yet (withdrawable) is taken back at
+  // take_over_at (now_ns) if still unclaimed: `read` names its claim word.
+  struct AwaitingRead {
+    std::uint64_t index;  // in sendq_
+    std::uint64_t take_over_at = 0;
+    std::uint32_t read = 0;
+    bool withdrawable = false;
+  };
+  std::deque<AwaitingRead> awaiting_read_;
+  std::uint32_t withdrawable_reads_ = 0;  // in awaiting_read_
+  std::uint64_t ring_reads_ = 0;          // withdrawable read requests sent, for their words in turn
   std::deque<ReadResponse> read_responses_;
   std::uint32_t acks_owed_ = 0;
   bool discarding_ = false;  // dropping the rest of a message that had nowhere to go
@@ -295,6 +324,11 @@ class ViImpl final : public Vi {
   std::uint64_t direct_min_ = UINT64_MAX;  // sends and RDMA writes this large use it
   std::uint64_t direct_read_min_ = UINT64_MAX;  // RDMA reads this large use it
   std::atomic<std::uint64_t>* read_claim_ = nullptr;  // shared single-copy reads: the link's word, if any
+  // Reads through the rings the target has not claimed after this long are
+  // copied by single copy (VIASTACK_READ_TAKEOVER_US); the words they are
+  // claimed by, empty when they are not withdrawable.
+  std::uint64_t read_takeover_ns_ = 0;
+  std::span<std::atomic<std::uint64_t>> ring_read_claims_;
   std::unique_ptr<FaultInjector> faults_;  // unreliable VIs under VIASTACK_FAULTS
   DescriptorNotify send_notify_, recv_notify_;
   // The regions the last posts' descriptor and data segments were found in

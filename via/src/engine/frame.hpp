@@ -24,19 +24,25 @@ enum FrameFlags : std::uint8_t {
   kFlagNoData = 8,     // RDMA write already placed directly; this frame only consumes a receive
   kFlagShared = 16,    // read request: the target may write [offset, total) itself, by single copy,
                        // into the reader's iovec list (the payload), once it claims the read's word
+  kFlagWithdrawable = 32,  // read request served through the rings: only once the target claims its word
+                           // (Link::peer_ring_read_claims); the reader may take it back and copy it itself
 };
 
 // The word through which the two ends of a shared single-copy read (kFlagShared)
 // agree on who copies the part offered to the target: the read's number
 // (`imm` of its request) and a state. The reader offers; whoever moves it
 // from kClaimOffered first copies that part, so the target never writes
-// into memory the reader has already handed back to its program.
+// into memory the reader has already handed back to its program. A read
+// served through the rings (kFlagWithdrawable) has a word of its own, by which
+// the same race decides whether the target sends it or the reader, tired of
+// waiting for a target that computes elsewhere, copies it by single copy.
 enum ReadClaimState : std::uint8_t {
   kClaimOffered = 1,  // by the reader, before its request goes out
   kClaimWriting = 2,  // the target took it and is copying
   kClaimDone = 3,     // the target copied it all
   kClaimFailed = 4,   // the target could not: the reader copies it
   kClaimTaken = 5,    // the reader took it back and copies it itself
+  kClaimServing = 6,  // kFlagWithdrawable: the target took it and sends it through the rings
 };
 inline std::uint64_t read_claim_word(std::uint32_t read, ReadClaimState state) {
   return (std::uint64_t(read) << 8) | state;

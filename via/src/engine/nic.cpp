@@ -67,6 +67,10 @@ std::uint64_t wait_yield_ns(std::optional<std::int64_t> configured_us, int local
   return phase_ns("VIASTACK_YIELD_US", configured_us, local_ranks > job_cpus, kOversubscribedYieldUs);
 }
 
+std::uint64_t read_takeover_wait_ns(std::optional<std::int64_t> configured_us, int local_ranks, int job_cpus) {
+  return phase_ns("VIASTACK_READ_TAKEOVER_US", configured_us, local_ranks > job_cpus, kOversubscribedReadTakeoverUs);
+}
+
 std::chrono::nanoseconds wait_yield_time() {
   static const std::uint64_t value =
       wait_yield_ns(config::integer_if_set("VIASTACK_YIELD_US"), job_ranks_on_this_host(), job_cpus_on_this_host());
@@ -409,7 +413,7 @@ inline bool ViImpl::progress() {
   const FrameHeader* h;
   const std::byte* payload;
   if (!holding_ && link_->peek(h, payload)) return receive_and_transmit(h, payload);
-  if (!faults_ && !transmit_waiting()) return false;
+  if (!faults_ && !transmit_waiting() && !withdrawable_reads_) return false;
   return receive_and_transmit(nullptr, nullptr);
 }
 

@@ -11,6 +11,7 @@
 #include "engine/copy.hpp"
 #include "engine/engine.hpp"
 #include "engine/errors.hpp"
+#include "via/bootstrap.hpp"
 #include "via/config.hpp"
 #include "engine/faults.hpp"
 #include "providers/provider.hpp"
@@ -44,6 +45,17 @@ std::uint64_t direct_threshold() {
 std::uint64_t direct_read_threshold() {
   static const std::uint64_t value =
       std::min(direct_threshold(), std::uint64_t(config::integer("VIASTACK_DIRECT_READ_THRESHOLD")));
+  return value;
+}
+
+// How long a read served through the rings waits for its target to claim it
+// before the reader takes it back and copies it by single copy: a target
+// computing outside the library (an MPI sender between MPI_Isend and
+// MPI_Wait) then holds its reader up by this much rather than until it next
+// polls. 0: never taken back.
+std::uint64_t read_takeover_ns() {
+  static const std::uint64_t value = read_takeover_wait_ns(config::integer_if_set("VIASTACK_READ_TAKEOVER_US"),
+                                                           job_ranks_on_this_host(), job_cpus_on_this_host());
   return value;
 }
 
@@ -507,6 +519,7 @@ void ViImpl::flush_all(std::uint32_t status) {
   fill_next_ = recvq_.tail();
   awaiting_ack_.clear();
   awaiting_read_.clear();
+  withdrawable_reads_ = 0;
   read_responses_.clear();
   acks_owed_ = 0;
   receiving_ = nullptr;
@@ -522,6 +535,8 @@ void ViImpl::attach(std::unique_ptr<Link> link, const ViAttributes& remote_attrs
   direct_min_ = direct_capable_ ? direct_threshold() : UINT64_MAX;
   direct_read_min_ = direct_capable_ ? direct_read_threshold() : UINT64_MAX;
   read_claim_ = direct_capable_ && direct_read_share() ? link_->own_read_claim() : nullptr;
+  read_takeover_ns_ = direct_capable_ ? read_takeover_ns() : 0;
+  ring_read_claims_ = read_takeover_ns_ ? link_->own_ring_read_claims() : std::span<std::atomic<std::uint64_t>>{};
   faults_.reset();
   if (nic_.fault_plan() && attrs_.reliability == VIP_SERVICE_UNRELIABLE) {
     // One random stream per VI, derived from the NIC's number and the VI's
@@ -663,6 +678,7 @@ bool ViImpl::receive_and_transmit(const FrameHeader* h, const std::byte* payload
   }
   if (faults_ && link_ && faults_->holding()) faults_->flush(*link_, now_ns());
   if (link_ && transmit_waiting()) moved |= transmit_pending();
+  if (withdrawable_reads_ && link_) moved |= take_over_stalled_reads();
   return moved;
 }
 
@@ -752,8 +768,29 @@ bool ViImpl::transmit(WorkRequest& wr) {
         if (wr.total >= direct_read_min_) return direct_rdma(wr);
       }
       FrameHeader h{kFrameReadRequest, kFlagLast, 0, 0, wr.total, 0, remote.Data.AddressBits, remote.Handle, 0};
+      AwaitingRead awaiting{index};
+      // Withdrawable while every read in flight has a word of its own: those
+      // in flight are the last ones sent, whose words follow each other.
+      if (awaiting_read_.size() < ring_read_claims_.size()) {
+        const std::size_t n = ring_read_claims_.size(), at = ring_reads_ % n;
+        std::atomic<std::uint64_t>& word = ring_read_claims_[at];
+        // Above any number the word held (they are `at` modulo n), so that a
+        // stale request (of this connection or of one before on the slot)
+        // never names this read.
+        const std::uint32_t held = std::uint32_t(word.load(std::memory_order_relaxed) >> 8);
+        awaiting.read = held - held % std::uint32_t(n) + std::uint32_t(n + at);
+        word.store(read_claim_word(awaiting.read, kClaimOffered), std::memory_order_relaxed);
+        h.flags |= kFlagWithdrawable;
+        h.imm = awaiting.read;
+      }
       if (!send_frame(h, nullptr, 0)) return false;
-      awaiting_read_.push_back(index);
+      if (h.flags & kFlagWithdrawable) {
+        ++ring_reads_;
+        ++withdrawable_reads_;
+        awaiting.withdrawable = true;
+        awaiting.take_over_at = now_ns() + read_takeover_ns_;
+      }
+      awaiting_read_.push_back(awaiting);
       return true;
     }
   }
@@ -950,7 +987,7 @@ std::size_t ViImpl::payload_destination(const FrameHeader& h, iovec* out, std::s
   if (h.type == kFrameReadResponse) {
     // The oldest read's local segments, as complete_read would fill them.
     if ((h.flags & kFlagError) || awaiting_read_.empty()) return 0;
-    wr = &sendq_.at(awaiting_read_.front());
+    wr = &sendq_.at(awaiting_read_.front().index);
     if (h.total != wr->total) return 0;
   } else if (h.type != kFrameSend) {
     return 0;
@@ -1098,7 +1135,7 @@ bool ViImpl::handle_frame(const FrameHeader& h, const std::byte* payload) {
     case kFrameReadRequest:
       if (h.flags & kFlagShared)
         serve_shared_read(h, payload);
-      else
+      else if (!(h.flags & kFlagWithdrawable) || claim_ring_read(h.imm))
         serve_read_request(h);
       return true;
     case kFrameReadResponse:
@@ -1189,8 +1226,44 @@ void ViImpl::serve_shared_read(const FrameHeader& h, const std::byte* payload) {
   }
 }
 
+bool ViImpl::claim_ring_read(std::uint32_t read) {
+  const std::span<std::atomic<std::uint64_t>> words = link_->peer_ring_read_claims();
+  if (words.empty()) return false;
+  std::uint64_t offered = read_claim_word(read, kClaimOffered);
+  return words[read % words.size()].compare_exchange_strong(offered, read_claim_word(read, kClaimServing),
+                                                            std::memory_order_relaxed);
+}
+
+// Only the oldest read can be taken back: the target serves requests in
+// order, so while it has not claimed that one it has claimed none after it,
+// and a read taken back leaves the responses on their way in order.
+bool ViImpl::take_over_stalled_reads() {
+  bool moved = false;
+  std::uint64_t now = 0;
+  while (!awaiting_read_.empty() && awaiting_read_.front().withdrawable) {
+    AwaitingRead& oldest = awaiting_read_.front();
+    if (now < oldest.take_over_at) {
+      now = now_ns();  // read once for the reads taken over together
+      if (now < oldest.take_over_at) break;
+    }
+    oldest.withdrawable = false;
+    --withdrawable_reads_;
+    std::uint64_t offered = read_claim_word(oldest.read, kClaimOffered);
+    if (!ring_read_claims_[oldest.read % ring_read_claims_.size()].compare_exchange_strong(
+            offered, read_claim_word(oldest.read, kClaimTaken), std::memory_order_relaxed))
+      break;  // the target claimed it: its data is on the way through the rings
+    WorkRequest& wr = sendq_.at(oldest.index);
+    awaiting_read_.pop_front();
+    ++nic_.counters().reads_taken_over;
+    direct_rdma(wr);  // the region was checked at the post; finishes (or fails) wr
+    moved = true;
+    if (!link_) break;
+  }
+  return moved;
+}
+
 void ViImpl::complete_read(const FrameHeader& h, const std::byte* payload) {
-  WorkRequest& wr = sendq_.at(awaiting_read_.front());
+  WorkRequest& wr = sendq_.at(awaiting_read_.front().index);
   if (h.flags & kFlagError) {
     const VIP_ADDRESS_SEGMENT& remote = wr.desc->DS[0].Remote;
     fail(VIP_ERROR_RDMAR_PROT,
@@ -1206,6 +1279,7 @@ void ViImpl::complete_read(const FrameHeader& h, const std::byte* payload) {
   }
   if (payload) scatter(wr.desc, h.offset, payload, h.length);  // else the link placed it (payload_destination)
   if (!(h.flags & kFlagLast)) return;
+  if (awaiting_read_.front().withdrawable) --withdrawable_reads_;  // the target claimed it, unseen
   awaiting_read_.pop_front();
   finish(sendq_, wr, VIP_STATUS_OP_RDMA_READ);
 }

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -47,6 +48,13 @@ class Link {
   // has none; then a single-copy read is the reader's alone.
   virtual std::atomic<std::uint64_t>* own_read_claim() { return nullptr; }
   virtual std::atomic<std::uint64_t>* peer_read_claim() { return nullptr; }
+  // The words of reads served through the rings that the reader may take back
+  // (frame.hpp: kFlagWithdrawable), one per read in flight, by read number
+  // modulo their count: this VI's own reads', and its peer's (empty once the
+  // peer closed). Empty where the link has none; then such a read is always
+  // the target's to serve.
+  virtual std::span<std::atomic<std::uint64_t>> own_ring_read_claims() { return {}; }
+  virtual std::span<std::atomic<std::uint64_t>> peer_ring_read_claims() { return {}; }
   // Whether the peer's process still runs (whatever became of the
   // connection): a share of a read it claimed may still be on its way.
   virtual bool peer_alive() { return true; }

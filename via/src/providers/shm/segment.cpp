@@ -74,10 +74,12 @@ void for_each_entry(int dir_fd, Visit visit) {
 
 // Earlier layouts. Version 2: the same header fields at the same places, but no
 // owner's pid namespace; version 3: this header, with 128-byte cells; version
-// 4: this header, without the VI slots' read_claim.
+// 4: this header, without the VI slots' read_claim; version 5: without their
+// ring_read_claims.
 constexpr std::uint32_t kVersionWithoutNamespace = 2;
 constexpr std::uint32_t kVersionWith128ByteCells = 3;
 constexpr std::uint32_t kVersionWithoutReadClaim = 4;
+constexpr std::uint32_t kVersionWithoutRingReadClaims = 5;
 
 bool is_segment_name(const char* name) { return std::strncmp(name, "nic.", 4) == 0; }
 
@@ -111,7 +113,8 @@ SegmentState segment_state(int dir_fd, const char* name) {
                           header.magic.load(std::memory_order_relaxed) == kMagic;
     if (!finished)
       state = time(nullptr) - st.st_mtime > 5 ? SegmentState::dead : SegmentState::live;
-    else if (((header.version == kVersion || header.version == kVersionWithoutReadClaim ||
+    else if (((header.version == kVersion || header.version == kVersionWithoutRingReadClaims ||
+               header.version == kVersionWithoutReadClaim ||
                header.version == kVersionWith128ByteCells) &&
               header.owner_pid_namespace == own_pid_namespace()) ||
              header.version == kVersionWithoutNamespace)  // judged by pid alone, as that version did

@@ -25,7 +25,7 @@
 namespace via::shm {
 
 inline constexpr std::uint64_t kMagic = 0x31306d6873616976ull;  // "viashm01"
-inline constexpr std::uint32_t kVersion = 5;
+inline constexpr std::uint32_t kVersion = 6;
 inline constexpr std::uint32_t kMaxVi = 1024;  // slots are backed by memory only once used
 // A frame's payload rides in its cell when it fits: no data-ring bytes to
 // write, read and hand back, nor a fence and a store to hand them back.
@@ -111,6 +111,10 @@ struct alignas(kCellBytes) ViSlot {
   // Never reset, so that read numbers are unique over the slot's life.
   // Rarely touched (reads of hundreds of KiB), so it shares a line.
   std::atomic<std::uint64_t> read_claim;
+  // Reads this VI asked its peer to serve through the rings and may take back
+  // (frame.hpp: kFlagWithdrawable), by read number modulo their count; never
+  // reset either. Touched twice a read, by each end once: a line of their own.
+  alignas(64) std::atomic<std::uint64_t> ring_read_claims[8];
   // The slot's rings follow: RingGeometry::cells cells, then the data ring.
 };
 

@@ -29,6 +29,11 @@ class ShmLink final : public Link {
   std::atomic<std::uint64_t>* peer_read_claim() override {
     return mine_->closed_by.load(std::memory_order_acquire) == kOpen ? &theirs_->read_claim : nullptr;
   }
+  std::span<std::atomic<std::uint64_t>> own_ring_read_claims() override { return mine_->ring_read_claims; }
+  std::span<std::atomic<std::uint64_t>> peer_ring_read_claims() override {
+    if (mine_->closed_by.load(std::memory_order_acquire) != kOpen) return {};
+    return theirs_->ring_read_claims;
+  }
   bool peer_alive() override { return process_alive(peer_.header.owner_pid, peer_.header.owner_start_time); }
   std::uint32_t check_peer_region(std::uint64_t addr, std::uint64_t len, MemHandle handle, bool write) const override;
   PeerState peer_state() override;
