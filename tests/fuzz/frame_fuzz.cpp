@@ -47,6 +47,7 @@ class FuzzLink final : public via::Link {
   }
   std::uint32_t check_peer_region(std::uint64_t, std::uint64_t, via::MemHandle, bool) const override { return 0; }
   std::atomic<std::uint64_t>* peer_read_claim() override { return &claim_; }
+  std::span<std::atomic<std::uint64_t>> peer_ring_read_claims() override { return ring_claims_; }
   std::size_t max_payload() const override { return 64 * 1024; }
   bool try_send(const via::FrameHeader&, const iovec*, std::size_t) override { return true; }
   bool peek(const via::FrameHeader*& header, const std::byte*& payload) override {
@@ -71,6 +72,8 @@ class FuzzLink final : public via::Link {
     if (header_.type == via::kFrameReadRequest) {
       if (header_.raddr < bytes_) header_.raddr += reinterpret_cast<std::uintptr_t>(memory_);
       if (header_.flags & via::kFlagShared) claim_.store(via::read_claim_word(header_.imm, via::kClaimOffered));
+      if (header_.flags & via::kFlagWithdrawable)
+        ring_claims_[header_.imm % std::size(ring_claims_)].store(via::ring_claim_word(header_.imm, via::kClaimOffered, 0));
     }
     data_ += sizeof header_;
     size_ -= sizeof header_;
@@ -88,6 +91,7 @@ class FuzzLink final : public via::Link {
   const std::byte* memory_;
   const std::size_t bytes_;
   std::atomic<std::uint64_t> claim_{0};
+  std::atomic<std::uint64_t> ring_claims_[8]{};
   bool have_ = false;
   via::FrameHeader header_{};
   std::vector<std::byte> payload_;

@@ -172,16 +172,41 @@ TEST_F(ShmLinkPair, ACompactCellLongerThanItsPayloadIsMalformed) {
 TEST_F(ShmLinkPair, ANewConnectionKeepsTheSlotsReadNumbers) {
   const std::uint64_t word = via::read_claim_word(41, via::kClaimTaken);
   to_.ring->read_claim.store(word);
+  const std::uint64_t ring_word = via::ring_claim_word(45, via::kClaimServing, 8192);
+  to_.ring->ring_read_claims[5].store(ring_word);
   shm::reset_rings(to_.ring);
   EXPECT_EQ(to_.ring->read_claim.load(), word);
+  EXPECT_EQ(to_.ring->ring_read_claims[5].load(), ring_word);
 }
 
 // Once the reader closed, its slot may serve another connection: the target
 // no longer sees the word, and so serves no offer it finds afterwards.
 TEST_F(ShmLinkPair, AClosedPeersOffersAreNotServed) {
   EXPECT_EQ(receiver_.peer_read_claim(), &back_.ring->read_claim);
+  EXPECT_EQ(receiver_.peer_ring_read_claims().data(), &back_.ring->ring_read_claims[0]);
   sender_.close(false);
   EXPECT_EQ(receiver_.peer_read_claim(), nullptr);
+  EXPECT_TRUE(receiver_.peer_ring_read_claims().empty());
+}
+
+// A frame the link says it has room for is taken, whatever room the data
+// ring's tail leaves: a target commits a part of a read in its word
+// (frame.hpp: kFlagWithdrawable) before it sends the part, and a committed
+// part must go. Data ring of 16 KiB: payloads of 6000 bytes fit twice, and
+// then once more for each one popped, at the ring's start or after the tail.
+TEST_F(ShmLinkPair, AFrameThereIsRoomForIsTaken) {
+  constexpr std::size_t kBytes = 6000;
+  unsigned sent = 0, popped = 0;
+  for (int round = 0; round < 12; ++round) {
+    while (sender_.has_room_for(kBytes)) {
+      ASSERT_TRUE(send_pieces(0, kBytes, sent)) << "frame " << sent;
+      ++sent;
+    }
+    EXPECT_FALSE(send_pieces(0, kBytes, 0)) << "the link had said there was no room";
+    ASSERT_NE(peek_pieces(0, kBytes, popped++), nullptr);
+    receiver_.pop();
+  }
+  EXPECT_GE(sent, 13u);
 }
 
 // A frame larger than a cell holds goes through the data ring, whose bytes

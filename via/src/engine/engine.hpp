@@ -150,6 +150,11 @@ class ViImpl final : public Vi {
   // nic.cpp, inline in the NIC's loop: most polls find nothing to do, and
   // should cost no more than a look at the link.
   bool progress();
+  // When progress() next takes a read back from a silent target (now_ns), or
+  // UINT64_MAX: a wait sleeps no longer than that.
+  std::uint64_t next_takeover() const {
+    return withdrawable_reads_ && awaiting_read_.front().withdrawable ? awaiting_read_.front().take_over_at : UINT64_MAX;
+  }
   // Peer death / close noticed by the NIC's slow path.
   void check_link();
   // Where the payload of data frame h, the next frame this VI is to handle,
@@ -189,6 +194,10 @@ class ViImpl final : public Vi {
     MemHandle rhandle;
     std::uint32_t refused = 0;  // status bits when the target refuses the read
     std::uint64_t sent = 0;
+    // A withdrawable read (kFlagWithdrawable) this end claimed: each part is
+    // committed in its word before it goes (commit_ring_read).
+    bool withdrawable = false;
+    std::uint32_t read = 0;
   };
 
   // progress() once it found something to do: the frame h (if not null)
@@ -265,14 +274,19 @@ class ViImpl final : public Vi {
   bool pull_direct_send(WorkRequest& wr, const FrameHeader& h, const std::byte* payload);
   void complete_acked(std::uint32_t count);
   void complete_read(const FrameHeader& h, const std::byte* payload);
-  void serve_read_request(const FrameHeader& h);
+  void serve_read_request(const FrameHeader& h, bool withdrawable);
   void serve_shared_read(const FrameHeader& h, const std::byte* payload);
   // A withdrawable read request (kFlagWithdrawable): whether this end claimed
   // it to serve (false: the reader took it back first, or has gone).
   bool claim_ring_read(std::uint32_t read);
-  // The reads at the head of awaiting_read_ that their target has not claimed
-  // by their time: taken back and copied by single copy. True if any was.
+  // Before a withdrawable read's next part goes, [0, upto) committed in its
+  // word; false when the reader took the rest back (or has gone).
+  bool commit_ring_read(const ReadResponse& r, std::uint64_t upto);
+  // The oldest reads, withdrawable, whose target has sent nothing of them for
+  // read_takeover_ns_: what it did not commit, copied by single copy. True if any was.
   bool take_over_stalled_reads();
+  // [from, from+len) of read wr by single copy from the target's memory.
+  bool read_range_direct(WorkRequest& wr, std::uint64_t from, std::uint64_t len);
   // Breaks the VI: it goes to the error state, the peer is told, outstanding
   // descriptors are flushed (wr, if given, completes with `status`).
   void fail(VIP_ERROR_CODE code, std::string cause, WorkQueue* q = nullptr, WorkRequest* wr = nullptr,
@@ -299,9 +313,12 @@ class ViImpl final : public Vi {
   // take_over_at (now_ns) if still unclaimed: `read` names its claim word.
   struct AwaitingRead {
     std::uint64_t index;  // in sendq_
-    std::uint64_t take_over_at = 0;
+    std::uint64_t take_over_at = 0;  // moved on by every part that arrives
     std::uint32_t read = 0;
     bool withdrawable = false;
+    std::uint64_t received = 0;  // bytes of responses
+    // Taken back: the bytes still coming through the rings (all before it copied).
+    std::uint64_t through_rings = UINT64_MAX;
   };
   std::deque<AwaitingRead> awaiting_read_;
   std::uint32_t withdrawable_reads_ = 0;  // in awaiting_read_
@@ -359,6 +376,8 @@ class NicImpl final : public Nic {
 
   // Nic::progress; true if it moved anything (a frame, a transmission, deferred work).
   bool advance();
+  // The soonest any VI takes a read back from a silent target (ViImpl::next_takeover).
+  std::uint64_t next_takeover() const;
   // Connection control traffic; with check_peers, also notices closed or dead peers.
   void slow_progress(bool check_peers);
 

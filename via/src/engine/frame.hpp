@@ -48,6 +48,24 @@ inline std::uint64_t read_claim_word(std::uint32_t read, ReadClaimState state) {
   return (std::uint64_t(read) << 8) | state;
 }
 
+// The word of a read served through the rings (kFlagWithdrawable): its
+// number (24 bits, its request's `imm`), its state (kClaimOffered, then
+// kClaimServing or kClaimTaken) and how much of it the target has committed
+// to the rings, in kCommitUnit steps (rounded up once the last part is). The
+// target commits each part before it sends it, and only once the ring has
+// room for it, so a committed part is always on its way; a reader taking the
+// read back copies the rest itself and still takes the committed part from
+// the rings.
+inline constexpr std::uint32_t kRingReadNumbers = 1u << 24;
+inline constexpr std::uint64_t kCommitUnit = 4096;
+inline std::uint64_t ring_claim_word(std::uint32_t read, ReadClaimState state, std::uint64_t committed_bytes) {
+  const std::uint64_t units = (committed_bytes + kCommitUnit - 1) / kCommitUnit;
+  return units << 32 | std::uint64_t(read % kRingReadNumbers) << 8 | state;
+}
+inline std::uint32_t ring_claim_read(std::uint64_t word) { return std::uint32_t(word >> 8) % kRingReadNumbers; }
+inline ReadClaimState ring_claim_state(std::uint64_t word) { return ReadClaimState(word & 0xFF); }
+inline std::uint64_t ring_claim_committed(std::uint64_t word) { return (word >> 32) * kCommitUnit; }
+
 struct FrameHeader {
   std::uint8_t type;
   std::uint8_t flags;

@@ -443,6 +443,12 @@ void NicImpl::slow_progress(bool check_peers) {
     for (std::size_t i = 0; i < vis_.size(); ++i) vis_[i]->check_link();
 }
 
+std::uint64_t NicImpl::next_takeover() const {
+  std::uint64_t next = UINT64_MAX;
+  for (const auto& vi : vis_) next = std::min(next, vi->next_takeover());
+  return next;
+}
+
 // Nic::wait's loop.
 Result Nic::wait_impl(const std::function<bool()>& done, std::uint32_t timeout_ms) {
   NicImpl& self = impl(*this);
@@ -525,9 +531,12 @@ Result Nic::wait_impl(const std::function<bool()>& done, std::uint32_t timeout_m
         return Result::success;
       }
       ++self.counters_.sleeps;
-      const std::uint64_t length = std::min(slice, deadline - now);
+      // A read waiting on a silent target is taken back on time, not at the slice's end.
+      const std::uint64_t takeover = self.next_takeover();
+      const std::uint64_t until_takeover = takeover > now ? takeover - now : 0;
+      const std::uint64_t length = std::min({slice, deadline - now, until_takeover});
       provider.sleep(token, std::chrono::nanoseconds(length));
-      const bool slept_whole_slice = now_ns() - now >= length;
+      const bool slept_whole_slice = length != until_takeover && now_ns() - now >= length;
       self.advance();
       // A sleep that ran its whole slice and ends with its wait over, though
       // nothing rang: its wake-up was lost. Judged before the sleep is

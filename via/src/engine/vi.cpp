@@ -37,11 +37,11 @@ std::uint64_t direct_threshold() {
 }
 
 // RDMA reads at or above this size use it. Below, the target's engine sends
-// the data through the rings: two pipelined copies, measured faster than one
-// CMA copy on this project's machines (MPI's rendezvous at 64-256 KiB on 2
-// ranks: latency 0.3x, bidirectional bandwidth 1.8-2x Open MPI's CMA) until
-// traffic both ways pays for the second copy (bidirectional 512 KiB: 0.87x
-// through the rings, 0.93x by CMA; 1 MiB on 4 ranks: 0.34x against 0.97x).
+// the data through the rings: two pipelined copies, which measured about
+// twice as fast as one CMA copy on this project's machines (MPI's rendezvous
+// at 512 KiB-4 MiB on 2 ranks and on 4 ranks on 2 cores, both ways too,
+// docs/PERFORMANCE.md), and which a reader takes back when its target does
+// not serve them (take_over_stalled_reads).
 std::uint64_t direct_read_threshold() {
   static const std::uint64_t value =
       std::min(direct_threshold(), std::uint64_t(config::integer("VIASTACK_DIRECT_READ_THRESHOLD")));
@@ -774,12 +774,12 @@ bool ViImpl::transmit(WorkRequest& wr) {
       if (awaiting_read_.size() < ring_read_claims_.size()) {
         const std::size_t n = ring_read_claims_.size(), at = ring_reads_ % n;
         std::atomic<std::uint64_t>& word = ring_read_claims_[at];
-        // Above any number the word held (they are `at` modulo n), so that a
-        // stale request (of this connection or of one before on the slot)
-        // never names this read.
-        const std::uint32_t held = std::uint32_t(word.load(std::memory_order_relaxed) >> 8);
-        awaiting.read = held - held % std::uint32_t(n) + std::uint32_t(n + at);
-        word.store(read_claim_word(awaiting.read, kClaimOffered), std::memory_order_relaxed);
+        // Above any number the word held (they are `at` modulo n; 2^24 / n
+        // reads of one word before they wrap), so that a stale request (of
+        // this connection or of one before on the slot) never names this read.
+        const std::uint32_t held = ring_claim_read(word.load(std::memory_order_relaxed));
+        awaiting.read = (held - held % std::uint32_t(n) + std::uint32_t(n + at)) % kRingReadNumbers;
+        word.store(ring_claim_word(awaiting.read, kClaimOffered, 0), std::memory_order_relaxed);
         h.flags |= kFlagWithdrawable;
         h.imm = awaiting.read;
       }
@@ -876,16 +876,18 @@ bool ViImpl::read_direct(WorkRequest& wr) {
     // No room for the offer: this end copies it all (the number is never seen).
     if (!send_frame(h, &list, 1)) offered = 0;
   }
-  iovec local[kMaxSegments];
-  iovec far{remote.Data.Address, std::size_t(own)};
-  bool ok = link_->direct_read(local, slice_segments(d, 0, own, local, kMaxSegments), &far, 1);
+  bool ok = read_range_direct(wr, 0, own);
   // Settled even after a failure: the target must not write into memory the
   // program gets back with the failed read.
-  if (offered && !settle_shared_read(*read_claim_, read) && ok) {
-    far = {static_cast<std::byte*>(remote.Data.Address) + own, std::size_t(offered)};
-    ok = link_->direct_read(local, slice_segments(d, own, offered, local, kMaxSegments), &far, 1);
-  }
+  if (offered && !settle_shared_read(*read_claim_, read) && ok) ok = read_range_direct(wr, own, offered);
   return ok;
+}
+
+bool ViImpl::read_range_direct(WorkRequest& wr, std::uint64_t from, std::uint64_t len) {
+  VIP_DESCRIPTOR* d = wr.desc;
+  iovec local[kMaxSegments];
+  iovec far{static_cast<std::byte*>(d->DS[0].Remote.Data.Address) + from, std::size_t(len)};
+  return link_->direct_read(local, slice_segments(d, from, len, local, kMaxSegments), &far, 1);
 }
 
 // True once the target has written the offered share; false when it is this
@@ -914,17 +916,24 @@ bool ViImpl::settle_shared_read(std::atomic<std::uint64_t>& claim, std::uint32_t
 }
 
 bool ViImpl::transmit_read_responses() {
-  const std::uint64_t max = frame_payload_;
+  // A withdrawable read goes in parts of whole commit units (the last aside).
+  const std::uint64_t max = frame_payload_, withdrawable_max = frame_payload_ / kCommitUnit * kCommitUnit;
   while (!read_responses_.empty()) {
     ReadResponse& r = read_responses_.front();
     if (r.refused) {
+      // A reader that took the read back copies it (and meets the refusal there).
+      if (r.withdrawable && !commit_ring_read(r, r.total)) {
+        read_responses_.pop_front();
+        continue;
+      }
       FrameHeader h{kFrameReadResponse, kFlagLast | kFlagError, 0, 0, 0, 0, 0, 0, r.refused};
       if (!send_frame(h, nullptr, 0)) return false;
       read_responses_.pop_front();
       continue;
     }
+    bool taken_back = false;
     do {
-      const std::uint64_t chunk = std::min(r.total - r.sent, max);
+      const std::uint64_t chunk = std::min(r.total - r.sent, r.withdrawable ? withdrawable_max : max);
       const bool last = r.sent + chunk == r.total;
       // Checked again for every chunk: the region may have been deregistered
       // (and its memory freed) since the request arrived.
@@ -932,13 +941,20 @@ bool ViImpl::transmit_read_responses() {
         r.refused = VIP_STATUS_RDMA_PROT_ERROR;
         break;
       }
+      if (r.withdrawable) {
+        if (!link_->has_room_for(chunk)) return false;
+        if (!commit_ring_read(r, r.sent + chunk)) {
+          taken_back = true;
+          break;
+        }
+      }
       iovec iov{reinterpret_cast<void*>(r.raddr + r.sent), std::size_t(chunk)};
       FrameHeader h{kFrameReadResponse, std::uint8_t(last ? kFlagLast : 0), 0, std::uint32_t(chunk), r.total, r.sent,
                     0, 0, 0};
       if (!send_frame(h, &iov, 1)) return false;
       r.sent += chunk;
     } while (r.sent < r.total);
-    if (r.refused) continue;  // sent as a refusal on the next pass
+    if (r.refused && !taken_back) continue;  // sent as a refusal on the next pass
     read_responses_.pop_front();
   }
   return true;
@@ -1135,8 +1151,10 @@ bool ViImpl::handle_frame(const FrameHeader& h, const std::byte* payload) {
     case kFrameReadRequest:
       if (h.flags & kFlagShared)
         serve_shared_read(h, payload);
-      else if (!(h.flags & kFlagWithdrawable) || claim_ring_read(h.imm))
-        serve_read_request(h);
+      else if (!(h.flags & kFlagWithdrawable))
+        serve_read_request(h, false);
+      else if (claim_ring_read(h.imm))
+        serve_read_request(h, true);
       return true;
     case kFrameReadResponse:
       if (awaiting_read_.empty()) {
@@ -1193,11 +1211,12 @@ inline bool ViImpl::deliver(WorkRequest& wr, const FrameHeader& h, const std::by
   return true;
 }
 
-void ViImpl::serve_read_request(const FrameHeader& h) {
+void ViImpl::serve_read_request(const FrameHeader& h, bool withdrawable) {
   const bool allowed = attrs_.rdma_read && h.raddr + h.total >= h.raddr &&
                        nic_.regions().covers(h.rhandle, h.raddr, h.total, attrs_.ptag, RegionTable::kRdmaRead);
-  read_responses_.push_back(
-      ReadResponse{h.raddr, h.total, h.rhandle, allowed ? 0u : std::uint32_t(VIP_STATUS_RDMA_PROT_ERROR)});
+  read_responses_.push_back(ReadResponse{h.raddr, h.total, h.rhandle,
+                                         allowed ? 0u : std::uint32_t(VIP_STATUS_RDMA_PROT_ERROR), 0, withdrawable,
+                                         h.imm});
 }
 
 // The reader's offer of [offset, total) of a single-copy read. Taken only if
@@ -1229,14 +1248,23 @@ void ViImpl::serve_shared_read(const FrameHeader& h, const std::byte* payload) {
 bool ViImpl::claim_ring_read(std::uint32_t read) {
   const std::span<std::atomic<std::uint64_t>> words = link_->peer_ring_read_claims();
   if (words.empty()) return false;
-  std::uint64_t offered = read_claim_word(read, kClaimOffered);
-  return words[read % words.size()].compare_exchange_strong(offered, read_claim_word(read, kClaimServing),
+  std::uint64_t offered = ring_claim_word(read, kClaimOffered, 0);
+  return words[read % words.size()].compare_exchange_strong(offered, ring_claim_word(read, kClaimServing, 0),
                                                             std::memory_order_relaxed);
 }
 
+bool ViImpl::commit_ring_read(const ReadResponse& r, std::uint64_t upto) {
+  const std::span<std::atomic<std::uint64_t>> words = link_->peer_ring_read_claims();
+  if (words.empty()) return false;
+  std::uint64_t serving = ring_claim_word(r.read, kClaimServing, r.sent);
+  return words[r.read % words.size()].compare_exchange_strong(serving, ring_claim_word(r.read, kClaimServing, upto),
+                                                              std::memory_order_relaxed);
+}
+
 // Only the oldest read can be taken back: the target serves requests in
-// order, so while it has not claimed that one it has claimed none after it,
-// and a read taken back leaves the responses on their way in order.
+// order, so the parts on their way through the rings are the oldest read's,
+// then the next one's; a read taken back stays the oldest until the parts
+// its target committed have come.
 bool ViImpl::take_over_stalled_reads() {
   bool moved = false;
   std::uint64_t now = 0;
@@ -1246,18 +1274,39 @@ bool ViImpl::take_over_stalled_reads() {
       now = now_ns();  // read once for the reads taken over together
       if (now < oldest.take_over_at) break;
     }
+    WorkRequest& wr = sendq_.at(oldest.index);
+    std::atomic<std::uint64_t>& word = ring_read_claims_[oldest.read % ring_read_claims_.size()];
+    std::uint64_t seen = word.load(std::memory_order_relaxed);
+    std::uint64_t committed = 0;
+    for (;;) {
+      committed = std::min(ring_claim_committed(seen), wr.total);
+      const ReadClaimState state = ring_claim_state(seen);
+      if (ring_claim_read(seen) != oldest.read || (state != kClaimOffered && state != kClaimServing) ||
+          committed == wr.total) {
+        committed = wr.total;  // all of it is on its way through the rings
+        break;
+      }
+      if (word.compare_exchange_weak(seen, ring_claim_word(oldest.read, kClaimTaken, committed),
+                                     std::memory_order_relaxed))
+        break;
+    }
     oldest.withdrawable = false;
     --withdrawable_reads_;
-    std::uint64_t offered = read_claim_word(oldest.read, kClaimOffered);
-    if (!ring_read_claims_[oldest.read % ring_read_claims_.size()].compare_exchange_strong(
-            offered, read_claim_word(oldest.read, kClaimTaken), std::memory_order_relaxed))
-      break;  // the target claimed it: its data is on the way through the rings
-    WorkRequest& wr = sendq_.at(oldest.index);
-    awaiting_read_.pop_front();
+    if (committed == wr.total) break;
     ++nic_.counters().reads_taken_over;
-    direct_rdma(wr);  // the region was checked at the post; finishes (or fails) wr
+    const VIP_ADDRESS_SEGMENT& remote = wr.desc->DS[0].Remote;
+    if (!read_range_direct(wr, committed, wr.total - committed)) {
+      fail(VIP_ERROR_RDMA_TRANSPORT, "single-copy transfer from the peer failed", &sendq_, &wr,
+           VIP_STATUS_TRANSPORT_ERROR | VIP_STATUS_OP_RDMA_READ);
+      return true;
+    }
+    ++nic_.counters().direct_reads;
+    trace::direct_transfer(*this, false, remote.Data.AddressBits + committed, wr.total - committed, remote.Handle);
     moved = true;
-    if (!link_) break;
+    oldest.through_rings = committed;
+    if (oldest.received < committed) break;  // the rest of the committed part is still in the rings
+    awaiting_read_.pop_front();
+    finish(sendq_, wr, VIP_STATUS_OP_RDMA_READ);
   }
   return moved;
 }
@@ -1278,8 +1327,13 @@ void ViImpl::complete_read(const FrameHeader& h, const std::byte* payload) {
     return;
   }
   if (payload) scatter(wr.desc, h.offset, payload, h.length);  // else the link placed it (payload_destination)
-  if (!(h.flags & kFlagLast)) return;
-  if (awaiting_read_.front().withdrawable) --withdrawable_reads_;  // the target claimed it, unseen
+  AwaitingRead& oldest = awaiting_read_.front();
+  oldest.received += h.length;
+  if (!(h.flags & kFlagLast) && oldest.received < oldest.through_rings) {
+    if (oldest.withdrawable) oldest.take_over_at = now_ns() + read_takeover_ns_;  // its target serves it
+    return;
+  }
+  if (oldest.withdrawable) --withdrawable_reads_;  // the target claimed it, unseen
   awaiting_read_.pop_front();
   finish(sendq_, wr, VIP_STATUS_OP_RDMA_READ);
 }

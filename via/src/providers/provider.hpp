@@ -35,6 +35,12 @@ class Link {
   virtual std::size_t max_payload() const = 0;
   // Appends a frame whose payload is gathered from iov; false when there is no room now.
   virtual bool try_send(const FrameHeader& header, const iovec* iov, std::size_t iovcnt) = 0;
+  // Whether a frame with this much payload (not a compact one) would be taken
+  // now. After true, try_send of such a frame is sure to succeed while the
+  // peer keeps the connection: its one producer only ever finds more room.
+  // False asks the peer to say when it frees room, as a refused try_send does.
+  // Asked only of links with ring read claims (own_ring_read_claims below).
+  virtual bool has_room_for(std::size_t /*payload_bytes*/) { return true; }
   // The oldest unconsumed frame, if any; stays valid until pop().
   virtual bool peek(const FrameHeader*& header, const std::byte*& payload) = 0;
   virtual void pop() = 0;

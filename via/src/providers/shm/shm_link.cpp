@@ -107,6 +107,41 @@ inline bool compact_fits(const FrameHeader& h, std::uint64_t len) {
          h.length == len && h.total == len && h.offset == 0 && h.raddr == 0 && h.rhandle == 0;
 }
 
+std::uint64_t ShmLink::payload_start(std::uint64_t len) const {
+  const RingGeometry& ring = theirs_.geometry;
+  std::uint64_t start = send_data_pos_;
+  if (ring.data_offset(start) + len > ring.data_bytes) start += ring.data_bytes - ring.data_offset(start);
+  return start;
+}
+
+bool ShmLink::look_for_room(std::uint64_t data_end) {
+  seen_cells_consumed_ = theirs_->cells_consumed.load(std::memory_order_acquire);
+  seen_data_consumed_ = theirs_->data_consumed.load(std::memory_order_acquire);
+  if (has_room(data_end)) return true;
+  // Ask the consumer to ring our doorbell when it frees space, then look
+  // once more: the store must come before the look, against the
+  // consumer's "store what is free, look at producer_waiting" in pop().
+  // Without fences of our own, that matters only on the way into a
+  // sleep: a request made before the NIC announced it is ordered by the
+  // membarrier that follows the announcement, one made in the last look
+  // after it needs a membarrier of its own (a NIC that keeps polling
+  // sees the room anyway).
+  theirs_->producer_waiting.store(1, std::memory_order_relaxed);
+  if (fence_)
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+  else if (self_.header.sleeping.load(std::memory_order_relaxed))
+    fence_before_sleep();
+  seen_cells_consumed_ = theirs_->cells_consumed.load(std::memory_order_acquire);
+  seen_data_consumed_ = theirs_->data_consumed.load(std::memory_order_acquire);
+  return has_room(data_end);
+}
+
+bool ShmLink::has_room_for(std::size_t payload_bytes) {
+  if (mine_->closed_by.load(std::memory_order_acquire) != kOpen) return false;
+  const std::uint64_t end = payload_bytes <= kInlineBytes ? send_data_pos_ : payload_start(payload_bytes) + payload_bytes;
+  return has_room(end) || look_for_room(end);
+}
+
 bool ShmLink::try_send(const FrameHeader& header, const iovec* iov, std::size_t iovcnt) {
   // Once the peer has closed, its slot may already serve another connection:
   // write nothing more there (the VI learns of the close on its slow path).
@@ -114,33 +149,10 @@ bool ShmLink::try_send(const FrameHeader& header, const iovec* iov, std::size_t 
   const std::uint64_t len = total_length(iov, iovcnt);
   const bool compact = compact_fits(header, len);
   const bool in_cell = compact || len <= kInlineBytes;
-  // Payloads are contiguous in the data ring: skip the tail if it does not fit.
-  const RingGeometry& ring = theirs_.geometry;
-  std::uint64_t start = send_data_pos_;
-  if (!in_cell && ring.data_offset(start) + len > ring.data_bytes) start += ring.data_bytes - ring.data_offset(start);
+  const std::uint64_t start = in_cell ? send_data_pos_ : payload_start(len);
   const std::uint64_t end = in_cell ? send_data_pos_ : start + len;
-  if (!has_room(end)) {
-    seen_cells_consumed_ = theirs_->cells_consumed.load(std::memory_order_acquire);
-    seen_data_consumed_ = theirs_->data_consumed.load(std::memory_order_acquire);
-    if (!has_room(end)) {
-      // Ask the consumer to ring our doorbell when it frees space, then look
-      // once more: the store must come before the look, against the
-      // consumer's "store what is free, look at producer_waiting" in pop().
-      // Without fences of our own, that matters only on the way into a
-      // sleep: a request made before the NIC announced it is ordered by the
-      // membarrier that follows the announcement, one made in the last look
-      // after it needs a membarrier of its own (a NIC that keeps polling
-      // sees the room anyway).
-      theirs_->producer_waiting.store(1, std::memory_order_relaxed);
-      if (fence_)
-        std::atomic_thread_fence(std::memory_order_seq_cst);
-      else if (self_.header.sleeping.load(std::memory_order_relaxed))
-        fence_before_sleep();
-      seen_cells_consumed_ = theirs_->cells_consumed.load(std::memory_order_acquire);
-      seen_data_consumed_ = theirs_->data_consumed.load(std::memory_order_acquire);
-      if (!has_room(end)) return false;
-    }
-  }
+  if (!has_room(end) && !look_for_room(end)) return false;
+  const RingGeometry& ring = theirs_.geometry;
   Cell& cell = theirs_.cells[theirs_.geometry.cell_index(send_pos_)];
   if (compact) {
     gather(cell.compact.payload, iov, iovcnt);

@@ -19,6 +19,7 @@ class ShmLink final : public Link {
   // A frame must fit the peer's data ring twice over (payloads do not wrap).
   std::size_t max_payload() const override { return theirs_.geometry.max_frame_payload(); }
   bool try_send(const FrameHeader& header, const iovec* iov, std::size_t iovcnt) override;
+  bool has_room_for(std::size_t payload_bytes) override;
   bool peek(const FrameHeader*& header, const std::byte*& payload) override;
   void pop() override;
   bool direct() const override { return cma_; }
@@ -41,6 +42,13 @@ class ShmLink final : public Link {
 
  private:
   bool has_room(std::uint64_t data_end) const;
+  // has_room after a fresh look at what the consumer freed; if still none,
+  // asks it to ring our doorbell when it frees some.
+  bool look_for_room(std::uint64_t data_end);
+  // Where a payload of len bytes that does not ride in its cell starts in
+  // the data ring: payloads are contiguous, so one that does not fit the
+  // ring's tail skips it.
+  std::uint64_t payload_start(std::uint64_t len) const;
 
   Segment& self_;
   const Ring mine_;
