@@ -209,6 +209,18 @@ TEST_F(ShmLinkPair, AFrameThereIsRoomForIsTaken) {
   EXPECT_GE(sent, 13u);
 }
 
+// The promise counts the tail a payload skips: two of 6000 bytes in the
+// 16 KiB data ring, the first taken back; 8000 more would fit the bytes
+// free (10384) but not contiguously (4384 left at the tail, 6000 at the start).
+TEST_F(ShmLinkPair, TheRoomPromisedCountsTheTailAPayloadSkips) {
+  ASSERT_TRUE(send_pieces(0, 6000, 1));
+  ASSERT_TRUE(send_pieces(0, 6000, 2));
+  ASSERT_NE(peek_pieces(0, 6000, 1), nullptr);
+  receiver_.pop();
+  EXPECT_FALSE(sender_.has_room_for(8000));
+  EXPECT_TRUE(sender_.has_room_for(4000));
+}
+
 // A frame larger than a cell holds goes through the data ring, whose bytes
 // the receiver hands back when it pops the frame.
 TEST_F(ShmLinkPair, ALargerFrameGoesThroughTheDataRing) {

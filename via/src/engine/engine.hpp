@@ -198,6 +198,7 @@ class ViImpl final : public Vi {
     // committed in its word before it goes (commit_ring_read).
     bool withdrawable = false;
     std::uint32_t read = 0;
+    std::uint64_t committed = 0;  // sent, or on its way (a commit whose frame found no room after all)
   };
 
   // progress() once it found something to do: the frame h (if not null)
@@ -281,10 +282,13 @@ class ViImpl final : public Vi {
   bool claim_ring_read(std::uint32_t read);
   // Before a withdrawable read's next part goes, [0, upto) committed in its
   // word; false when the reader took the rest back (or has gone).
-  bool commit_ring_read(const ReadResponse& r, std::uint64_t upto);
+  bool commit_ring_read(ReadResponse& r, std::uint64_t upto);
   // The oldest reads, withdrawable, whose target has sent nothing of them for
   // read_takeover_ns_: what it did not commit, copied by single copy. True if any was.
   bool take_over_stalled_reads();
+  // The oldest read's takeover time, counted from now (it just became the oldest).
+  void start_takeover_clock();
+  static constexpr std::uint64_t kServingPatience = 8;
   // [from, from+len) of read wr by single copy from the target's memory.
   bool read_range_direct(WorkRequest& wr, std::uint64_t from, std::uint64_t len);
   // Breaks the VI: it goes to the error state, the peer is told, outstanding
@@ -313,7 +317,8 @@ class ViImpl final : public Vi {
   // take_over_at (now_ns) if still unclaimed: `read` names its claim word.
   struct AwaitingRead {
     std::uint64_t index;  // in sendq_
-    std::uint64_t take_over_at = 0;  // moved on by every part that arrives
+    std::uint64_t take_over_at = UINT64_MAX;  // once it is the oldest; moved on by every part that arrives
+    std::uint64_t peer_took = 0;  // Link::frames_taken_by_peer when the clock last started
     std::uint32_t read = 0;
     bool withdrawable = false;
     std::uint64_t received = 0;  // bytes of responses

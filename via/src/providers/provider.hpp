@@ -41,6 +41,10 @@ class Link {
   // False asks the peer to say when it frees room, as a refused try_send does.
   // Asked only of links with ring read claims (own_ring_read_claims below).
   virtual bool has_room_for(std::size_t /*payload_bytes*/) { return true; }
+  // How many frames the peer has taken from this link so far, a count that
+  // only grows: while it moves, the peer's engine is at work. Asked only of
+  // links with ring read claims.
+  virtual std::uint64_t frames_taken_by_peer() const { return 0; }
   // The oldest unconsumed frame, if any; stays valid until pop().
   virtual bool peek(const FrameHeader*& header, const std::byte*& payload) = 0;
   virtual void pop() = 0;

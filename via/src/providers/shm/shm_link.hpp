@@ -20,6 +20,9 @@ class ShmLink final : public Link {
   std::size_t max_payload() const override { return theirs_.geometry.max_frame_payload(); }
   bool try_send(const FrameHeader& header, const iovec* iov, std::size_t iovcnt) override;
   bool has_room_for(std::size_t payload_bytes) override;
+  std::uint64_t frames_taken_by_peer() const override {
+    return theirs_->cells_consumed.load(std::memory_order_relaxed);
+  }
   bool peek(const FrameHeader*& header, const std::byte*& payload) override;
   void pop() override;
   bool direct() const override { return cma_; }
