@@ -1277,10 +1277,12 @@ bool ViImpl::commit_ring_read(ReadResponse& r, std::uint64_t upto) {
 // then the next one's; a read taken back stays the oldest until the parts
 // its target committed have come. Its clock starts when it becomes the
 // oldest and runs again from every part that arrives, for kServingPatience
-// times as long: a target that has begun to send it and pauses was most
-// often preempted for a moment, and the single copy of the rest costs more
-// than the rings (2 ranks, 4 MiB streaming: 18 GB/s taking it back after
-// 20 us, 25 GB/s never).
+// times as long: a target that has begun to send it and pauses is most often
+// busy in its engine for a moment (a burst to receive, a copy of its own),
+// and the single copy of the rest runs at about half the rings' speed. A
+// clock that started at the post instead took back reads queued behind
+// others while their target served them (2 ranks, 4 MiB streaming: 18 GB/s
+// against 25 through the rings alone).
 bool ViImpl::take_over_stalled_reads() {
   bool moved = false;
   std::uint64_t now = 0;
