@@ -59,9 +59,9 @@ const std::vector<Variable>& declarations() {
                        "RDMA reads of at least this many bytes (or of VIASTACK_DIRECT_THRESHOLD, if lower) use CMA "
                        "when available; smaller ones come through the rings, served by the target's engine"),
       integer_variable("VIASTACK_READ_TAKEOVER_US", 0, 1000000, "microseconds", "20", "via",
-                       "an RDMA read through the rings that the target's engine has not taken up after this long "
-                       "(its process computing elsewhere) is copied by the reader with CMA when available; "
-                       "0: the reader always waits for the target"),
+                       "an RDMA read through the rings whose target's engine has been quiet this long (8 times as "
+                       "long once it sent a part; its process computing elsewhere) is copied by the reader with CMA "
+                       "when available, past the parts the target committed; 0: the reader always waits for the target"),
       integer_variable("VIASTACK_DIRECT_READ_SHARE", 0, 90, "percent", "50", "via",
                        "the share of such a CMA read offered to the target's engine to write itself while the reader "
                        "copies the rest (whichever end claims it first copies it); 0: the reader copies it all"),
