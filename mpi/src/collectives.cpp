@@ -37,6 +37,9 @@ constexpr std::size_t kFlatBytes = 8192;
 // on 2 cores, 1 MiB blocks: 1.0-1.1 ms flat against 2.6-2.8 ms by the ring
 // (Open MPI 1.3 ms). On 2 ranks the ring is one step and needs no temporary.
 constexpr std::size_t kFlatReduceScatterBytes = 16u << 20;
+// A long local copy inside a collective goes in pieces of this size, with the
+// transport polled between them (alltoallv's own block).
+constexpr std::size_t kCopyPiece = 256 * 1024;
 
 // count elements of type, laid out as in a user buffer (the lower bound
 // respected); left uninitialised, as every use writes it before reading it.
@@ -664,10 +667,26 @@ CollectiveTask allgatherv(Call call, const void* send_buf, std::size_t send_coun
 CollectiveTask alltoallv(Call call, Blocks send_blocks, Blocks recv_blocks) {
   const Communicator& comm = call.comm();
   const int n = comm.size(), me = comm.rank();
-  // This rank's own block is copied once the first messages are on their way, so that the copy overlaps them.
+  // This rank's own block is copied once the first messages are on their way,
+  // so that the copy overlaps them; a large one in pieces with a poll between
+  // them, so that a peer reading our block through the rings meanwhile is
+  // served rather than left to take the read back and copy it by the slower
+  // single copy (2 ranks, 4 MiB: 816 us a call copying it whole, 431 never
+  // taking reads back).
   auto copy_own_block = [&] {
-    copy_typed(block_address(send_blocks, me), block_count(send_blocks, me), block_type(send_blocks, me),
-               writable_block(recv_blocks, me), block_count(recv_blocks, me), block_type(recv_blocks, me));
+    const Datatype& from_type = block_type(send_blocks, me);
+    const Datatype& to_type = block_type(recv_blocks, me);
+    const std::size_t bytes = std::min(block_bytes(send_blocks, me), block_bytes(recv_blocks, me));
+    const auto* from = static_cast<const std::byte*>(block_address(send_blocks, me));
+    auto* to = static_cast<std::byte*>(writable_block(recv_blocks, me));
+    if (bytes <= kCopyPiece || !from_type.contiguous() || !to_type.contiguous() || from == to) {
+      copy_typed(from, block_count(send_blocks, me), from_type, to, block_count(recv_blocks, me), to_type);
+      return;
+    }
+    for (std::size_t done = 0; done < bytes; done += kCopyPiece) {
+      if (done) runtime().p2p().poll_transport();
+      std::memmove(to + done, from + done, std::min(kCopyPiece, bytes - done));
+    }
   };
   if (n == 1) copy_own_block();
   // Each rank may choose for itself: both ways send one message per pair of

@@ -137,6 +137,11 @@ class P2P final : public TransportClient {
   void cancel_send(Request& request);
 
   void poll();
+  // Frames in and out only (no collective task resumed): for a long copy
+  // inside a collective, between its pieces.
+  void poll_transport() {
+    if (transport_) transport_->poll();
+  }
   template <class Done>
   void wait_until(Done&& done) {
     const auto progressed_and_done = [&] {
