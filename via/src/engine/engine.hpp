@@ -288,6 +288,8 @@ class ViImpl final : public Vi {
   bool take_over_stalled_reads();
   // The oldest read's takeover time, counted from now (it just became the oldest).
   void start_takeover_clock();
+  // How long the oldest read of `bytes` waits for its silent target (at most read_takeover_ns_).
+  std::uint64_t takeover_wait(std::uint64_t bytes) const;
   static constexpr std::uint64_t kServingPatience = 8;
   // [from, from+len) of read wr by single copy from the target's memory.
   bool read_range_direct(WorkRequest& wr, std::uint64_t from, std::uint64_t len);
