@@ -70,7 +70,7 @@ class ShmLinkPair : public ::testing::Test {
   bool send_pieces(std::size_t head, std::size_t body, unsigned seed, bool last = true) {
     std::vector<std::byte> bytes(head + body);
     for (std::size_t i = 0; i < bytes.size(); ++i) bytes[i] = std::byte(i * 13 + seed);
-    const via::FrameHeader h{via::kFrameSend, last ? via::kFlagLast : std::uint8_t(0), 0, std::uint32_t(bytes.size()), bytes.size(), 0, 0, 0, 0};
+    const via::FrameHeader h{via::kFrameSend, std::uint8_t(last ? via::kFlagLast : 0), 0, std::uint32_t(bytes.size()), bytes.size(), 0, 0, 0, 0};
     const iovec iov[2] = {{bytes.data(), head}, {bytes.data() + head, body}};
     return sender_.try_send(h, iov, 2);
   }
