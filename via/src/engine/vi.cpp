@@ -798,13 +798,10 @@ bool ViImpl::transmit(WorkRequest& wr) {
         ++ring_reads_;
         ++withdrawable_reads_;
         awaiting.withdrawable = true;
-        // The oldest read's clock runs: one behind it waits for its turn first.
-        if (awaiting_read_.empty()) {
-          awaiting.take_over_at = now_ns() + takeover_wait(wr.total);
-          awaiting.peer_took = link_->frames_taken_by_peer();
-        }
       }
       awaiting_read_.push_back(awaiting);
+      // The oldest read's clock runs: one behind it waits for its turn first.
+      if (awaiting_read_.size() == 1) start_takeover_clock();
       return true;
     }
   }
