@@ -575,10 +575,7 @@ void ViImpl::drop_link() {
 
 void ViImpl::check_link() {
   if (!link_ || state_ != ViState::connected) return;
-  const FrameHeader* h;
-  const std::byte* p;
-  if (link_->peek(h, p)) return;  // frames still in flight are handled first
-  switch (link_->peer_state()) {
+  switch (link_->peer_state_after_frames()) {  // frames still in flight are handled first
     case Link::PeerState::up: return;
     case Link::PeerState::closed:
       return fail(VIP_ERROR_CONN_LOST, "the peer disconnected", nullptr, nullptr, 0, true);

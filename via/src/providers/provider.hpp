@@ -80,6 +80,17 @@ class Link {
   enum class PeerState { up, closed, failed, dead, broken };
   virtual PeerState peer_state() = 0;
   virtual std::string broken_reason() const { return {}; }
+  // The peer's state as the engine may act on it: up while a frame the peer
+  // sent is still to be taken. The state is read first: a peer writes its
+  // last frames before it closes or exits, so a look for frames made after
+  // the state changed sees them all, where one made before could miss a
+  // frame written in between (and the close would then drop it).
+  PeerState peer_state_after_frames() {
+    const PeerState state = peer_state();
+    const FrameHeader* header;
+    const std::byte* payload;
+    return state != PeerState::up && peek(header, payload) ? PeerState::up : state;
+  }
   // Tells the peer that this end is gone (error: because of an error).
   virtual void close(bool error) = 0;
 };
