@@ -22,6 +22,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "mpi_library.h"
+
 #define MAX_SIZES 64
 #define MAX_WINDOW 64          /* messages in flight in bw, bibw and rate (as the OSU benchmarks) */
 #define WINDOW_BYTES (32 << 20) /* ... fewer for large messages: each has a receive buffer of its own */
@@ -389,15 +391,6 @@ static double median(double *v, int n) {
   return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
-static const char *library_name(void) {
-  char version[MPI_MAX_LIBRARY_VERSION_STRING];
-  int len = 0;
-  MPI_Get_library_version(version, &len);
-  if (strstr(version, "viastack")) return "viastack";
-  if (strstr(version, "Open MPI")) return "openmpi";
-  return "other";
-}
-
 /* Runs one test at one size; returns nonzero when its result was wrong. */
 static int measure(const struct options *o, int test, int nonblocking, size_t bytes, const char *library) {
   char name[40];
@@ -500,7 +493,7 @@ int main(int argc, char **argv) {
   memset(recv_buf, 0, room);
   for (int r = 0; r < nranks; ++r) types[r] = MPI_BYTE;
 
-  const char *library = library_name();
+  const char *library = mpi_library_name();
   if (!o.json && rank == 0)
     printf("# mpi_bench on %s, %d ranks (point-to-point between ranks 0 and 1)\n", library, nranks);
   int failures = 0;

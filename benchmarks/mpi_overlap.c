@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "mpi_library.h"
+
 static const char *const usage_text =
     "usage: mpirun -np 2 mpi_overlap [options]     (Open MPI)\n"
     "       viarun -n 2 mpi_overlap [options]      (viastack: its libmpi.so.40 first on LD_LIBRARY_PATH)\n"
@@ -52,13 +54,6 @@ static int by_value(const void *a, const void *b) {
 static double median(double *v, int n) {
   qsort(v, (size_t)n, sizeof *v, by_value);
   return v[n / 2];
-}
-
-static const char *library_name(void) {
-  char version[MPI_MAX_LIBRARY_VERSION_STRING];
-  int length;
-  MPI_Get_library_version(version, &length);
-  return strstr(version, "viastack") ? "viastack" : strstr(version, "Open MPI") ? "openmpi" : "other";
 }
 
 int main(int argc, char **argv) {
@@ -104,7 +99,7 @@ int main(int argc, char **argv) {
   unsigned char *buf = malloc((size_t)largest + 1);
   double *times = malloc(sizeof(double) * (size_t)iters);
   int bad = 0;
-  const char *library = library_name();
+  const char *library = mpi_library_name();
   if (rank == 0 && !json) printf("# mpi_overlap on %s: the sender computes %ld us between MPI_Isend and MPI_Wait\n", library, compute_us);
   for (int s = 0; s < nsizes; ++s) {
     const int n = (int)sizes[s];
