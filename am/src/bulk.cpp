@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "via/copy.hpp"
+
 namespace am::detail {
 
 namespace {
@@ -258,7 +260,7 @@ void Bulk::answered(Peer&, const Sent& s, const wire::Message& m) {
       return;
     default:  // a get's chunk
       if (!op.finished && s.chunk && m.header.payload_bytes)
-        std::memcpy(op.local + s.offset, m.payload, std::min<std::size_t>(s.chunk, m.header.payload_bytes));
+        via::copy_memory(op.local + s.offset, m.payload, std::min<std::size_t>(s.chunk, m.header.payload_bytes));
       if (op.pending == 0) finish_get(op);
       op_release_if_done(op);
       return;
@@ -300,7 +302,7 @@ std::uint8_t Bulk::run_request(Peer& p, const wire::Message& m, HandlerContext& 
   const std::uint64_t bytes = h.kind == wire::Kind::store_data ? h.payload_bytes : m.args[1];
   if (!core_.in_my_segment(addr, bytes)) return AM_E_BADSEGOFF;
   if (h.payload_bytes > bytes) return AM_E_BADLENGTH;
-  if (h.payload_bytes) std::memcpy(reinterpret_cast<std::byte*>(addr + bytes - h.payload_bytes), payload, h.payload_bytes);
+  if (h.payload_bytes) via::copy_memory(reinterpret_cast<std::byte*>(addr + bytes - h.payload_bytes), payload, h.payload_bytes);
   if (h.kind == wire::Kind::store_data || h.handler == wire::kNoHandler) return 0;
   const HandlerEntry* entry = h.handler < AM_MAX_HANDLERS ? &handler_table[h.handler] : nullptr;
   if (!entry || entry->type != HandlerEntry::Type::memory) return AM_E_BADHANDLER;

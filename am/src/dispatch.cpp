@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "core.hpp"
+#include "via/copy.hpp"
 #include "via/log.hpp"
 
 namespace am::detail {
@@ -184,7 +185,7 @@ void Core::dispatch_copy(Peer& p, std::span<std::byte> frame) {
   if (frame.size() > wire::kMaxMessage) return dispatch(p, frame.data(), frame.size());  // parse refuses it
   if (copies_in_use_ == copies_.size()) copies_.push_back(std::make_unique<std::byte[]>(wire::kMaxMessage));
   std::byte* const copy = copies_[copies_in_use_].get();  // new[]'s alignment, enough for any header field
-  std::memcpy(copy, frame.data(), frame.size());
+  via::copy_memory(copy, frame.data(), frame.size());
   release_held();
   struct Level {
     std::size_t& in_use;

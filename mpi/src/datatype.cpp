@@ -5,6 +5,8 @@
 #include <cstring>
 #include <string_view>
 
+#include <via/copy.hpp>
+
 #include "attributes.hpp"
 #include "errors.hpp"
 
@@ -444,7 +446,7 @@ void Datatype::set_contents(int combiner, std::vector<int> integers, std::vector
 void Datatype::pack(const void* buf, std::size_t count, std::byte* out) const {
   const auto* base = static_cast<const std::byte*>(buf);
   auto copy_out = [&](std::ptrdiff_t offset, std::size_t length, Scalar) {
-    std::memcpy(out, base + offset, length);
+    via::copy_memory(out, base + offset, length);
     out += length;
     return true;
   };
@@ -455,7 +457,7 @@ void Datatype::unpack(const std::byte* in, std::size_t bytes, void* buf) const {
   auto* base = static_cast<std::byte*>(buf);
   auto copy_in = [&](std::ptrdiff_t offset, std::size_t length, Scalar) {
     const std::size_t n = std::min(length, bytes);
-    std::memcpy(base + offset, in, n);
+    via::copy_memory(base + offset, in, n);
     in += n;
     bytes -= n;
     return bytes > 0;

@@ -7,6 +7,7 @@
 
 #include <via/bootstrap.hpp>
 #include <via/config.hpp>
+#include <via/copy.hpp>
 
 #include <algorithm>
 #include <atomic>
@@ -174,13 +175,13 @@ bool qualifies(const Communicator& comm) {
 // count elements of type at buf into a slot, and back.
 void to_slot(const void* buf, std::size_t count, const Datatype& type, std::byte* slot) {
   if (type.contiguous())
-    std::memcpy(slot, buf, count * type.size());
+    via::copy_memory(slot, buf, count * type.size());
   else
     type.pack(buf, count, slot);
 }
 void from_slot(const std::byte* slot, std::size_t bytes, const Datatype& type, void* buf) {
   if (type.contiguous())
-    std::memcpy(buf, slot, bytes);
+    via::copy_memory(buf, slot, bytes);
   else
     type.unpack(slot, bytes, buf);
 }
@@ -507,7 +508,7 @@ bool bcast(void* buf, std::size_t count, const Datatype& type, int root, const C
       if (first > 0) call = node->begin();
       std::byte* const area = node->large_area(root, node->take_large_area(call));
       if (type.contiguous() || !packed.empty())
-        std::memcpy(area, source + first, std::min(kLargeBytes, bytes - first));
+        via::copy_memory(area, source + first, std::min(kLargeBytes, bytes - first));
       else
         type.pack(buf, count, area);  // the only piece
       node->post(call, bytes, true);
@@ -537,11 +538,11 @@ bool bcast(void* buf, std::size_t count, const Datatype& type, int root, const C
       if (first < taken) {
         const std::size_t length = std::min(kLargeBytes, taken - first);
         if (type.contiguous())
-          std::memcpy(static_cast<std::byte*>(buf) + first, area, length);
+          via::copy_memory(static_cast<std::byte*>(buf) + first, area, length);
         else if (packed.empty())
           type.unpack(area, length, buf);  // the only piece it takes
         else
-          std::memcpy(packed.data() + first, area, length);
+          via::copy_memory(packed.data() + first, area, length);
       }
       node->finish(call);
     }
@@ -597,7 +598,7 @@ bool reduce(const void* send, void* recv, std::size_t count, const Datatype& typ
   const bool in_place = send == recv;
   if (me != root || in_place) {
     node->wait_buffers_free(call);
-    std::memcpy(node->buffer(me, call), send, bytes);
+    via::copy_memory(node->buffer(me, call), send, bytes);
   }
   if (me != root) {
     node->post(call, bytes, true);
@@ -636,7 +637,7 @@ void allreduce_large(NodeCollectives& node, const std::byte* send, std::byte* re
     const std::size_t area = node.take_large_area(copied_in);
     node.wait_buffers_free(reduced);
     // In place, send is recv: read here, before anything lands in recv (only this rank writes it).
-    std::memcpy(node.large_area(me, area), send + first * element, elements * element);
+    via::copy_memory(node.large_area(me, area), send + first * element, elements * element);
     node.post(copied_in, elements * element, false);
     node.wait_all_posted(copied_in);
     const auto [part_first, part_length] = share(elements, std::size_t(n), std::size_t(me));
@@ -650,7 +651,7 @@ void allreduce_large(NodeCollectives& node, const std::byte* send, std::byte* re
     for (int step = 0; step < n; ++step) {
       const int r = (me + step) % n;
       const auto [first_of_r, length_of_r] = share(elements, std::size_t(n), std::size_t(r));
-      std::memcpy(recv + (first + first_of_r) * element, node.large_area(r, area) + first_of_r * element,
+      via::copy_memory(recv + (first + first_of_r) * element, node.large_area(r, area) + first_of_r * element,
                   length_of_r * element);
     }
     node.finish(reduced);
@@ -672,7 +673,7 @@ bool allreduce(const void* send, void* recv, std::size_t count, const Datatype& 
   }
   const std::uint64_t call = node->begin();
   node->wait_buffers_free(call);
-  std::memcpy(node->buffer(node->rank(), call), send, bytes);
+  via::copy_memory(node->buffer(node->rank(), call), send, bytes);
   node->post(call, bytes, false);
   node->wait_all_posted(call);
   fold_in_rank_order(node->size(), [&](int r) -> const void* { return node->buffer(r, call); }, recv, count, type, op);
@@ -922,7 +923,7 @@ bool reduce_scatter(const void* send, void* recv, std::span<const int> counts, c
   const std::uint64_t call = node->begin();
   // The whole vector into the slot (in place, recv is the input: read before the result lands).
   node->wait_buffers_free(call);
-  std::memcpy(node->buffer(me, call), send, total * type.size());
+  via::copy_memory(node->buffer(me, call), send, total * type.size());
   node->post(call, total * type.size(), false);
   node->wait_all_posted(call);
   const std::size_t offset = before_mine * type.size();
@@ -946,7 +947,7 @@ bool scan(const void* send, void* recv, std::size_t count, const Datatype& type,
   // Each rank's vector into its slot for the ranks after it (in place, before the result overwrites it).
   if (me < node->size() - 1) {
     node->wait_buffers_free(call);
-    std::memcpy(node->buffer(me, call), send, bytes);
+    via::copy_memory(node->buffer(me, call), send, bytes);
   }
   node->post(call, bytes, me == 0);
   const int folded = inclusive ? me + 1 : me;  // ranks 0..folded-1 make this rank's result

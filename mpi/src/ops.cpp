@@ -3,6 +3,8 @@
 #include <complex>
 #include <cstring>
 
+#include <via/copy.hpp>
+
 #include "datatype.hpp"
 #include "errors.hpp"
 #include "fortran_handles.hpp"
@@ -168,7 +170,7 @@ void Op::apply(const void* in, void* inout, std::size_t count, const Datatype& t
     }
     case Builtin::no_op: return;
     case Builtin::replace:
-      std::memcpy(inout, in, count * std::size_t(type.extent()));
+      via::copy_memory(inout, in, count * std::size_t(type.extent()));
       return;
     default: break;
   }

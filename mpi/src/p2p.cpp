@@ -7,6 +7,7 @@
 #include <utility>
 
 #include <via/config.hpp>
+#include <via/copy.hpp>
 
 #include "comm.hpp"
 #include "datatype.hpp"
@@ -188,7 +189,7 @@ void P2P::deliver_eager(Request& recv, int source, int tag, std::span<const std:
   if (const std::size_t bytes = set_receive_status(recv, source, tag, data.size()); bytes > 0) {
     // with nothing to copy the buffer may be null
     if (recv.datatype->contiguous())
-      std::memcpy(recv.buffer, data.data(), bytes);
+      via::copy_memory(recv.buffer, data.data(), bytes);
     else
       recv.datatype->unpack(data.data(), bytes, recv.buffer);
   }
@@ -229,7 +230,7 @@ void P2P::on_rdma_complete(std::uint64_t id) {
   reads_.erase(it);
   if (lands_in_staging(recv) && recv.bytes > 0) {
     if (recv.datatype->contiguous())
-      std::memcpy(recv.buffer, recv.staging.data(), recv.bytes);
+      via::copy_memory(recv.buffer, recv.staging.data(), recv.bytes);
     else
       recv.datatype->unpack(recv.staging.data(), recv.bytes, recv.buffer);
   }

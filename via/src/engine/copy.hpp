@@ -7,13 +7,15 @@
 #include <cstddef>
 #include <cstring>
 
+#include "via/copy.hpp"
+
 namespace via {
 
 // Like memcpy (the ranges must not overlap); up to 64 bytes without a call:
 // two fixed-size moves that overlap in the middle.
 inline void copy_bytes(std::byte* dst, const std::byte* src, std::size_t n) {
   if (n > 64) {
-    std::memcpy(dst, src, n);
+    copy_memory(dst, src, n);
   } else if (n >= 32) {
     std::memcpy(dst, src, 32);
     std::memcpy(dst + n - 32, src + n - 32, 32);
