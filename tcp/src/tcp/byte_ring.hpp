@@ -14,6 +14,8 @@
 #include <span>
 #include <vector>
 
+#include "via/copy.hpp"
+
 namespace utcp::tcp {
 
 class ByteRing {
@@ -33,8 +35,8 @@ class ByteRing {
     reserve(size_ + count);
     const std::size_t tail = (head_ + size_) % storage_.size();
     const std::size_t first = std::min(count, storage_.size() - tail);
-    std::memcpy(storage_.data() + tail, data.data(), first);
-    std::memcpy(storage_.data(), data.data() + first, count - first);
+    via::copy_memory(storage_.data() + tail, data.data(), first);
+    via::copy_memory(storage_.data(), data.data() + first, count - first);
     size_ += count;
     return count;
   }
@@ -44,8 +46,8 @@ class ByteRing {
     if (out.empty()) return;
     const std::size_t start = (head_ + offset) % storage_.size();
     const std::size_t first = std::min(out.size(), storage_.size() - start);
-    std::memcpy(out.data(), storage_.data() + start, first);
-    std::memcpy(out.data() + first, storage_.data(), out.size() - first);
+    via::copy_memory(out.data(), storage_.data() + start, first);
+    via::copy_memory(out.data() + first, storage_.data(), out.size() - first);
   }
 
   // The `length` bytes that start `offset` bytes past the front, read in

@@ -1139,7 +1139,7 @@ bool ViImpl::handle_frame(const FrameHeader& h, const std::byte* payload) {
                                          ", not registered for RDMA write here");
           return false;
         }
-        if (payload) std::memcpy(reinterpret_cast<void*>(addr), payload, h.length);
+        if (payload) copy_memory(reinterpret_cast<void*>(addr), payload, h.length);
       }
       if (!last) return true;
       if (h.flags & kFlagImmediate) {

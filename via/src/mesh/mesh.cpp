@@ -7,6 +7,7 @@
 
 #include "engine/engine.hpp"
 #include "mesh_peer.hpp"
+#include "via/copy.hpp"
 #include "via/log.hpp"
 
 namespace via {
@@ -194,7 +195,7 @@ void Mesh::settle_send(Peer& p, const MeshFrameHeader& h, bool needs_credit) {
   std::byte* buf = bounce_buffer(bounce);
   std::memcpy(buf, &h, header_bytes_);
   if (!head.empty()) std::memcpy(buf + header_bytes_, head.data(), head.size());
-  if (!body.empty()) std::memcpy(buf + header_bytes_ + head.size(), body.data(), body.size());
+  if (!body.empty()) copy_memory(buf + header_bytes_ + head.size(), body.data(), body.size());
   VIP_DESCRIPTOR* d = send_descriptor(index);
   set_single_segment(d, buf, std::uint32_t(length), arena_handle_);
   if (const Result r = p.vi->post_send(d, arena_handle_); r != Result::success) {

@@ -17,6 +17,7 @@
 #include "engine/clock.hpp"
 #include "providers/tcp/handshake.hpp"
 #include "via/config.hpp"
+#include "via/copy.hpp"
 #include "via/log.hpp"
 
 namespace via::tcp {
@@ -206,7 +207,7 @@ bool TcpLink::try_send(const FrameHeader& header, const iovec* iov, std::size_t 
     alignas(8) std::byte frame[kGatheredFrameMax];
     std::size_t at = 0;
     for (std::size_t i = 0; i < n; ++i) {
-      std::memcpy(frame + at, iov_scratch_[i].iov_base, iov_scratch_[i].iov_len);
+      copy_memory(frame + at, iov_scratch_[i].iov_base, iov_scratch_[i].iov_len);
       at += iov_scratch_[i].iov_len;
     }
     sent = send(fd(), frame, total, MSG_DONTWAIT | MSG_NOSIGNAL);
@@ -319,7 +320,7 @@ bool TcpLink::start_direct_payload() {
   const std::byte* from = rx_ + rx_begin_ + sizeof(FrameHeader);
   for (std::size_t i = 0, left = arrived; i < n && left > 0; ++i) {
     const std::size_t take = std::min(left, to[i].iov_len);
-    std::memcpy(to[i].iov_base, from, take);
+    copy_memory(to[i].iov_base, from, take);
     from += take;
     left -= take;
   }
