@@ -4,12 +4,13 @@
 // glibc 2.36 (Debian 12) copies from 2112 bytes (its x86_rep_movsb_threshold
 // there) up to the L2 cache's size with `rep movsb`. On AMD Zen 3 (EPYC 7xx3)
 // that instruction runs at about 2 GB/s instead of 25-50 when the
-// destination's offset within a 64-byte line is not the source's: a copy
-// from a malloc'd buffer (16 bytes into a page) into a page-aligned staging
-// area or ring took 20 times as long as the same copy aligned. In pieces of
-// 2 KiB, which glibc moves with vector loads and stores, such a copy runs at
-// 25-55 GB/s (docs/PERFORMANCE.md); above the L2 cache's size glibc uses
-// vector moves itself, and there whole copies are faster than pieces.
+// destination's offset within its 64-byte line is 1-31 bytes past the
+// source's: a copy from a page-aligned staging area or ring into a malloc'd
+// buffer (16 bytes into a page) took 20 times as long as the same copy
+// aligned. In pieces of 2 KiB, which glibc moves with vector loads and
+// stores, such a copy runs at 25-55 GB/s (docs/PERFORMANCE.md). Other copies
+// are left whole: above the L2 cache's size glibc uses vector moves itself,
+// and at other offsets rep movsb is as fast as the pieces or faster.
 #pragma once
 
 #include <unistd.h>
@@ -36,8 +37,10 @@ inline void copy_memory(void* dst, const void* src, std::size_t n) {
   constexpr std::size_t kPiece = 2048;  // below glibc's rep movsb threshold
   auto* to = static_cast<std::byte*>(dst);
   const auto* from = static_cast<const std::byte*>(src);
-  if (n > kPiece && ((reinterpret_cast<std::uintptr_t>(to) - reinterpret_cast<std::uintptr_t>(from)) & 63) != 0 &&
-      n < detail::string_move_limit()) {
+  // The slow case: the destination 1-31 bytes further into its line than the source into its own.
+  const auto ahead = std::ptrdiff_t(reinterpret_cast<std::uintptr_t>(to) & 63) -
+                     std::ptrdiff_t(reinterpret_cast<std::uintptr_t>(from) & 63);
+  if (n > kPiece && ahead > 0 && ahead < 32 && n < detail::string_move_limit()) {
     for (; n > kPiece; n -= kPiece, to += kPiece, from += kPiece) std::memcpy(to, from, kPiece);
   }
   std::memcpy(to, from, n);
