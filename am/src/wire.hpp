@@ -28,6 +28,7 @@
 #include <cstring>
 
 #include "am/deferred.hpp"
+#include "via/copy.hpp"
 #include "reliability.hpp"
 
 namespace am::wire {
@@ -185,7 +186,7 @@ inline std::size_t encode_item(std::byte* at, ItemHeader h, const std::uint64_t*
   copy_words(at + kItemHeaderBytes, args, h.nargs);
   const std::size_t payload_at = kItemHeaderBytes + h.nargs * 8u;
   if (h.payload_bytes == 0) return payload_at;
-  std::memcpy(at + payload_at, payload, h.payload_bytes);
+  via::copy_memory(at + payload_at, payload, h.payload_bytes);
   std::memset(at + payload_at + h.payload_bytes, 0, padded(h.payload_bytes) - h.payload_bytes);
   return payload_at + padded(h.payload_bytes);
 }
@@ -261,7 +262,7 @@ inline std::size_t encode(std::byte* buf, const Header& header, const std::uint6
   copy_words(buf + kHeaderBytes, args, header.nargs);
   std::size_t at = kHeaderBytes + header.nargs * 8u;
   for (unsigned i = 0; i < header.acks; ++i, at += kAckBytes) std::memcpy(buf + at, &acks[i], kAckBytes);  // the wire's layout
-  if (header.payload_bytes && payload) std::memcpy(buf + at, payload, header.payload_bytes);
+  if (header.payload_bytes && payload) via::copy_memory(buf + at, payload, header.payload_bytes);
   return at + header.payload_bytes;
 }
 

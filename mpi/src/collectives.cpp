@@ -8,6 +8,7 @@
 #include <vector>
 
 #include <via/config.hpp>
+#include <via/copy.hpp>
 
 #include "comm.hpp"
 #include "datatype.hpp"
@@ -83,7 +84,7 @@ void copy_typed(const void* src, std::size_t src_count, const Datatype& src_type
   const std::size_t bytes = std::min(src_count * src_type.size(), dst_count * dst_type.size());
   if (src == dst || bytes == 0) return;
   if (src_type.contiguous() && dst_type.contiguous()) {
-    std::memmove(dst, src, bytes);
+    via::move_memory(dst, src, bytes);
     return;
   }
   std::vector<std::byte> packed(src_count * src_type.size());
@@ -685,7 +686,7 @@ CollectiveTask alltoallv(Call call, Blocks send_blocks, Blocks recv_blocks) {
     }
     for (std::size_t done = 0; done < bytes; done += kCopyPiece) {
       if (done) runtime().p2p().poll_transport();
-      std::memmove(to + done, from + done, std::min(kCopyPiece, bytes - done));
+      via::move_memory(to + done, from + done, std::min(kCopyPiece, bytes - done));
     }
   };
   if (n == 1) copy_own_block();

@@ -559,7 +559,7 @@ namespace {
 template <class Contribution>
 void fold_in_rank_order(int n, Contribution&& contribution, void* recv, std::size_t count, const Datatype& type,
                         const Op& op) {
-  std::memmove(recv, contribution(n - 1), count * type.size());
+  via::move_memory(recv, contribution(n - 1), count * type.size());
   for (int r = n - 2; r >= 0; --r) op.apply(contribution(r), recv, count, type);
 }
 

@@ -5,6 +5,8 @@
 #include <cstring>
 #include <string>
 
+#include <via/copy.hpp>
+
 #include "collectives.hpp"
 #include "errors.hpp"
 #include "runtime.hpp"
@@ -321,7 +323,7 @@ void Window::on_message(int peer, const WireHeader& h, std::span<const std::byte
       if (it == fetches_.end() || payload.size() != h.size || h.address < it->second.address)
         abort_job("progress", "an answer to a fetching operation matches none");
       Fetch& f = it->second;
-      std::memcpy(f.result + (h.address - f.address), payload.data(), payload.size());
+      via::copy_memory(f.result + (h.address - f.address), payload.data(), payload.size());
       f.bytes_left -= std::min(f.bytes_left, payload.size());
       if (f.bytes_left == 0) {
         finish(f.done);

@@ -14,7 +14,7 @@
 #include <span>
 #include <vector>
 
-#include "via/copy.hpp"
+#include <via/copy.hpp>
 
 namespace utcp::tcp {
 

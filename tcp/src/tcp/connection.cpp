@@ -16,6 +16,8 @@
 #include <utility>
 #include <vector>
 
+#include <via/copy.hpp>
+
 #include "tcp/byte_ring.hpp"
 #include "utcp/delivery_rate.hpp"
 #include "tcp/loss_recovery.hpp"
@@ -1155,7 +1157,7 @@ void TcpConnection::Impl::deliver_in_order(std::span<const std::uint8_t> bytes, 
   if (receive_buffer.empty() && read_loan_filled < read_loan.size()) {
     // Read at once: the window stays as open as if the reader had taken it.
     lent = std::min(bytes.size(), read_loan.size() - read_loan_filled);
-    std::memcpy(read_loan.data() + read_loan_filled, bytes.data(), lent);
+    via::copy_memory(read_loan.data() + read_loan_filled, bytes.data(), lent);
     read_loan_filled += lent;
     counters.bytes_in_directly += lent;
   }

@@ -33,4 +33,38 @@ TEST(CopyMemory, CopiesEveryLengthAtEveryRelativeOffsetAndNothingElse) {
   }
 }
 
+// The slow case, and only it, goes in pieces: the destination 1-31 bytes
+// further into its line than the source into its own, 2 KiB to the L2 size.
+TEST(CopyMemory, OnlyTheSlowCaseGoesInPieces) {
+  alignas(64) static std::byte line[4][64];
+  const std::size_t limit = via::detail::string_move_limit();
+  auto pieces = [&](std::size_t dst_offset, std::size_t src_offset, std::size_t n) {
+    return via::detail::copy_in_pieces(&line[0][dst_offset], &line[2][src_offset], n, 2048);
+  };
+  EXPECT_TRUE(pieces(16, 0, 32768));   // a page-aligned area into a malloc'd buffer
+  EXPECT_TRUE(pieces(1, 0, 2049));
+  EXPECT_TRUE(pieces(31, 0, limit - 1));
+  EXPECT_TRUE(pieces(49, 48, 32768));
+  EXPECT_FALSE(pieces(0, 0, 32768));   // aligned alike
+  EXPECT_FALSE(pieces(16, 16, 32768));
+  EXPECT_FALSE(pieces(0, 16, 32768));  // the destination behind the source
+  EXPECT_FALSE(pieces(32, 0, 32768));  // 32 or more ahead
+  EXPECT_FALSE(pieces(13, 48, 32768));  // behind within the line, though 29 ahead modulo 64
+  EXPECT_FALSE(pieces(16, 0, 2048));   // below glibc's rep movsb threshold
+  EXPECT_FALSE(pieces(16, 0, limit));  // glibc's own vector moves from the L2 size on
+}
+
+TEST(CopyMemory, MoveMemoryMovesOverlappingRangesAsMemmoveDoes) {
+  std::vector<std::byte> bytes(70000), expected;
+  for (std::size_t i = 0; i < bytes.size(); ++i) bytes[i] = std::byte(i * 7 + 3);
+  for (std::ptrdiff_t shift : {-4096, -17, 17, 4096}) {
+    std::vector<std::byte> moved = bytes;
+    expected = bytes;
+    std::byte* middle = moved.data() + 8192;
+    std::memmove(expected.data() + 8192 + shift, expected.data() + 8192, 50000);
+    via::move_memory(middle + shift, middle, 50000);
+    EXPECT_EQ(moved, expected) << "shift " << shift;
+  }
+}
+
 }  // namespace
