@@ -286,8 +286,11 @@ class ViImpl final : public Vi {
   // The oldest reads, withdrawable, whose target has sent nothing of them for
   // read_takeover_ns_: what it did not commit, copied by single copy. True if any was.
   bool take_over_stalled_reads();
-  // The oldest read's takeover time, counted from now (it just became the oldest).
-  void start_takeover_clock();
+  // The oldest read's clocks (its time, its takeover time), counted from now:
+  // it just became the oldest.
+  void oldest_read_begins();
+  // The oldest read has all its bytes: it completes, and the next begins.
+  void retire_oldest_read(WorkRequest& wr);
   // How long the oldest read of `bytes` waits for its silent target (at most read_takeover_ns_).
   std::uint64_t takeover_wait(std::uint64_t bytes) const;
   static constexpr std::uint64_t kServingPatience = 8;
@@ -323,6 +326,8 @@ class ViImpl final : public Vi {
     std::uint64_t peer_took = 0;  // Link::frames_taken_by_peer when the clock last started
     std::uint32_t read = 0;
     bool withdrawable = false;
+    bool timed = false;  // its time is measured for ReadPathChooser
+    std::uint64_t began = 0;  // now_ns when it became the oldest, if timed or withdrawable
     std::uint64_t received = 0;  // bytes of responses
     // Taken back: the bytes still coming through the rings (all before it copied).
     std::uint64_t through_rings = UINT64_MAX;

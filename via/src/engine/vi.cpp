@@ -11,6 +11,7 @@
 #include "engine/copy.hpp"
 #include "engine/engine.hpp"
 #include "engine/errors.hpp"
+#include "engine/read_path.hpp"
 #include "via/bootstrap.hpp"
 #include "via/config.hpp"
 #include "engine/faults.hpp"
@@ -46,6 +47,15 @@ std::uint64_t direct_read_threshold() {
   static const std::uint64_t value =
       std::min(direct_threshold(), std::uint64_t(config::integer("VIASTACK_DIRECT_READ_THRESHOLD")));
   return value;
+}
+
+// The way reads between VIASTACK_ADAPTIVE_READ_MIN and direct_read_threshold()
+// go, from the speeds this process's reads reached (one chooser for the
+// process: the machine's state is what it follows).
+ReadPathChooser& read_paths() {
+  static ReadPathChooser chooser(std::uint64_t(config::integer("VIASTACK_ADAPTIVE_READ_MIN")),
+                                 direct_read_threshold());
+  return chooser;
 }
 
 // How long a read served through the rings waits for its target to claim it
@@ -773,9 +783,16 @@ bool ViImpl::transmit(WorkRequest& wr) {
           return true;
         }
         if (wr.total >= direct_read_min_) return direct_rdma(wr);
+        if (read_paths().chooses(wr.total) && read_paths().choose(wr.total) == ReadPath::direct) {
+          const std::uint64_t began = now_ns();
+          direct_rdma(wr);  // true for a read
+          if (wr.progress == wr.total) read_paths().record(ReadPath::direct, wr.total, now_ns() - began);
+          return true;
+        }
       }
       FrameHeader h{kFrameReadRequest, kFlagLast, 0, 0, wr.total, 0, remote.Data.AddressBits, remote.Handle, 0};
       AwaitingRead awaiting{index};
+      awaiting.timed = direct_capable_ && read_paths().chooses(wr.total);
       // Withdrawable while every read in flight has a word of its own: those
       // in flight are the last ones sent, whose words follow each other.
       if (awaiting_read_.size() < ring_read_claims_.size() && wr.total > 0) {
@@ -797,8 +814,8 @@ bool ViImpl::transmit(WorkRequest& wr) {
         awaiting.withdrawable = true;
       }
       awaiting_read_.push_back(awaiting);
-      // The oldest read's clock runs: one behind it waits for its turn first.
-      if (awaiting_read_.size() == 1) start_takeover_clock();
+      // The oldest read's clocks run: one behind it waits for its turn first.
+      if (awaiting_read_.size() == 1) oldest_read_begins();
       return true;
     }
   }
@@ -1345,18 +1362,34 @@ bool ViImpl::take_over_stalled_reads() {
     moved = true;
     oldest.through_rings = committed;
     if (oldest.received < committed) break;  // the rest of the committed part is still in the rings
-    awaiting_read_.pop_front();
-    finish(sendq_, wr, VIP_STATUS_OP_RDMA_READ);
-    start_takeover_clock();
+    retire_oldest_read(wr);
   }
   return moved;
 }
 
-void ViImpl::start_takeover_clock() {
-  if (awaiting_read_.empty() || !awaiting_read_.front().withdrawable) return;
+// The read now first in line starts its clocks: the time it takes, for the
+// choice of the way reads go (only now: before, it waited for those ahead),
+// and the time its target has to take it up.
+void ViImpl::oldest_read_begins() {
+  if (awaiting_read_.empty()) return;
   AwaitingRead& oldest = awaiting_read_.front();
-  oldest.take_over_at = now_ns() + takeover_wait(sendq_.at(oldest.index).total);
+  if (!oldest.timed && !oldest.withdrawable) return;
+  const std::uint64_t now = now_ns();
+  oldest.began = now;
+  if (!oldest.withdrawable) return;
+  oldest.take_over_at = now + takeover_wait(sendq_.at(oldest.index).total);
   oldest.peer_took = link_->frames_taken_by_peer();
+}
+
+// The oldest read through the rings has all its bytes (some may have come
+// by single copy, taken back: still the time the rings' way took).
+void ViImpl::retire_oldest_read(WorkRequest& wr) {
+  const AwaitingRead& oldest = awaiting_read_.front();
+  if (oldest.timed) read_paths().record(ReadPath::rings, wr.total, now_ns() - oldest.began);
+  if (oldest.withdrawable) --withdrawable_reads_;  // the target claimed it, unseen
+  awaiting_read_.pop_front();
+  finish(sendq_, wr, VIP_STATUS_OP_RDMA_READ);
+  oldest_read_begins();
 }
 
 // A small read is taken back sooner (read_takeover_scales): waiting longer
@@ -1393,10 +1426,7 @@ void ViImpl::complete_read(const FrameHeader& h, const std::byte* payload) {
     if (oldest.withdrawable) oldest.take_over_at = now_ns() + kServingPatience * read_takeover_ns_;
     return;
   }
-  if (oldest.withdrawable) --withdrawable_reads_;  // the target claimed it, unseen
-  awaiting_read_.pop_front();
-  finish(sendq_, wr, VIP_STATUS_OP_RDMA_READ);
-  if (withdrawable_reads_) start_takeover_clock();
+  retire_oldest_read(wr);
 }
 
 void ViImpl::complete_acked(std::uint32_t count) {

@@ -1,0 +1,97 @@
+// Which way a large RDMA read goes on a link that has both: through the rings
+// (the target's engine sends it, two pipelined copies, one on each core) or
+// by single copy (CMA, the reader alone). Neither wins on every machine, nor
+// on one machine all the time: on a Zen 3 guest whose two vCPUs passed dirty
+// data between them at 10-18 GB/s in some runs and 2-4 GB/s in others, a
+// 256 KiB read took 16 us through the rings and 22 by CMA in the first kind
+// of run, 50-60 and 22 in the second (docs/PERFORMANCE.md). So the choice
+// follows the speed each way reached for the last reads of the same size.
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <bit>
+#include <cstdint>
+
+namespace via {
+
+enum class ReadPath : std::uint8_t { rings = 0, direct = 1 };
+
+class ReadPathChooser {
+ public:
+  // One read in this many of a size goes the way that measured slower, so
+  // that a change of the machine's state is seen (a few percent of the reads
+  // pay for it).
+  static constexpr std::uint32_t kProbeEvery = 32;
+
+  // Reads of [smallest, largest) bytes are chosen for; smallest is rounded
+  // down to a power of two.
+  ReadPathChooser(std::uint64_t smallest, std::uint64_t largest)
+      : smallest_(smallest ? std::bit_floor(smallest) : 1), largest_(largest) {}
+
+  bool chooses(std::uint64_t bytes) const { return bytes >= smallest_ && bytes < largest_; }
+
+  // The way for a read of `bytes` (chooses(bytes)): each way once first, then
+  // the one of the lower cost, but the other at every kProbeEvery-th read.
+  ReadPath choose(std::uint64_t bytes) {
+    SizeClass& c = size_class(bytes);
+    const std::uint32_t rings = c.way[0].cost(), direct = c.way[1].cost();
+    if (rings == 0) return ReadPath::rings;
+    if (direct == 0) return ReadPath::direct;
+    const ReadPath faster = direct < rings ? ReadPath::direct : ReadPath::rings;
+    const std::uint32_t n = c.reads.load(std::memory_order_relaxed) + 1;
+    c.reads.store(n, std::memory_order_relaxed);  // a count lost to a race only moves a probe
+    if (n % kProbeEvery == 0) return faster == ReadPath::direct ? ReadPath::rings : ReadPath::direct;
+    return faster;
+  }
+
+  // A read of `bytes` that went `path` took `ns`.
+  void record(ReadPath path, std::uint64_t bytes, std::uint64_t ns) {
+    size_class(bytes).way[std::size_t(path)].add(
+        std::uint32_t(std::clamp<std::uint64_t>(ns * 1000 / std::max<std::uint64_t>(bytes, 1), 1, UINT32_MAX)));
+  }
+
+  // Picoseconds a byte for reads of this size that way; 0 before the first.
+  std::uint32_t cost(ReadPath path, std::uint64_t bytes) const {
+    return size_class(bytes).way[std::size_t(path)].cost();
+  }
+
+ private:
+  // A way's cost: the median of its last kSamples reads (picoseconds a
+  // byte). Not a mean: on a shared machine one read in a few is held up by
+  // the scheduler or by other work at either end, by several times.
+  static constexpr std::size_t kSamples = 8;
+  // Several threads may drive VIs of one NIC: relaxed atomics, whose races
+  // cost a sample, not a wrong read.
+  struct Way {
+    std::array<std::atomic<std::uint32_t>, kSamples> samples{};  // 0: none yet
+    std::atomic<std::uint32_t> next{0};
+    void add(std::uint32_t sample) {
+      const std::uint32_t at = next.load(std::memory_order_relaxed);
+      next.store(at + 1, std::memory_order_relaxed);
+      samples[at % kSamples].store(sample, std::memory_order_relaxed);
+    }
+    std::uint32_t cost() const {
+      std::array<std::uint32_t, kSamples> sorted;
+      std::size_t n = 0;
+      for (const auto& s : samples)
+        if (const std::uint32_t v = s.load(std::memory_order_relaxed)) sorted[n++] = v;
+      if (n == 0) return 0;
+      std::nth_element(sorted.begin(), sorted.begin() + (n - 1) / 2, sorted.begin() + n);
+      return sorted[(n - 1) / 2];
+    }
+  };
+  struct SizeClass {
+    std::array<Way, 2> way;  // by ReadPath
+    std::atomic<std::uint32_t> reads{0};
+  };
+  SizeClass& size_class(std::uint64_t bytes) const {
+    return classes_[std::clamp<std::size_t>(std::bit_width(bytes / smallest_), 1, classes_.size()) - 1];
+  }
+
+  std::uint64_t smallest_, largest_;
+  mutable std::array<SizeClass, 48> classes_;
+};
+
+}  // namespace via
