@@ -75,7 +75,7 @@ TEST(ReadPathChooser, OneReadHeldUpDoesNotTurnTheChoice) {
   EXPECT_LE(direct, 700 / ReadPathChooser::kProbeEvery + 1);
 }
 
-TEST(ReadPathChooser, SizesAreChosenForApart) {
+TEST(ReadPathChooser, EachSizeIsChosenForOnItsOwn) {
   ReadPathChooser chooser(kMin, kMax);
   run(chooser, kMin, 64, 10'000, 20'000);            // 64 KiB: the rings faster
   run(chooser, 4u << 20, 64, 900'000, 400'000);      // 4 MiB: single copy faster

@@ -57,11 +57,13 @@ const std::vector<Variable>& declarations() {
                        "sends and RDMA of at least this many bytes use CMA when available"),
       integer_variable("VIASTACK_DIRECT_READ_THRESHOLD", 0, kTiB, "bytes", "16777216", "via",
                        "RDMA reads of at least this many bytes (or of VIASTACK_DIRECT_THRESHOLD, if lower) use CMA "
-                       "when available; smaller ones come through the rings, served by the target's engine"),
+                       "when available; smaller ones from VIASTACK_ADAPTIVE_READ_MIN go the way measured faster, the rest "
+                       "through the rings, served by the target's engine"),
       integer_variable("VIASTACK_ADAPTIVE_READ_MIN", 0, kTiB, "bytes", "65536", "via",
                        "RDMA reads from this many bytes up to VIASTACK_DIRECT_READ_THRESHOLD go through the rings or "
                        "by CMA, whichever this process measured faster for reads of their size (one in 32 the other "
-                       "way, to see a change); at or above that threshold, never"),
+                       "way, to see a change); at or above that threshold, never; unset: the default, but never where ranks "
+                       "outnumber the job's CPUs on the host"),
       integer_variable("VIASTACK_READ_TAKEOVER_US", 0, 1000000, "microseconds", "20", "via",
                        "an RDMA read through the rings whose target's engine has been quiet this long (8 times as "
                        "long once it sent a part; its process computing elsewhere) is copied by the reader with CMA "

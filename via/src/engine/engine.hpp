@@ -328,12 +328,14 @@ class ViImpl final : public Vi {
     bool withdrawable = false;
     bool timed = false;  // its time is measured for ReadPathChooser
     std::uint64_t began = 0;  // now_ns when it became the oldest, if timed or withdrawable
+    std::uint64_t direct_read_ns = 0;  // direct_read_ns_ then
     std::uint64_t received = 0;  // bytes of responses
     // Taken back: the bytes still coming through the rings (all before it copied).
     std::uint64_t through_rings = UINT64_MAX;
   };
   std::deque<AwaitingRead> awaiting_read_;
   std::uint32_t withdrawable_reads_ = 0;  // in awaiting_read_
+  std::uint64_t direct_read_ns_ = 0;      // spent in single-copy reads whose way was chosen
   std::uint64_t ring_reads_ = 0;          // withdrawable read requests sent, for their words in turn
   std::deque<ReadResponse> read_responses_;
   std::uint32_t acks_owed_ = 0;

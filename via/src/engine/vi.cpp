@@ -37,12 +37,13 @@ std::uint64_t direct_threshold() {
   return value;
 }
 
-// RDMA reads at or above this size use it. Below, the target's engine sends
-// the data through the rings: two pipelined copies, which measured about
-// twice as fast as one CMA copy on this project's machines (MPI's rendezvous
-// at 512 KiB-4 MiB on 2 ranks and on 4 ranks on 2 cores, both ways too,
-// docs/PERFORMANCE.md), and which a reader takes back when its target does
-// not serve them (take_over_stalled_reads).
+// RDMA reads at or above this size use it. Below, from read_paths()'s
+// smallest, each read goes the way that measured faster; below that, the
+// target's engine sends the data through the rings: two pipelined copies,
+// which measured about twice as fast as one CMA copy on this project's first
+// machines (MPI's rendezvous at 512 KiB-4 MiB on 2 ranks and on 4 ranks on 2
+// cores, both ways too, docs/PERFORMANCE.md), and which a reader takes back
+// when its target does not serve them (take_over_stalled_reads).
 std::uint64_t direct_read_threshold() {
   static const std::uint64_t value =
       std::min(direct_threshold(), std::uint64_t(config::integer("VIASTACK_DIRECT_READ_THRESHOLD")));
@@ -51,10 +52,17 @@ std::uint64_t direct_read_threshold() {
 
 // The way reads between VIASTACK_ADAPTIVE_READ_MIN and direct_read_threshold()
 // go, from the speeds this process's reads reached (one chooser for the
-// process: the machine's state is what it follows).
+// process: the machine's state is what it follows). Unless the variable is
+// set, not where ranks outnumber CPUs: there a read's time is mostly how soon
+// its two ends got a core, and the rings measured as fast or faster there
+// (4 ranks on 2 cores, streaming 64-256 KiB: 10-17 GB/s through the rings,
+// 4-17 chosen; docs/PERFORMANCE.md).
 ReadPathChooser& read_paths() {
-  static ReadPathChooser chooser(std::uint64_t(config::integer("VIASTACK_ADAPTIVE_READ_MIN")),
-                                 direct_read_threshold());
+  static ReadPathChooser chooser(
+      config::integer_if_set("VIASTACK_ADAPTIVE_READ_MIN").has_value() || !job_outnumbers_cpus_on_this_host()
+          ? std::uint64_t(config::integer("VIASTACK_ADAPTIVE_READ_MIN"))
+          : UINT64_MAX,
+      direct_read_threshold());
   return chooser;
 }
 
@@ -786,7 +794,9 @@ bool ViImpl::transmit(WorkRequest& wr) {
         if (read_paths().chooses(wr.total) && read_paths().choose(wr.total) == ReadPath::direct) {
           const std::uint64_t began = now_ns();
           direct_rdma(wr);  // true for a read
-          if (wr.progress == wr.total) read_paths().record(ReadPath::direct, wr.total, now_ns() - began);
+          const std::uint64_t took = now_ns() - began;
+          direct_read_ns_ += took;
+          if (wr.progress == wr.total) read_paths().record(ReadPath::direct, wr.total, took);
           return true;
         }
       }
@@ -1376,16 +1386,23 @@ void ViImpl::oldest_read_begins() {
   if (!oldest.timed && !oldest.withdrawable) return;
   const std::uint64_t now = now_ns();
   oldest.began = now;
+  oldest.direct_read_ns = direct_read_ns_;
   if (!oldest.withdrawable) return;
   oldest.take_over_at = now + takeover_wait(sendq_.at(oldest.index).total);
   oldest.peer_took = link_->frames_taken_by_peer();
 }
 
 // The oldest read through the rings has all its bytes (some may have come
-// by single copy, taken back: still the time the rings' way took).
+// by single copy, taken back: still the time the rings' way took). Its time
+// leaves out the single-copy reads this end made meanwhile, which held up
+// its look at the rings: else a probe of the rings among reads that go by
+// single copy would take on their time and keep the choice where it is.
 void ViImpl::retire_oldest_read(WorkRequest& wr) {
   const AwaitingRead& oldest = awaiting_read_.front();
-  if (oldest.timed) read_paths().record(ReadPath::rings, wr.total, now_ns() - oldest.began);
+  if (oldest.timed) {
+    const std::uint64_t elsewhere = direct_read_ns_ - oldest.direct_read_ns, took = now_ns() - oldest.began;
+    read_paths().record(ReadPath::rings, wr.total, took > elsewhere ? took - elsewhere : 1);
+  }
   if (oldest.withdrawable) --withdrawable_reads_;  // the target claimed it, unseen
   awaiting_read_.pop_front();
   finish(sendq_, wr, VIP_STATUS_OP_RDMA_READ);
