@@ -464,12 +464,18 @@ bool barrier(const Communicator& comm) {
   return true;
 }
 
-// Between two members a large bcast goes as one message (kByMessage): its
-// single-copy read is shared by both ranks' cores, where staging costs two
-// copies, one after the other while the data is one large area (2 ranks,
-// 1 MiB: 120-340 us a call staged, 37-55 us as a message; 512 KiB 15-20 us
-// either way).
-bool by_message_between_two(int members, std::size_t bytes) { return members == 2 && bytes > kLargeBytes / 2; }
+// Between two members a bcast from 64 KiB goes as one message (kByMessage):
+// its rendezvous read goes through the rings or by single copy, whichever
+// measured faster (VIASTACK_ADAPTIVE_READ_MIN), where staging costs two
+// copies with the data crossing between the cores dirty, one after the other
+// while the data is one large area (2 ranks, 1 MiB: 120-340 us a call
+// staged, 37-55 us as a message). On a machine whose cores pass dirty data
+// at 2-4 GB/s in some runs, staging 64 / 256 KiB took 14-17 / 60-65 us
+// there, a message 7 / 17-22 in every run (docs/PERFORMANCE.md).
+bool by_message_between_two(int members, std::size_t bytes) {
+  constexpr std::size_t kByMessageFrom = 64 * 1024;
+  return members == 2 && bytes >= kByMessageFrom;
+}
 
 // Only the root's size decides the way (a receiver's may differ, in an
 // erroneous call that must end in MPI_ERR_TRUNCATE, not a hang): the root
