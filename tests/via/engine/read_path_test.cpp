@@ -43,22 +43,27 @@ TEST(ReadPathChooser, TriesEachWayThenKeepsTheFasterOneAndProbesTheOther) {
   EXPECT_EQ(chooser.choose(kMin), ReadPath::direct);
   chooser.record(ReadPath::direct, kMin, 10'000);
   EXPECT_EQ(chooser.cost(ReadPath::rings, kMin), 20'000'000 / kMin);
-  // Single copy is twice as fast: it takes all but one read in kProbeEvery.
+  // Single copy is twice as fast: it takes all but kProbeBurst reads in kProbeEvery.
   EXPECT_EQ(run(chooser, kMin, 32 * ReadPathChooser::kProbeEvery, 20'000, 10'000),
-            32 * (ReadPathChooser::kProbeEvery - 1));
+            32 * (ReadPathChooser::kProbeEvery - ReadPathChooser::kProbeBurst));
+}
+
+// The reads a run of `reads` spends on the way that measured slower.
+constexpr std::uint32_t probes(std::uint32_t reads) {
+  return (reads / ReadPathChooser::kProbeEvery + 1) * ReadPathChooser::kProbeBurst;
 }
 
 TEST(ReadPathChooser, FollowsTheMachineWhenItsStateChanges) {
   ReadPathChooser chooser(kMin, kMax);
   const std::uint64_t bytes = 256 * 1024;
   // Rings 16 us, single copy 22 (a fast state): the rings.
-  EXPECT_LE(run(chooser, bytes, 320, 16'000, 22'000), 12u);
+  EXPECT_LE(run(chooser, bytes, 640, 16'000, 22'000), probes(640));
   // Now the rings take 55: within a few reads, single copy.
   run(chooser, bytes, 16, 55'000, 22'000);
-  EXPECT_GE(run(chooser, bytes, 320, 55'000, 22'000), 300u);
-  // And back, once the probes of the rings have seen it (half the window).
-  run(chooser, bytes, 8 * ReadPathChooser::kProbeEvery, 16'000, 22'000);
-  EXPECT_LE(run(chooser, bytes, 320, 16'000, 22'000), 12u);
+  EXPECT_GE(run(chooser, bytes, 640, 55'000, 22'000), 640 - probes(640));
+  // And back, once two bursts of probes of the rings have seen it.
+  run(chooser, bytes, 2 * ReadPathChooser::kProbeEvery, 16'000, 22'000);
+  EXPECT_LE(run(chooser, bytes, 640, 16'000, 22'000), probes(640));
 }
 
 TEST(ReadPathChooser, OneReadHeldUpDoesNotTurnTheChoice) {
@@ -72,13 +77,13 @@ TEST(ReadPathChooser, OneReadHeldUpDoesNotTurnTheChoice) {
     direct += path == ReadPath::direct;
     chooser.record(path, bytes, path == ReadPath::direct ? 70'000 : i % 7 == 0 ? 5'000'000 : 60'000);
   }
-  EXPECT_LE(direct, 700 / ReadPathChooser::kProbeEvery + 1);
+  EXPECT_LE(direct, probes(700));
 }
 
 TEST(ReadPathChooser, EachSizeIsChosenForOnItsOwn) {
   ReadPathChooser chooser(kMin, kMax);
-  run(chooser, kMin, 64, 10'000, 20'000);            // 64 KiB: the rings faster
-  run(chooser, 4u << 20, 64, 900'000, 400'000);      // 4 MiB: single copy faster
+  run(chooser, kMin, 40, 10'000, 20'000);            // 64 KiB: the rings faster
+  run(chooser, 4u << 20, 40, 900'000, 400'000);      // 4 MiB: single copy faster
   EXPECT_EQ(chooser.choose(kMin + 100), ReadPath::rings);
   EXPECT_EQ(chooser.choose((4u << 20) + 100), ReadPath::direct);
   EXPECT_EQ(chooser.cost(ReadPath::direct, 1u << 20), 0u) << "no read of 1 MiB yet";

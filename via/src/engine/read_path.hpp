@@ -20,10 +20,14 @@ enum class ReadPath : std::uint8_t { rings = 0, direct = 1 };
 
 class ReadPathChooser {
  public:
-  // One read in this many of a size goes the way that measured slower, so
-  // that a change of the machine's state is seen (a few percent of the reads
-  // pay for it).
-  static constexpr std::uint32_t kProbeEvery = 32;
+  // Of every kProbeEvery reads of a size, kProbeBurst in a row go the way
+  // that measured slower, so that a change of the machine's state is seen (a
+  // few percent of the reads pay for it). In a row: a read one way among
+  // reads the other way is slowed by them, as both ends are busy with their
+  // copies (2 ranks, bidirectional 1 MiB: 300 us a read by single copy among
+  // reads through the rings, 200 when all go by single copy); the median
+  // (below) then takes the later ones.
+  static constexpr std::uint32_t kProbeEvery = 64, kProbeBurst = 4;
 
   // Reads of [smallest, largest) bytes are chosen for; smallest is rounded
   // down to a power of two.
@@ -33,7 +37,8 @@ class ReadPathChooser {
   bool chooses(std::uint64_t bytes) const { return bytes >= smallest_ && bytes < largest_; }
 
   // The way for a read of `bytes` (chooses(bytes)): each way once first, then
-  // the one of the lower cost, but the other at every kProbeEvery-th read.
+  // the one of the lower cost, but the other for the last kProbeBurst of
+  // every kProbeEvery.
   ReadPath choose(std::uint64_t bytes) {
     SizeClass& c = size_class(bytes);
     const std::uint32_t rings = c.way[0].cost(), direct = c.way[1].cost();
@@ -42,7 +47,8 @@ class ReadPathChooser {
     const ReadPath faster = direct < rings ? ReadPath::direct : ReadPath::rings;
     const std::uint32_t n = c.reads.load(std::memory_order_relaxed) + 1;
     c.reads.store(n, std::memory_order_relaxed);  // a count lost to a race only moves a probe
-    if (n % kProbeEvery == 0) return faster == ReadPath::direct ? ReadPath::rings : ReadPath::direct;
+    if (n % kProbeEvery >= kProbeEvery - kProbeBurst)
+      return faster == ReadPath::direct ? ReadPath::rings : ReadPath::direct;
     return faster;
   }
 

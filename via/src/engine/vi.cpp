@@ -53,15 +53,17 @@ std::uint64_t direct_read_threshold() {
 // The way reads between VIASTACK_ADAPTIVE_READ_MIN and direct_read_threshold()
 // go, from the speeds this process's reads reached (one chooser for the
 // process: the machine's state is what it follows). Unless the variable is
-// set, not where ranks outnumber CPUs: there a read's time is mostly how soon
-// its two ends got a core, and the rings measured as fast or faster there
-// (4 ranks on 2 cores, streaming 64-256 KiB: 10-17 GB/s through the rings,
-// 4-17 chosen; docs/PERFORMANCE.md).
+// set, from 1 MiB only where ranks outnumber CPUs: there a smaller read's
+// time is mostly how soon its two ends got a core, and the rings measured
+// faster below (4 ranks on 2 cores, 64 KiB: streaming 14 GB/s through the
+// rings, 4 chosen; from 1 MiB chosen was as fast or faster: scatter 1 MiB
+// 0.6 against 1.4 ms, alltoall 2.5 against 3.2; docs/PERFORMANCE.md).
 ReadPathChooser& read_paths() {
+  constexpr std::uint64_t kOversubscribedSmallest = 1u << 20;
   static ReadPathChooser chooser(
       config::integer_if_set("VIASTACK_ADAPTIVE_READ_MIN").has_value() || !job_outnumbers_cpus_on_this_host()
           ? std::uint64_t(config::integer("VIASTACK_ADAPTIVE_READ_MIN"))
-          : UINT64_MAX,
+          : kOversubscribedSmallest,
       direct_read_threshold());
   return chooser;
 }
