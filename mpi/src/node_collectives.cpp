@@ -464,17 +464,22 @@ bool barrier(const Communicator& comm) {
   return true;
 }
 
-// Between two members a bcast from 64 KiB goes as one message (kByMessage):
-// its rendezvous read goes through the rings or by single copy, whichever
-// measured faster (VIASTACK_ADAPTIVE_READ_MIN), where staging costs two
-// copies with the data crossing between the cores dirty, one after the other
-// while the data is one large area (2 ranks, 1 MiB: 120-340 us a call
-// staged, 37-55 us as a message). On a machine whose cores pass dirty data
-// at 2-4 GB/s in some runs, staging 64 / 256 KiB took 14-17 / 60-65 us
-// there, a message 7 / 17-22 in every run (docs/PERFORMANCE.md).
+// Between two members a large bcast goes as one message (kByMessage), where
+// staging costs two copies with the data crossing between the cores dirty,
+// one after the other while the data is one large area (2 ranks, 1 MiB:
+// 120-340 us a call staged, 37-55 us as a message). From 64 KiB where its
+// rendezvous read goes the way that measured faster (the rings or single
+// copy, VIASTACK_ADAPTIVE_READ_MIN: every rank has a CPU and CMA is on):
+// on a machine whose cores passed dirty data at 2-4 GB/s in some runs,
+// 64 / 256 KiB staged took 16 / 60 us a call in those runs, as a message 12
+// / 31; in its other runs 4-6 / 17-32 against 7-8 / 20-24, Open MPI's 8-11 /
+// 28-36 (docs/PERFORMANCE.md). Elsewhere from 512 KiB, where either way
+// took as long. Only the root decides (it posts kByMessage).
 bool by_message_between_two(int members, std::size_t bytes) {
-  constexpr std::size_t kByMessageFrom = 64 * 1024;
-  return members == 2 && bytes >= kByMessageFrom;
+  static const std::size_t from =
+      via::config::boolean("VIASTACK_SHM_CMA") && !via::job_outnumbers_cpus_on_this_host() ? 64 * 1024
+                                                                                            : kLargeBytes / 2 + 1;
+  return members == 2 && bytes >= from;
 }
 
 // Only the root's size decides the way (a receiver's may differ, in an

@@ -11,8 +11,8 @@
 // point-to-point algorithms of collectives.hpp), but for gather(v),
 // scatter(v) and alltoallv, which send a larger block as a message, and
 // bcast, allreduce and allgather(v), which stage larger data in large areas
-// (kLargeBytes; a bcast between two members from 64 KiB goes as one
-// message). Reductions need a contiguous
+// (kLargeBytes; a bcast between two members from 64 KiB, or above half of
+// one, goes as one message). Reductions need a contiguous
 // datatype (the op works on the slots in place) and a commutative op (a
 // non-commutative one keeps the bracketing of the point-to-point algorithms,
 // which the non-blocking calls share); the other calls pack and unpack any
@@ -67,7 +67,7 @@ inline constexpr std::size_t kLargeBytes = std::size_t{1} << 20;
 bool barrier(const Communicator& comm);
 // MPI_Bcast at any size: the root's size decides for every member (above
 // kSlotBytes the root stages the data in its large areas, or between two
-// members from 64 KiB sends it as a message), so a receiver
+// members from 64 KiB, or 512 KiB, sends it as a message), so a receiver
 // whose buffer is smaller gets MPI_ERR_TRUNCATE whichever way the data goes.
 bool bcast(void* buf, std::size_t count, const Datatype& type, int root, const Communicator& comm);
 bool reduce(const void* send, void* recv, std::size_t count, const Datatype& type, const Op& op, int root,

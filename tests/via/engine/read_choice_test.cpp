@@ -41,10 +41,12 @@ TEST(ReadChoice, LargeReadsGoBothWaysAndArriveWhole) {
     a.arena.release(d);
   }
   // The first read goes through the rings, the second by single copy; then
-  // the faster way, and the other for 4 reads in every 64.
+  // the faster way, and the other for 4 reads in every 64: 5 or 75 of the
+  // 80 single copy, or between where the faster way changed (one read of
+  // slack for a sample lost to nothing but a race).
   const std::uint64_t direct = a.nic->counters().direct_reads - before.direct_reads;
-  EXPECT_GE(direct, 1u + 4);
-  EXPECT_LE(direct, kReads - 1 - 4);
+  EXPECT_GE(direct, 4u);
+  EXPECT_LE(direct, kReads - 4);
   EXPECT_EQ(a.nic->counters().reads_taken_over - before.reads_taken_over, 0u);
 }
 

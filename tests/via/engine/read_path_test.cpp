@@ -61,7 +61,8 @@ TEST(ReadPathChooser, FollowsTheMachineWhenItsStateChanges) {
   // Now the rings take 55: within a few reads, single copy.
   run(chooser, bytes, 16, 55'000, 22'000);
   EXPECT_GE(run(chooser, bytes, 640, 55'000, 22'000), 640 - probes(640));
-  // And back, once two bursts of probes of the rings have seen it.
+  // And back, once the probes of the rings have seen it (a burst is enough
+  // here, half the window; two bursts' worth of reads run).
   run(chooser, bytes, 2 * ReadPathChooser::kProbeEvery, 16'000, 22'000);
   EXPECT_LE(run(chooser, bytes, 640, 16'000, 22'000), probes(640));
 }
@@ -82,6 +83,7 @@ TEST(ReadPathChooser, OneReadHeldUpDoesNotTurnTheChoice) {
 
 TEST(ReadPathChooser, EachSizeIsChosenForOnItsOwn) {
   ReadPathChooser chooser(kMin, kMax);
+  // 40 reads of each size: clear of their first burst of probes (from the 60th).
   run(chooser, kMin, 40, 10'000, 20'000);            // 64 KiB: the rings faster
   run(chooser, 4u << 20, 40, 900'000, 400'000);      // 4 MiB: single copy faster
   EXPECT_EQ(chooser.choose(kMin + 100), ReadPath::rings);
