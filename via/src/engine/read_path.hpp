@@ -41,7 +41,7 @@ class ReadPathChooser {
   // every kProbeEvery.
   ReadPath choose(std::uint64_t bytes) {
     SizeClass& c = size_class(bytes);
-    const std::uint32_t rings = c.way[0].cost(), direct = c.way[1].cost();
+    const std::uint32_t rings = c.way(ReadPath::rings).cost(), direct = c.way(ReadPath::direct).cost();
     if (rings == 0) return ReadPath::rings;
     if (direct == 0) return ReadPath::direct;
     const ReadPath faster = direct < rings ? ReadPath::direct : ReadPath::rings;
@@ -54,13 +54,13 @@ class ReadPathChooser {
 
   // A read of `bytes` that went `path` took `ns`.
   void record(ReadPath path, std::uint64_t bytes, std::uint64_t ns) {
-    size_class(bytes).way[std::size_t(path)].add(
+    size_class(bytes).way(path).add(
         std::uint32_t(std::clamp<std::uint64_t>(ns * 1000 / std::max<std::uint64_t>(bytes, 1), 1, UINT32_MAX)));
   }
 
   // Picoseconds a byte for reads of this size that way; 0 before the first.
   std::uint32_t cost(ReadPath path, std::uint64_t bytes) const {
-    return size_class(bytes).way[std::size_t(path)].cost();
+    return size_class(bytes).way(path).cost();
   }
 
  private:
@@ -89,8 +89,9 @@ class ReadPathChooser {
     }
   };
   struct SizeClass {
-    std::array<Way, 2> way;  // by ReadPath
+    std::array<Way, 2> ways;
     std::atomic<std::uint32_t> reads{0};
+    Way& way(ReadPath path) { return ways[std::size_t(path)]; }
   };
   SizeClass& size_class(std::uint64_t bytes) const {
     return classes_[std::clamp<std::size_t>(std::bit_width(bytes / smallest_), 1, classes_.size()) - 1];

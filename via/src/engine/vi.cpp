@@ -784,6 +784,7 @@ bool ViImpl::transmit(WorkRequest& wr) {
     }
     case VIP_CONTROL_OP_RDMAREAD: {
       const VIP_ADDRESS_SEGMENT& remote = d->DS[0].Remote;
+      const bool way_chosen = direct_capable_ && read_paths().chooses(wr.total);
       if (direct_capable_) {
         if (std::uint32_t err = link_->check_peer_region(remote.Data.AddressBits, wr.total, remote.Handle, false)) {
           fail(VIP_ERROR_RDMAR_PROT,
@@ -793,7 +794,7 @@ bool ViImpl::transmit(WorkRequest& wr) {
           return true;
         }
         if (wr.total >= direct_read_min_) return direct_rdma(wr);
-        if (read_paths().chooses(wr.total) && read_paths().choose(wr.total) == ReadPath::direct) {
+        if (way_chosen && read_paths().choose(wr.total) == ReadPath::direct) {
           const std::uint64_t began = now_ns();
           direct_rdma(wr);  // true for a read
           const std::uint64_t took = now_ns() - began;
@@ -804,7 +805,7 @@ bool ViImpl::transmit(WorkRequest& wr) {
       }
       FrameHeader h{kFrameReadRequest, kFlagLast, 0, 0, wr.total, 0, remote.Data.AddressBits, remote.Handle, 0};
       AwaitingRead awaiting{index};
-      awaiting.timed = direct_capable_ && read_paths().chooses(wr.total);
+      awaiting.timed = way_chosen;
       // Withdrawable while every read in flight has a word of its own: those
       // in flight are the last ones sent, whose words follow each other.
       if (awaiting_read_.size() < ring_read_claims_.size() && wr.total > 0) {
