@@ -50,4 +50,61 @@ TEST(ReadChoice, LargeReadsGoBothWaysAndArriveWhole) {
   EXPECT_EQ(a.nic->counters().reads_taken_over - before.reads_taken_over, 0u);
 }
 
+// Each end reads 1 MiB from the other at the same time, 80 times: after the
+// first reads (through the rings until one has ended, one by single copy),
+// a read through the rings ends with as much served to the peer meanwhile,
+// and the reads go by single copy, but for the probes through the rings
+// (4 in every 64 reads the process chooses for, both ends' counted
+// together here). Before the choice knew of reads both ways, the faster way
+// by each read's own time took them: through the rings, on a machine whose
+// cores pass data fast.
+TEST(ReadChoice, LargeReadsBothWaysGoBySingleCopy) {
+  use_unique_job("readboth");
+  setenv("VIASTACK_SHM_CMA", "1", 1);
+  setenv("VIASTACK_READ_TAKEOVER_US", "1000000", 1);
+  constexpr std::size_t kSize = 1 << 20, kReads = 80;
+  Endpoint a, b;
+  a.open("shm:0", 2 * kSize);
+  b.open("shm:1", 2 * kSize);
+  via::Vi* va = a.create_vi();
+  via::Vi* vb = b.create_vi();
+  auto [ra, rb] = connect_peers(a, "rank0", va, b, "rank1", vb, "d");
+  ASSERT_EQ(ra, via::Result::success);
+  ASSERT_EQ(rb, via::Result::success);
+  const std::uint64_t before = a.nic->counters().direct_reads + b.nic->counters().direct_reads;
+  std::uint64_t direct_later = 0;
+  for (std::size_t i = 0; i < kReads; ++i) {
+    // Each reads the other's first MiB into its second.
+    a.fill(0, kSize, 100 + i);
+    b.fill(0, kSize, 300 + i);
+    std::memset(a.arena.data() + kSize, 0, kSize);
+    std::memset(b.arena.data() + kSize, 0, kSize);
+    const std::uint64_t direct_before = a.nic->counters().direct_reads + b.nic->counters().direct_reads;
+    VIP_DESCRIPTOR* pa =
+        a.rdma(VIP_CONTROL_OP_RDMAREAD, std::uintptr_t(b.arena.data()), b.arena.handle, kSize, kSize);
+    VIP_DESCRIPTOR* pb =
+        b.rdma(VIP_CONTROL_OP_RDMAREAD, std::uintptr_t(a.arena.data()), a.arena.handle, kSize, kSize);
+    expect_ok(va->post_send(pa, a.arena.handle), "post a's read");
+    expect_ok(vb->post_send(pb, b.arena.handle), "post b's read");
+    VIP_DESCRIPTOR* da = nullptr;
+    VIP_DESCRIPTOR* db = nullptr;
+    ASSERT_TRUE(pump({a.nic.get(), b.nic.get()}, [&] {
+      if (!da && va->send_done(da) != via::Result::success) da = nullptr;
+      if (!db && vb->send_done(db) != via::Result::success) db = nullptr;
+      return da && db;
+    })) << "reads " << i;
+    ASSERT_EQ(da->CS.Status, std::uint32_t(VIP_STATUS_DONE | VIP_STATUS_OP_RDMA_READ)) << "read " << i;
+    ASSERT_EQ(db->CS.Status, std::uint32_t(VIP_STATUS_DONE | VIP_STATUS_OP_RDMA_READ)) << "read " << i;
+    ASSERT_EQ(a.mismatch(kSize, kSize, 300 + i), -1) << "a's read " << i;
+    ASSERT_EQ(b.mismatch(kSize, kSize, 100 + i), -1) << "b's read " << i;
+    a.arena.release(da);
+    b.arena.release(db);
+    if (i >= 8) direct_later += a.nic->counters().direct_reads + b.nic->counters().direct_reads - direct_before;
+  }
+  // Of the 144 reads from the 9th pair on, at most 12 probes (the process's
+  // count passes 64 thrice) and a read of slack: the rest by single copy.
+  EXPECT_GE(direct_later, 2 * (kReads - 8) - 13);
+  EXPECT_GE(a.nic->counters().direct_reads + b.nic->counters().direct_reads - before, 2 * kReads - 24);
+}
+
 }  // namespace

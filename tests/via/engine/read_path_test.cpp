@@ -93,3 +93,37 @@ TEST(ReadPathChooser, EachSizeIsChosenForOnItsOwn) {
 }
 
 }  // namespace
+
+// `reads` reads of `bytes` as run() does, each through the rings ending
+// with `served` bytes served meanwhile.
+std::uint32_t run_serving(ReadPathChooser& chooser, std::uint64_t bytes, std::uint32_t reads,
+                          std::uint64_t rings_ns, std::uint64_t direct_ns, std::uint64_t served) {
+  std::uint32_t direct = 0;
+  for (std::uint32_t i = 0; i < reads; ++i) {
+    const ReadPath path = chooser.choose(bytes);
+    direct += path == ReadPath::direct;
+    chooser.record(path, bytes, path == ReadPath::direct ? direct_ns : rings_ns);
+    if (path == ReadPath::rings) chooser.ring_read_ended(bytes, served);
+  }
+  return direct;
+}
+
+// Bidirectional 1 MiB: a read through the rings takes 110 us, one by single
+// copy 170, but this end serves as much as it reads: single copy.
+TEST(ReadPathChooser, LargeReadsBothWaysGoBySingleCopy) {
+  ReadPathChooser chooser(kMin, kMax);
+  const std::uint64_t bytes = 1u << 20;
+  EXPECT_GE(run_serving(chooser, bytes, 640, 110'000, 170'000, bytes), 640 - probes(640));
+  // The stream turns one way (the probes through the rings serve nothing): the times decide again.
+  EXPECT_LE(run_serving(chooser, bytes, 640, 110'000, 170'000, 0), probes(640) + 1);
+  // Serving a quarter as much (another peer's smaller reads) is not both ways.
+  EXPECT_LE(run_serving(chooser, bytes, 640, 110'000, 170'000, bytes / 4), probes(640));
+}
+
+// Below kBothWaysSingleCopyFrom the times decide both ways too.
+TEST(ReadPathChooser, SmallerReadsBothWaysGoTheFasterWay) {
+  ReadPathChooser chooser(kMin, kMax);
+  const std::uint64_t bytes = ReadPathChooser::kBothWaysSingleCopyFrom / 2;
+  EXPECT_LE(run_serving(chooser, bytes, 640, 9'000, 12'000, bytes), probes(640));
+  EXPECT_GE(run_serving(chooser, bytes, 640, 15'000, 12'000, bytes), 640 - probes(640) - 8);
+}

@@ -62,7 +62,7 @@ const std::vector<Variable>& declarations() {
       integer_variable("VIASTACK_ADAPTIVE_READ_MIN", 0, kTiB, "bytes", "65536", "via",
                        "RDMA reads from this many bytes up to VIASTACK_DIRECT_READ_THRESHOLD go through the rings or "
                        "by CMA, whichever this process measured faster for reads of their size (4 in every 64 the other "
-                       "way, to see a change); at or above that threshold, never; unset: the default, but 1 MiB where ranks "
+                       "way, to see a change), from 256 KiB by CMA where reads go both ways; at or above that threshold, never; unset: the default, but 1 MiB where ranks "
                        "outnumber the job's CPUs on the host"),
       integer_variable("VIASTACK_READ_TAKEOVER_US", 0, 1000000, "microseconds", "20", "via",
                        "an RDMA read through the rings whose target's engine has been quiet this long (8 times as "

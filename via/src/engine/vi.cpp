@@ -806,6 +806,7 @@ bool ViImpl::transmit(WorkRequest& wr) {
       FrameHeader h{kFrameReadRequest, kFlagLast, 0, 0, wr.total, 0, remote.Data.AddressBits, remote.Handle, 0};
       AwaitingRead awaiting{index};
       awaiting.timed = way_chosen;
+      awaiting.served_at_post = served_bytes_;
       // Withdrawable while every read in flight has a word of its own: those
       // in flight are the last ones sent, whose words follow each other.
       if (awaiting_read_.size() < ring_read_claims_.size() && wr.total > 0) {
@@ -993,6 +994,7 @@ bool ViImpl::transmit_read_responses() {
       FrameHeader h{kFrameReadResponse, std::uint8_t(last ? kFlagLast : 0), 0, std::uint32_t(chunk), r.total, r.sent,
                     0, 0, 0};
       if (!send_frame(h, &iov, 1)) return false;
+      served_bytes_ += chunk;
       r.sent += chunk;
     } while (r.sent < r.total);
     if (r.refused && !taken_back) continue;  // sent as a refusal on the next pass
@@ -1400,11 +1402,14 @@ void ViImpl::oldest_read_begins() {
 // leaves out the single-copy reads this end made meanwhile, which held up
 // its look at the rings: else a probe of the rings among reads that go by
 // single copy would take on their time and keep the choice where it is.
+// What this end served through the rings between its post and its end
+// tells the chooser whether reads go both ways.
 void ViImpl::retire_oldest_read(WorkRequest& wr) {
   const AwaitingRead& oldest = awaiting_read_.front();
   if (oldest.timed) {
     const std::uint64_t elsewhere = direct_read_ns_ - oldest.direct_read_ns, took = now_ns() - oldest.began;
     read_paths().record(ReadPath::rings, wr.total, took > elsewhere ? took - elsewhere : 1);
+    read_paths().ring_read_ended(wr.total, served_bytes_ - oldest.served_at_post);
   }
   if (oldest.withdrawable) --withdrawable_reads_;  // the target claimed it, unseen
   awaiting_read_.pop_front();
