@@ -48,6 +48,19 @@ TEST(ReadPathChooser, TriesEachWayThenKeepsTheFasterOneAndProbesTheOther) {
             32 * (ReadPathChooser::kProbeEvery - ReadPathChooser::kProbeBurst));
 }
 
+// A stream posts its reads before the first through the rings has ended:
+// the others go by single copy meanwhile, not all through the rings untimed.
+TEST(ReadPathChooser, ReadsPostedBeforeTheFirstThroughTheRingsEndsGoBySingleCopy) {
+  ReadPathChooser chooser(kMin, kMax);
+  EXPECT_EQ(chooser.choose(kMin), ReadPath::rings);
+  for (int i = 0; i < 63; ++i) {
+    EXPECT_EQ(chooser.choose(kMin), ReadPath::direct) << i;
+    if (i % 2) chooser.record(ReadPath::direct, kMin, 10'000);
+  }
+  chooser.record(ReadPath::rings, kMin, 5'000);
+  EXPECT_EQ(chooser.choose(kMin), ReadPath::rings);
+}
+
 // The reads a run of `reads` spends on the way that measured slower.
 constexpr std::uint32_t probes(std::uint32_t reads) {
   return (reads / ReadPathChooser::kProbeEvery + 1) * ReadPathChooser::kProbeBurst;
@@ -92,38 +105,48 @@ TEST(ReadPathChooser, EachSizeIsChosenForOnItsOwn) {
   EXPECT_EQ(chooser.choose(1u << 20), ReadPath::rings);
 }
 
-}  // namespace
-
-// `reads` reads of `bytes` as run() does, each through the rings ending
-// with `served` bytes served meanwhile.
-std::uint32_t run_serving(ReadPathChooser& chooser, std::uint64_t bytes, std::uint32_t reads,
-                          std::uint64_t rings_ns, std::uint64_t direct_ns, std::uint64_t served) {
-  std::uint32_t direct = 0;
+// Two processes reading `bytes` from each other `reads` times, each read
+// taking the time its way costs: each serves the other's reads through the
+// rings. Returns how many of a's and of b's went single copy.
+std::pair<std::uint32_t, std::uint32_t> both_ways(ReadPathChooser& a, ReadPathChooser& b, std::uint64_t bytes,
+                                                  std::uint32_t reads, std::uint64_t rings_ns,
+                                                  std::uint64_t direct_ns) {
+  std::uint32_t a_direct = 0, b_direct = 0;
   for (std::uint32_t i = 0; i < reads; ++i) {
-    const ReadPath path = chooser.choose(bytes);
-    direct += path == ReadPath::direct;
-    chooser.record(path, bytes, path == ReadPath::direct ? direct_ns : rings_ns);
-    if (path == ReadPath::rings) chooser.ring_read_ended(bytes, served);
+    const ReadPath pa = a.choose(bytes), pb = b.choose(bytes);
+    if (pa == ReadPath::rings) b.served(bytes);
+    if (pb == ReadPath::rings) a.served(bytes);
+    a.record(pa, bytes, pa == ReadPath::direct ? direct_ns : rings_ns);
+    b.record(pb, bytes, pb == ReadPath::direct ? direct_ns : rings_ns);
+    a_direct += pa == ReadPath::direct;
+    b_direct += pb == ReadPath::direct;
   }
-  return direct;
+  return {a_direct, b_direct};
 }
 
 // Bidirectional 1 MiB: a read through the rings takes 110 us, one by single
-// copy 170, but this end serves as much as it reads: single copy.
+// copy 170, but each end serves the other's: single copy, though the two
+// ends' counts of reads, and so their probes, are apart (b read alone first).
 TEST(ReadPathChooser, LargeReadsBothWaysGoBySingleCopy) {
-  ReadPathChooser chooser(kMin, kMax);
+  ReadPathChooser a(kMin, kMax), b(kMin, kMax);
   const std::uint64_t bytes = 1u << 20;
-  EXPECT_GE(run_serving(chooser, bytes, 640, 110'000, 170'000, bytes), 640 - probes(640));
-  // The stream turns one way (the probes through the rings serve nothing): the times decide again.
-  EXPECT_LE(run_serving(chooser, bytes, 640, 110'000, 170'000, 0), probes(640) + 1);
-  // Serving a quarter as much (another peer's smaller reads) is not both ways.
-  EXPECT_LE(run_serving(chooser, bytes, 640, 110'000, 170'000, bytes / 4), probes(640));
+  EXPECT_LE(run(b, bytes, 40, 110'000, 170'000), probes(40));  // alone, b keeps the rings
+  const auto [a_direct, b_direct] = both_ways(a, b, bytes, 640, 110'000, 170'000);
+  EXPECT_GE(a_direct, 640 - probes(640) - 1);
+  EXPECT_GE(b_direct, 640 - probes(640) - 1);
+  // The stream turns one way (b stops reading, nor do its probes come): the
+  // times decide again once a has made kBothWaysMemory reads.
+  EXPECT_LE(run(a, bytes, 640, 110'000, 170'000), ReadPathChooser::kBothWaysMemory + probes(640));
+  EXPECT_LE(run(a, bytes, 640, 110'000, 170'000), probes(640));
 }
 
 // Below kBothWaysSingleCopyFrom the times decide both ways too.
 TEST(ReadPathChooser, SmallerReadsBothWaysGoTheFasterWay) {
-  ReadPathChooser chooser(kMin, kMax);
+  ReadPathChooser a(kMin, kMax), b(kMin, kMax);
   const std::uint64_t bytes = ReadPathChooser::kBothWaysSingleCopyFrom / 2;
-  EXPECT_LE(run_serving(chooser, bytes, 640, 9'000, 12'000, bytes), probes(640));
-  EXPECT_GE(run_serving(chooser, bytes, 640, 15'000, 12'000, bytes), 640 - probes(640) - 8);
+  const auto [a_direct, b_direct] = both_ways(a, b, bytes, 640, 9'000, 12'000);
+  EXPECT_LE(a_direct, probes(640) + 1);
+  EXPECT_LE(b_direct, probes(640) + 1);
 }
+
+}  // namespace

@@ -329,7 +329,6 @@ class ViImpl final : public Vi {
     bool timed = false;  // its time is measured for ReadPathChooser
     std::uint64_t began = 0;  // now_ns when it became the oldest, if timed or withdrawable
     std::uint64_t direct_read_ns = 0;  // direct_read_ns_ then
-    std::uint64_t served_at_post = 0;  // served_bytes_ then
     std::uint64_t received = 0;  // bytes of responses
     // Taken back: the bytes still coming through the rings (all before it copied).
     std::uint64_t through_rings = UINT64_MAX;
@@ -339,7 +338,6 @@ class ViImpl final : public Vi {
   std::uint64_t direct_read_ns_ = 0;      // spent in single-copy reads whose way was chosen
   std::uint64_t ring_reads_ = 0;          // withdrawable read requests sent, for their words in turn
   std::deque<ReadResponse> read_responses_;
-  std::uint64_t served_bytes_ = 0;  // of the peer's reads, sent through the rings
   std::uint32_t acks_owed_ = 0;
   bool discarding_ = false;  // dropping the rest of a message that had nowhere to go
   WorkRequest* receiving_ = nullptr;

@@ -31,7 +31,7 @@ class ReadPathChooser {
 
   // Reads from this size that go both ways go by single copy, whatever each
   // way's time. Through the rings each core then copies twice, once for its
-  // own reads and once serving the other's, where by single copy each
+  // own reads and once serving the other end's, where by single copy it
   // copies once, and a read's own time does not show it: the serving falls
   // between reads (2 ranks, bidirectional 1 MiB: a read through the rings
   // took 110 us, one by single copy 170, but both ways moved 7.9 GB/s
@@ -41,6 +41,11 @@ class ReadPathChooser {
   // runs: bidirectional 64 KiB 1.25 x Open MPI through the rings, 0.89 by
   // single copy; 256 KiB 0.78 and 0.93, 1 MiB 0.77 and 0.99).
   static constexpr std::uint64_t kBothWaysSingleCopyFrom = 256 * 1024;
+  // Reads of a size go both ways while this process served a peer's read of
+  // that size through the rings within its last kBothWaysMemory reads of it.
+  // Once both ends read by single copy, only the other end's probes come
+  // through the rings: once in every kProbeEvery of its reads.
+  static constexpr std::uint32_t kBothWaysMemory = 2 * kProbeEvery;
 
   // Reads of [smallest, largest) bytes are chosen for; smallest is rounded
   // down to a power of two.
@@ -49,18 +54,20 @@ class ReadPathChooser {
 
   bool chooses(std::uint64_t bytes) const { return bytes >= smallest_ && bytes < largest_; }
 
-  // The way for a read of `bytes` (chooses(bytes)): each way once first, then
-  // the one of the lower cost (single copy for reads both ways from
-  // kBothWaysSingleCopyFrom), but the other for the last kProbeBurst of every
-  // kProbeEvery.
+  // The way for a read of `bytes` (chooses(bytes)): each way once first (by
+  // single copy until the first read through the rings has ended: a stream
+  // posts many before one ends), then the one of the lower cost (single copy
+  // for reads both ways from kBothWaysSingleCopyFrom), but the other for the
+  // last kProbeBurst of every kProbeEvery.
   ReadPath choose(std::uint64_t bytes) {
     SizeClass& c = size_class(bytes);
     const std::uint32_t rings = c.way(ReadPath::rings).cost(), direct = c.way(ReadPath::direct).cost();
-    if (rings == 0) return ReadPath::rings;
-    if (direct == 0) return ReadPath::direct;
-    const bool both_ways = bytes >= kBothWaysSingleCopyFrom && c.both_ways.load(std::memory_order_relaxed);
-    const ReadPath faster = direct < rings || both_ways ? ReadPath::direct : ReadPath::rings;
+    if (rings == 0 && !c.rings_tried.exchange(true, std::memory_order_relaxed)) return ReadPath::rings;
+    if (rings == 0 || direct == 0) return ReadPath::direct;
     const std::uint32_t n = c.reads.load(std::memory_order_relaxed) + 1;
+    const std::uint32_t mark = c.served_mark.load(std::memory_order_relaxed);
+    const bool both_ways = mark != 0 && n - mark <= kBothWaysMemory;
+    const ReadPath faster = direct < rings || both_ways ? ReadPath::direct : ReadPath::rings;
     c.reads.store(n, std::memory_order_relaxed);  // a count lost to a race only moves a probe
     if (n % kProbeEvery >= kProbeEvery - kProbeBurst)
       return faster == ReadPath::direct ? ReadPath::rings : ReadPath::direct;
@@ -73,13 +80,12 @@ class ReadPathChooser {
         std::uint32_t(std::clamp<std::uint64_t>(ns * 1000 / std::max<std::uint64_t>(bytes, 1), 1, UINT32_MAX)));
   }
 
-  // A read of `bytes` through the rings ended; between its post and its end
-  // its end served `served` bytes through the rings to the same peer's reads.
-  // At least half as many: reads of its size go both ways (each end reads
-  // from the other), until a read through the rings ends with less (the
-  // probes keep it known).
-  void ring_read_ended(std::uint64_t bytes, std::uint64_t served) {
-    size_class(bytes).both_ways.store(served > 0 && served >= bytes / 2, std::memory_order_relaxed);
+  // This process is serving a peer's read of `bytes` through the rings (one
+  // the peer could have made by single copy).
+  void served(std::uint64_t bytes) {
+    if (bytes < kBothWaysSingleCopyFrom) return;
+    SizeClass& c = size_class(bytes);
+    c.served_mark.store(c.reads.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   }
 
   // Picoseconds a byte for reads of this size that way; 0 before the first.
@@ -115,7 +121,8 @@ class ReadPathChooser {
   struct SizeClass {
     std::array<Way, 2> ways;
     std::atomic<std::uint32_t> reads{0};
-    std::atomic<bool> both_ways{false};  // ring_read_ended
+    std::atomic<bool> rings_tried{false};
+    std::atomic<std::uint32_t> served_mark{0};  // 1 + reads when this process last served one (served)
     Way& way(ReadPath path) { return ways[std::size_t(path)]; }
   };
   SizeClass& size_class(std::uint64_t bytes) const {

@@ -42,8 +42,8 @@ std::uint64_t direct_threshold() {
 // target's engine sends the data through the rings: two pipelined copies,
 // which measured about twice as fast as one CMA copy on this project's first
 // machines (MPI's rendezvous at 512 KiB-4 MiB on 2 ranks and on 4 ranks on 2
-// cores, both ways too, docs/PERFORMANCE.md), and which a reader takes back
-// when its target does not serve them (take_over_stalled_reads).
+// cores, docs/PERFORMANCE.md), and which a reader takes back when its target
+// does not serve them (take_over_stalled_reads).
 std::uint64_t direct_read_threshold() {
   static const std::uint64_t value =
       std::min(direct_threshold(), std::uint64_t(config::integer("VIASTACK_DIRECT_READ_THRESHOLD")));
@@ -806,7 +806,6 @@ bool ViImpl::transmit(WorkRequest& wr) {
       FrameHeader h{kFrameReadRequest, kFlagLast, 0, 0, wr.total, 0, remote.Data.AddressBits, remote.Handle, 0};
       AwaitingRead awaiting{index};
       awaiting.timed = way_chosen;
-      awaiting.served_at_post = served_bytes_;
       // Withdrawable while every read in flight has a word of its own: those
       // in flight are the last ones sent, whose words follow each other.
       if (awaiting_read_.size() < ring_read_claims_.size() && wr.total > 0) {
@@ -994,7 +993,6 @@ bool ViImpl::transmit_read_responses() {
       FrameHeader h{kFrameReadResponse, std::uint8_t(last ? kFlagLast : 0), 0, std::uint32_t(chunk), r.total, r.sent,
                     0, 0, 0};
       if (!send_frame(h, &iov, 1)) return false;
-      served_bytes_ += chunk;
       r.sent += chunk;
     } while (r.sent < r.total);
     if (r.refused && !taken_back) continue;  // sent as a refusal on the next pass
@@ -1257,6 +1255,9 @@ inline bool ViImpl::deliver(WorkRequest& wr, const FrameHeader& h, const std::by
 void ViImpl::serve_read_request(const FrameHeader& h, bool withdrawable) {
   const bool allowed = attrs_.rdma_read && h.raddr + h.total >= h.raddr &&
                        nic_.regions().covers(h.rhandle, h.raddr, h.total, attrs_.ptag, RegionTable::kRdmaRead);
+  // A read its reader chose to make through the rings: the chooser hears that reads of its size go both
+  // ways, if this end reads them too.
+  if (direct_capable_ && read_paths().chooses(h.total)) read_paths().served(h.total);
   read_responses_.push_back(ReadResponse{h.raddr, h.total, h.rhandle,
                                          allowed ? 0u : std::uint32_t(VIP_STATUS_RDMA_PROT_ERROR), 0, withdrawable,
                                          h.imm});
@@ -1402,14 +1403,11 @@ void ViImpl::oldest_read_begins() {
 // leaves out the single-copy reads this end made meanwhile, which held up
 // its look at the rings: else a probe of the rings among reads that go by
 // single copy would take on their time and keep the choice where it is.
-// What this end served through the rings between its post and its end
-// tells the chooser whether reads go both ways.
 void ViImpl::retire_oldest_read(WorkRequest& wr) {
   const AwaitingRead& oldest = awaiting_read_.front();
   if (oldest.timed) {
     const std::uint64_t elsewhere = direct_read_ns_ - oldest.direct_read_ns, took = now_ns() - oldest.began;
     read_paths().record(ReadPath::rings, wr.total, took > elsewhere ? took - elsewhere : 1);
-    read_paths().ring_read_ended(wr.total, served_bytes_ - oldest.served_at_post);
   }
   if (oldest.withdrawable) --withdrawable_reads_;  // the target claimed it, unseen
   awaiting_read_.pop_front();
