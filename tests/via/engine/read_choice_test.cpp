@@ -1,8 +1,9 @@
 // The engine's choice of way for large RDMA reads (engine/read_path.hpp) as
 // a program sees it: over shm with CMA, reads from VIASTACK_ADAPTIVE_READ_MIN
 // (its default, 64 KiB) go each way, through the rings and by single copy,
-// and every one arrives whole; reads both ways at once go by single copy. Apart from engine_test, whose lowered
-// single-copy threshold leaves no size to choose for.
+// and every one arrives whole; reads both ways at once go by single copy.
+// Apart from engine_test, whose lowered single-copy threshold leaves no size
+// to choose for.
 #include <gtest/gtest.h>
 
 #include "support/endpoint.hpp"
@@ -11,24 +12,38 @@ using namespace testing_support;
 
 namespace {
 
+// Two endpoints over shm with CMA, each with `arena_bytes` registered and a
+// VI connected to the other's.
+struct ConnectedPair {
+  Endpoint a, b;
+  via::Vi* va = nullptr;
+  via::Vi* vb = nullptr;
+
+  void open(const char* job, std::size_t arena_bytes) {
+    use_unique_job(job);
+    setenv("VIASTACK_SHM_CMA", "1", 1);
+    // A read through the rings is never taken back here (the target polls
+    // beside its reader, but a sanitizer build may be slow to): each read
+    // goes one way only.
+    setenv("VIASTACK_READ_TAKEOVER_US", "1000000", 1);
+    a.open("shm:0", arena_bytes);
+    b.open("shm:1", arena_bytes);
+    va = a.create_vi();
+    vb = b.create_vi();
+    auto [ra, rb] = connect_peers(a, "rank0", va, b, "rank1", vb, "d");
+    ASSERT_EQ(ra, via::Result::success);
+    ASSERT_EQ(rb, via::Result::success);
+  }
+};
+
 TEST(ReadChoice, LargeReadsTakeEachWayAndArriveWhole) {
-  use_unique_job("readchoice");
-  setenv("VIASTACK_SHM_CMA", "1", 1);
-  // A read through the rings is never taken back here (the target polls
-  // beside its reader, but a sanitizer build may be slow to): each read
-  // goes one way only.
-  setenv("VIASTACK_READ_TAKEOVER_US", "1000000", 1);
   // Below the size from which reads both ways go by single copy: a's reads
   // and b's serving of them, in one process, would look like that.
   constexpr std::size_t kSize = 128 * 1024, kReads = 80;
-  Endpoint a, b;
-  a.open("shm:0", kSize);
-  b.open("shm:1", kSize);
-  via::Vi* va = a.create_vi();
-  via::Vi* vb = b.create_vi();
-  auto [ra, rb] = connect_peers(a, "rank0", va, b, "rank1", vb, "d");
-  ASSERT_EQ(ra, via::Result::success);
-  ASSERT_EQ(rb, via::Result::success);
+  ConnectedPair pair;
+  ASSERT_NO_FATAL_FAILURE(pair.open("readchoice", kSize));
+  Endpoint &a = pair.a, &b = pair.b;
+  via::Vi* va = pair.va;
   const via::NicCounters before = a.nic->counters();
   for (std::size_t i = 0; i < kReads; ++i) {
     b.fill(0, kSize, 500 + i);
@@ -61,18 +76,11 @@ TEST(ReadChoice, LargeReadsTakeEachWayAndArriveWhole) {
 // read's own time took them: through the rings, on a machine whose cores
 // pass data fast.
 TEST(ReadChoice, LargeReadsBothWaysGoBySingleCopy) {
-  use_unique_job("readboth");
-  setenv("VIASTACK_SHM_CMA", "1", 1);
-  setenv("VIASTACK_READ_TAKEOVER_US", "1000000", 1);
   constexpr std::size_t kSize = 1 << 20, kReads = 80;
-  Endpoint a, b;
-  a.open("shm:0", 2 * kSize);
-  b.open("shm:1", 2 * kSize);
-  via::Vi* va = a.create_vi();
-  via::Vi* vb = b.create_vi();
-  auto [ra, rb] = connect_peers(a, "rank0", va, b, "rank1", vb, "d");
-  ASSERT_EQ(ra, via::Result::success);
-  ASSERT_EQ(rb, via::Result::success);
+  ConnectedPair pair;
+  ASSERT_NO_FATAL_FAILURE(pair.open("readboth", 2 * kSize));
+  Endpoint &a = pair.a, &b = pair.b;
+  via::Vi *va = pair.va, *vb = pair.vb;
   const std::uint64_t before = a.nic->counters().direct_reads + b.nic->counters().direct_reads;
   std::uint64_t direct_later = 0;
   for (std::size_t i = 0; i < kReads; ++i) {
