@@ -1562,6 +1562,15 @@ TEST(WaitPolicy, VIASTACK_YIELD_USStillDecides) {
   EXPECT_EQ(via::wait_yield_ns(0, 1, 8), 0u);
 }
 
+// Where ranks outnumber the job's CPUs the phase may grow (yield_phase.hpp) up
+// to VIASTACK_YIELD_US's default, or to the variable when set (which, being
+// both ends, fixes it).
+TEST(WaitPolicy, TheYieldPhaseGrowsAtMostToTheVariable) {
+  EXPECT_EQ(via::wait_yield_longest_ns(std::nullopt), 1'000'000u);
+  EXPECT_EQ(via::wait_yield_longest_ns(2000), 2'000'000u);
+  EXPECT_EQ(via::wait_yield_longest_ns(0), 0u);
+}
+
 TEST(WaitPolicy, ReadsAreTakenOverSoonWhenEveryRankHasACpuAndLateWhenOutnumbered) {
   EXPECT_EQ(via::read_takeover_wait_ns(std::nullopt, 2, 2), 20'000u);  // VIASTACK_READ_TAKEOVER_US's default
   EXPECT_EQ(via::read_takeover_wait_ns(std::nullopt, 4, 2), 500'000u);

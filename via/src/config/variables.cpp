@@ -78,7 +78,7 @@ const std::vector<Variable>& declarations() {
                        "how long a wait spins before it yields"),
       integer_variable("VIASTACK_YIELD_US", 0, 10'000'000, "microseconds", "1000", "via",
                        "how long a wait then polls, yielding the core, before it sleeps (both phases start again when it finds work); "
-                       "100 by default when ranks outnumber the job's CPUs here"),
+                       "unset where ranks outnumber the job's CPUs here, 100 growing to 1000 while this process's recent waits end within it"),
       // The job: set by viarun for its ranks.
       typed("VIASTACK_JOB", Type::text, "-", "via",
             "the job id that scopes shared-memory segment names; set by viarun"),

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "engine/work_queue.hpp"
+#include "engine/yield_phase.hpp"
 #include "via/via.hpp"
 
 namespace via {
@@ -39,6 +40,9 @@ std::uint64_t wait_spin_ns(std::optional<std::int64_t> configured_us, int local_
 // 1000 us, 0.9x with 100.)
 inline constexpr std::uint64_t kOversubscribedYieldUs = 100;
 std::uint64_t wait_yield_ns(std::optional<std::int64_t> configured_us, int local_ranks, int job_cpus);
+// The longest the yield phase grows to (yield_phase.hpp): configured_us when
+// set, else VIASTACK_YIELD_US's declared default.
+std::uint64_t wait_yield_longest_ns(std::optional<std::int64_t> configured_us);
 // How long an RDMA read served through the rings waits for its target's
 // engine to take it up before the reader copies it by single copy:
 // configured_us (VIASTACK_READ_TAKEOVER_US) when set; else the declared
@@ -405,6 +409,7 @@ class NicImpl final : public Nic {
   Ptag next_ptag_ = 1;
   std::function<void(const AsyncError&)> error_handler_;
   NicCounters counters_;
+  YieldPhase yield_phase_;  // of this NIC's waits
   std::uint64_t progress_calls_ = 0;
   std::vector<std::function<void()>> deferred_;
 };

@@ -71,6 +71,10 @@ std::uint64_t read_takeover_wait_ns(std::optional<std::int64_t> configured_us, i
   return phase_ns("VIASTACK_READ_TAKEOVER_US", configured_us, local_ranks > job_cpus, kOversubscribedReadTakeoverUs);
 }
 
+std::uint64_t wait_yield_longest_ns(std::optional<std::int64_t> configured_us) {
+  return phase_ns("VIASTACK_YIELD_US", configured_us, false, 0);
+}
+
 std::chrono::nanoseconds wait_yield_time() {
   static const std::uint64_t value =
       wait_yield_ns(config::integer_if_set("VIASTACK_YIELD_US"), job_ranks_on_this_host(), job_cpus_on_this_host());
@@ -141,7 +145,17 @@ Result Nic::open(std::string_view device, std::unique_ptr<Nic>& out) {
 
 Nic::~Nic() = default;
 
-NicImpl::NicImpl() = default;
+namespace {
+
+// A NIC's yield phase (yield_phase.hpp), its bounds read once by the process.
+YieldPhase new_yield_phase() {
+  static const std::uint64_t longest = wait_yield_longest_ns(config::integer_if_set("VIASTACK_YIELD_US"));
+  return YieldPhase(std::uint64_t(wait_yield_time().count()), longest);
+}
+
+}  // namespace
+
+NicImpl::NicImpl() : yield_phase_(new_yield_phase()) {}
 
 NicImpl::~NicImpl() {
   // VIs first: they own links into the provider.
@@ -458,6 +472,12 @@ Result Nic::wait_impl(const std::function<bool()>& done, std::uint32_t timeout_m
   self.advance();
   if (done()) return Result::success;
   const std::uint64_t start = now_ns();
+  // However it ends, the wait's length is remembered for the next ones' yield phase.
+  struct Remember {
+    YieldPhase& phase;
+    std::uint64_t start;
+    ~Remember() { phase.waited(now_ns() - start); }
+  } remember{self.yield_phase_, start};
   const std::uint64_t deadline =
       timeout_ms == kInfinite ? UINT64_MAX : start + std::uint64_t(timeout_ms) * 1000000ull;
   // Work found while waiting starts the spin and yield phases again (from
@@ -467,7 +487,7 @@ Result Nic::wait_impl(const std::function<bool()>& done, std::uint32_t timeout_m
   // Work is frames sent or received (not a message held in place for its
   // taker, nor the periodic look at peers, which report progress too).
   const NicCounters& counters = self.counters_;
-  const std::uint64_t yield_ns = std::uint64_t(wait_yield_time().count());
+  const std::uint64_t yield_ns = self.yield_phase_.length();
   auto work_done = [&] { return counters.frames_sent + counters.frames_received; };
   std::uint64_t work_seen = work_done();
   // Peers' liveness is looked at every kPeerCheck while the phases keep
@@ -516,10 +536,17 @@ Result Nic::wait_impl(const std::function<bool()>& done, std::uint32_t timeout_m
     // Sleep: announce it, check once more, then block until a doorbell or a time
     // slice ends. The slice is also how often peers' liveness is checked (on shm a
     // read of /proc per peer): it doubles while the wait goes on, so that hundreds
-    // of idle processes on a few cores do not keep the machine busy checking.
+    // of idle processes on a few cores do not keep the machine busy checking. A
+    // sleep within kPeerCheck of the wait's start or of its last check does not
+    // check (4 ranks on 2 cores, 1 MiB collectives: a few sleeps a call, each
+    // of which read /proc three times).
     constexpr std::uint64_t kFirstSlice = 10'000'000, kLongestSlice = 1'000'000'000;
+    static_assert(kFirstSlice >= kPeerCheck);
     for (std::uint64_t slice = kFirstSlice;; slice = std::min(2 * slice, kLongestSlice)) {
-      self.slow_progress(true);
+      const std::uint64_t before = now_ns();
+      const bool check_peers = before >= next_peer_check;
+      if (check_peers) next_peer_check = before + slice;
+      self.slow_progress(check_peers);
       progress();
       if (done()) return Result::success;
       std::uint64_t now = now_ns();
