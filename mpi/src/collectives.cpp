@@ -339,6 +339,56 @@ CollectiveTask ring_allreduce(Call call, const void* send_buf, void* recv_buf, s
   }
 }
 
+// Rabenseifner's allreduce, for commutative ops on a power-of-two number of
+// ranks: a reduce-scatter by recursive halving (at each step a rank keeps the
+// half of its blocks that holds its own block, sends the other half to the
+// rank whose number differs in that bit and folds in that rank's half of its
+// own), then an allgather by recursive doubling, the steps in reverse. Each
+// rank sends as much as in the ring, 2(n-1)/n of the data, in 2 log2(n)
+// steps instead of 2(n-1): fewer rounds in which every rank must get a core
+// (4 ranks on 2 cores, 1 MiB, iallreduce: 1530 us a call by the ring, 1186
+// by recursive doubling, which sends the whole vector at each step). Block b
+// is reduced by rank b alone, so every rank gets the same bits. The first
+// step receives straight into recv_buf (not in place), the later ones into a
+// temporary of a quarter of the data.
+CollectiveTask halving_doubling_allreduce(Call call, const void* send_buf, void* recv_buf, std::size_t count,
+                                          const Datatype& type, const Op& op) {
+  const Communicator& comm = call.comm();
+  const int n = comm.size(), me = comm.rank();
+  const std::size_t base = count / std::size_t(n), extra = count % std::size_t(n);
+  // Block b: elements [first(b), first(b + 1)).
+  const auto first = [&](int b) { return std::size_t(b) * base + std::min(std::size_t(b), extra); };
+  const auto elements = [&](int lo, int hi) { return first(hi) - first(lo); };
+  const auto* input = static_cast<const std::byte*>(send_buf);
+  auto* acc = static_cast<std::byte*>(recv_buf);
+  const auto at = [&](auto* buffer, int b) { return buffer + std::ptrdiff_t(first(b)) * type.extent(); };
+  TempBuffer incoming(n >= 4 ? std::size_t(n / 4) * (base + 1) : 0, type);
+  int lo = 0, hi = n;  // the blocks this rank still reduces
+  for (int d = n / 2; d >= 1; d /= 2) {
+    const int mid = (lo + hi) / 2;
+    const bool lower = (me & d) == 0;
+    const int keep_lo = lower ? lo : mid, keep_hi = lower ? mid : hi;
+    const int send_lo = lower ? mid : lo, send_hi = lower ? hi : mid;
+    const bool first_step = d == n / 2;
+    std::byte* into = first_step ? at(acc, keep_lo) : incoming.data();
+    co_await Batch(call)
+        .recv(into, elements(keep_lo, keep_hi), type, me ^ d, allreduce_tag)
+        .send(at(first_step ? input : acc, send_lo), elements(send_lo, send_hi), type, me ^ d, allreduce_tag);
+    op.apply(first_step ? at(input, keep_lo) : incoming.data(), at(acc, keep_lo), elements(keep_lo, keep_hi), type);
+    lo = keep_lo;
+    hi = keep_hi;
+  }
+  for (int d = 1; d < n; d *= 2) {
+    const bool lower = (me & d) == 0;
+    const int their_lo = lower ? hi : lo - d, their_hi = lower ? hi + d : lo;
+    co_await Batch(call)
+        .recv(at(acc, their_lo), elements(their_lo, their_hi), type, me ^ d, allreduce_tag)
+        .send(at(acc, lo), elements(lo, hi), type, me ^ d, allreduce_tag);
+    lo = std::min(lo, their_lo);
+    hi = std::max(hi, their_hi);
+  }
+}
+
 // Every rank sends its vector to every other and folds all n in rank order
 // (from the last: v0 op (v1 op (... op v(n-1)))), so that each gets the same
 // bits, for any op. For small vectors on few ranks (kFlatRanks, kFlatBytes).
@@ -378,7 +428,15 @@ CollectiveTask allreduce(Call call, const void* send_buf, void* recv_buf, std::s
   }
   const bool ring = op.commutative() && count >= std::size_t(n) &&
                     count * type.size() >= runtime().collective_tuning().allreduce_ring_bytes;
-  co_await (ring ? ring_allreduce : recursive_doubling_allreduce)(call, send_buf, recv_buf, count, type, op);
+  if (!ring) {
+    co_await recursive_doubling_allreduce(call, send_buf, recv_buf, count, type, op);
+    co_return;
+  }
+  // From 4 ranks on a power of two, the ring's data in fewer steps; not in
+  // place, where the first step would receive over this rank's own input.
+  const auto extent = std::size_t(std::max<std::ptrdiff_t>(type.extent(), 0));
+  const bool halving = n >= 4 && (n & (n - 1)) == 0 && !overlap(send_buf, count * extent, recv_buf, count * extent);
+  co_await (halving ? halving_doubling_allreduce : ring_allreduce)(call, send_buf, recv_buf, count, type, op);
 }
 
 namespace {

@@ -131,7 +131,8 @@ const std::vector<Variable>& declarations() {
       integer_variable("VIASTACK_MPI_EAGER_LIMIT", 64, 60 * 1024, "bytes", "16384", "mpi",
                        "messages up to this size go eagerly, larger ones by rendezvous; at most one shm frame; unset with the tcp provider: 61440"),
       integer_variable("VIASTACK_MPI_ALLREDUCE_RING_BYTES", 0, kTiB, "bytes", "65536", "mpi",
-                       "allreduce of at least this much data uses the ring, below it recursive doubling"),
+                       "allreduce of at least this much data reduces and scatters, then gathers (by halving and doubling on a power of "
+                       "two from 4 ranks, else the ring), below it recursive doubling"),
       integer_variable("VIASTACK_MPI_ALLGATHER_RING_BYTES", 0, kTiB, "bytes", "65536", "mpi",
                        "allgather(v) of at least this much in all uses the ring, below it Bruck's"),
       integer_variable("VIASTACK_MPI_ALLTOALL_PAIRWISE_BYTES", 0, kTiB, "bytes", "65536", "mpi",
