@@ -362,7 +362,7 @@ CollectiveTask halving_doubling_allreduce(Call call, const void* send_buf, void*
   const auto* input = static_cast<const std::byte*>(send_buf);
   auto* acc = static_cast<std::byte*>(recv_buf);
   const auto at = [&](auto* buffer, int b) { return buffer + std::ptrdiff_t(first(b)) * type.extent(); };
-  TempBuffer incoming(n >= 4 ? std::size_t(n / 4) * (base + 1) : 0, type);
+  TempBuffer incoming(first(n / 4), type);  // the first n/4 blocks: as large as any n/4 of them
   int lo = 0, hi = n;  // the blocks this rank still reduces
   for (int d = n / 2; d >= 1; d /= 2) {
     const int mid = (lo + hi) / 2;
@@ -435,7 +435,8 @@ CollectiveTask allreduce(Call call, const void* send_buf, void* recv_buf, std::s
   // From 4 ranks on a power of two, the ring's data in fewer steps; not in
   // place, where the first step would receive over this rank's own input.
   const auto extent = std::size_t(std::max<std::ptrdiff_t>(type.extent(), 0));
-  const bool halving = n >= 4 && (n & (n - 1)) == 0 && !overlap(send_buf, count * extent, recv_buf, count * extent);
+  const bool halving = n >= 4 && (n & (n - 1)) == 0 && send_buf != recv_buf &&
+                       !overlap(send_buf, count * extent, recv_buf, count * extent);
   co_await (halving ? halving_doubling_allreduce : ring_allreduce)(call, send_buf, recv_buf, count, type, op);
 }
 

@@ -205,7 +205,10 @@ class NodeCollectives {
     mine.probe = &probe_word;
     mine.sleeper_fences.store(via::sleeper_fences() ? kFencesBeforeSleep : kFencesNot, std::memory_order_relaxed);
     // The point-to-point wait sleeps once it has spun and then yielded for
-    // via::wait_yield_time(): a waiter says it may sleep well before that.
+    // at least via::wait_yield_time() (where ranks outnumber cores, its phase
+    // may grow past that: via's yield_phase.hpp): a waiter says it may sleep
+    // well before the shortest, so that it is always rung; one that sleeps
+    // later costs its raisers an empty message each.
     may_sleep_after_ = std::chrono::duration_cast<Clock::duration>(via::wait_yield_time() / 2);
   }
 

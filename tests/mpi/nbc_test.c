@@ -24,7 +24,7 @@ static int error_class(int rc) {
 
 enum Which {
   barrier, bcast, reduce, allreduce, gather, gatherv, scatter, scatterv, allgather, allgatherv, alltoall, alltoallv,
-  alltoallw, reduce_scatter, reduce_scatter_block, scan, exscan, allreduce_user_op,
+  alltoallw, reduce_scatter, reduce_scatter_block, scan, exscan, allreduce_user_op, allreduce_sum,
   /* MPI_IN_PLACE */
   allreduce_ip, reduce_ip, gather_ip, gatherv_ip, scatter_ip, scatterv_ip, allgather_ip, allgatherv_ip, alltoall_ip,
   alltoallv_ip, reduce_scatter_ip, reduce_scatter_block_ip, scan_ip, exscan_ip,
@@ -100,6 +100,9 @@ static int run(int which, Buffers* b, MPI_Request* request) {
     case allreduce_user_op:
       return nb ? MPI_Iallreduce(s, r, count, MPI_INT, user_op, w, request)
                 : MPI_Allreduce(s, r, count, MPI_INT, user_op, w);
+    case allreduce_sum: /* a fold that counts each rank's part once: halving and doubling, the ring */
+      return nb ? MPI_Iallreduce(s, r, count, MPI_INT, MPI_SUM, w, request)
+                : MPI_Allreduce(s, r, count, MPI_INT, MPI_SUM, w);
     case gather:
       return nb ? MPI_Igather(s, count, MPI_INT, r, count, MPI_INT, root, w, request)
                 : MPI_Gather(s, count, MPI_INT, r, count, MPI_INT, root, w);

@@ -78,7 +78,8 @@ const std::vector<Variable>& declarations() {
                        "how long a wait spins before it yields"),
       integer_variable("VIASTACK_YIELD_US", 0, 10'000'000, "microseconds", "1000", "via",
                        "how long a wait then polls, yielding the core, before it sleeps (both phases start again when it finds work); "
-                       "unset where ranks outnumber the job's CPUs here, 100 growing to 1000 while this process's recent waits end within it"),
+                       "unset where ranks outnumber the job's CPUs here, 100, growing up to 1000 to cover twice the NIC's last 8 waits while none "
+                       "of them took longer"),
       // The job: set by viarun for its ranks.
       typed("VIASTACK_JOB", Type::text, "-", "via",
             "the job id that scopes shared-memory segment names; set by viarun"),

@@ -410,6 +410,7 @@ class NicImpl final : public Nic {
   std::function<void(const AsyncError&)> error_handler_;
   NicCounters counters_;
   YieldPhase yield_phase_;  // of this NIC's waits
+  std::uint64_t next_peer_check_ = 0;  // when a wait next looks at peers' liveness (now_ns)
   std::uint64_t progress_calls_ = 0;
   std::vector<std::function<void()>> deferred_;
 };

@@ -491,9 +491,11 @@ Result Nic::wait_impl(const std::function<bool()>& done, std::uint32_t timeout_m
   auto work_done = [&] { return counters.frames_sent + counters.frames_received; };
   std::uint64_t work_seen = work_done();
   // Peers' liveness is looked at every kPeerCheck while the phases keep
-  // starting again, as the sleep does every slice.
+  // starting again, and at every slice of a sleep: the time of the next look
+  // is the NIC's, not the wait's, so that neither short waits nor work
+  // found while waiting put the look off.
   constexpr std::uint64_t kPeerCheck = 10'000'000;
-  std::uint64_t next_peer_check = start + kPeerCheck;
+  std::uint64_t& next_peer_check = self.next_peer_check_;
   for (std::uint64_t phase = start;;) {
     std::uint64_t spin_until = phase + spin_ns();
     std::uint64_t yield_until = spin_until + yield_ns;
@@ -524,7 +526,7 @@ Result Nic::wait_impl(const std::function<bool()>& done, std::uint32_t timeout_m
           if (done()) return Result::success;
         }
         // Past the deadline too: the sleep's first step looks at everything
-        // once more (connection control, peers' liveness) and then times out.
+        // once more (connection control, peers' liveness when due) and then times out.
         if (now >= yield_until || now >= deadline) break;
         yielding = now >= spin_until;
         if ((i & 255) == 0) {
@@ -537,9 +539,9 @@ Result Nic::wait_impl(const std::function<bool()>& done, std::uint32_t timeout_m
     // slice ends. The slice is also how often peers' liveness is checked (on shm a
     // read of /proc per peer): it doubles while the wait goes on, so that hundreds
     // of idle processes on a few cores do not keep the machine busy checking. A
-    // sleep within kPeerCheck of the wait's start or of its last check does not
-    // check (4 ranks on 2 cores, 1 MiB collectives: a few sleeps a call, each
-    // of which read /proc three times).
+    // sleep within kPeerCheck of the NIC's last look does not look again (4 ranks
+    // on 2 cores, 1 MiB collectives: a few sleeps a call, each of which read
+    // /proc three times).
     constexpr std::uint64_t kFirstSlice = 10'000'000, kLongestSlice = 1'000'000'000;
     static_assert(kFirstSlice >= kPeerCheck);
     for (std::uint64_t slice = kFirstSlice;; slice = std::min(2 * slice, kLongestSlice)) {
@@ -578,7 +580,6 @@ Result Nic::wait_impl(const std::function<bool()>& done, std::uint32_t timeout_m
         if (done()) return Result::success;
         work_seen = work;
         phase = now_ns();
-        next_peer_check = phase + kPeerCheck;
         break;
       }
     }

@@ -10,9 +10,8 @@
 // few hundred microseconds long (4 ranks on 2 cores, 1 MiB collectives, each
 // rank waiting for the others' copies), each of them then ends in a sleep:
 // iscatter took 589 us a call yielding for 100 us, 381 for 1000, Open MPI
-// 318. So there the phase grows to cover the process's recent waits while
-// they all end within the longest phase, and falls back as soon as one does
-// not.
+// 318. So there the phase grows to cover the NIC's recent waits while they
+// all end within the longest phase, and falls back as soon as one does not.
 #pragma once
 
 #include <algorithm>
