@@ -491,11 +491,14 @@ Result Nic::wait_impl(const std::function<bool()>& done, std::uint32_t timeout_m
   auto work_done = [&] { return counters.frames_sent + counters.frames_received; };
   std::uint64_t work_seen = work_done();
   // Peers' liveness is looked at every kPeerCheck while the phases keep
-  // starting again, and at every slice of a sleep: the time of the next look
-  // is the NIC's, not the wait's, so that neither short waits nor work
-  // found while waiting put the look off.
+  // starting again (not in a wait's first kPeerCheck: most waits are short,
+  // and a look at /proc would be most of them), and at every slice of a
+  // sleep. The time of the next look is the NIC's, not the wait's, so that
+  // neither short waits (they sleep at their deadline) nor work found while
+  // waiting put the look off.
   constexpr std::uint64_t kPeerCheck = 10'000'000;
   std::uint64_t& next_peer_check = self.next_peer_check_;
+  const std::uint64_t first_peer_check = start + kPeerCheck;
   for (std::uint64_t phase = start;;) {
     std::uint64_t spin_until = phase + spin_ns();
     std::uint64_t yield_until = spin_until + yield_ns;
@@ -520,7 +523,7 @@ Result Nic::wait_impl(const std::function<bool()>& done, std::uint32_t timeout_m
           spin_until = now + spin_ns();
           yield_until = spin_until + yield_ns;
         }
-        if (now >= next_peer_check) {
+        if (now >= next_peer_check && now >= first_peer_check) {
           next_peer_check = now + kPeerCheck;
           self.slow_progress(true);
           if (done()) return Result::success;
