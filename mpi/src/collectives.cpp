@@ -313,6 +313,13 @@ CollectiveTask ring_reduce_scatter(Call call, const void* send_buf, void* result
   if (target != result) copy_typed(target, length(me), type, result, length(me), type);
 }
 
+// Where block b of `count` elements cut into n blocks starts (the first
+// count % n blocks one element longer); block_start(count, n, n) == count.
+std::size_t block_start(std::size_t count, int n, int b) {
+  const std::size_t base = count / std::size_t(n), extra = count % std::size_t(n);
+  return std::size_t(b) * base + std::min(std::size_t(b), extra);
+}
+
 // The ring allreduce: a ring reduce-scatter into this rank's block of
 // recv_buf, then the reduced blocks travel round once more. Every rank sends
 // 2(n-1)/n of the data whatever n is, but blocks are combined in ring order,
@@ -322,11 +329,10 @@ CollectiveTask ring_allreduce(Call call, const void* send_buf, void* recv_buf, s
   const Communicator& comm = call.comm();
   const int n = comm.size(), me = comm.rank();
   const int next = (me + 1) % n, prev = (me + n - 1) % n;
-  const std::size_t base = count / std::size_t(n), extra = count % std::size_t(n);
   std::vector<int> firsts(static_cast<std::size_t>(n)), lengths(static_cast<std::size_t>(n));
-  for (std::size_t b = 0; b < std::size_t(n); ++b) {
-    firsts[b] = int(b * base + std::min(b, extra));
-    lengths[b] = int(base + (b < extra ? 1 : 0));
+  for (int b = 0; b < n; ++b) {
+    firsts[std::size_t(b)] = int(block_start(count, n, b));
+    lengths[std::size_t(b)] = int(block_start(count, n, b + 1) - block_start(count, n, b));
   }
   auto* acc = static_cast<std::byte*>(recv_buf);
   const auto block = [&](int b) { return acc + std::ptrdiff_t(firsts[std::size_t(b)]) * type.extent(); };
@@ -355,9 +361,8 @@ CollectiveTask halving_doubling_allreduce(Call call, const void* send_buf, void*
                                           const Datatype& type, const Op& op) {
   const Communicator& comm = call.comm();
   const int n = comm.size(), me = comm.rank();
-  const std::size_t base = count / std::size_t(n), extra = count % std::size_t(n);
   // Block b: elements [first(b), first(b + 1)).
-  const auto first = [&](int b) { return std::size_t(b) * base + std::min(std::size_t(b), extra); };
+  const auto first = [&](int b) { return block_start(count, n, b); };
   const auto elements = [&](int lo, int hi) { return first(hi) - first(lo); };
   const auto* input = static_cast<const std::byte*>(send_buf);
   auto* acc = static_cast<std::byte*>(recv_buf);
