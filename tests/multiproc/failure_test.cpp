@@ -145,6 +145,84 @@ TEST_P(PeerFailure, APeerThatDisconnectsAndExitsIsAnOrderlyDisconnect) {
   }
 }
 
+// A wait for a peer that has died, while another peer keeps sending: the
+// live peer's messages are work found while waiting, which starts the wait's
+// spin and yield phases again and again, so the wait never sleeps (where a
+// sleep's slices would look at peers). The dead peer must still be noticed
+// on time, with the live peer still sending.
+TEST_P(PeerFailure, ADeadPeerIsNoticedWhileAnotherKeepsTheWaitBusy) {
+  constexpr int kLiveMessages = 400;
+  Endpoint parent;
+  parent.open(nic(0), 1 << 16);
+  via::Vi* to_dead = parent.create_vi();
+  via::Vi* to_live = parent.create_vi();
+  expect_ok(to_dead->post_recv(parent.message(0, 64), parent.arena.handle), "recv from the peer that dies");
+  for (int i = 0; i < kLiveMessages; ++i)
+    expect_ok(to_live->post_recv(parent.message(64 + std::size_t(i) * 64, 64), parent.arena.handle), "recv");
+  int cue[2];
+  ASSERT_EQ(pipe(cue), 0);
+  // Each child: connects as `me` to rank0 on discriminator `disc`, and waits for the parent's hello.
+  auto connect_child = [this](Endpoint& ep, int n, const char* disc) {
+    ep.open(nic(n), 1 << 16);
+    via::Vi* v = ep.create_vi();
+    expect_ok(v->post_recv(ep.message(0, 64), ep.arena.handle), "recv");
+    const std::string me = "rank" + std::to_string(n);
+    expect_ok(v->connect_peer_request(address(*ep.nic, me, disc), address(*ep.nic, "rank0", disc), 10000), "req");
+    expect_ok(v->connect_peer_wait(), "connect");
+    VIP_DESCRIPTOR* hello;
+    expect_ok(v->recv_wait(10000, hello), "hello");
+    return v;
+  };
+  pid_t dying = spawn([&]() -> int {
+    Endpoint ep;
+    connect_child(ep, 1, "dead");
+    char go;
+    if (read(cue[0], &go, 1) != 1) return 1;
+    _exit(0);  // without closing anything, as a killed rank
+  });
+  pid_t live = spawn([&]() -> int {
+    Endpoint ep;
+    via::Vi* v = connect_child(ep, 2, "live");
+    // A message every 200 us: more than the parent's receives last for (80 ms).
+    for (int i = 0; i < 10 * kLiveMessages; ++i) {
+      VIP_DESCRIPTOR* d = ep.message(64, 64);
+      if (v->post_send(d, ep.arena.handle) != via::Result::success || v->send_wait(10000, d) != via::Result::success)
+        return 2;
+      ep.release(d);
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+    return 0;
+  });
+  for (auto [vi, peer, disc] : {std::tuple{to_dead, "rank1", "dead"}, std::tuple{to_live, "rank2", "live"}}) {
+    expect_ok(vi->connect_peer_request(address(*parent.nic, "rank0", disc), address(*parent.nic, peer, disc), 10000),
+              "req");
+    expect_ok(vi->connect_peer_wait(), "connect");
+  }
+  expect_ok(to_live->post_send(parent.message(1 << 15, 8), parent.arena.handle), "hello, live peer");
+  expect_ok(to_dead->post_send(parent.message(1 << 15, 8), parent.arena.handle), "hello, peer that dies");
+  ASSERT_EQ(write(cue[1], "x", 1), 1);
+  EXPECT_EQ(wait_child(dying), 0);
+  const auto died = Clock::now();
+  VIP_DESCRIPTOR* d;
+  ASSERT_EQ(to_dead->recv_wait(5000, d), via::Result::success) << "the dead peer was not noticed";
+  const auto noticed = Clock::now();
+  EXPECT_TRUE(d->CS.Status & VIP_STATUS_ERROR_MASK);
+  EXPECT_EQ(to_dead->state(), via::ViState::error);
+  EXPECT_LT(noticed - died, std::chrono::seconds(1)) << "the dead peer was noticed late";
+  // The live peer kept the wait busy all along: it is still sending.
+  int pending = 0;
+  EXPECT_EQ(waitpid(live, &pending, WNOHANG), 0) << "the live peer stopped before the dead one was noticed";
+  int received = 0;
+  while (to_live->recv_done(d) == via::Result::success) ++received;
+  EXPECT_GT(received, 0);
+  EXPECT_LT(received, kLiveMessages) << "the live peer's messages ran out before the dead one was noticed";
+  EXPECT_EQ(to_live->state(), via::ViState::connected);
+  kill(live, SIGKILL);
+  wait_child(live);
+  close(cue[0]);
+  close(cue[1]);
+}
+
 INSTANTIATE_TEST_SUITE_P(Providers, PeerFailure, ::testing::Values("shm", "tcp"),
                          [](const auto& info) { return std::string(info.param); });
 
