@@ -344,6 +344,13 @@ int alltoallw_common(const char* function, const void* sendbuf, const int sendco
       return intercomm_alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, c,
                                  request);
     const bool in_place = sendbuf == MPI_IN_PLACE;
+    if (!nonblocking && !in_place && c.size() <= TypedScratch::kMaxRanks) {
+      TypedScratch send_types, recv_types;
+      const Blocks send = send_types.blocks(sendbuf, c.size(), sendcounts, sdispls, sendtypes);
+      const Blocks recv = recv_types.blocks(recvbuf, c.size(), recvcounts, rdispls, recvtypes);
+      if (!node_collectives::alltoallv(send, recv, c)) launch(c, tasks::alltoallv(Call(c), send, recv), nullptr);
+      return;
+    }
     // In place, the send arrays are not read.
     std::optional<TypedLayout> send;
     if (!in_place) send.emplace(c.size(), sendcounts, sdispls, sendtypes);

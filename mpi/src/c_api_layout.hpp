@@ -3,6 +3,7 @@
 // v and w variants.
 #pragma once
 
+#include <algorithm>
 #include <climits>
 #include <memory>
 #include <span>
@@ -77,8 +78,13 @@ struct UniformScratch {
 // The allocating cases, out of line so that the blocking ones inline into their callers.
 inline LayoutRef kept_layout(int n, const PerRank* per_rank, int count) {
   if (per_rank) {
-    auto copied = std::make_shared<const RankLayout>(n, *per_rank);
-    return {copied->counts, copied->displs, copied};
+    // One allocation, counts then displacements (a vector each took three).
+    RankLayout::check(n, *per_rank);
+    const auto size = std::size_t(n);
+    std::shared_ptr<int[]> copied = std::make_shared_for_overwrite<int[]>(2 * size);
+    std::copy_n(per_rank->counts, size, copied.get());
+    std::copy_n(per_rank->displs, size, copied.get() + size);
+    return {{copied.get(), size}, {copied.get() + size, size}, copied};
   }
   thread_local std::shared_ptr<const RankLayout> last_uniform;
   if (!last_uniform || last_uniform->counts.size() != std::size_t(n) || last_uniform->counts[0] != count)
@@ -103,26 +109,61 @@ inline LayoutRef kept_layout(int n, const PerRank* per_rank, int count) {
 
 // The w variants' arrays: a count, a displacement in bytes and a datatype per
 // block. Displacement: int (MPI_Alltoallw) or MPI_Aint (MPI_Neighbor_alltoallw),
-// which must fit an int here.
-struct TypedLayout {
-  std::vector<int> counts, displs;
-  std::vector<const Datatype*> types;
-
-  template <class Displacement>
-  TypedLayout(int n, const int* given_counts, const Displacement* given_displs, const MPI_Datatype* given_types) {
-    require(given_counts != nullptr && given_displs != nullptr && given_types != nullptr, MPI_ERR_ARG,
-            "null count, displacement or datatype array");
-    for (int i = 0; i < n; ++i) {
-      check_count(given_counts[i]);
-      if constexpr (sizeof(Displacement) > sizeof(int))
-        require(given_displs[i] >= INT_MIN && given_displs[i] <= INT_MAX, MPI_ERR_ARG,
-                "a displacement of 2 GiB or more is not supported");
-      counts.push_back(given_counts[i]);
-      displs.push_back(int(given_displs[i]));
-      types.push_back(&datatype_of(given_types[i]));
-    }
+// which must fit an int here. check_typed checks them and looks the datatypes
+// up into `types` (n of them).
+template <class Displacement>
+void check_typed(int n, const int* counts, const Displacement* displs, const MPI_Datatype* given_types,
+                 const Datatype** types) {
+  require(counts != nullptr && displs != nullptr && given_types != nullptr, MPI_ERR_ARG,
+          "null count, displacement or datatype array");
+  for (int i = 0; i < n; ++i) {
+    check_count(counts[i]);
+    if constexpr (sizeof(Displacement) > sizeof(int))
+      require(displs[i] >= INT_MIN && displs[i] <= INT_MAX, MPI_ERR_ARG,
+              "a displacement of 2 GiB or more is not supported");
+    types[i] = &datatype_of(given_types[i]);
   }
-  Blocks blocks(const void* buf) const { return Blocks{buf, counts, displs, nullptr, types}; }
+}
+
+// The arrays copied, for a call that outlives its arguments (non-blocking) or
+// whose displacements are not ints: in one allocation, where three vectors
+// took a small ialltoallw three times as many mallocs.
+class TypedLayout {
+ public:
+  template <class Displacement>
+  TypedLayout(int n, const int* given_counts, const Displacement* given_displs, const MPI_Datatype* given_types)
+      : n_(std::size_t(std::max(n, 0))), storage_(new std::byte[n_ * (sizeof(const Datatype*) + 2 * sizeof(int))]) {
+    check_typed(n, given_counts, given_displs, given_types, types());
+    std::copy_n(given_counts, n_, counts());
+    std::copy_n(given_displs, n_, displs());  // each fits an int (checked)
+  }
+  Blocks blocks(const void* buf) const {
+    return Blocks{buf, {counts(), n_}, {displs(), n_}, nullptr, {types(), n_}};
+  }
+
+ private:
+  // The datatypes first, for their alignment, then the counts and the displacements.
+  const Datatype** types() const { return reinterpret_cast<const Datatype**>(storage_.get()); }
+  int* counts() const { return reinterpret_cast<int*>(storage_.get() + n_ * sizeof(const Datatype*)); }
+  int* displs() const { return counts() + n_; }
+
+  std::size_t n_;
+  std::unique_ptr<std::byte[]> storage_;
+};
+
+// A blocking call's arrays on up to kMaxRanks ranks, without an allocation (a
+// small alltoallw on shared memory was mostly malloc and free): the counts
+// and displacements read where the caller gave them, the datatypes looked up
+// here.
+struct TypedScratch {
+  static constexpr int kMaxRanks = 64;
+  const Datatype* types[kMaxRanks];
+
+  Blocks blocks(const void* buf, int n, const int* counts, const int* displs, const MPI_Datatype* given_types) {
+    check_typed(n, counts, displs, given_types, types);
+    const auto size = std::size_t(n);
+    return Blocks{buf, {counts, size}, {displs, size}, nullptr, {types, size}};
+  }
 };
 
 }  // namespace viastack::mpi
