@@ -313,13 +313,6 @@ CollectiveTask ring_reduce_scatter(Call call, const void* send_buf, void* result
   if (target != result) copy_typed(target, length(me), type, result, length(me), type);
 }
 
-// Where block b of `count` elements cut into n blocks starts (the first
-// count % n blocks one element longer); block_start(count, n, n) == count.
-std::size_t block_start(std::size_t count, int n, int b) {
-  const std::size_t base = count / std::size_t(n), extra = count % std::size_t(n);
-  return std::size_t(b) * base + std::min(std::size_t(b), extra);
-}
-
 // The ring allreduce: a ring reduce-scatter into this rank's block of
 // recv_buf, then the reduced blocks travel round once more. Every rank sends
 // 2(n-1)/n of the data whatever n is, but blocks are combined in ring order,

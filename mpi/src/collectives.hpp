@@ -42,6 +42,7 @@
 // functions below run one to its end; MPI_I… hands one to the progress engine.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -99,6 +100,13 @@ inline std::byte* writable_block(const Blocks& blocks, int rank) {
 inline std::size_t block_count(const Blocks& blocks, int rank) { return std::size_t(blocks.counts[std::size_t(rank)]); }
 inline std::size_t block_bytes(const Blocks& blocks, int rank) {
   return block_count(blocks, rank) * block_type(blocks, rank).size();
+}
+
+// Where block b of `count` elements cut into n blocks starts (the first
+// count % n blocks one element longer); block_start(count, n, n) == count.
+inline std::size_t block_start(std::size_t count, int n, int b) {
+  const std::size_t base = count / std::size_t(n), extra = count % std::size_t(n);
+  return std::size_t(b) * base + std::min(std::size_t(b), extra);
 }
 
 // Gather(v): every rank's `send` lands in root's recv block for that rank.
