@@ -324,8 +324,9 @@ CollectiveTask ring_allreduce(Call call, const void* send_buf, void* recv_buf, s
   const int next = (me + 1) % n, prev = (me + n - 1) % n;
   std::vector<int> firsts(static_cast<std::size_t>(n)), lengths(static_cast<std::size_t>(n));
   for (int b = 0; b < n; ++b) {
-    firsts[std::size_t(b)] = int(block_start(count, n, b));
-    lengths[std::size_t(b)] = int(block_start(count, n, b + 1) - block_start(count, n, b));
+    const auto [first, length] = block_range(count, n, b);
+    firsts[std::size_t(b)] = int(first);
+    lengths[std::size_t(b)] = int(length);
   }
   auto* acc = static_cast<std::byte*>(recv_buf);
   const auto block = [&](int b) { return acc + std::ptrdiff_t(firsts[std::size_t(b)]) * type.extent(); };

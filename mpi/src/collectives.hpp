@@ -46,6 +46,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <utility>
 
 #include "collective_task.hpp"
 #include "datatype.hpp"
@@ -107,6 +108,11 @@ inline std::size_t block_bytes(const Blocks& blocks, int rank) {
 inline std::size_t block_start(std::size_t count, int n, int b) {
   const std::size_t base = count / std::size_t(n), extra = count % std::size_t(n);
   return std::size_t(b) * base + std::min(std::size_t(b), extra);
+}
+// Block b of that cut: {where it starts, how many elements}.
+inline std::pair<std::size_t, std::size_t> block_range(std::size_t count, int n, int b) {
+  const std::size_t first = block_start(count, n, b);
+  return {first, block_start(count, n, b + 1) - first};
 }
 
 // Gather(v): every rank's `send` lands in root's recv block for that rank.

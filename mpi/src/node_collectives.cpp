@@ -628,12 +628,6 @@ bool reduce(const void* send, void* recv, std::size_t count, const Datatype& typ
 
 namespace {
 
-// Part `part` of `count` elements cut into `parts` (block_start's cut): {first, length}.
-std::pair<std::size_t, std::size_t> share(std::size_t count, int parts, int part) {
-  const std::size_t first = block_start(count, parts, part);
-  return {first, block_start(count, parts, part + 1) - first};
-}
-
 // Above kSlotBytes, in pieces of at most kLargeBytes: every member copies its
 // piece of the vector into its large area; member r reduces part r of the
 // piece, in place in its own area, from part r of every other area (the one
@@ -654,7 +648,7 @@ void allreduce_large(NodeCollectives& node, const std::byte* send, std::byte* re
     via::copy_memory(node.large_area(me, area), send + first * element, elements * element);
     node.post(copied_in, elements * element, false);
     node.wait_all_posted(copied_in);
-    const auto [part_first, part_length] = share(elements, n, me);
+    const auto [part_first, part_length] = block_range(elements, n, me);
     std::byte* const acc = node.large_area(me, area) + part_first * element;
     for (int step = 1; step < n; ++step) {  // from the next rank on: the ranks read different areas at a time
       const int r = (me + step) % n;
@@ -664,7 +658,7 @@ void allreduce_large(NodeCollectives& node, const std::byte* send, std::byte* re
     node.wait_all_posted(reduced);
     for (int step = 0; step < n; ++step) {
       const int r = (me + step) % n;
-      const auto [first_of_r, length_of_r] = share(elements, n, r);
+      const auto [first_of_r, length_of_r] = block_range(elements, n, r);
       via::copy_memory(recv + (first + first_of_r) * element, node.large_area(r, area) + first_of_r * element,
                   length_of_r * element);
     }
