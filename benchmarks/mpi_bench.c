@@ -82,7 +82,8 @@ struct options {
   size_t sizes[MAX_SIZES];
   int nsizes;
   size_t max_bytes;
-  long iters; /* 0: each test's default */
+  long iters;      /* 0: each test's default */
+  long coll_iters; /* 0: as iters */
   int reps;
   int json;
 };
@@ -165,16 +166,18 @@ static void parse_options(int argc, char **argv, struct options *o) {
       ++i;
     } else if (strcmp(a, "--thread") == 0 && value) {
       ++i; /* read before MPI_Init_thread (requested_thread_level) */
-    } else if ((strcmp(a, "--iters") == 0 || strcmp(a, "--reps") == 0) && value) {
+    } else if ((strcmp(a, "--iters") == 0 || strcmp(a, "--coll-iters") == 0 || strcmp(a, "--reps") == 0) && value) {
       char *end;
       const long v = strtol(value, &end, 10);
       if (*end || v < 1 || v > 100000000) usage_error("needs a positive number", a);
-      if (a[2] == 'i') o->iters = v;
+      if (strcmp(a, "--iters") == 0) o->iters = v;
+      else if (strcmp(a, "--coll-iters") == 0) o->coll_iters = v;
       else o->reps = (int)v;
       ++i;
     } else {
       const int takes_value = strcmp(a, "--test") == 0 || strcmp(a, "--sizes") == 0 || strcmp(a, "--max-bytes") == 0 ||
-                              strcmp(a, "--iters") == 0 || strcmp(a, "--reps") == 0 || strcmp(a, "--thread") == 0;
+                              strcmp(a, "--iters") == 0 || strcmp(a, "--coll-iters") == 0 || strcmp(a, "--reps") == 0 ||
+                              strcmp(a, "--thread") == 0;
       usage_error(takes_value ? "missing value for" : "unknown option", a);
     }
   }
@@ -403,7 +406,8 @@ static int measure(const struct options *o, int test, int nonblocking, size_t by
     return 1;
   }
   const int window = test == T_LAT || test >= T_BARRIER ? 1 : window_for(bytes);
-  const long iters = iterations(test == T_LAT ? 10000 : test < T_BARRIER ? 100 : 1000, o->iters, bytes);
+  const long given = test >= T_BARRIER && o->coll_iters ? o->coll_iters : o->iters;
+  const long iters = iterations(test == T_LAT ? 10000 : test < T_BARRIER ? 100 : 1000, given, bytes);
   double per_rep[64];
   const int reps = o->reps < 64 ? o->reps : 64;
   if (test < T_BARRIER)
