@@ -35,11 +35,6 @@ std::size_t eager_limit_setting() {
 
 Request::Free* Request::free_list = nullptr;
 
-bool matches(std::uint32_t context, int source, int tag, std::uint32_t want_context, int want_source, int want_tag) {
-  return context == want_context && (want_source == MPI_ANY_SOURCE || source == want_source) &&
-         (want_tag == MPI_ANY_TAG || tag == want_tag);
-}
-
 P2P::P2P(int world_rank, int world_size) : world_rank_(world_rank), eager_limit_(eager_limit_setting()) {
   if (world_size > 1) transport_ = std::make_unique<Transport>(world_rank, world_size, eager_limit_, *this);
 }
@@ -90,9 +85,8 @@ void P2P::deliver_to_self(Request& send, std::span<const std::byte> data, std::u
     send.complete = true;
     return;
   }
-  Incoming& in = append_unexpected(data);
+  Incoming& in = unexpected_.append(source, data);
   in.context = context;
-  in.source = source;
   in.tag = tag;
   in.peer = -1;
   in.size = data.size();
@@ -102,36 +96,15 @@ void P2P::deliver_to_self(Request& send, std::span<const std::byte> data, std::u
     send.complete = true;
 }
 
-Incoming& P2P::append_unexpected(std::span<const std::byte> data) {
-  if (spare_unexpected_.empty())
-    unexpected_.emplace_back();
-  else
-    unexpected_.splice(unexpected_.end(), spare_unexpected_, spare_unexpected_.begin());
-  Incoming& in = unexpected_.back();
-  std::vector<std::byte> buffer = std::move(in.data);
-  in = Incoming{};
-  buffer.assign(data.begin(), data.end());
-  in.data = std::move(buffer);
-  return in;
-}
-
-void P2P::recycle_unexpected(std::list<Incoming>::iterator entry) {
-  if (spare_unexpected_.size() < kSpareUnexpected)
-    spare_unexpected_.splice(spare_unexpected_.end(), unexpected_, entry);
-  else
-    unexpected_.erase(entry);
-}
-
 void P2P::match_or_post(Request& r) {
   if (r.source == MPI_PROC_NULL) {
     r.status_source = MPI_PROC_NULL;
     r.complete = true;
     return;
   }
-  for (auto it = unexpected_.begin(); it != unexpected_.end(); ++it) {
-    if (!matches(it->context, it->source, it->tag, r.context, r.source, r.tag)) continue;
-    deliver_unexpected(r, *it);
-    recycle_unexpected(it);
+  if (const auto at = unexpected_.find(r.source, r.tag, r.context)) {
+    deliver_unexpected(r, *at->entry);
+    unexpected_.recycle(*at);
     return;
   }
   append_posted(r);
@@ -151,12 +124,7 @@ void P2P::deliver_unexpected(Request& recv, const Incoming& in) {
 }
 
 std::optional<Incoming> P2P::take_unexpected(int source, int tag, std::uint32_t context) {
-  for (auto it = unexpected_.begin(); it != unexpected_.end(); ++it) {
-    if (!matches(it->context, it->source, it->tag, context, source, tag)) continue;
-    Incoming in = std::move(*it);
-    unexpected_.erase(it);
-    return in;
-  }
+  if (const auto at = unexpected_.find(source, tag, context)) return unexpected_.take(*at);
   return std::nullopt;
 }
 
@@ -275,9 +243,8 @@ void P2P::on_message(int peer, const WireHeader& h, std::span<const std::byte> p
 }
 
 void P2P::keep_unexpected(int peer, const WireHeader& h, std::span<const std::byte> payload) {
-  Incoming& in = append_unexpected(payload);
+  Incoming& in = unexpected_.append(h.source, payload);
   in.context = h.context;
-  in.source = h.source;
   in.tag = h.tag;
   in.peer = peer;
   in.size = std::size_t(h.size);
@@ -297,10 +264,11 @@ std::optional<ProbeResult> P2P::iprobe(int source, int tag, std::uint32_t contex
   return find_unexpected(source, tag, context);
 }
 
-std::optional<ProbeResult> P2P::find_unexpected(int source, int tag, std::uint32_t context) const {
-  for (const Incoming& in : unexpected_)
-    if (matches(in.context, in.source, in.tag, context, source, tag)) return ProbeResult{in.source, in.tag, in.size};
-  return std::nullopt;
+std::optional<ProbeResult> P2P::find_unexpected(int source, int tag, std::uint32_t context) {
+  const auto at = unexpected_.find(source, tag, context);
+  if (!at) return std::nullopt;
+  const Incoming& in = *at->entry;
+  return ProbeResult{in.source, in.tag, in.size};
 }
 
 ProbeResult P2P::probe(int source, int tag, std::uint32_t context) {
@@ -337,10 +305,9 @@ bool P2P::cancel(Request& request) {
 void P2P::cancel_send(Request& request) {
   if (request.complete) return;
   if (request.peer == -1) {  // to this rank: a synchronous send waits in the unexpected queue until matched
-    const auto waiting = std::find_if(unexpected_.begin(), unexpected_.end(),
-                                      [&](const Incoming& in) { return in.sync_sender == &request; });
-    if (waiting == unexpected_.end()) return;
-    unexpected_.erase(waiting);
+    const auto waiting = unexpected_.find_if([&](const Incoming& in) { return in.sync_sender == &request; });
+    if (!waiting) return;
+    unexpected_.take(*waiting);
     request.cancelled = true;
     complete(request);
     return;
@@ -351,11 +318,10 @@ void P2P::cancel_send(Request& request) {
 }
 
 void P2P::on_cancel_send(int peer, std::uint64_t token) {
-  const auto waiting = std::find_if(unexpected_.begin(), unexpected_.end(), [&](const Incoming& in) {
-    return in.rendezvous && in.peer == peer && in.token == token;
-  });
-  const bool taken_back = waiting != unexpected_.end();
-  if (taken_back) unexpected_.erase(waiting);
+  const auto waiting = unexpected_.find_if(
+      [&](const Incoming& in) { return in.rendezvous && in.peer == peer && in.token == token; });
+  const bool taken_back = waiting.has_value();
+  if (taken_back) unexpected_.take(*waiting);
   WireHeader reply{WireType::cancel_reply};
   reply.token = token;
   reply.size = taken_back ? 1 : 0;

@@ -17,6 +17,7 @@
 #include "progress_agent.hpp"
 #include "request.hpp"
 #include "transport.hpp"
+#include "unexpected_queue.hpp"
 
 namespace viastack::mpi {
 
@@ -45,20 +46,6 @@ class ProgressClient {
 
  protected:
   ~ProgressClient() = default;
-};
-
-// A message that arrived (or was sent to self) before its receive was posted.
-struct Incoming {
-  std::uint32_t context;
-  int source;  // rank in the communicator
-  int tag;
-  int peer;    // world rank; -1 for a message to self
-  std::size_t size;
-  std::vector<std::byte> data;  // eager: the message
-  bool rendezvous = false;
-  std::uint64_t token = 0, address = 0;
-  via::MemHandle handle = 0;
-  Request* sync_sender = nullptr;  // a synchronous send to self, completed when matched
 };
 
 // What MPI_Probe reports.
@@ -222,7 +209,7 @@ class P2P final : public TransportClient {
   void keep_unexpected(int peer, const WireHeader& h, std::span<const std::byte> payload);
   void deliver_to_self(Request& send, std::span<const std::byte> data, std::uint32_t context, int source, int tag,
                        SendMode mode);
-  std::optional<ProbeResult> find_unexpected(int source, int tag, std::uint32_t context) const;
+  std::optional<ProbeResult> find_unexpected(int source, int tag, std::uint32_t context);
   std::optional<Incoming> take_unexpected(int source, int tag, std::uint32_t context);
   static void set_receive_buffer(Request& r, void* buf, std::size_t count, const Datatype& type) {
     r.buffer = buf;
@@ -231,10 +218,6 @@ class P2P final : public TransportClient {
     r.capacity = count * type.size();
   }
   void deliver_unexpected(Request& recv, const Incoming& in);
-  // A new entry at the end of the unexpected queue holding a copy of data, its other fields zero.
-  Incoming& append_unexpected(std::span<const std::byte> data);
-  // Drops a delivered entry of the unexpected queue, keeping its node and buffer for the next one.
-  void recycle_unexpected(std::list<Incoming>::iterator entry);
   void start_read(Request& recv, const Message& message);
   // A rendezvous read lands in the receive's staging (and is copied out when
   // complete): a non-contiguous type's, or the whole of a longer message that the receive keeps.
@@ -254,16 +237,10 @@ class P2P final : public TransportClient {
   ProgressClient* progress_client_ = nullptr;
   Request* posted_head_ = nullptr;  // posted receives in order, linked through Request::next_posted
   Request* posted_tail_ = nullptr;
-  std::list<Incoming> unexpected_;
-  // Delivered entries of unexpected_, their buffers kept: a stream of messages
-  // that arrive before their receives costs no allocation once these exist.
-  std::list<Incoming> spare_unexpected_;
-  static constexpr std::size_t kSpareUnexpected = 64;  // as many as a window of 64 messages in flight needs
+  UnexpectedQueue unexpected_;
   std::unordered_map<std::uint64_t, Request*> rendezvous_sends_;  // by token, until the FIN
   std::unordered_map<std::uint64_t, Request*> reads_;             // receives whose RDMA read is running
   std::uint64_t next_token_ = 1;  // rendezvous tokens and RDMA ids, one-sided ones included
 };
-
-bool matches(std::uint32_t context, int source, int tag, std::uint32_t want_context, int want_source, int want_tag);
 
 }  // namespace viastack::mpi
