@@ -35,7 +35,8 @@ std::size_t eager_limit_setting() {
 
 Request::Free* Request::free_list = nullptr;
 
-P2P::P2P(int world_rank, int world_size) : world_rank_(world_rank), eager_limit_(eager_limit_setting()) {
+P2P::P2P(int world_rank, int world_size)
+    : world_rank_(world_rank), eager_limit_(eager_limit_setting()), posted_(world_size) {
   if (world_size > 1) transport_ = std::make_unique<Transport>(world_rank, world_size, eager_limit_, *this);
 }
 
@@ -80,7 +81,7 @@ void P2P::post_send(Request& r, const void* buf, std::size_t count, const Dataty
 
 void P2P::deliver_to_self(Request& send, std::span<const std::byte> data, std::uint32_t context, int source, int tag,
                           SendMode mode) {
-  if (Request* recv = match_posted(context, source, tag)) {
+  if (Request* recv = posted_.match(context, source, tag)) {
     deliver(*recv, Message{source, tag, -1, data.size(), data, false, 0, 0, 0});
     send.complete = true;
     return;
@@ -107,7 +108,7 @@ void P2P::match_or_post(Request& r) {
     unexpected_.recycle(*at);
     return;
   }
-  append_posted(r);
+  posted_.append(r);
 }
 
 void P2P::receive_matched(Request& r, void* buf, std::size_t count, const Datatype& type, Incoming message) {
@@ -126,22 +127,6 @@ void P2P::deliver_unexpected(Request& recv, const Incoming& in) {
 std::optional<Incoming> P2P::take_unexpected(int source, int tag, std::uint32_t context) {
   if (const auto at = unexpected_.find(source, tag, context)) return unexpected_.take(*at);
   return std::nullopt;
-}
-
-void P2P::remove_posted(Request& recv) {
-  (recv.prev_posted ? recv.prev_posted->next_posted : posted_head_) = recv.next_posted;
-  (recv.next_posted ? recv.next_posted->prev_posted : posted_tail_) = recv.prev_posted;
-  recv.next_posted = recv.prev_posted = nullptr;
-}
-
-Request* P2P::match_posted(std::uint32_t context, int source, int tag) {
-  for (Request* r = posted_head_; r; r = r->next_posted) {
-    if (matches(context, source, tag, r->context, r->source, r->tag)) {
-      remove_posted(*r);
-      return r;
-    }
-  }
-  return nullptr;
 }
 
 std::size_t P2P::set_receive_status(Request& recv, int source, int tag, std::size_t size) {
@@ -210,7 +195,7 @@ void P2P::on_rdma_complete(std::uint64_t id) {
 
 void P2P::on_message(int peer, const WireHeader& h, std::span<const std::byte> payload) {
   if (h.type == WireType::eager && payload.size() == h.size) [[likely]] {
-    if (Request* recv = match_posted(h.context, h.source, h.tag)) return deliver_eager(*recv, h.source, h.tag, payload);
+    if (Request* recv = posted_.match(h.context, h.source, h.tag)) return deliver_eager(*recv, h.source, h.tag, payload);
     return keep_unexpected(peer, h, payload);
   }
   on_other_message(peer, h, payload);
@@ -238,7 +223,7 @@ void P2P::on_message(int peer, const WireHeader& h, std::span<const std::byte> p
     abort_job("progress", why);
   }
   Message m{h.source, h.tag, peer, std::size_t(h.size), payload, true, h.token, h.address, h.handle};
-  if (Request* recv = match_posted(h.context, h.source, h.tag)) return deliver(*recv, m);
+  if (Request* recv = posted_.match(h.context, h.source, h.tag)) return deliver(*recv, m);
   keep_unexpected(peer, h, payload);
 }
 
@@ -295,8 +280,8 @@ Incoming P2P::mprobe(int source, int tag, std::uint32_t context) {
 }
 
 bool P2P::cancel(Request& request) {
-  if (!request.prev_posted && posted_head_ != &request) return false;  // matched, or never posted
-  remove_posted(request);
+  if (!posted_.holds(request)) return false;  // matched, or never posted
+  posted_.remove(request);
   request.cancelled = true;
   complete(request);
   return true;

@@ -16,6 +16,7 @@
 #include "datatype.hpp"
 #include "progress_agent.hpp"
 #include "request.hpp"
+#include "posted_queue.hpp"
 #include "transport.hpp"
 #include "unexpected_queue.hpp"
 
@@ -106,7 +107,7 @@ class P2P final : public TransportClient {
     // With nothing waiting unmatched, a receive from a rank only joins the posted queue.
     if (source == MPI_PROC_NULL || !unexpected_.empty()) [[unlikely]]
       return match_or_post(r);
-    append_posted(r);
+    posted_.append(r);
   }
   std::optional<ProbeResult> iprobe(int source, int tag, std::uint32_t context);
   ProbeResult probe(int source, int tag, std::uint32_t context);
@@ -191,14 +192,6 @@ class P2P final : public TransportClient {
   }
   // post_recv's less common ways: the message may be in the unexpected queue, or the source is MPI_PROC_NULL.
   void match_or_post(Request& recv);
-  void append_posted(Request& recv) {
-    recv.prev_posted = posted_tail_;
-    recv.next_posted = nullptr;
-    (posted_tail_ ? posted_tail_->next_posted : posted_head_) = &recv;
-    posted_tail_ = &recv;
-  }
-  void remove_posted(Request& recv);
-  Request* match_posted(std::uint32_t context, int source, int tag);
   // The receive's status for a message of `size` bytes (MPI_ERR_TRUNCATE if it is
   // longer than the receive takes); returns the bytes the receive takes.
   static std::size_t set_receive_status(Request& recv, int source, int tag, std::size_t size);
@@ -235,8 +228,7 @@ class P2P final : public TransportClient {
   std::unique_ptr<Transport> transport_;
   RmaClient* rma_ = nullptr;
   ProgressClient* progress_client_ = nullptr;
-  Request* posted_head_ = nullptr;  // posted receives in order, linked through Request::next_posted
-  Request* posted_tail_ = nullptr;
+  PostedQueue posted_;
   UnexpectedQueue unexpected_;
   std::unordered_map<std::uint64_t, Request*> rendezvous_sends_;  // by token, until the FIN
   std::unordered_map<std::uint64_t, Request*> reads_;             // receives whose RDMA read is running

@@ -60,8 +60,9 @@ class Request : public ompi_request_t {
   // goes, and the whole of it (packed) lands in staging too: a broadcast's
   // rank that passes the message on (collectives.cpp), in an erroneous call.
   bool keep_whole = false;
-  Request* next_posted = nullptr;  // P2P's queue of posted receives, linked through the requests
+  Request* next_posted = nullptr;  // P2P's queues of posted receives (PostedQueue), linked through the requests
   Request* prev_posted = nullptr;
+  std::uint64_t posted_order = 0;
 
   // Rendezvous: the registration peers read from (send) or the read lands in (receive).
   std::uint64_t token = 0;
