@@ -58,12 +58,14 @@ TEST(ReadChoice, LargeReadsTakeEachWayAndArriveWhole) {
     a.arena.release(d);
   }
   // The first read goes through the rings, the second by single copy; then
-  // the faster way, and the other for 4 reads in every 64: 5 or 75 of the
-  // 80 single copy, or between where the faster way changed (one read of
-  // slack for a sample lost to nothing but a race).
+  // the faster way, and the other for 4 reads in every 64: mostly 5 or 75 of
+  // the 80 by single copy. Which way is faster is measured, so on a busy
+  // machine it may change at any read, even during the 4 that go the other
+  // way: 77 was seen with the other core loaded. What holds whatever the
+  // times is each way taken (read_path_test checks the choice itself).
   const std::uint64_t direct = a.nic->counters().direct_reads - before.direct_reads;
-  EXPECT_GE(direct, 4u);
-  EXPECT_LE(direct, kReads - 4);
+  EXPECT_GE(direct, 1u);
+  EXPECT_LE(direct, kReads - 1);
   EXPECT_EQ(a.nic->counters().reads_taken_over - before.reads_taken_over, 0u);
 }
 
