@@ -36,7 +36,7 @@ std::size_t eager_limit_setting() {
 Request::Free* Request::free_list = nullptr;
 
 P2P::P2P(int world_rank, int world_size)
-    : world_rank_(world_rank), eager_limit_(eager_limit_setting()), posted_(world_size) {
+    : world_rank_(world_rank), eager_limit_(eager_limit_setting()), posted_(world_size), unexpected_(world_size) {
   if (world_size > 1) transport_ = std::make_unique<Transport>(world_rank, world_size, eager_limit_, *this);
 }
 

@@ -8,6 +8,7 @@
 // The queues link through the requests themselves (Request::next_posted).
 #pragma once
 
+#include <cassert>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -38,6 +39,7 @@ class PostedQueue {
                                                                       : nullptr;
     return q && q->head == &r;
   }
+  // r's source has not changed since it was posted (nothing sets it on a posted receive).
   void remove(Request& r) { unlink(queue_for(r.source), r); }
   // The receive that a message (context, source, tag) goes to, taken out of
   // the queue; null when none matches. `source` comes off the wire: a rank no
@@ -46,11 +48,14 @@ class PostedQueue {
     Queue* q = source >= 0 && std::size_t(source) < by_source_.size() ? &by_source_[std::size_t(source)] : nullptr;
     Request* r = q ? first_match(*q, context, source, tag) : nullptr;
     if (wild_.head) [[unlikely]] {
-      Request* w = first_match(wild_, context, source, tag);
-      if (w && (!r || w->posted_order < r->posted_order)) {
-        r = w;
-        q = &wild_;
-      }
+      // Only a wildcard receive posted before the named one can take the message.
+      const std::uint64_t before = r ? r->posted_order : ~std::uint64_t{0};
+      for (Request* w = wild_.head; w && w->posted_order < before; w = w->next_posted)
+        if (matches(context, source, tag, w->context, w->source, w->tag)) {
+          r = w;
+          q = &wild_;
+          break;
+        }
     }
     if (r) unlink(*q, *r);
     return r;
@@ -61,9 +66,12 @@ class PostedQueue {
     Request* head = nullptr;
     Request* tail = nullptr;
   };
-  // Grows for a rank past those of MPI_COMM_WORLD (an intercommunicator's remote group).
+  // Grows for a rank past those of MPI_COMM_WORLD (an intercommunicator's
+  // remote group). A receive's source is MPI_ANY_SOURCE or a rank of its
+  // communicator, checked by the C API (MPI_PROC_NULL is never posted).
   Queue& queue_for(int source) {
     if (source == MPI_ANY_SOURCE) return wild_;
+    assert(source >= 0);
     if (std::size_t(source) >= by_source_.size()) [[unlikely]]
       by_source_.resize(std::size_t(source) + 1);
     return by_source_[std::size_t(source)];

@@ -49,12 +49,23 @@ inline bool matches(std::uint32_t context, int source, int tag, std::uint32_t wa
 class UnexpectedQueue {
  public:
   using List = std::list<Incoming>;
+  // The messages waiting from one sender, and its place among those that have some.
+  struct Sender {
+    List messages;
+    std::size_t active_at = kInactive;
+    bool in_others = false;  // its slot is an entry of others_, dropped once empty
+  };
   struct Position {
-    List* list;
+    Sender* sender;
     List::iterator entry;
   };
 
-  bool empty() const { return count_ == 0; }
+  // Senders 0 .. ranks-1 (MPI_COMM_WORLD's) have a slot each; any other
+  // source (an intercommunicator's remote rank past those, or a value off the
+  // wire) gets one while it has messages waiting.
+  explicit UnexpectedQueue(int ranks) : by_rank_(std::size_t(ranks > 0 ? ranks : 0)) {}
+
+  bool empty() const { return active_.empty(); }
   // A new entry after every other of `source`, holding a copy of data, its
   // other fields zero; the caller fills them in.
   Incoming& append(int source, std::span<const std::byte> data);
@@ -64,9 +75,9 @@ class UnexpectedQueue {
   // The first message, of any sender, for which pred holds (cancellation: rare).
   template <class Pred>
   std::optional<Position> find_if(Pred&& pred) {
-    for (auto& [source, list] : by_source_)
-      for (auto it = list.begin(); it != list.end(); ++it)
-        if (pred(*it)) return Position{&list, it};
+    for (Sender* s : active_)
+      for (auto it = s->messages.begin(); it != s->messages.end(); ++it)
+        if (pred(*it)) return Position{s, it};
     return std::nullopt;
   }
   // Out of the queue, its node and buffer kept for the next message (a stream
@@ -76,12 +87,16 @@ class UnexpectedQueue {
   Incoming take(Position at);
 
  private:
+  static constexpr std::size_t kInactive = ~std::size_t{0};
   static constexpr std::size_t kSpare = 64;  // as many as a window of 64 messages in flight needs
-  // By sender; a map, not a vector indexed by rank, as the rank comes off
-  // the wire (a list, once made, stays: its node is what Position points into).
-  std::unordered_map<int, List> by_source_;
+  Sender* existing(int source);
+  // After an entry of `source` left s: s leaves the active senders if it has no more.
+  void left(Sender& s, int source);
+
+  std::vector<Sender> by_rank_;               // never resized: active_ points into it
+  std::unordered_map<int, Sender> others_;    // map nodes stay put
+  std::vector<Sender*> active_;               // the senders with messages waiting, for MPI_ANY_SOURCE
   List spare_;
-  std::size_t count_ = 0;
   std::uint64_t arrivals_ = 0;
 };
 

@@ -5,16 +5,17 @@
  * head of that sender's own queue. Needs 3 ranks; more only take part in the
  * final check.
  *
- * Unexpected messages: rank 2 sends rank 0 kBacklog messages that no receive
- * is posted for, and rank 0 waits until they have all arrived (it probes the
- * last); then rank 1 sends rank 0 kMessages messages, each received by
- * source. Then the backlog is received, by source and with MPI_ANY_SOURCE:
- * order per sender holds, and a wildcard receive takes the message that
- * arrived first.
+ * Unexpected messages: rank 1 sends rank 0 kMessages messages, each received
+ * by source. Then rank 2 sends rank 0 kBacklog messages that no receive is
+ * posted for, and rank 0 waits until they have all arrived (it probes the
+ * last); then rank 1 sends its kMessages again. Then the backlog is
+ * received, by source and with MPI_ANY_SOURCE: order per sender holds, and a
+ * wildcard receive takes the message that arrived first.
  *
- * Posted receives: rank 0 posts kPosted receives from rank 2, then makes
- * kRoundTrips round trips with rank 1, its receive posted before it asks;
- * then rank 2 sends, and each posted receive gets its message in order.
+ * Posted receives: rank 0 makes kRoundTrips round trips with rank 1, its
+ * receive posted before it asks; then it posts kPosted receives from rank 2
+ * and makes them again; then rank 2 sends, and each posted receive gets its
+ * message in order.
  *
  * Wildcard and named receives together: a message goes to the receive posted
  * first of those it matches, whichever queue holds it. */
@@ -32,34 +33,55 @@ enum {
   kExchangeTag = 9
 };
 
-/* Seconds each part's messages from rank 1 may take: milliseconds when matching is by sender. */
-static const double kLimit = 2.0;
+/* Each part's messages from rank 1 are timed without the depth first (the
+ * baseline) and then with it: matching by sender, the two take about as
+ * long (milliseconds, more under a sanitizer); walking the depth, seconds
+ * more. The second may take kSlack seconds more than kTimes the first. */
+static const double kTimes = 10.0, kSlack = 1.0;
+
+/* rank 0: kMessages messages from rank 1, each received by source; returns the seconds they took. */
+static double receive_from_rank_1(void) {
+  const double start = MPI_Wtime();
+  for (int i = 0; i < kMessages; ++i) {
+    int value = -1;
+    MPI_Recv(&value, 1, MPI_INT, 1, kExchangeTag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    CHECK(value == i);
+    if (value != i) break;
+  }
+  return MPI_Wtime() - start;
+}
+
+/* rank 1: on rank 0's word, kMessages messages to it. */
+static void send_to_rank_0(void) {
+  int go;
+  MPI_Recv(&go, 1, MPI_INT, 0, kExchangeTag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+  for (int i = 0; i < kMessages; ++i) MPI_Send(&i, 1, MPI_INT, 0, kExchangeTag, MPI_COMM_WORLD);
+}
 
 static void unexpected_messages(int rank, int size) {
   if (rank == 2) {
+    int go;
+    MPI_Recv(&go, 1, MPI_INT, 0, kExchangeTag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
     for (int i = 0; i < kBacklog; ++i) MPI_Send(&i, 1, MPI_INT, 0, kBacklogTag, MPI_COMM_WORLD);
     MPI_Send(&size, 1, MPI_INT, 0, kLastTag, MPI_COMM_WORLD);
   } else if (rank == 1) {
+    send_to_rank_0(); /* the baseline */
+    send_to_rank_0();
     int go;
-    MPI_Recv(&go, 1, MPI_INT, 0, kExchangeTag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-    for (int i = 0; i < kMessages; ++i) MPI_Send(&i, 1, MPI_INT, 0, kExchangeTag, MPI_COMM_WORLD);
     MPI_Recv(&go, 1, MPI_INT, 0, kExchangeTag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
     MPI_Send(&rank, 1, MPI_INT, 0, kLastTag, MPI_COMM_WORLD);
   } else if (rank == 0) {
     MPI_Status status;
+    MPI_Send(&rank, 1, MPI_INT, 1, kExchangeTag, MPI_COMM_WORLD); /* go */
+    const double baseline = receive_from_rank_1();
+    MPI_Send(&rank, 1, MPI_INT, 2, kExchangeTag, MPI_COMM_WORLD); /* go */
     /* Every message of rank 2 is in the unexpected queue once its last one is seen. */
     MPI_Probe(2, kLastTag, MPI_COMM_WORLD, &status);
     MPI_Send(&rank, 1, MPI_INT, 1, kExchangeTag, MPI_COMM_WORLD); /* go */
-    const double start = MPI_Wtime();
-    for (int i = 0; i < kMessages; ++i) {
-      int value = -1;
-      MPI_Recv(&value, 1, MPI_INT, 1, kExchangeTag, MPI_COMM_WORLD, &status);
-      CHECK(value == i);
-      if (value != i) break;
-    }
-    const double seconds = MPI_Wtime() - start;
-    printf("%d receives from rank 1 past %d unexpected messages from rank 2: %.3f s\n", kMessages, kBacklog, seconds);
-    CHECK(seconds < kLimit);
+    const double seconds = receive_from_rank_1();
+    printf("%d receives from rank 1: %.3f s, past %d unexpected messages from rank 2: %.3f s\n", kMessages, baseline,
+           kBacklog, seconds);
+    CHECK(seconds < kSlack + kTimes * baseline);
     /* A message from rank 1 that arrives after the backlog: a wildcard receive still takes rank 2's first. */
     MPI_Send(&rank, 1, MPI_INT, 1, kExchangeTag, MPI_COMM_WORLD);
     MPI_Probe(1, kLastTag, MPI_COMM_WORLD, &status); /* rank 1's message is here */
@@ -80,18 +102,35 @@ static void unexpected_messages(int rank, int size) {
   }
 }
 
+/* rank 0: kRoundTrips round trips with rank 1, the receive of each answer
+ * posted before the question is sent; returns the seconds they took. */
+static double round_trips_with_rank_1(void) {
+  const double start = MPI_Wtime();
+  for (int i = 0; i < kRoundTrips; ++i) {
+    int answer = -1;
+    MPI_Request reply;
+    MPI_Irecv(&answer, 1, MPI_INT, 1, kExchangeTag, MPI_COMM_WORLD, &reply);
+    MPI_Send(&i, 1, MPI_INT, 1, kExchangeTag, MPI_COMM_WORLD);
+    MPI_Wait(&reply, MPI_STATUS_IGNORE);
+    CHECK(answer == i);
+    if (answer != i) break;
+  }
+  return MPI_Wtime() - start;
+}
+
 static void posted_receives(int rank) {
   if (rank == 2) {
     int go;
     MPI_Recv(&go, 1, MPI_INT, 0, kExchangeTag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
     for (int i = 0; i < kPosted; ++i) MPI_Send(&i, 1, MPI_INT, 0, kBacklogTag, MPI_COMM_WORLD);
   } else if (rank == 1) {
-    for (int i = 0; i < kRoundTrips; ++i) {
+    for (int i = 0; i < 2 * kRoundTrips; ++i) { /* the baseline's, then the timed ones */
       int asked = -1;
       MPI_Recv(&asked, 1, MPI_INT, 0, kExchangeTag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
       MPI_Send(&asked, 1, MPI_INT, 0, kExchangeTag, MPI_COMM_WORLD);
     }
   } else if (rank == 0) {
+    const double baseline = round_trips_with_rank_1();
     int* values = malloc(kPosted * sizeof *values);
     MPI_Request* posted = malloc(kPosted * sizeof *posted);
     CHECK(values && posted);
@@ -100,19 +139,10 @@ static void posted_receives(int rank) {
       values[i] = -1;
       MPI_Irecv(&values[i], 1, MPI_INT, 2, kBacklogTag, MPI_COMM_WORLD, &posted[i]);
     }
-    const double start = MPI_Wtime();
-    for (int i = 0; i < kRoundTrips; ++i) {
-      int answer = -1;
-      MPI_Request reply;
-      MPI_Irecv(&answer, 1, MPI_INT, 1, kExchangeTag, MPI_COMM_WORLD, &reply);
-      MPI_Send(&i, 1, MPI_INT, 1, kExchangeTag, MPI_COMM_WORLD);
-      MPI_Wait(&reply, MPI_STATUS_IGNORE);
-      CHECK(answer == i);
-      if (answer != i) break;
-    }
-    const double seconds = MPI_Wtime() - start;
-    printf("%d round trips with rank 1 past %d receives posted for rank 2: %.3f s\n", kRoundTrips, kPosted, seconds);
-    CHECK(seconds < kLimit);
+    const double seconds = round_trips_with_rank_1();
+    printf("%d round trips with rank 1: %.3f s, past %d receives posted for rank 2: %.3f s\n", kRoundTrips, baseline,
+           kPosted, seconds);
+    CHECK(seconds < kSlack + kTimes * baseline);
     MPI_Send(&rank, 1, MPI_INT, 2, kExchangeTag, MPI_COMM_WORLD); /* go */
     MPI_Waitall(kPosted, posted, MPI_STATUSES_IGNORE);
     int wrong = 0;
