@@ -17,7 +17,9 @@ between rounds (0.10 against 0.36 us for both libraries' 8 B latency on
 compare measures the core-to-core handoff before and after each run (in
 raw/<run>.json.handoff) and runs a round again when its runs disagree; a
 round whose runs still saw the machine in different states (handoffs more
-than 1.4x apart) is left out of a cell's median where another round was not.
+than 1.4x apart) is left out of a cell's median where at least 3 rounds
+were not (a median of one or two rounds would let one round decide);
+otherwise every round counts.
 
 Each cell is viastack / Open MPI of the same measurement in the same rounds,
 oriented so that the targets of issue 25 read the same way everywhere:
@@ -61,6 +63,7 @@ def load(outdir):
 
 
 SAME_STATE_SPREAD = 1.4  # as in benchmarks/compare
+MIN_SAME_STATE_ROUNDS = 3  # as in compare_report.py: the issues' medians of >= 3 interleaved runs
 
 
 def mixed_rounds(outdir):
@@ -132,7 +135,9 @@ def main():
                 if not rounds:
                     row.append("-")
                     continue
-                rounds = [r for r in rounds if (ranks, r) not in mixed] or rounds
+                same_state = [r for r in rounds if (ranks, r) not in mixed]
+                if len(same_state) >= MIN_SAME_STATE_ROUNDS:
+                    rounds = same_state
                 ours, theirs = medians[("viastack", ranks, test, size)], medians[("openmpi", ranks, test, size)]
                 # lat_us is time per message or per call: throughput is its inverse.
                 ratio = statistics.median(theirs_runs[r] / ours_runs[r] if test in THROUGHPUT_TESTS

@@ -173,6 +173,9 @@ def others_pct(path):
 # compare before and after each run) lie further apart than this ran in
 # different states of the machine.
 SAME_STATE_SPREAD = 1.4  # as in benchmarks/compare
+# Fewer rounds than this in one state, and every round's ratio counts (the
+# issues ask for medians of >= 3 interleaved runs); compare_mpi_report.py too.
+MIN_SAME_STATE_ROUNDS = 3
 
 
 def handoffs(path):
@@ -302,13 +305,15 @@ def row_adder(rows):
         # Round k of ours ran beside round k of the anchor (interleaved), in
         # the same state of this machine, which changes between rounds: the
         # ratio is the median of the rounds' ratios, over the rounds whose two
-        # runs kept one state where any did. Where no round has both, the
-        # ratio of the medians.
+        # runs kept one state where at least MIN_SAME_STATE_ROUNDS did (else
+        # over every round: one or two rounds would decide alone). Where no
+        # round has both, the ratio of the medians.
         per_round = round_ratios(ours_vals, anchor_vals)
         mixed = mixed_states(ours_vals, anchor_vals, getattr(ours_runs, "handoffs", None),
                              getattr(anchor_runs, "handoffs", None))
         same = [v for v, m in zip(per_round, mixed) if not m]
-        ratio = med(same or per_round) if per_round else (o / a) if (o is not None and a) else None
+        kept = same if len(same) >= MIN_SAME_STATE_ROUNDS else per_round
+        ratio = med(kept) if per_round else (o / a) if (o is not None and a) else None
         rows.append({
             "key": key, "metric": metric, "unit": unit,
             "ours_runs": ours_vals, "ours_median": o, "ours_others_pct": ours_others,

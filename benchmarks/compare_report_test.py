@@ -70,6 +70,25 @@ def main():
             failures.append(f"ratio {row['ratio_ours_over_anchor']} with rounds 1 and 5 in mixed states, not 1.0")
         if "0.33~" not in out:
             failures.append("the rounds in mixed states are not marked in the printed runs")
+
+        # Only two rounds (2 and 4) kept one state: two rounds would decide
+        # alone (3.0), so every round's ratio counts (median 1.0).
+        rounds = [(10.0, 30.0), (30.0, 10.0), (10.0, 10.0), (30.0, 10.0), (10.0, 10.0)]
+        states = [("19 20", "40 39"), ("39 40", "40 41"), ("19 19", "40 39"), ("40 40", "39 40"), ("20 19", "38 40")]
+        for k, ((ours, theirs), (ours_h, theirs_h)) in enumerate(zip(rounds, states), 1):
+            for name, rate, h in (("via_rate_8", ours, ours_h), ("ompi_rate_8", theirs, theirs_h)):
+                path = os.path.join(raw, f"r{k}_{name}.json")
+                with open(path, "w") as f:
+                    f.write(json.dumps({"bench": "x", "msg_rate_Mps": rate}) + "\n")
+                with open(path + ".handoff", "w") as f:
+                    f.write(h + "\n")
+        subprocess.run([sys.executable, REPORT, "ratecold", outdir], check=True, stdout=subprocess.DEVNULL)
+        with open(os.path.join(outdir, "ratecold.json")) as f:
+            row = {r["key"]: r for r in json.load(f)["rows"]}["rate_via_ompi"]
+        if row["rounds_mixed_states"] != [True, False, True, False, True]:
+            failures.append(f"rounds in mixed states {row['rounds_mixed_states']}")
+        if row["ratio_ours_over_anchor"] != 1.0:  # rounds 2 and 4 alone would say 3.0
+            failures.append(f"ratio {row['ratio_ours_over_anchor']} with two rounds in one state, not 1.0 (all five)")
     for failure in failures:
         print("FAIL:", failure)
     return 1 if failures else 0
