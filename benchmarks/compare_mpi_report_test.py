@@ -18,6 +18,20 @@ def write(outdir, rnd, library, lat):
                                 "bytes": 8, "lat_us": lat}) + "\n")
 
 
+def report_with_states(outdir, states, mixed):
+    """Writes each round's (ours, theirs) 8 B times and handoffs that put the
+    rounds in `mixed` in two states; runs the report; returns its rows by test."""
+    for rnd, (ours, theirs) in enumerate(states, 1):
+        write(outdir, rnd, "viastack", ours)
+        write(outdir, rnd, "openmpi", theirs)
+        for library, handoff in (("viastack", "19 20"), ("openmpi", "39 40" if rnd in mixed else "20 19")):
+            with open(os.path.join(outdir, "raw", f"r{rnd}_{library}_2.json.handoff"), "w") as f:
+                f.write(handoff + "\n")
+    subprocess.run([sys.executable, REPORT, outdir], check=True, stdout=subprocess.DEVNULL)
+    with open(os.path.join(outdir, "mpi_summary.json")) as f:
+        return {r["test"]: r for r in map(json.loads, f)}
+
+
 def main():
     with tempfile.TemporaryDirectory() as outdir:
         os.mkdir(os.path.join(outdir, "raw"))
@@ -39,16 +53,8 @@ def main():
         # before and after each run): they are left out, and the ratio is 1.0
         # over rounds 2-4 (round 2 unequal in one state), where all five
         # rounds' median would say 3.3.
-        states = [(0.36, 0.11), (0.36, 0.11), (0.10, 0.10), (0.36, 0.36), (0.36, 0.11)]
-        for rnd, (ours, theirs) in enumerate(states, 1):
-            write(outdir, rnd, "viastack", ours)
-            write(outdir, rnd, "openmpi", theirs)
-            for library, handoff in (("viastack", "19 20"), ("openmpi", "39 40" if rnd in (1, 5) else "20 19")):
-                with open(os.path.join(outdir, "raw", f"r{rnd}_{library}_2.json.handoff"), "w") as f:
-                    f.write(handoff + "\n")
-        subprocess.run([sys.executable, REPORT, outdir], check=True, stdout=subprocess.DEVNULL)
-        with open(os.path.join(outdir, "mpi_summary.json")) as f:
-            rows = {r["test"]: r for r in map(json.loads, f)}
+        rows = report_with_states(outdir, [(0.36, 0.11), (0.36, 0.11), (0.10, 0.10), (0.36, 0.36), (0.36, 0.11)],
+                                  mixed=(1, 5))
         for test in ("lat", "rate"):
             ratio, rounds = rows[test]["ratio"], rows[test]["rounds"]
             if rounds != 3 or abs(ratio - 1.0) > 1e-9:
@@ -56,16 +62,8 @@ def main():
                 return 1
         # Only rounds 2 and 4 kept one state: two rounds would decide alone
         # (3.3), so every round's ratio counts (median 1.0).
-        states = [(0.36, 0.11), (0.36, 0.11), (0.10, 0.10), (0.36, 0.11), (0.11, 0.11)]
-        for rnd, (ours, theirs) in enumerate(states, 1):
-            write(outdir, rnd, "viastack", ours)
-            write(outdir, rnd, "openmpi", theirs)
-            for library, handoff in (("viastack", "19 20"), ("openmpi", "20 19" if rnd in (2, 4) else "39 40")):
-                with open(os.path.join(outdir, "raw", f"r{rnd}_{library}_2.json.handoff"), "w") as f:
-                    f.write(handoff + "\n")
-        subprocess.run([sys.executable, REPORT, outdir], check=True, stdout=subprocess.DEVNULL)
-        with open(os.path.join(outdir, "mpi_summary.json")) as f:
-            rows = {r["test"]: r for r in map(json.loads, f)}
+        rows = report_with_states(outdir, [(0.36, 0.11), (0.36, 0.11), (0.10, 0.10), (0.36, 0.11), (0.11, 0.11)],
+                                  mixed=(1, 3, 5))
         for test in ("lat", "rate"):
             ratio, rounds = rows[test]["ratio"], rows[test]["rounds"]
             if rounds != 5:

@@ -12,6 +12,22 @@ import tempfile
 REPORT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "compare_report.py")
 
 
+def report_with_states(outdir, rates, handoffs):
+    """Writes each round's (ours, theirs) 8 B rates and (ours, theirs)
+    handoffs; runs the report; returns the Open MPI rate row and what it printed."""
+    for k, ((ours, theirs), (ours_h, theirs_h)) in enumerate(zip(rates, handoffs), 1):
+        for name, rate, h in (("via_rate_8", ours, ours_h), ("ompi_rate_8", theirs, theirs_h)):
+            path = os.path.join(outdir, "raw", f"r{k}_{name}.json")
+            with open(path, "w") as f:
+                f.write(json.dumps({"bench": "x", "msg_rate_Mps": rate}) + "\n")
+            with open(path + ".handoff", "w") as f:
+                f.write(h + "\n")
+    out = subprocess.run([sys.executable, REPORT, "ratecold", outdir], check=True, capture_output=True,
+                         text=True).stdout
+    with open(os.path.join(outdir, "ratecold.json")) as f:
+        return {r["key"]: r for r in json.load(f)["rows"]}["rate_via_ompi"], out
+
+
 def main():
     with tempfile.TemporaryDirectory() as outdir:
         raw = os.path.join(outdir, "raw")
@@ -51,19 +67,9 @@ def main():
         # handoffs compare measured before and after each run more than 1.4x
         # apart) are left out of the ratio: here rounds 1 and 5, where
         # viastack ran slow and Open MPI fast. Round 3 kept one state.
-        rounds = [(10.0, 30.0), (30.0, 30.0), (10.0, 30.0), (10.0, 10.0), (10.0, 30.0)]
-        states = [("19 20", "40 39"), ("39 40", "40 41"), ("19 19", "20 19"), ("40 40", "39 40"), ("20 19", "38 40")]
-        for k, ((ours, theirs), (ours_h, theirs_h)) in enumerate(zip(rounds, states), 1):
-            for name, rate, h in (("via_rate_8", ours, ours_h), ("ompi_rate_8", theirs, theirs_h)):
-                path = os.path.join(raw, f"r{k}_{name}.json")
-                with open(path, "w") as f:
-                    f.write(json.dumps({"bench": "x", "msg_rate_Mps": rate}) + "\n")
-                with open(path + ".handoff", "w") as f:
-                    f.write(h + "\n")
-        out = subprocess.run([sys.executable, REPORT, "ratecold", outdir], check=True, capture_output=True,
-                             text=True).stdout
-        with open(os.path.join(outdir, "ratecold.json")) as f:
-            row = {r["key"]: r for r in json.load(f)["rows"]}["rate_via_ompi"]
+        row, out = report_with_states(
+            outdir, [(10.0, 30.0), (30.0, 30.0), (10.0, 30.0), (10.0, 10.0), (10.0, 30.0)],
+            [("19 20", "40 39"), ("39 40", "40 41"), ("19 19", "20 19"), ("40 40", "39 40"), ("20 19", "38 40")])
         if row["rounds_mixed_states"] != [True, False, False, False, True]:
             failures.append(f"rounds in mixed states {row['rounds_mixed_states']}")
         if row["ratio_ours_over_anchor"] != 1.0:  # all five rounds' median would say 0.33
@@ -73,18 +79,9 @@ def main():
 
         # Only two rounds (2 and 4) kept one state: two rounds would decide
         # alone (3.0), so every round's ratio counts (median 1.0).
-        rounds = [(10.0, 30.0), (30.0, 10.0), (10.0, 10.0), (30.0, 10.0), (10.0, 10.0)]
-        states = [("19 20", "40 39"), ("39 40", "40 41"), ("19 19", "40 39"), ("40 40", "39 40"), ("20 19", "38 40")]
-        for k, ((ours, theirs), (ours_h, theirs_h)) in enumerate(zip(rounds, states), 1):
-            for name, rate, h in (("via_rate_8", ours, ours_h), ("ompi_rate_8", theirs, theirs_h)):
-                path = os.path.join(raw, f"r{k}_{name}.json")
-                with open(path, "w") as f:
-                    f.write(json.dumps({"bench": "x", "msg_rate_Mps": rate}) + "\n")
-                with open(path + ".handoff", "w") as f:
-                    f.write(h + "\n")
-        subprocess.run([sys.executable, REPORT, "ratecold", outdir], check=True, stdout=subprocess.DEVNULL)
-        with open(os.path.join(outdir, "ratecold.json")) as f:
-            row = {r["key"]: r for r in json.load(f)["rows"]}["rate_via_ompi"]
+        row, _ = report_with_states(
+            outdir, [(10.0, 30.0), (30.0, 10.0), (10.0, 10.0), (30.0, 10.0), (10.0, 10.0)],
+            [("19 20", "40 39"), ("39 40", "40 41"), ("19 19", "40 39"), ("40 40", "39 40"), ("20 19", "38 40")])
         if row["rounds_mixed_states"] != [True, False, True, False, True]:
             failures.append(f"rounds in mixed states {row['rounds_mixed_states']}")
         if row["ratio_ours_over_anchor"] != 1.0:  # rounds 2 and 4 alone would say 3.0
