@@ -2,11 +2,13 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstdint>
 #include <cstring>
 #include <memory>
 #include <utility>
 #include <vector>
 
+#include <via/bootstrap.hpp>
 #include <via/config.hpp>
 #include <via/copy.hpp>
 
@@ -71,12 +73,23 @@ void fold(const Op& op, const Datatype& type, std::size_t count, std::byte*& acc
   std::swap(acc, incoming);
 }
 
+// Pairwise exchange keeps one partner's blocks in flight at a time, which
+// pays where each rank has a core. Where ranks outnumber the cores, a step
+// waits for a partner that may not be running, while every block posted at
+// once lets whichever ranks run move data: 4 ranks on 2 cores, blocks of
+// 1 MiB, 16 interleaved runs, 1.39 / 1.44 / 1.37 x Open MPI pairwise
+// (alltoall / ialltoall / ialltoallv), 1.23 / 1.33 / 1.22 all at once.
+std::size_t alltoall_pairwise_bytes() {
+  if (const auto set = via::config::integer_if_set("VIASTACK_MPI_ALLTOALL_PAIRWISE_BYTES")) return std::size_t(*set);
+  if (via::job_outnumbers_cpus_on_this_host()) return SIZE_MAX;
+  return std::size_t(via::config::integer("VIASTACK_MPI_ALLTOALL_PAIRWISE_BYTES"));
+}
+
 }  // namespace
 
 CollectiveTuning collective_tuning_from_env() {
   return {std::size_t(via::config::integer("VIASTACK_MPI_ALLREDUCE_RING_BYTES")),
-          std::size_t(via::config::integer("VIASTACK_MPI_ALLGATHER_RING_BYTES")),
-          std::size_t(via::config::integer("VIASTACK_MPI_ALLTOALL_PAIRWISE_BYTES"))};
+          std::size_t(via::config::integer("VIASTACK_MPI_ALLGATHER_RING_BYTES")), alltoall_pairwise_bytes()};
 }
 
 void copy_typed(const void* src, std::size_t src_count, const Datatype& src_type, void* dst, std::size_t dst_count,

@@ -27,7 +27,8 @@
 //                    dissemination; ring from there on
 //   alltoall(v/w)    every message posted at once while each block is below
 //                    VIASTACK_MPI_ALLTOALL_PAIRWISE_BYTES (default 64 KiB), pairwise
-//                    exchange (one partner per step) from there on
+//                    exchange (one partner per step) from there on; where ranks
+//                    outnumber the cores (and the variable is unset), all at once
 //   gather(v), scatter(v)  linear: the root posts every transfer at once
 //   reduce_scatter(_block) on up to 4 ranks and 8 KiB of input, or on 3-4 ranks
 //                    and up to 16 MiB: each block to its rank in one round,

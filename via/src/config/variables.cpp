@@ -137,7 +137,8 @@ const std::vector<Variable>& declarations() {
       integer_variable("VIASTACK_MPI_ALLGATHER_RING_BYTES", 0, kTiB, "bytes", "65536", "mpi",
                        "allgather(v) of at least this much in all uses the ring, below it Bruck's"),
       integer_variable("VIASTACK_MPI_ALLTOALL_PAIRWISE_BYTES", 0, kTiB, "bytes", "65536", "mpi",
-                       "alltoall(v) with blocks of at least this size exchanges pairwise, below it all at once"),
+                       "alltoall(v) with blocks of at least this size exchanges pairwise, below it all at once; unset where ranks "
+                       "outnumber the job's CPUs on the host: all at once at every size"),
       // The user-level TCP/IP stack.
       integer_variable("VIASTACK_UTCP_MTU", 68, 65535, "bytes", "9000", "utcp", "the MTU of utcp's links over VIA"),
       integer_variable("VIASTACK_UTCP_RECEIVE_BUFFERS", 2, 4096, "", "32", "utcp",
