@@ -21,8 +21,9 @@ FUZZ_PACKAGES=(clang libclang-rt-14-dev)
 # (the ABI check compares against it) and mpicc (the binary-compatibility test);
 # NetPIPE's NPtcp: the kernel's loopback TCP, the tcp provider's anchor.
 # gfortran: Open MPI's mpifort, for the Fortran programs run on viastack
-# through Open MPI's Fortran bindings.
-MPI_PACKAGES=(libopenmpi-dev openmpi-bin netpipe-openmpi netpipe-tcp python3-mpi4py gfortran)
+# through Open MPI's Fortran bindings. hpcc: the HPC Challenge suite (HPL
+# among it), an outside MPI program run on our library.
+MPI_PACKAGES=(libopenmpi-dev openmpi-bin netpipe-openmpi netpipe-tcp python3-mpi4py gfortran hpcc)
 # The process managers the launcher tests start jobs under: MPICH's
 # mpiexec.hydra (PMI-1), and Slurm's slurmctld/slurmd/srun (PMIx, PMI-2)
 # with munge for a one-node cluster. mpich's alternatives have a lower

@@ -285,9 +285,8 @@ int MPI_Test(MPI_Request* request, int* flag, MPI_Status* status) {
     *flag = 1;
     if (!r) return fill_empty_status(status);
     comm = comm_of(r);
-    runtime().p2p().poll();
-    *flag = r->complete;
-    if (!r->complete) return;
+    *flag = runtime().p2p().test([&] { return r->complete; });
+    if (!*flag) return;
     if (int error = retire(request, status); error != MPI_SUCCESS) fail_request(error);
   });
 }
@@ -363,8 +362,7 @@ int MPI_Testall(int count, MPI_Request requests[], int* flag, MPI_Status statuse
     check_pointer(flag, "null flag pointer");
     ActiveRequests active(count, requests);
     auto rs = active.get();
-    runtime().p2p().poll();
-    *flag = all_complete(rs);
+    *flag = runtime().p2p().test([&] { return all_complete(rs); });
     if (*flag) retire_every(count, requests, rs, statuses, comm);
   });
 }
@@ -406,8 +404,8 @@ int MPI_Testany(int count, MPI_Request requests[], int* index, int* flag, MPI_St
     check_pointer(flag, "null flag pointer");
     ActiveRequests active(count, requests);
     auto rs = active.get();
-    runtime().p2p().poll();
-    const int found = first_complete(rs);
+    int found = -1;
+    runtime().p2p().test([&] { return (found = first_complete(rs)) != -1; });
     *flag = found != -1;
     *index = found == -1 ? MPI_UNDEFINED : found;
     if (found == -1) return;
@@ -429,7 +427,7 @@ int some(int incount, MPI_Request requests[], int* outcount, int indices[], MPI_
     if (block)
       runtime().p2p().wait_until([&] { return first_complete(rs) != -1; });
     else
-      runtime().p2p().poll();
+      runtime().p2p().test([&] { return first_complete(rs) != -1; });
     if (first_complete(rs) == MPI_UNDEFINED) {
       *outcount = MPI_UNDEFINED;
       return;

@@ -181,9 +181,8 @@ int MPI_Request_get_status(MPI_Request request, int* flag, MPI_Status* status) {
     *flag = 1;
     if (!r) return fill_empty_status(status);
     if (r->comm) comm = r->comm->handle;
-    runtime().p2p().poll();
-    *flag = r->complete;
-    if (!r->complete) return;
+    *flag = runtime().p2p().test([&] { return r->complete; });
+    if (!*flag) return;
     if (r->type != Request::Type::generalized) return r->fill_status(status);
     if (int error = query_generalized(*r, status); error != MPI_SUCCESS)
       fail(error, "the generalized request's query function failed");

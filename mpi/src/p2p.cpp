@@ -245,8 +245,9 @@ void P2P::complete(Request& request) {
 }
 
 std::optional<ProbeResult> P2P::iprobe(int source, int tag, std::uint32_t context) {
-  poll();
-  return find_unexpected(source, tag, context);
+  std::optional<ProbeResult> found;
+  test([&] { return (found = find_unexpected(source, tag, context)).has_value(); });
+  return found;
 }
 
 std::optional<ProbeResult> P2P::find_unexpected(int source, int tag, std::uint32_t context) {
@@ -266,8 +267,9 @@ ProbeResult P2P::probe(int source, int tag, std::uint32_t context) {
 }
 
 std::optional<Incoming> P2P::improbe(int source, int tag, std::uint32_t context) {
-  poll();
-  return take_unexpected(source, tag, context);
+  std::optional<Incoming> taken;
+  test([&] { return (taken = take_unexpected(source, tag, context)).has_value(); });
+  return taken;
 }
 
 Incoming P2P::mprobe(int source, int tag, std::uint32_t context) {

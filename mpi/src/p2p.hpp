@@ -124,6 +124,19 @@ class P2P final : public TransportClient {
   void cancel_send(Request& request);
 
   void poll();
+  // One look for a test (MPI_Test and its kin, MPI_Iprobe): progress, then
+  // done(). When done() does not hold and waits do not spin here (ranks
+  // outnumber the cores), the core goes to whoever else needs it: a program
+  // that tests in a loop of its own then waits as MPI_Wait would, not
+  // holding the core its peer needs for a whole time slice (hpcc's HPL on 4
+  // ranks on 2 cores, which probes for its panels: 0.55 x Open MPI's speed).
+  template <class Done>
+  bool test(Done&& done) {
+    poll();
+    if (done()) return true;
+    if (transport_) transport_->yield_when_idle();
+    return false;
+  }
   // Frames in and out only (no collective task resumed): for a long copy
   // inside a collective, between its pieces.
   void poll_transport() {

@@ -111,6 +111,7 @@ class Transport final : private via::MeshClient {
   int peers_in_use() const { return mesh_->peers_in_use(); }
 
   void poll() { mesh_->poll(); }
+  void yield_when_idle() { nic_->yield_when_idle(); }
   // Blocks (spinning, then sleeping) until done() holds.
   template <class Done>
   void wait_until(Done&& done) {

@@ -451,8 +451,7 @@ void Window::wait() {
 
 bool Window::test() {
   require(exposure_epoch_, MPI_ERR_RMA_SYNC, "no exposure epoch is open (MPI_Win_post opens one)");
-  runtime_.p2p().poll();
-  if (completes_ < post_group_.size()) return false;
+  if (!runtime_.p2p().test([&] { return completes_ >= post_group_.size(); })) return false;
   exposure_epoch_ = false;
   return true;
 }

@@ -117,7 +117,7 @@ struct NicCounters {
   // Sleeps that ran their whole time slice and ended with their wait over
   // though no doorbell rang: a wake-up lost (or being rung that instant).
   std::uint64_t late_wakeups = 0;
-  std::uint64_t yields = 0;  // cores given away (sched_yield) while waiting
+  std::uint64_t yields = 0;  // cores given away (sched_yield) while waiting, or by yield_when_idle
   // Injected by VIASTACK_FAULTS on unreliable VIs.
   std::uint64_t faults_dropped = 0;
   std::uint64_t faults_duplicated = 0;
@@ -270,6 +270,12 @@ class Nic {
   // sleeps in the kernel until a peer rings the doorbell.
   template <class Done>
   Result wait(Done&& done, std::uint32_t timeout_ms);
+  // For a caller that polls in a loop of its own (MPI_Test, MPI_Iprobe) and
+  // found nothing: where a wait would not spin (VIASTACK_SPIN_US; 0 where the
+  // host's ranks outnumber the job's CPUs) and no frame has arrived for 1 ms
+  // of such calls, gives the core away once, as a wait's yield phase does
+  // (Open MPI's mpi_yield_when_idle, which yields at once); else nothing.
+  void yield_when_idle();
 
   const char* provider_name() const;
   const NicCounters& counters() const;

@@ -421,6 +421,20 @@ void NicImpl::report(const AsyncError& error) {
 
 void Nic::progress() { impl(*this).advance(); }
 
+void Nic::yield_when_idle() {
+  if (spin_ns() != 0) return;
+  NicImpl& self = impl(*this);
+  const std::uint64_t now = now_ns(), frames = self.counters_.frames_received;
+  if (frames != self.idle_tests_frames_) {
+    self.idle_tests_frames_ = frames;
+    self.idle_tests_since_ = now;
+    return;
+  }
+  if (now - self.idle_tests_since_ < kIdleTestsBeforeYieldNs) return;
+  sched_yield();
+  ++self.counters_.yields;
+}
+
 // ViImpl's, here for the loop below, its one caller.
 inline bool ViImpl::progress() {
   if (state_ != ViState::connected) return false;
