@@ -8,7 +8,7 @@
  * test loop. A tester that never yields takes half the core from rank 1,
  * whose work then lasts about twice its CPU time; one that yields once it
  * has found nothing for a while leaves rank 1 the core (about 1.0x). The
- * round fails above kMaxStretch. More ranks than 2 only take part in the
+ * round fails above kMaxStretch (the test runs alone: RUN_SERIAL). More ranks than 2 only take part in the
  * final check. */
 #define _GNU_SOURCE
 #include <sched.h>
@@ -17,6 +17,7 @@
 #include "check.h"
 
 static const double kWorkCpuSeconds = 0.2, kMaxStretch = 1.5;
+enum { kAttempts = 3 };
 
 enum { kTest, kTestall, kTestany, kTestsome, kIprobe, kImprobe, kRequestGetStatus, kKinds };
 static const char* const kKindNames[kKinds] = {"MPI_Test",     "MPI_Testall", "MPI_Testany",           "MPI_Testsome",
@@ -96,13 +97,21 @@ int main(int argc, char** argv) {
   const int bound = bind_all_to_one_cpu();
   CHECK(bound);
   for (int kind = 0; kind < kKinds && size >= 2 && bound; ++kind) {
-    MPI_Barrier(MPI_COMM_WORLD);
-    if (rank == 0) wait_by_tests(kind);
-    if (rank == 1) {
-      const double stretch = work_then_send(kind);
-      printf("%s loop: the computing rank's work took %.2f times its CPU time\n", kKindNames[kind], stretch);
-      CHECK(stretch <= kMaxStretch);
+    /* Other processes on the CPU stretch the work too: a round that took too
+     * long is tried again, up to kAttempts (a tester that never yields takes
+     * its half in every one). */
+    double stretch = 0;
+    for (int attempt = 1; attempt <= kAttempts; ++attempt) {
+      MPI_Barrier(MPI_COMM_WORLD);
+      if (rank == 0) wait_by_tests(kind);
+      if (rank == 1) {
+        stretch = work_then_send(kind);
+        printf("%s loop: the computing rank's work took %.2f times its CPU time\n", kKindNames[kind], stretch);
+      }
+      MPI_Bcast(&stretch, 1, MPI_DOUBLE, 1, MPI_COMM_WORLD);
+      if (stretch <= kMaxStretch) break;
     }
+    if (rank == 1) CHECK(stretch <= kMaxStretch);
   }
   return finish("test_loop_yield");
 }
