@@ -362,7 +362,7 @@ class NodeCollectives {
     control(me_).may_sleep.store(0, std::memory_order_relaxed);
     // The wake-ups sent meanwhile (or about to arrive, from a member that saw
     // the word just before it was cleared: the next long wait takes those).
-    while (p2p.improbe(MPI_ANY_SOURCE, kWakeTag, comm_.collective_context())) {
+    while (p2p.take_arrived(MPI_ANY_SOURCE, kWakeTag, comm_.collective_context())) {
     }
   }
 

@@ -35,7 +35,7 @@ grep -q '^Success=1$' hpccoutf.txt || { echo "FAIL: the suite did not report Suc
 grep -q '^HPL_nprow='"$p"'$' hpccoutf.txt && grep -q '^HPL_npcol='"$q"'$' hpccoutf.txt ||
   { echo "FAIL: HPL did not run on the $p x $q grid"; fail=1; }
 grep -q '||Ax-b||.*PASSED' hpccoutf.txt || { echo "FAIL: HPL's residual check did not pass"; fail=1; }
-grep -q ' 0 tests completed and failed residual checks' hpccoutf.txt ||
+grep -q ' 0 tests completed and failed residual checks\.$' hpccoutf.txt ||
   { echo "FAIL: PTRANS failed a residual check"; fail=1; }
 if grep -q 'FAILED' hpccoutf.txt; then
   grep 'FAILED' hpccoutf.txt

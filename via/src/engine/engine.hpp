@@ -63,6 +63,9 @@ inline constexpr std::uint64_t kOversubscribedReadTakeoverUs = 500;
 // HPL, whose ranks probe for a panel that a rank sharing their core is yet
 // to send, ran as fast as Open MPI's instead of at 0.55 x).
 inline constexpr std::uint64_t kIdleTestsBeforeYieldNs = 1'000'000;
+// Tests further apart than this are a program working between them: its
+// loop of empty tests begins anew at the next.
+inline constexpr std::uint64_t kIdleTestsGapNs = 100'000;
 std::uint64_t read_takeover_wait_ns(std::optional<std::int64_t> configured_us, int local_ranks, int job_cpus);
 
 class Provider;
@@ -420,9 +423,9 @@ class NicImpl final : public Nic {
   std::function<void(const AsyncError&)> error_handler_;
   NicCounters counters_;
   YieldPhase yield_phase_;  // of this NIC's waits
-  // Nic::yield_when_idle: frames received when its callers last found
-  // something new, and since when they have found nothing.
-  std::uint64_t idle_tests_frames_ = UINT64_MAX, idle_tests_since_ = 0;
+  // Nic::yield_when_idle: frames received when its callers' loop of empty
+  // tests began, when it began, and when the last of them ended.
+  std::uint64_t idle_tests_frames_ = UINT64_MAX, idle_tests_since_ = 0, idle_tests_last_ = 0;
   std::uint64_t next_peer_check_ = 0;  // when a wait next looks at peers' liveness (now_ns)
   std::uint64_t progress_calls_ = 0;
   std::vector<std::function<void()>> deferred_;
