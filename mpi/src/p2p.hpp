@@ -132,8 +132,8 @@ class P2P final : public TransportClient {
   void poll();
   // One look for a test (MPI_Test and its kin, MPI_Iprobe): progress, then
   // done(). When done() does not hold, waits do not spin here (ranks
-  // outnumber the cores) and the program's tests have found nothing for 1 ms
-  // (Nic::yield_when_idle), the core goes to whoever else needs it: a
+  // outnumber the cores) and the program's tests have seen nothing arrive
+  // for 1 ms (Nic::yield_when_idle), the core goes to whoever else needs it: a
   // program that tests in a loop of its own then yields as MPI_Wait's yield
   // phase would, not holding the core its peer needs for a whole time slice
   // (hpcc's HPL on 4 ranks on 2 cores, which probes for its panels: 0.58 x

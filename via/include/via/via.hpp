@@ -270,12 +270,11 @@ class Nic {
   // sleeps in the kernel until a peer rings the doorbell.
   template <class Done>
   Result wait(Done&& done, std::uint32_t timeout_ms);
-  // For a caller that polls in a loop of its own (MPI_Test, MPI_Iprobe) and
-  // found nothing: where a wait would not spin (VIASTACK_SPIN_US; 0 where the
-  // host's ranks outnumber the job's CPUs) and such calls, each within
-  // 100 us of the last, have seen no frame arrive for 1 ms, gives the core
-  // away once, as a wait's yield phase does (Open MPI's mpi_yield_when_idle,
-  // which yields at once); else nothing.
+  // For a program's test that found nothing (MPI_Test, MPI_Iprobe): where a
+  // wait would not spin (VIASTACK_SPIN_US; 0 where the host's ranks outnumber
+  // the job's CPUs) and the tests have seen no frame arrive for 1 ms, gives
+  // the core away once, as a wait's yield phase does (Open MPI's
+  // mpi_yield_when_idle, which yields at once); else nothing.
   void yield_when_idle();
 
   const char* provider_name() const;

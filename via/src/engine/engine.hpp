@@ -53,19 +53,20 @@ std::uint64_t wait_yield_longest_ns(std::optional<std::int64_t> configured_us);
 // ialltoallv: 768 us a call taking over after 20 us, 480-540 after 100-500,
 // 500 never taking over, Open MPI 715).
 inline constexpr std::uint64_t kOversubscribedReadTakeoverUs = 500;
-// Where waits do not spin, a caller's own loop of tests (MPI_Test,
-// MPI_Iprobe) that has seen no frame arrive for this long yields the core
-// at each empty test after it (Nic::yield_when_idle). Not at once, as a
-// wait does: a loop of tests is as often a program working between them,
-// whose core is its own (4 ranks on 2 cores, hpcc: yielding at every empty
-// test made MPIRandomAccess 17 times slower, as slow as Open MPI's, and a
-// ping-pong by MPI_Test loops 5-10 times; after 1 ms, neither moved, while
-// HPL, whose ranks probe for a panel that a rank sharing their core is yet
-// to send, ran as fast as Open MPI's instead of at 0.55 x).
+// Where waits do not spin, a program's test (MPI_Test, MPI_Iprobe) that
+// finds nothing yields the core once no frame has arrived for this long, as
+// seen by its tests (Nic::yield_when_idle), whether the program tests in a
+// tight loop or works between its tests: it waits for something that has not
+// come, from ranks that may need the core. Not at once, as a wait does and as
+// Open MPI's tests do: a program that tests between pieces of its own work
+// lost its core at every test (4 ranks on 2 cores, hpcc: yielding at every
+// empty test made MPIRandomAccess 17 times slower, as slow as Open MPI's, and
+// a ping-pong by MPI_Test loops 5-10 times; after 1 ms, 1.3 and 1.0 times),
+// while HPL, whose ranks probe for a panel that a rank sharing their core is
+// yet to send, ran as fast after 1 ms as at once (0.58-0.86 x Open MPI's
+// speed before, 1.0-1.2 after). Counting only tests close together (100 us)
+// made HPL slower again (0.99 x Open MPI's time against 0.81, 5 rounds).
 inline constexpr std::uint64_t kIdleTestsBeforeYieldNs = 1'000'000;
-// Tests further apart than this are a program working between them: its
-// loop of empty tests begins anew at the next.
-inline constexpr std::uint64_t kIdleTestsGapNs = 100'000;
 std::uint64_t read_takeover_wait_ns(std::optional<std::int64_t> configured_us, int local_ranks, int job_cpus);
 
 class Provider;
@@ -423,9 +424,9 @@ class NicImpl final : public Nic {
   std::function<void(const AsyncError&)> error_handler_;
   NicCounters counters_;
   YieldPhase yield_phase_;  // of this NIC's waits
-  // Nic::yield_when_idle: frames received when its callers' loop of empty
-  // tests began, when it began, and when the last of them ended.
-  std::uint64_t idle_tests_frames_ = UINT64_MAX, idle_tests_since_ = 0, idle_tests_last_ = 0;
+  // Nic::yield_when_idle: the frames received when an empty test last saw
+  // the count change, and when.
+  std::uint64_t idle_tests_frames_ = UINT64_MAX, idle_tests_since_ = 0;
   std::uint64_t next_peer_check_ = 0;  // when a wait next looks at peers' liveness (now_ns)
   std::uint64_t progress_calls_ = 0;
   std::vector<std::function<void()>> deferred_;

@@ -425,20 +425,16 @@ void Nic::yield_when_idle() {
   if (spin_ns() != 0) return;
   NicImpl& self = impl(*this);
   const std::uint64_t now = now_ns(), frames = self.counters_.frames_received;
-  // A frame arrived, or the program worked between this test and the last:
-  // a loop of empty tests starts here.
-  const bool begins = frames != self.idle_tests_frames_ || now - self.idle_tests_last_ > kIdleTestsGapNs;
-  self.idle_tests_last_ = now;
-  if (begins) {
+  if (frames != self.idle_tests_frames_) {  // something came: the clock starts again
     self.idle_tests_frames_ = frames;
     self.idle_tests_since_ = now;
+    return;
   }
   if (now - self.idle_tests_since_ < kIdleTestsBeforeYieldNs) return;
   // Under MPI_THREAD_MULTIPLE the caller holds the library's lock meanwhile;
   // a yield is short, and the lock is let go right after.
   sched_yield();
   ++self.counters_.yields;
-  self.idle_tests_last_ = now_ns();  // the time given away is not the program's
 }
 
 // ViImpl's, here for the loop below, its one caller.
