@@ -718,16 +718,6 @@ TEST(Viarun, TellsTheRanksHowManyCpusTheJobHas) {
   EXPECT_EQ(result.out, "cpus=" + std::to_string(usable_cpus()) + "\n");
 }
 
-// A count given to viarun stands (the CPUs the job may use here, as a host
-// file's slots): a test that claims more CPUs than the machine has, to take
-// the paths of a node that is not oversubscribed, must get them.
-TEST(Viarun, PassesOnACpuCountItWasGiven) {
-  RunResult result =
-      run_viarun({"-n", "1", "--", "sh", "-c", "echo cpus=$VIASTACK_NODE_CPUS"}, {"VIASTACK_NODE_CPUS=64"});
-  ASSERT_EQ(result.exit_code, 0) << result.err;
-  EXPECT_EQ(result.out, "cpus=64\n");
-}
-
 TEST(Viarun, BadBindingsAreUsageErrors) {
   for (const std::vector<std::string>& args :
        {std::vector<std::string>{"-n", "2", "--bind-to", "thread", "true"},

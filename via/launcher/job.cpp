@@ -13,8 +13,6 @@
 #include <cstring>
 #include <system_error>
 
-#include <via/config.hpp>
-
 namespace viarun {
 namespace {
 
@@ -92,9 +90,7 @@ Job::Job(const LaunchOptions& options, std::string program_path, std::string job
   }
   if (options.hosts.empty()) {
     const CpuTopology topology = this_machine();
-    // A count given to viarun stands (the CPUs the job may use here, as a
-    // host file's slots); else the CPUs viarun itself may use.
-    node_cpus_ = int(via::config::integer_if_set("VIASTACK_NODE_CPUS").value_or(topology.cpus()));
+    node_cpus_ = topology.cpus();
     bindings_ = plan_bindings(topology, options.ranks, options.bind_to, options.map_by);
   }
   ranks_.reserve(static_cast<size_t>(options.ranks));

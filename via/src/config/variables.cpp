@@ -95,9 +95,8 @@ const std::vector<Variable>& declarations() {
       integer_variable("VIASTACK_NODES", 1, kRanks, "", "1", "via",
                        "how many hosts viarun placed the ranks on, round-robin; set by viarun"),
       integer_variable("VIASTACK_NODE_CPUS", 1, 1 << 20, "", "-", "via",
-                       "the CPUs the job may use on this host (viarun's own, or the count viarun was given in "
-                       "this variable); with more ranks here than that, waits yield at once instead of spinning; "
-                       "set by viarun"),
+                       "the CPUs the job may use on this host (viarun's own); with more ranks here than that, "
+                       "waits yield at once instead of spinning; set by viarun"),
       typed("VIASTACK_LAUNCHER", Type::text, "-", "programs", "the launcher that started the process; set by viarun"),
       {"VIASTACK_TIMEOUT", Type::decimal, "-", "viarun",
        "viarun ends the job after this long, fractions allowed; unset: no limit; --timeout overrides it", 0,
